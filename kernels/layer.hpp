@@ -1,0 +1,61 @@
+// layer: one step of a model with an explicit forward and a backward split in two halves
+// (input gradient, weight gradient) so zero-bubble schedules can defer the weight half.
+// A layer owns no parameter memory: bind() points it into the flat buffers of the layer_stack
+// that holds it, which is what lets optimizers and ZeRO shards work on flat ranges.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/tensor.hpp"
+
+namespace troupe {
+
+struct param_spec {
+  std::string name;  // e.g. "weight", "bias"
+  shape_t shape;
+};
+
+// What a layer keeps from forward for its backward: one per micro-batch in flight.
+// backward_input may add tensors (e.g. output gradients) for backward_weight to use.
+struct saved_activations {
+  std::vector<tensor> tensors;
+};
+
+class layer {
+ public:
+  virtual ~layer() = default;
+  // Short kind name used in logs and model summaries ("linear", "relu", "block", ...).
+  virtual std::string kind() const = 0;
+  virtual std::vector<param_spec> param_specs() const { return {}; }
+  int64_t num_params() const;
+
+  // Points the layer at its slice of the stage's flat parameter and gradient buffers.
+  void bind(float* params, float* grads) {
+    params_ = params;
+    grads_ = grads;
+  }
+  // Writes initial values into params (its own slice, param_specs() order). The generator is
+  // seeded per layer index, so cutting a model into stages does not change its initial values.
+  virtual void init(float* params, std::mt19937_64& rng) const { (void)params, (void)rng; }
+
+  virtual tensor forward(const tensor& x, saved_activations& saved) const = 0;
+  // Returns dL/dx. Leaves parameter gradients alone.
+  virtual tensor backward_input(const tensor& dy, saved_activations& saved) const = 0;
+  // Adds dL/dparams into the bound gradient buffer. May be called after backward_input only.
+  virtual void backward_weight(const tensor& dy, saved_activations& saved) { (void)dy, (void)saved; }
+
+ protected:
+  float* params_ = nullptr;
+  float* grads_ = nullptr;
+};
+
+using layer_list = std::vector<std::unique_ptr<layer>>;
+
+// Uniform(-bound, bound) fill, the initializer behind PyTorch's default Linear init.
+void fill_uniform(float* out, int64_t n, float bound, std::mt19937_64& rng);
+
+}  // namespace troupe

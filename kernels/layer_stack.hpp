@@ -1,0 +1,50 @@
+// layer_stack: a contiguous run of a model's layers with one flat parameter buffer and one flat
+// gradient buffer. The whole model on one device is one stack; a pipeline stage is another.
+// It runs forward and backward for one micro-batch at a time; what a micro-batch keeps for its
+// backward lives in a stack_context the caller owns, so several can be in flight.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/layer.hpp"
+
+namespace troupe {
+
+struct stack_context {
+  std::vector<saved_activations> saved;  // one per layer
+};
+
+class layer_stack {
+ public:
+  // first_layer is the global index of layers[0] in the model; with seed it fixes the init.
+  layer_stack(layer_list layers, int64_t first_layer, uint64_t seed);
+  layer_stack(const layer_stack&) = delete;
+  layer_stack& operator=(const layer_stack&) = delete;
+
+  int64_t num_params() const { return params_.numel(); }
+  size_t num_layers() const { return layers_.size(); }
+  layer& at(size_t i) { return *layers_.at(i); }
+  // Offset of layer i's parameters inside the flat buffers.
+  int64_t param_offset(size_t i) const { return offsets_.at(i); }
+
+  tensor& params() { return params_; }
+  const tensor& params() const { return params_; }
+  tensor& grads() { return grads_; }
+  const tensor& grads() const { return grads_; }
+  void zero_grads();
+  // Replaces the parameter values (e.g. with what an optimizer shard sent back).
+  void load_params(const tensor& values);
+
+  tensor forward(const tensor& x, stack_context& ctx) const;
+  // Backward through every layer, adding into grads(). Returns dL/dx, or an empty tensor when
+  // need_input_grad is false (the first stage skips its most expensive GEMM that way).
+  tensor backward(const tensor& dy, stack_context& ctx, bool need_input_grad);
+
+ private:
+  layer_list layers_;
+  std::vector<int64_t> offsets_;
+  tensor params_;
+  tensor grads_;
+};
+
+}  // namespace troupe

@@ -1,0 +1,77 @@
+// CPU reference ops, llm.c style: every op is a *_forward / *_backward pair over raw pointers,
+// arguments ordered (out, inputs..., sizes...), with the shape of each pointer in a comment.
+// Parameter gradients accumulate (+=) so micro-batches can add into one buffer; input gradients
+// are written (=). Nothing here allocates, logs or knows about layers.
+#pragma once
+
+#include <cstdint>
+
+namespace troupe::ops {
+
+// ---- dense (ops_dense.cpp) ----
+// out = inp @ weight^T + bias. weight uses PyTorch's Linear layout (OC, C). bias may be null.
+void matmul_forward(float* out,                                      // (N, OC)
+                    const float* inp,                                // (N, C)
+                    const float* weight, const float* bias,          // (OC, C), (OC)
+                    int64_t N, int64_t C, int64_t OC);
+// dinp = dout @ weight
+void matmul_backward_input(float* dinp,                              // (N, C)
+                           const float* dout, const float* weight,   // (N, OC), (OC, C)
+                           int64_t N, int64_t C, int64_t OC);
+// dweight += dout^T @ inp; dbias += sum over rows of dout (dbias may be null)
+void matmul_backward_weight(float* dweight, float* dbias,            // (OC, C), (OC)
+                            const float* dout, const float* inp,     // (N, OC), (N, C)
+                            int64_t N, int64_t C, int64_t OC);
+
+void relu_forward(float* out, const float* inp, int64_t n);
+// dinp = dout where out > 0, else 0
+void relu_backward(float* dinp, const float* dout, const float* out, int64_t n);
+
+// ---- loss (ops_loss.cpp) ----
+// Row-wise softmax cross-entropy. Writes probs and returns the summed (not averaged) loss.
+// Targets outside [0, V) throw std::out_of_range.
+double softmax_cross_entropy_forward(float* probs,                   // (N, V)
+                                     const float* logits,            // (N, V)
+                                     const int32_t* targets,         // (N)
+                                     int64_t N, int64_t V);
+// dlogits = (probs - onehot(targets)) * scale
+void softmax_cross_entropy_backward(float* dlogits,                  // (N, V)
+                                    const float* probs,              // (N, V)
+                                    const int32_t* targets,          // (N)
+                                    int64_t N, int64_t V, float scale);
+
+// ---- transformer (ops_transformer.cpp) ----
+// GELU, tanh approximation (as GPT-2 and PyTorch's approximate="tanh").
+void gelu_forward(float* out, const float* inp, int64_t n);
+void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
+
+// out = (inp - mean) * rstd * weight + bias, per row of C. Saves mean and rstd for backward.
+void layernorm_forward(float* out, float* mean, float* rstd,         // (N, C), (N), (N)
+                       const float* inp,                             // (N, C)
+                       const float* weight, const float* bias,       // (C), (C)
+                       int64_t N, int64_t C);
+void layernorm_backward(float* dinp, float* dweight, float* dbias,   // (N, C), (C), (C)
+                        const float* dout, const float* inp,         // (N, C), (N, C)
+                        const float* weight, const float* mean, const float* rstd,
+                        int64_t N, int64_t C);
+
+// out[b, t] = wte[tokens[b, t]] + wpe[t]. Tokens are stored as floats holding integers.
+void embedding_forward(float* out,                                   // (B, T, C)
+                       const float* tokens,                          // (B, T)
+                       const float* wte, const float* wpe,           // (V, C), (maxT, C)
+                       int64_t B, int64_t T, int64_t C, int64_t V);
+void embedding_backward(float* dwte, float* dwpe,                    // (V, C), (maxT, C)
+                        const float* dout, const float* tokens,      // (B, T, C), (B, T)
+                        int64_t B, int64_t T, int64_t C);
+
+// Causal multi-head self-attention over a packed qkv input.
+void attention_forward(float* out,                                   // (B, T, C)
+                       float* att,                                   // (B, NH, T, T) softmaxed scores
+                       const float* qkv,                             // (B, T, 3C)
+                       int64_t B, int64_t T, int64_t C, int64_t NH);
+void attention_backward(float* dqkv,                                 // (B, T, 3C), written
+                        const float* dout,                           // (B, T, C)
+                        const float* qkv, const float* att,          // (B, T, 3C), (B, NH, T, T)
+                        int64_t B, int64_t T, int64_t C, int64_t NH);
+
+}  // namespace troupe::ops
