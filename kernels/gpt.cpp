@@ -1,8 +1,30 @@
-// GPT-style decoder builder. Replaced by the transformer layers work.
+// GPT-style decoder builder: [embedding, transformer_block x blocks, layernorm, linear lm head].
+// Tokens (B, T) in, logits (B, T, V) out; cross_entropy reads them as (B*T, V) rows. The lm head
+// is a plain untied linear (with bias, PyTorch default init) so pipelines can cut before it and
+// tensor parallelism can split it like any other linear; GPT-2 ties it to wte instead.
+#include <cmath>
 #include <stdexcept>
 
+#include "kernels/layers_dense.hpp"
+#include "kernels/layers_transformer.hpp"
 #include "kernels/model.hpp"
 
 namespace troupe {
-layer_list build_gpt(const model_spec&) { throw std::logic_error("build_gpt: transformer layers not built yet"); }
+
+layer_list build_gpt(const model_spec& spec) {
+  if (spec.kind != "gpt") throw std::invalid_argument("build_gpt: model.kind is \"" + spec.kind + "\", not \"gpt\"");
+  validate(spec);
+  const int64_t C = spec.channels;
+  // GPT-2 scales the residual output projections by 1/sqrt(2 * blocks): each block adds two
+  // branches to the residual stream, and this keeps its variance independent of depth.
+  const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(spec.blocks));
+  layer_list layers;
+  layers.push_back(std::make_unique<embedding>(spec.vocab, spec.context, C));
+  for (int64_t i = 0; i < spec.blocks; ++i)
+    layers.push_back(std::make_unique<transformer_block>(C, spec.heads, proj_std));
+  layers.push_back(std::make_unique<layernorm>(C));
+  layers.push_back(std::make_unique<linear>(C, spec.vocab));
+  return layers;
+}
+
 }  // namespace troupe

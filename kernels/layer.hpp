@@ -34,7 +34,8 @@ class layer {
   int64_t num_params() const;
 
   // Points the layer at its slice of the stage's flat parameter and gradient buffers.
-  void bind(float* params, float* grads) {
+  // Virtual so a composite layer (transformer_block) can bind its sub-layers to sub-slices.
+  virtual void bind(float* params, float* grads) {
     params_ = params;
     grads_ = grads;
   }

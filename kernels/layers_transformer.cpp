@@ -1,0 +1,266 @@
+// embedding, layernorm, gelu and transformer_block over ops_transformer and the dense linear.
+// The block keeps its forward activations in fixed slots of `saved` (see enum slot) and reuses
+// the sub-layers' own forward/backward, so its math is exactly the sum of tested parts.
+#include "kernels/layers_transformer.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "kernels/ops.hpp"
+
+namespace troupe {
+
+namespace {
+
+constexpr float gpt2_init_std = 0.02f;
+
+void fill_normal(float* out, int64_t n, float std, std::mt19937_64& rng) {
+  std::normal_distribution<float> dist(0.0f, std);
+  for (int64_t i = 0; i < n; ++i) out[i] = dist(rng);
+}
+
+void check_last_dim(const tensor& x, int64_t features, const char* who, const char* what) {
+  if (x.rank() < 1 || x.size(-1) != features)
+    throw std::invalid_argument(std::string(who) + ": " + what + " has shape " + to_string(x.shape()) +
+                                ", expected last dimension " + std::to_string(features));
+}
+
+void add_into(tensor& a, const tensor& b) {
+  float* pa = a.data();
+  const float* pb = b.data();
+  for (int64_t i = 0; i < a.numel(); ++i) pa[i] += pb[i];
+}
+
+// A sub-layer's backward over the block's saved tensors, repacked in that layer's own layout.
+tensor input_grad(const layer& l, const tensor& dy, std::vector<tensor> saved) {
+  saved_activations a{std::move(saved)};
+  return l.backward_input(dy, a);
+}
+void weight_grad(layer& l, const tensor& dy, std::vector<tensor> saved) {
+  saved_activations a{std::move(saved)};
+  l.backward_weight(dy, a);
+}
+
+}  // namespace
+
+// ---- embedding ----
+
+embedding::embedding(int64_t vocab, int64_t context, int64_t channels)
+    : vocab_(vocab), context_(context), channels_(channels) {}
+
+std::vector<param_spec> embedding::param_specs() const {
+  return {{"wte", {vocab_, channels_}}, {"wpe", {context_, channels_}}};
+}
+
+void embedding::init(float* params, std::mt19937_64& rng) const {
+  fill_normal(params, (vocab_ + context_) * channels_, gpt2_init_std, rng);
+}
+
+tensor embedding::forward(const tensor& x, saved_activations& saved) const {
+  if (x.rank() != 2 || x.size(1) > context_)
+    throw std::invalid_argument("embedding: tokens have shape " + to_string(x.shape()) +
+                                ", expected (B, T) with T <= " + std::to_string(context_));
+  const int64_t B = x.size(0), T = x.size(1);
+  tensor y({B, T, channels_});
+  ops::embedding_forward(y.data(), x.data(), params_, params_ + vocab_ * channels_, B, T, channels_, vocab_);
+  saved.tensors = {x};
+  return y;
+}
+
+tensor embedding::backward_input(const tensor&, saved_activations&) const { return {}; }
+
+void embedding::backward_weight(const tensor& dy, saved_activations& saved) {
+  const tensor& x = saved.tensors.at(0);
+  const int64_t B = x.size(0), T = x.size(1);
+  if (dy.numel() != B * T * channels_)
+    throw std::invalid_argument("embedding: output gradient has shape " + to_string(dy.shape()) +
+                                " for tokens " + to_string(x.shape()));
+  ops::embedding_backward(grads_, grads_ + vocab_ * channels_, dy.data(), x.data(), B, T, channels_);
+}
+
+// ---- layernorm ----
+
+layernorm::layernorm(int64_t channels) : channels_(channels) {}
+
+std::vector<param_spec> layernorm::param_specs() const {
+  return {{"weight", {channels_}}, {"bias", {channels_}}};
+}
+
+void layernorm::init(float* params, std::mt19937_64&) const {
+  std::fill(params, params + channels_, 1.0f);
+  std::fill(params + channels_, params + 2 * channels_, 0.0f);
+}
+
+tensor layernorm::forward(const tensor& x, saved_activations& saved) const {
+  check_last_dim(x, channels_, "layernorm", "input");
+  const int64_t n = x.numel() / channels_;
+  tensor y(x.shape()), mean({n}), rstd({n});
+  ops::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), params_, params_ + channels_, n, channels_);
+  saved.tensors = {x, mean, rstd};
+  return y;
+}
+
+tensor layernorm::backward_input(const tensor& dy, saved_activations& saved) const {
+  check_last_dim(dy, channels_, "layernorm", "output gradient");
+  const tensor& x = saved.tensors.at(0);
+  tensor dx(x.shape());
+  ops::layernorm_backward(dx.data(), nullptr, nullptr, dy.data(), x.data(), params_, saved.tensors.at(1).data(),
+                          saved.tensors.at(2).data(), x.numel() / channels_, channels_);
+  return dx;
+}
+
+void layernorm::backward_weight(const tensor& dy, saved_activations& saved) {
+  check_last_dim(dy, channels_, "layernorm", "output gradient");
+  const tensor& x = saved.tensors.at(0);
+  ops::layernorm_backward(nullptr, grads_, grads_ + channels_, dy.data(), x.data(), params_,
+                          saved.tensors.at(1).data(), saved.tensors.at(2).data(), x.numel() / channels_,
+                          channels_);
+}
+
+// ---- gelu ----
+
+tensor gelu::forward(const tensor& x, saved_activations& saved) const {
+  tensor y(x.shape());
+  ops::gelu_forward(y.data(), x.data(), x.numel());
+  saved.tensors = {x};
+  return y;
+}
+
+tensor gelu::backward_input(const tensor& dy, saved_activations& saved) const {
+  const tensor& x = saved.tensors.at(0);
+  tensor dx(x.shape());
+  ops::gelu_backward(dx.data(), x.data(), dy.data(), x.numel());
+  return dx;
+}
+
+// ---- transformer_block ----
+
+namespace {
+// Slots of the block's saved tensors. Forward fills x .. gelu_out; backward_input adds the
+// g_* gradients and clears qkv, att and fc, which backward_weight does not need.
+enum slot : size_t {
+  s_x, s_ln1_mean, s_ln1_rstd, s_ln1_out, s_qkv, s_att, s_att_out,
+  s_x2, s_ln2_mean, s_ln2_rstd, s_ln2_out, s_fc, s_gelu_out, num_forward_slots,
+  g_ln1_out = num_forward_slots, g_qkv, g_x2, g_ln2_out, g_fc, num_slots
+};
+}  // namespace
+
+transformer_block::transformer_block(int64_t channels, int64_t heads, float proj_std)
+    : channels_(channels), heads_(heads), proj_std_(proj_std), ln1_(channels), qkv_(channels, 3 * channels),
+      proj_(channels, channels), ln2_(channels), fc_(channels, 4 * channels), fc_proj_(4 * channels, channels) {
+  if (channels <= 0 || heads <= 0 || channels % heads != 0)
+    throw std::invalid_argument("transformer_block: channels (" + std::to_string(channels) +
+                                ") must be a positive multiple of heads (" + std::to_string(heads) + ")");
+  const layer* parts[num_parts] = {&ln1_, &qkv_, &proj_, &ln2_, &fc_, &fc_proj_};
+  offset_[0] = 0;
+  for (int i = 0; i < num_parts; ++i) offset_[i + 1] = offset_[i] + parts[i]->num_params();
+}
+
+int64_t transformer_block::offset_of(const layer& sub) const {
+  const layer* parts[num_parts] = {&ln1_, &qkv_, &proj_, &ln2_, &fc_, &fc_proj_};
+  for (int i = 0; i < num_parts; ++i)
+    if (parts[i] == &sub) return offset_[i];
+  throw std::invalid_argument("transformer_block: offset_of a layer that is not one of its parts");
+}
+
+std::vector<param_spec> transformer_block::param_specs() const {
+  const std::pair<const char*, const layer*> parts[num_parts] = {
+      {"ln1", &ln1_}, {"attn.qkv", &qkv_}, {"attn.proj", &proj_},
+      {"ln2", &ln2_}, {"mlp.fc", &fc_},    {"mlp.proj", &fc_proj_}};
+  std::vector<param_spec> specs;
+  for (const auto& [prefix, sub] : parts)
+    for (auto& s : sub->param_specs()) specs.push_back({std::string(prefix) + "." + s.name, s.shape});
+  return specs;
+}
+
+void transformer_block::init(float* params, std::mt19937_64& rng) const {
+  std::fill(params, params + offset_[num_parts], 0.0f);  // every bias starts at zero
+  ln1_.init(params + offset_[ln1_at], rng);
+  ln2_.init(params + offset_[ln2_at], rng);
+  const std::pair<int, float> linears[] = {
+      {qkv_at, gpt2_init_std}, {proj_at, proj_std_}, {fc_at, gpt2_init_std}, {fc_proj_at, proj_std_}};
+  const linear* subs[] = {&qkv_, &proj_, &fc_, &fc_proj_};
+  for (int i = 0; i < 4; ++i)
+    fill_normal(params + offset_[linears[i].first], subs[i]->in_features() * subs[i]->out_features(),
+                linears[i].second, rng);
+}
+
+void transformer_block::bind(float* params, float* grads) {
+  layer::bind(params, grads);
+  layer* parts[num_parts] = {&ln1_, &qkv_, &proj_, &ln2_, &fc_, &fc_proj_};
+  for (int i = 0; i < num_parts; ++i)
+    parts[i]->bind(params ? params + offset_[i] : nullptr, grads ? grads + offset_[i] : nullptr);
+}
+
+tensor transformer_block::forward(const tensor& x, saved_activations& saved) const {
+  if (x.rank() != 3 || x.size(2) != channels_)
+    throw std::invalid_argument("transformer_block: input has shape " + to_string(x.shape()) +
+                                ", expected (B, T, " + std::to_string(channels_) + ")");
+  const int64_t B = x.size(0), T = x.size(1), C = channels_;
+  std::vector<tensor> s(num_forward_slots);
+  saved_activations tmp;
+  s[s_x] = x;
+  s[s_ln1_out] = ln1_.forward(x, tmp);
+  s[s_ln1_mean] = tmp.tensors.at(1);
+  s[s_ln1_rstd] = tmp.tensors.at(2);
+  s[s_qkv] = qkv_.forward(s[s_ln1_out], tmp);
+  s[s_att] = tensor({B, heads_, T, T});
+  s[s_att_out] = tensor({B, T, C});
+  ops::attention_forward(s[s_att_out].data(), s[s_att].data(), s[s_qkv].data(), B, T, C, heads_);
+  s[s_x2] = proj_.forward(s[s_att_out], tmp);
+  add_into(s[s_x2], x);  // residual: x2 = x + proj(...)
+  s[s_ln2_out] = ln2_.forward(s[s_x2], tmp);
+  s[s_ln2_mean] = tmp.tensors.at(1);
+  s[s_ln2_rstd] = tmp.tensors.at(2);
+  s[s_fc] = fc_.forward(s[s_ln2_out], tmp);
+  s[s_gelu_out] = gelu_.forward(s[s_fc], tmp);
+  tensor y = fc_proj_.forward(s[s_gelu_out], tmp);
+  add_into(y, s[s_x2]);  // residual: y = x2 + mlp(...)
+  saved.tensors = std::move(s);
+  return y;
+}
+
+tensor transformer_block::backward_input(const tensor& dy, saved_activations& saved) const {
+  auto& s = saved.tensors;
+  if (s.size() != num_forward_slots) throw std::logic_error("transformer_block: backward_input without forward");
+  if (dy.shape() != s[s_x].shape())
+    throw std::invalid_argument("transformer_block: output gradient has shape " + to_string(dy.shape()) +
+                                ", input was " + to_string(s[s_x].shape()));
+  const int64_t B = dy.size(0), T = dy.size(1), C = channels_;
+  tensor d_gelu_out = input_grad(fc_proj_, dy, {s[s_gelu_out]});
+  tensor d_fc = input_grad(gelu_, d_gelu_out, {s[s_fc]});
+  tensor d_ln2_out = input_grad(fc_, d_fc, {s[s_ln2_out]});
+  tensor d_x2 = input_grad(ln2_, d_ln2_out, {s[s_x2], s[s_ln2_mean], s[s_ln2_rstd]});
+  add_into(d_x2, dy);  // the residual passes dy straight through
+  tensor d_att_out = input_grad(proj_, d_x2, {s[s_att_out]});
+  tensor d_qkv(s[s_qkv].shape());
+  ops::attention_backward(d_qkv.data(), d_att_out.data(), s[s_qkv].data(), s[s_att].data(), B, T, C, heads_);
+  tensor d_ln1_out = input_grad(qkv_, d_qkv, {s[s_ln1_out]});
+  tensor dx = input_grad(ln1_, d_ln1_out, {s[s_x], s[s_ln1_mean], s[s_ln1_rstd]});
+  add_into(dx, d_x2);
+  // Keep what backward_weight needs; a zero-bubble schedule holds this between B and W.
+  s[s_qkv] = s[s_att] = s[s_fc] = tensor();
+  s.resize(num_slots);
+  s[g_ln1_out] = std::move(d_ln1_out);
+  s[g_qkv] = std::move(d_qkv);
+  s[g_x2] = std::move(d_x2);
+  s[g_ln2_out] = std::move(d_ln2_out);
+  s[g_fc] = std::move(d_fc);
+  return dx;
+}
+
+void transformer_block::backward_weight(const tensor& dy, saved_activations& saved) {
+  // layer_stack skips backward_input on its first layer when nobody wants dL/dx; the internal
+  // gradients are needed all the same.
+  if (saved.tensors.size() == num_forward_slots) backward_input(dy, saved);
+  auto& s = saved.tensors;
+  if (s.size() != num_slots) throw std::logic_error("transformer_block: backward_weight without forward");
+  weight_grad(fc_proj_, dy, {s[s_gelu_out]});
+  weight_grad(fc_, s[g_fc], {s[s_ln2_out]});
+  weight_grad(ln2_, s[g_ln2_out], {s[s_x2], s[s_ln2_mean], s[s_ln2_rstd]});
+  weight_grad(proj_, s[g_x2], {s[s_att_out]});
+  weight_grad(qkv_, s[g_qkv], {s[s_ln1_out]});
+  weight_grad(ln1_, s[g_ln1_out], {s[s_x], s[s_ln1_mean], s[s_ln1_rstd]});
+}
+
+}  // namespace troupe

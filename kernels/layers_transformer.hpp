@@ -1,0 +1,98 @@
+// Transformer layers for the GPT-style decoder: token + position embedding, layernorm, GELU and
+// the pre-norm GPT-2 block (attention and MLP with residuals). Init follows GPT-2 / nanoGPT.
+// The block is one layer to pipelines (its internals never cross a stage cut); its linears are
+// exposed so tensor parallelism can split them. No weight tying, no dropout, no KV cache.
+#pragma once
+
+#include "kernels/layer.hpp"
+#include "kernels/layers_dense.hpp"
+
+namespace troupe {
+
+// (B, T) token ids held as floats -> (B, T, C) = wte[token] + wpe[position]. T <= context.
+// Tokens have no gradient: backward_input returns an empty tensor.
+class embedding final : public layer {
+ public:
+  embedding(int64_t vocab, int64_t context, int64_t channels);
+  std::string kind() const override { return "embedding"; }
+  std::vector<param_spec> param_specs() const override;
+  void init(float* params, std::mt19937_64& rng) const override;
+  tensor forward(const tensor& x, saved_activations& saved) const override;
+  tensor backward_input(const tensor& dy, saved_activations& saved) const override;
+  void backward_weight(const tensor& dy, saved_activations& saved) override;
+
+ private:
+  int64_t vocab_, context_, channels_;
+};
+
+// Normalizes the last dimension (..., C); eps 1e-5 as PyTorch. Weight 1, bias 0 at init.
+class layernorm final : public layer {
+ public:
+  explicit layernorm(int64_t channels);
+  std::string kind() const override { return "layernorm"; }
+  std::vector<param_spec> param_specs() const override;
+  void init(float* params, std::mt19937_64& rng) const override;
+  tensor forward(const tensor& x, saved_activations& saved) const override;
+  tensor backward_input(const tensor& dy, saved_activations& saved) const override;
+  void backward_weight(const tensor& dy, saved_activations& saved) override;
+  int64_t channels() const { return channels_; }
+
+ private:
+  int64_t channels_;
+};
+
+// Element-wise GELU, tanh approximation.
+class gelu final : public layer {
+ public:
+  std::string kind() const override { return "gelu"; }
+  tensor forward(const tensor& x, saved_activations& saved) const override;
+  tensor backward_input(const tensor& dy, saved_activations& saved) const override;
+};
+
+// GPT-2 block on (B, T, C):
+//   x2 = x + proj(attention(qkv(ln1(x))))
+//   y  = x2 + fc_proj(gelu(fc(ln2(x2))))
+// Its parameters are those of ln1, attn.qkv, attn.proj, ln2, mlp.fc, mlp.proj, in that order,
+// each sub-layer bound to its sub-slice of the block's slice. backward_input leaves the output
+// gradients of every internal linear and layernorm in `saved` for a later backward_weight.
+class transformer_block final : public layer {
+ public:
+  // proj_std: init std of the two residual output projections; GPT-2 uses 0.02 / sqrt(2 * blocks)
+  // so the residual stream's variance does not grow with depth.
+  transformer_block(int64_t channels, int64_t heads, float proj_std = 0.02f);
+  std::string kind() const override { return "block"; }
+  std::vector<param_spec> param_specs() const override;
+  void init(float* params, std::mt19937_64& rng) const override;
+  void bind(float* params, float* grads) override;
+  tensor forward(const tensor& x, saved_activations& saved) const override;
+  tensor backward_input(const tensor& dy, saved_activations& saved) const override;
+  void backward_weight(const tensor& dy, saved_activations& saved) override;
+
+  int64_t channels() const { return channels_; }
+  int64_t heads() const { return heads_; }
+  // The internal layers, for tensor-parallel splitting and inspection.
+  layernorm& ln1() { return ln1_; }
+  linear& attn_qkv() { return qkv_; }    // C -> 3C, packed q | k | v
+  linear& attn_proj() { return proj_; }  // C -> C
+  layernorm& ln2() { return ln2_; }
+  linear& mlp_fc() { return fc_; }       // C -> 4C
+  linear& mlp_proj() { return fc_proj_; }  // 4C -> C
+  // Where a sub-layer's parameters start inside the block's slice; throws for a foreign layer.
+  int64_t offset_of(const layer& sub) const;
+
+ private:
+  // Offsets of ln1, attn.qkv, attn.proj, ln2, mlp.fc, mlp.proj inside the block's parameters.
+  enum { ln1_at, qkv_at, proj_at, ln2_at, fc_at, fc_proj_at, num_parts };
+  int64_t offset_[num_parts + 1];
+
+  int64_t channels_, heads_;
+  float proj_std_;
+  layernorm ln1_;
+  linear qkv_, proj_;
+  layernorm ln2_;
+  linear fc_;
+  gelu gelu_;
+  linear fc_proj_;
+};
+
+}  // namespace troupe
