@@ -1,0 +1,38 @@
+// validate: proves a schedule finishes before anything runs, by dry-running it symbolically.
+// Sends never block; a receive blocks until its matching send has run. It checks operands,
+// send/recv matching, data dependencies, deadlock and live activations; it knows no timing.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "schedules/schedule.hpp"
+
+namespace troupe::sched {
+
+// Either ok, or the first offending instruction and why, e.g.
+//   "stage 1, action 4 (RA3<0): receive has no matching send"
+//   "deadlock: stage 0 waits at action 1 (RG0<1), stage 1 waits at action 0 (RA0<0)"
+//   "stage 0, action 2 (B1): backward of microbatch 1 on chunk 0 before its forward"
+//   "stage 0, action 5 (F4): 5 live activations exceed the bound of 4"
+// Checks run in this order, each scanning stages 0..P-1 and their actions in order: metadata,
+// operands (stage field, ranges, the peer the chunk layout demands), send/recv matching, then
+// the dry run (dependencies, memory, deadlock), then completeness (every microbatch forwarded
+// on every chunk, and, when the schedule has any backward, every activation freed).
+struct validation {
+  std::string error;       // empty when the schedule is valid
+  int stage = -1;          // stage of the offending action; -1 for whole-schedule errors
+  int action_index = -1;   // its index in that stage's list; -1 when no single action is at fault
+  // Per stage, the most activations stashed at once (a forward stashes one for its microbatch
+  // and chunk; backward or backward_weight frees it). Filled as far as the dry run got.
+  std::vector<int> peak_live_activations;
+
+  bool ok() const { return error.empty(); }
+};
+
+// `max_live_activations`: when given, a forward that makes a stage hold more stashed
+// activations than this is refused.
+validation validate(const schedule& s, std::optional<int> max_live_activations = std::nullopt);
+
+}  // namespace troupe::sched
