@@ -1,0 +1,101 @@
+// coordinator: the job's clock. It orders one step at a time (single stage, synchronous
+// training), evaluates at the end of each epoch, writes metrics, and ends the job - normally
+// after the last step, or at once with the reason when a monitored actor dies.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+#include "actors/actors.hpp"
+#include "actors/metrics_log.hpp"
+
+namespace troupe {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct coordinator_state {
+  coordinator_args args;
+  caf::actor stage;
+  std::vector<caf::actor> members;
+  clock_type::time_point step_start;
+  bool finishing = false;
+  static inline const char* name = "coordinator";
+};
+
+using self_ptr = caf::stateful_actor<coordinator_state>*;
+
+void finish(self_ptr self) {
+  auto& s = self->state;
+  s.finishing = true;
+  for (auto& m : s.members) self->send_exit(m, caf::exit_reason::user_shutdown);
+  self->quit();
+}
+
+void order_step(self_ptr self, int64_t step) {
+  self->state.step_start = clock_type::now();
+  self->send(self->state.stage, step_order{step});
+}
+
+caf::behavior coordinator(self_ptr self, coordinator_args args) {
+  self->state.args = std::move(args);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& s = self->state;
+    if (s.finishing) return;
+    *s.args.failure = "an actor of the job stopped: " + self->system().render(dm.reason);
+    spdlog::error("{}", *s.args.failure);
+    finish(self);
+  });
+  return {
+      [self](start_atom, caf::actor stage, std::vector<caf::actor> members) {
+        auto& s = self->state;
+        s.stage = stage;
+        s.members = std::move(members);
+        for (auto& m : s.members) self->monitor(m);
+        order_step(self, 0);
+      },
+      [self](const step_report& r) {
+        auto& s = self->state;
+        const double seconds = std::chrono::duration<double>(clock_type::now() - s.step_start).count();
+        const double loss = r.count ? r.loss_sum / static_cast<double>(r.count) : 0.0;
+        const double rate = static_cast<double>(s.args.samples_per_step) / seconds;
+        auto& sum = *s.args.summary;
+        sum.losses.push_back(loss);
+        sum.train_seconds += seconds;
+        sum.samples += s.args.samples_per_step;
+        sum.steps = r.step + 1;
+        const int64_t epoch = r.step / s.args.steps_per_epoch;
+        s.args.log->step(r.step, epoch, loss, rate);
+        const bool last = r.step + 1 == s.args.total_steps;
+        if (last || (r.step + 1) % s.args.steps_per_epoch == 0)
+          self->send(s.stage, eval_order{epoch});
+        else
+          order_step(self, r.step + 1);
+      },
+      [self](const eval_report& r) {
+        auto& s = self->state;
+        auto& sum = *s.args.summary;
+        const double acc = r.count ? static_cast<double>(r.correct) / static_cast<double>(r.count) : 0.0;
+        const double loss = r.count ? r.loss_sum / static_cast<double>(r.count) : 0.0;
+        sum.test_accuracy.push_back(acc);
+        sum.test_loss.push_back(loss);
+        s.args.log->eval(r.epoch, sum.steps, loss, acc);
+        if (sum.steps < s.args.total_steps) {
+          order_step(self, sum.steps);
+          return;
+        }
+        self->request(s.stage, caf::infinite, params_request{0}).then([self](params_msg& m) {
+          self->state.args.summary->final_params = std::move(m.params);
+          finish(self);
+        });
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_args args) {
+  return sys.spawn(coordinator, std::move(args));
+}
+
+}  // namespace troupe

@@ -1,0 +1,47 @@
+// data_loader: turns (step) into this rank's share of the step's global batch, and (index)
+// into a held-out batch. The sampler makes both reproducible from the seed alone.
+#include "actors/actors.hpp"
+#include "storage/sampler.hpp"
+
+namespace troupe {
+
+namespace {
+
+struct loader_state {
+  data_loader_args args;
+  std::unique_ptr<storage::sampler> sampler;
+  static inline const char* name = "data_loader";
+};
+
+caf::behavior data_loader(caf::stateful_actor<loader_state>* self, data_loader_args args) {
+  auto& st = self->state;
+  st.args = std::move(args);
+  st.sampler = std::make_unique<storage::sampler>(st.args.train->size(), st.args.global_batch, st.args.seed);
+  return {
+      [self](const batch_request& r) {
+        auto& s = self->state;
+        const int64_t per_epoch = s.sampler->batches_per_epoch();
+        auto idx = s.sampler->indices(r.step / per_epoch, r.step % per_epoch, s.args.rank, s.args.ranks);
+        return batch_msg{r.step, s.args.train->gather(idx)};
+      },
+      [self](const eval_batch_request& r) {
+        auto& s = self->state;
+        const int64_t n = s.args.eval->size();
+        int64_t total = (n + s.args.eval_batch - 1) / s.args.eval_batch;
+        if (s.args.eval_max_batches > 0) total = std::min(total, s.args.eval_max_batches);
+        const int64_t begin = r.index * s.args.eval_batch;
+        const int64_t end = std::min(n, begin + s.args.eval_batch);
+        std::vector<int64_t> idx;
+        for (int64_t i = begin; i < end; ++i) idx.push_back(i);
+        return eval_batch_msg{r.epoch, r.index, total, s.args.eval->gather(idx)};
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_data_loader(caf::actor_system& sys, data_loader_args args) {
+  return sys.spawn(data_loader, std::move(args));
+}
+
+}  // namespace troupe

@@ -1,0 +1,22 @@
+// Registration of every message type, so the middleman can carry each of them.
+#include "actors/messages.hpp"
+
+namespace troupe {
+
+void add_message_types(caf::actor_system_config& cfg) {
+  cfg.add_message_type<tensor>("troupe::tensor");
+  cfg.add_message_type<batch>("troupe::batch");
+  cfg.add_message_type<batch_request>("troupe::batch_request");
+  cfg.add_message_type<batch_msg>("troupe::batch_msg");
+  cfg.add_message_type<eval_batch_request>("troupe::eval_batch_request");
+  cfg.add_message_type<eval_batch_msg>("troupe::eval_batch_msg");
+  cfg.add_message_type<step_order>("troupe::step_order");
+  cfg.add_message_type<step_report>("troupe::step_report");
+  cfg.add_message_type<eval_order>("troupe::eval_order");
+  cfg.add_message_type<eval_report>("troupe::eval_report");
+  cfg.add_message_type<gradients_msg>("troupe::gradients_msg");
+  cfg.add_message_type<params_msg>("troupe::params_msg");
+  cfg.add_message_type<params_request>("troupe::params_request");
+}
+
+}  // namespace troupe

@@ -1,0 +1,62 @@
+// metrics_log: JSON lines through fmt, a redrawn bar on a terminal, periodic log lines elsewhere.
+#include "actors/metrics_log.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+
+namespace troupe {
+
+metrics_log::metrics_log(const std::string& out_dir, int64_t steps_per_epoch, int64_t epochs, bool progress)
+    : steps_per_epoch_(steps_per_epoch), epochs_(epochs), progress_(progress), tty_(::isatty(2) != 0) {
+  std::error_code ec;
+  std::filesystem::create_directories(out_dir, ec);
+  if (ec) throw std::runtime_error(out_dir + ": cannot create output folder (" + ec.message() + ")");
+  path_ = (std::filesystem::path(out_dir) / "metrics.jsonl").string();
+  file_ = std::fopen(path_.c_str(), "w");
+  if (!file_) throw std::runtime_error(path_ + ": cannot write (" + std::strerror(errno) + ")");
+}
+
+metrics_log::~metrics_log() {
+  if (file_) std::fclose(file_);
+}
+
+void metrics_log::step(int64_t step, int64_t epoch, double loss, double samples_per_s) {
+  fmt::print(file_, "{{\"step\": {}, \"epoch\": {}, \"loss\": {:.7g}, \"samples_per_s\": {:.1f}}}\n", step, epoch,
+             loss, samples_per_s);
+  smoothed_loss_ = (step % steps_per_epoch_ == 0) ? loss : 0.95 * smoothed_loss_ + 0.05 * loss;
+  const bool last = (step + 1) % steps_per_epoch_ == 0;
+  if (progress_) draw(step, epoch, smoothed_loss_, samples_per_s, last);
+}
+
+void metrics_log::eval(int64_t epoch, int64_t step, double test_loss, double test_accuracy) {
+  fmt::print(file_, "{{\"epoch\": {}, \"step\": {}, \"test_loss\": {:.7g}, \"test_accuracy\": {:.6f}}}\n", epoch,
+             step, test_loss, test_accuracy);
+  std::fflush(file_);
+  spdlog::info("epoch {}/{}: test loss {:.4f}, test accuracy {:.4f}", epoch + 1, epochs_, test_loss, test_accuracy);
+}
+
+void metrics_log::draw(int64_t step, int64_t epoch, double loss, double samples_per_s, bool final) {
+  const auto now = std::chrono::steady_clock::now();
+  const int64_t done = step % steps_per_epoch_ + 1;
+  if (tty_) {
+    // Redraw at most ~20 times a second; the terminal is slower than the training step.
+    if (!final && now - last_draw_ < std::chrono::milliseconds(50)) return;
+    constexpr int width = 30;
+    const int filled = static_cast<int>(width * done / steps_per_epoch_);
+    fmt::print(stderr, "\repoch {}/{} [{}{}] {}/{} loss {:.4f} {:.0f} samples/s{}", epoch + 1, epochs_,
+               std::string(static_cast<size_t>(filled), '='), std::string(static_cast<size_t>(width - filled), ' '),
+               done, steps_per_epoch_, loss, samples_per_s, final ? "\n" : "");
+  } else if (final || done % std::max<int64_t>(1, steps_per_epoch_ / 4) == 0) {
+    spdlog::info("epoch {}/{} step {}/{} loss {:.4f} {:.0f} samples/s", epoch + 1, epochs_, done, steps_per_epoch_,
+                 loss, samples_per_s);
+  }
+  last_draw_ = now;
+}
+
+}  // namespace troupe

@@ -1,0 +1,35 @@
+// metrics.jsonl and the progress bar: what the coordinator tells the user about a run.
+// One JSON object per line; step lines carry step/epoch/loss/samples_per_s, evaluation lines
+// epoch/test_loss/test_accuracy. Later tools read these names: keep them stable.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+namespace troupe {
+
+class metrics_log {
+ public:
+  // Creates out_dir if needed; throws std::runtime_error naming the path if it cannot.
+  metrics_log(const std::string& out_dir, int64_t steps_per_epoch, int64_t epochs, bool progress);
+  ~metrics_log();
+  metrics_log(const metrics_log&) = delete;
+  metrics_log& operator=(const metrics_log&) = delete;
+
+  void step(int64_t step, int64_t epoch, double loss, double samples_per_s);
+  void eval(int64_t epoch, int64_t step, double test_loss, double test_accuracy);
+  const std::string& path() const { return path_; }
+
+ private:
+  void draw(int64_t step, int64_t epoch, double loss, double samples_per_s, bool final);
+  std::string path_;
+  std::FILE* file_ = nullptr;
+  int64_t steps_per_epoch_, epochs_;
+  bool progress_, tty_;
+  double smoothed_loss_ = 0.0;
+  std::chrono::steady_clock::time_point last_draw_{};
+};
+
+}  // namespace troupe

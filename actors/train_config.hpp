@@ -1,0 +1,46 @@
+// What a training job is asked to do and what it reports back. Plain structs, no CAF: the CLI,
+// the examples and the tests build a train_config and call run_training (training_job.hpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/model.hpp"
+#include "kernels/optimizer.hpp"
+#include "kernels/tensor.hpp"
+
+namespace troupe {
+
+struct train_config {
+  model_spec model;           // kind "mlp" trains on Fashion-MNIST, "gpt" on the text corpus
+  optimizer_config optim;
+  int64_t epochs = 5;
+  int64_t batch_size = 128;   // global batch, in samples (sequences for the GPT)
+  uint64_t seed = 42;
+  int threads = 1;            // BLAS threads of the compute device
+  std::string out_dir = "runs/latest";
+  std::string fashion_mnist_dir = "/usr/share/datasets/fashion-mnist";
+  std::string corpus_path = "/usr/share/games/fortunes";
+  int64_t max_steps = 0;      // stop after this many steps (0: run every epoch)
+  int64_t eval_batch_size = 1000;
+  int64_t eval_max_batches = 0;  // 0: the whole held-out set
+  bool progress = true;       // progress bar on stderr
+};
+
+// Throws std::invalid_argument naming the bad field.
+void validate(const train_config& cfg);
+
+struct train_summary {
+  std::vector<double> losses;          // mean training loss of each step
+  std::vector<double> test_accuracy;   // after each epoch (token accuracy for the GPT)
+  std::vector<double> test_loss;
+  int64_t steps = 0;
+  int64_t samples = 0;
+  double train_seconds = 0.0;          // wall time of the training steps, evaluation excluded
+  double samples_per_s = 0.0;
+  tensor final_params;                 // the flat parameters after the last step
+  std::string metrics_path;
+};
+
+}  // namespace troupe

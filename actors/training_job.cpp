@@ -1,0 +1,113 @@
+// run_training: loads the data, sizes the job, spawns its actors and waits for the coordinator.
+// The training loop itself is the message flow between them; coordinator.cpp is where it starts.
+#include "actors/training_job.hpp"
+
+#include "kernels/blas_runtime.hpp"
+#include <spdlog/spdlog.h>
+
+#include "actors/actors.hpp"
+#include "actors/metrics_log.hpp"
+
+namespace troupe {
+
+void validate(const train_config& c) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
+  validate(c.optim);
+  if (c.epochs <= 0) bad("epochs must be positive, got " + std::to_string(c.epochs));
+  if (c.batch_size <= 0) bad("batch_size must be positive, got " + std::to_string(c.batch_size));
+  if (c.threads <= 0) bad("threads must be positive, got " + std::to_string(c.threads));
+  if (c.max_steps < 0) bad("max_steps must be >= 0");
+  if (c.eval_batch_size <= 0) bad("eval_batch_size must be positive");
+  if (c.out_dir.empty()) bad("out must name a folder");
+  if (c.model.kind != "mlp" && c.model.kind != "gpt") validate(c.model);
+}
+
+namespace {
+
+struct job_data {
+  std::shared_ptr<const storage::dataset> train, eval;
+  model_spec model;
+};
+
+job_data load_data(const train_config& cfg) {
+  job_data d{nullptr, nullptr, cfg.model};
+  if (cfg.model.kind == "mlp") {
+    auto fm = storage::load_fashion_mnist(cfg.fashion_mnist_dir);
+    if (d.model.inputs != fm.train->features())
+      throw std::invalid_argument("model.inputs is " + std::to_string(d.model.inputs) + " but Fashion-MNIST images have " +
+                                  std::to_string(fm.train->features()) + " pixels");
+    d.train = fm.train;
+    d.eval = fm.test;
+  } else {
+    auto corpus = storage::load_text_corpus(cfg.corpus_path, cfg.model.context);
+    const auto vocab = static_cast<int64_t>(corpus.vocab.size());
+    if (d.model.vocab != 0 && d.model.vocab != vocab)
+      throw std::invalid_argument("model.vocab is " + std::to_string(d.model.vocab) + " but the corpus has " +
+                                  std::to_string(vocab) + " distinct characters (leave it 0 to take the corpus's)");
+    d.model.vocab = vocab;
+    d.train = corpus.train;
+    d.eval = corpus.validation;
+  }
+  validate(d.model);
+  return d;
+}
+
+int64_t count_params(const model_spec& spec) {
+  int64_t n = 0;
+  for (const auto& l : build_layers(spec)) n += l->num_params();
+  return n;
+}
+
+}  // namespace
+
+train_summary run_training(const train_config& cfg) {
+  validate(cfg);
+  job_data data = load_data(cfg);
+  set_blas_threads(cfg.threads);
+
+  const int64_t steps_per_epoch = data.train->size() / cfg.batch_size;
+  if (steps_per_epoch == 0)
+    throw std::invalid_argument("batch_size " + std::to_string(cfg.batch_size) + " is larger than the " +
+                                std::to_string(data.train->size()) + " training samples");
+  int64_t total_steps = steps_per_epoch * cfg.epochs;
+  if (cfg.max_steps > 0) total_steps = std::min(total_steps, cfg.max_steps);
+  const int64_t rows_per_sample = cfg.model.kind == "gpt" ? data.model.context : 1;
+  const int64_t num_params = count_params(data.model);
+  spdlog::info("model {} ({} parameters), {} steps of {} samples, optimizer {} lr {}", describe(data.model),
+               num_params, total_steps, cfg.batch_size, cfg.optim.kind, cfg.optim.lr);
+
+  auto summary = std::make_shared<train_summary>();
+  auto failure = std::make_shared<std::string>();
+  auto log = std::make_shared<metrics_log>(cfg.out_dir, steps_per_epoch, cfg.epochs, cfg.progress);
+  summary->metrics_path = log->path();
+  {
+    caf::actor_system_config sys_cfg;
+    add_message_types(sys_cfg);
+    // Scheduler threads only route messages; compute runs on detached actors' own threads.
+    sys_cfg.set("scheduler.max-threads", 2);
+    caf::actor_system sys{sys_cfg};
+    auto coordinator = spawn_coordinator(
+        sys, {steps_per_epoch, cfg.epochs, total_steps, cfg.batch_size, log, summary, failure});
+    auto optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, num_params);
+    auto loader = spawn_data_loader(
+        sys, {data.train, data.eval, cfg.batch_size, cfg.eval_batch_size, cfg.eval_max_batches, cfg.seed, 0, 1});
+    stage_args sa;
+    sa.model = data.model;
+    sa.seed = cfg.seed;
+    sa.global_rows = cfg.batch_size * rows_per_sample;
+    sa.total_steps = total_steps;
+    sa.loader = loader;
+    sa.optimizer = optimizer;
+    sa.coordinator = coordinator;
+    auto stage = spawn_stage(sys, sa);
+    caf::anon_send(coordinator, start_atom::value, stage, std::vector<caf::actor>{stage, optimizer, loader});
+    caf::scoped_actor self{sys};
+    self->wait_for(coordinator);
+  }
+  if (!failure->empty()) throw std::runtime_error(*failure);
+  summary->samples_per_s =
+      summary->train_seconds > 0 ? static_cast<double>(summary->samples) / summary->train_seconds : 0.0;
+  return std::move(*summary);
+}
+
+}  // namespace troupe

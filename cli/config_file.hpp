@@ -1,0 +1,18 @@
+// The TOML config file of `troupe train`: read into a train_config over the defaults. Unknown
+// tables or keys and values of the wrong type or range are refused, naming the key and line.
+#pragma once
+
+#include <string>
+
+#include "actors/train_config.hpp"
+
+namespace troupe::cli {
+
+// Applies the file's settings on top of `base`. Throws std::invalid_argument
+// ("<file>:<line>: <key>: <problem>").
+train_config load_config_file(const std::string& path, train_config base);
+
+// Parses "256,256,128" into layer widths; throws std::invalid_argument on a bad list.
+std::vector<int64_t> parse_widths(const std::string& text);
+
+}  // namespace troupe::cli

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Set-up for a fresh Debian 12 machine: installs the Debian packages troupe needs (only those
+# missing), configures and builds, then runs what was asked:
+#   scripts/setup.sh train   build, then train the default job (MLP on Fashion-MNIST, CPU)
+#   scripts/setup.sh test    build, then run the whole test suite (ctest)
+#   scripts/setup.sh build   build only
+# Runs as root or through sudo; never asks a question (CI has no terminal).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+action=${1:-build}
+shift || true
+case "$action" in train|test|build|bench) ;; *) echo "usage: $0 train|test|build|bench [args...]" >&2; exit 2 ;; esac
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libcaf-dev liburing-dev capnproto libcapnp-dev libspdlog-dev libfmt-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev zlib1g-dev
+  libtomlplusplus-dev libcli11-dev
+  dataset-fashion-mnist fortunes
+)
+# The benchmark's peer (PyTorch on CPU) is only needed to run bench/.
+[ "$action" = bench ] && packages+=(python3 python3-torch python3-numpy)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+build=${TROUPE_BUILD_DIR:-build}
+jobs=${TROUPE_JOBS:-$(nproc)}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build "$build" -j "$jobs"
+
+case "$action" in
+  train) exec "$build/troupe" train "$@" ;;
+  test) exec ctest --test-dir "$build" --output-on-failure -j "$jobs" "$@" ;;
+  bench) exec bench/run_all.sh "$build" "$@" ;;
+  build) ;;
+esac
