@@ -98,48 +98,55 @@ std::string body_string(const action& a) {
 
 std::string to_string(const action& a) { return std::to_string(a.stage) + body_string(a); }
 
-action parse_action(std::string_view body, int stage) {
-  if (stage < 0) fail(body, "negative stage");
+namespace {
+
+// Parses the body that starts at `pos` of `text`; errors quote all of `text`.
+action parse_body(std::string_view text, std::size_t pos, int stage) {
+  if (stage < 0) fail(text, "negative stage");
+  const std::string_view body = text.substr(pos);
   action a;
   a.stage = stage;
-  std::size_t pos = 0;
   bool found = false;
   for (op kind : all_codes_longest_first) {
-    std::string_view code = code_of(kind);
+    const std::string_view code = code_of(kind);
     if (body.substr(0, code.size()) == code) {
       a.kind = kind;
-      pos = code.size();
+      pos += code.size();
       found = true;
       break;
     }
   }
-  if (!found) fail(body, "unknown op code");
-  if (!read_number(body, pos, a.microbatch)) {
-    if (needs_microbatch(a.kind)) fail(body, to_string(a.kind) + " needs a microbatch");
+  if (!found) fail(text, "unknown op code");
+  if (!read_number(text, pos, a.microbatch)) {
+    if (needs_microbatch(a.kind)) fail(text, to_string(a.kind) + " needs a microbatch");
     a.microbatch = -1;
   }
   const char dir = is_send(a.kind) ? '>' : is_recv(a.kind) ? '<' : '\0';
   if (dir != '\0') {
-    if (pos >= body.size() || body[pos] != dir)
-      fail(body, to_string(a.kind) + " needs '" + std::string(1, dir) + "peer'");
+    if (pos >= text.size() || text[pos] != dir)
+      fail(text, to_string(a.kind) + " needs '" + std::string(1, dir) + "peer'");
     ++pos;
-    if (!read_number(body, pos, a.peer)) fail(body, "missing peer stage");
+    if (!read_number(text, pos, a.peer)) fail(text, "missing peer stage");
   }
-  if (pos < body.size() && body[pos] == '.') {
-    if (body.substr(pos, 2) != ".c") fail(body, "expected \".c<chunk>\"");
+  if (pos < text.size() && text[pos] == '.') {
+    if (text.substr(pos, 2) != ".c") fail(text, "expected \".c<chunk>\"");
     pos += 2;
-    if (!read_number(body, pos, a.chunk)) fail(body, "missing chunk number");
-    if (a.chunk == 0) fail(body, "chunk 0 is written without \".c0\"");
+    if (!read_number(text, pos, a.chunk)) fail(text, "missing chunk number");
+    if (a.chunk == 0) fail(text, "chunk 0 is written without \".c0\"");
   }
-  if (pos != body.size()) fail(body, "unexpected text at position " + std::to_string(pos));
+  if (pos != text.size()) fail(text, "unexpected text at position " + std::to_string(pos));
   return a;
 }
+
+}  // namespace
+
+action parse_action(std::string_view body, int stage) { return parse_body(body, 0, stage); }
 
 action parse_action(std::string_view text) {
   std::size_t pos = 0;
   int stage = 0;
   if (!read_number(text, pos, stage)) fail(text, "missing stage prefix");
-  return parse_action(text.substr(pos), stage);
+  return parse_body(text, pos, stage);
 }
 
 std::ostream& operator<<(std::ostream& out, const action& a) { return out << to_string(a); }

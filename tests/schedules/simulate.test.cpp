@@ -1,0 +1,212 @@
+// Tests of simulate(): the textbook bubble formulas with uniform costs and free transfers
+// (GPipe and 1F1B (P-1)/(M+P-1), interleaved (P-1)/(vM+P-1), ZB-H1 idle (P-1)(F+B-W)),
+// peak live activations, transfer timing on links, per-chunk costs, and timeline consistency.
+#include "schedules/simulate.hpp"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+#include "schedules/builders.hpp"
+#include "schedules/passes.hpp"
+
+namespace troupe::sched {
+namespace {
+
+constexpr double tolerance = 1e-9;
+
+struct full_backward_costs {
+  double forward, backward;
+};
+// The formulas must hold whatever the forward/backward ratio: check F=B and B=2F.
+constexpr full_backward_costs ratios[] = {{1, 1}, {1, 2}};
+
+TEST(schedules_simulate, gpipe_and_1f1b_bubble_is_p_minus_1_over_m_plus_p_minus_1) {
+  for (const auto [F, B] : ratios) {
+    for (int P : {1, 2, 3, 4, 8}) {
+      for (int M : {1, 2, 4, 8, 16}) {
+        const cost_model costs = uniform_costs(F, B, B / 2, B / 2);
+        for (const schedule& s : {gpipe(P, M), one_f_one_b(P, M)}) {
+          const simulation r = simulate(complete(s), costs);
+          SCOPED_TRACE(s.name + " P=" + std::to_string(P) + " M=" + std::to_string(M) +
+                       " F=" + std::to_string(F) + " B=" + std::to_string(B));
+          EXPECT_NEAR(r.bubble_fraction, double(P - 1) / (M + P - 1), tolerance);
+          EXPECT_NEAR(r.makespan_seconds, (M + P - 1) * (F + B), tolerance);
+          for (int d = 0; d < P; ++d) {
+            EXPECT_NEAR(r.busy_seconds[d], M * (F + B), tolerance);
+            EXPECT_NEAR(r.idle_seconds[d], (P - 1) * (F + B), tolerance);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(schedules_simulate, interleaved_bubble_is_p_minus_1_over_vm_plus_p_minus_1) {
+  for (const auto [F, B] : ratios) {
+    for (int P : {2, 4}) {
+      for (int v : {2, 3, 4}) {
+        for (int M : {P, 2 * P, 4 * P, 16}) {
+          // The model is cut into v times more chunks, so each costs 1/v of a stage.
+          const cost_model costs = uniform_costs(F / v, B / v, B / v / 2, B / v / 2);
+          const simulation r = simulate(complete(interleaved_1f1b(P, M, v)), costs);
+          SCOPED_TRACE("P=" + std::to_string(P) + " M=" + std::to_string(M) +
+                       " v=" + std::to_string(v) + " B=" + std::to_string(B));
+          EXPECT_NEAR(r.bubble_fraction, double(P - 1) / (v * M + P - 1), tolerance);
+          EXPECT_NEAR(r.makespan_seconds, (M + double(P - 1) / v) * (F + B), tolerance);
+          // With v = 1 there is nothing to gain over plain 1F1B; with v > 1 it must be less.
+          const simulation plain = simulate(complete(one_f_one_b(P, M)), uniform_costs(F, B, 0, 0));
+          EXPECT_LT(r.bubble_fraction, plain.bubble_fraction);
+        }
+      }
+    }
+  }
+}
+
+struct split_costs {
+  double forward, backward_input, backward_weight;
+};
+
+TEST(schedules_simulate, zb_h1_idle_is_p_minus_1_times_f_plus_b_minus_w) {
+  for (const auto [F, B, W] : {split_costs{1, 1, 1}, split_costs{1, 1, 0.5}, split_costs{1, 2, 1},
+                               split_costs{2, 2, 1}}) {
+    for (int P : {2, 4}) {
+      for (int M : {4, 8}) {
+        // 1F1B runs the same work with a full backward costing B + W.
+        const cost_model costs = uniform_costs(F, B + W, B, W);
+        const simulation zb = simulate(complete(zb_h1(P, M)), costs);
+        const simulation base = simulate(complete(one_f_one_b(P, M)), costs);
+        SCOPED_TRACE("P=" + std::to_string(P) + " M=" + std::to_string(M) + " F=" +
+                     std::to_string(F) + " B=" + std::to_string(B) + " W=" + std::to_string(W));
+        EXPECT_NEAR(zb.makespan_seconds, M * (F + B + W) + (P - 1) * (F + B - W), tolerance);
+        for (int d = 0; d < P; ++d) {
+          EXPECT_NEAR(zb.idle_seconds[d], (P - 1) * (F + B - W), tolerance);
+          EXPECT_NEAR(base.idle_seconds[d], (P - 1) * (F + B + W), tolerance);
+          if (F == B && B == W) {
+            EXPECT_NEAR(3 * zb.idle_seconds[d], base.idle_seconds[d], tolerance);
+          }
+        }
+        // Same peak memory as 1F1B: no stage holds more than 1F1B's busiest stage (P).
+        const int zb_peak = *std::max_element(zb.peak_live_activations.begin(), zb.peak_live_activations.end());
+        const int base_peak = *std::max_element(base.peak_live_activations.begin(), base.peak_live_activations.end());
+        EXPECT_EQ(zb_peak, base_peak);
+        EXPECT_EQ(zb_peak, P);
+      }
+    }
+  }
+}
+
+TEST(schedules_simulate, peak_live_activations_per_stage) {
+  const cost_model costs = uniform_costs(1, 2, 1, 1);
+  for (int P : {1, 2, 4, 8}) {
+    for (int M : {1, 3, 8, 16}) {
+      const simulation g = simulate(complete(gpipe(P, M)), costs);
+      const simulation o = simulate(complete(one_f_one_b(P, M)), costs);
+      const simulation z = simulate(complete(zb_h1(P, M)), costs);
+      for (int d = 0; d < P; ++d) {
+        EXPECT_EQ(g.peak_live_activations[d], M) << "gpipe P=" << P << " M=" << M << " stage " << d;
+        EXPECT_EQ(o.peak_live_activations[d], std::min(P - d, M)) << "1f1b P=" << P << " M=" << M;
+        EXPECT_LE(o.peak_live_activations[d], P);
+        EXPECT_EQ(z.peak_live_activations[d], std::min(P, M)) << "zb_h1 P=" << P << " M=" << M;
+      }
+    }
+  }
+}
+
+TEST(schedules_simulate, transfers_delay_the_receiver_and_count_bytes_per_link) {
+  cost_model costs = uniform_costs(1, 2, 1, 1);
+  costs.send_seconds = 0.5;
+  costs.activation_bytes = 1000;
+  costs.grad_bytes = 500;
+  simulation r = simulate(complete(one_f_one_b(2, 1)), costs);
+  // F0 on 0 [0,1]; arrives at 1.5; F0 on 1 [1.5,2.5]; B0 [2.5,4.5]; grad arrives 5; B0 [5,7].
+  EXPECT_DOUBLE_EQ(r.makespan_seconds, 7);
+  EXPECT_EQ(r.events.stages[1][1].what, parse_action("1F0"));
+  EXPECT_DOUBLE_EQ(r.events.stages[1][0].start_seconds, 0);  // waiting in RA0<0 ...
+  EXPECT_DOUBLE_EQ(r.events.stages[1][0].end_seconds, 1.5);  // ... until the send time elapsed
+  EXPECT_DOUBLE_EQ(r.events.stages[1][1].start_seconds, 1.5);
+  EXPECT_EQ(r.busy_seconds, (std::vector<double>{3, 3}));
+  EXPECT_EQ(r.idle_seconds, (std::vector<double>{4, 4}));
+  ASSERT_EQ(r.links.size(), 2u);
+  EXPECT_EQ(r.links[0].from_stage, 0);
+  EXPECT_EQ(r.links[0].to_stage, 1);
+  EXPECT_EQ(r.links[0].messages, 1);
+  EXPECT_DOUBLE_EQ(r.links[0].bytes, 1000);
+  EXPECT_EQ(r.links[1].from_stage, 1);
+  EXPECT_DOUBLE_EQ(r.links[1].bytes, 500);
+
+  costs.link_bytes_per_second = 1000;  // activation 0.5 + 1 s, gradient 0.5 + 0.5 s
+  EXPECT_DOUBLE_EQ(simulate(complete(one_f_one_b(2, 1)), costs).makespan_seconds, 8.5);
+
+  const simulation big = simulate(complete(one_f_one_b(4, 8)), costs);
+  ASSERT_EQ(big.links.size(), 6u);  // 0->1, 1->0, 1->2, 2->1, 2->3, 3->2
+  for (const link_traffic& link : big.links) {
+    EXPECT_EQ(link.messages, 8);
+    EXPECT_DOUBLE_EQ(link.bytes, link.to_stage > link.from_stage ? 8000 : 4000);
+  }
+}
+
+TEST(schedules_simulate, a_link_carries_one_transfer_at_a_time) {
+  cost_model costs = uniform_costs(1, 1, 0.5, 0.5);
+  costs.send_seconds = 2;  // slower than a forward: transfers queue on the link
+  const simulation r = simulate(complete(gpipe(2, 2)), costs);
+  // Stage 1: RA0 F0 RA1 F1 ...: microbatch 1 leaves at 3 (after microbatch 0) and lands at 5.
+  EXPECT_DOUBLE_EQ(r.events.stages[1][1].start_seconds, 3);
+  EXPECT_DOUBLE_EQ(r.events.stages[1][3].start_seconds, 5);
+  EXPECT_DOUBLE_EQ(r.makespan_seconds, 12);
+}
+
+TEST(schedules_simulate, per_chunk_costs_model_a_straggler) {
+  cost_model costs = uniform_costs(1, 1, 0.5, 0.5);
+  costs.per_chunk = {{}, {chunk_cost{3, 1, 0.5, 0.5}}};  // stage 1 forwards three times slower
+  costs.reduce_grads_seconds = 0.25;
+  costs.optimizer_step_seconds = 0.5;
+  const simulation r = simulate(complete(gpipe(2, 2)), costs);
+  // Stage 1: F0 [1,4] F1 [4,7] B0 [7,8] B1 [8,9] R O [9,9.75]; stage 0: B0 [8,9] B1 [9,10] R O.
+  EXPECT_DOUBLE_EQ(r.makespan_seconds, 10.75);
+  EXPECT_DOUBLE_EQ(r.busy_seconds[0], 4.75);
+  EXPECT_DOUBLE_EQ(r.busy_seconds[1], 8.75);
+  EXPECT_DOUBLE_EQ(r.bubble_fraction, (6 + 2) / (2 * 10.75));
+}
+
+TEST(schedules_simulate, timeline_matches_the_schedule_and_the_totals) {
+  const cost_model costs = uniform_costs(1, 2, 1, 1);
+  for (const schedule& s : {complete(gpipe(3, 4)), complete(one_f_one_b(4, 8)),
+                            complete(interleaved_1f1b(2, 4, 2)), complete(zb_h1(4, 8))}) {
+    const simulation r = simulate(s, costs);
+    EXPECT_EQ(r.events.name, s.name);
+    ASSERT_EQ(r.events.stages.size(), s.stages.size());
+    for (std::size_t d = 0; d < s.stages.size(); ++d) {
+      ASSERT_EQ(r.events.stages[d].size(), s.stages[d].size());
+      double previous_end = 0, busy = 0;
+      for (std::size_t i = 0; i < s.stages[d].size(); ++i) {
+        const timed_action& e = r.events.stages[d][i];
+        EXPECT_EQ(e.what, s.stages[d][i]);
+        EXPECT_GE(e.start_seconds, previous_end);
+        EXPECT_GE(e.end_seconds, e.start_seconds);
+        if (is_send(e.what.kind)) {
+          EXPECT_EQ(e.end_seconds, e.start_seconds);
+        }
+        if (!is_communication(e.what.kind)) busy += e.end_seconds - e.start_seconds;
+        previous_end = e.end_seconds;
+      }
+      EXPECT_NEAR(busy, r.busy_seconds[d], tolerance);
+    }
+    EXPECT_NEAR(end_seconds(r.events), r.makespan_seconds, tolerance);
+  }
+}
+
+TEST(schedules_simulate, refuses_an_invalid_schedule_with_validates_message) {
+  try {
+    simulate(one_f_one_b(2, 2), uniform_costs(1, 2, 1, 1));  // compute-only: no receives
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    // Stage 0 is dry-run first: its backward finds no gradient before stage 1 is looked at.
+    EXPECT_STREQ(e.what(), "simulate: invalid schedule: stage 0, action 2 (B0): backward of "
+                           "microbatch 0 on chunk 0 before its gradient arrived");
+  }
+}
+
+}  // namespace
+}  // namespace troupe::sched
