@@ -46,20 +46,41 @@ inline void axpy(float* y, float a, const float* x, int64_t n) {
 
 constexpr float gelu_scale = 0.7978845608028654f;  // sqrt(2 / pi)
 
+// tanh as a clamped 13/6 rational polynomial (Eigen's float tanh): within 4e-7 of the exact
+// value on all floats (libm's tanhf: 1e-7), but branch- and call-free, so GCC vectorizes GELU.
+// With libm, tanhf and its expm1f took ~40% of a small GPT's forward + backward.
+inline float tanh_approx(float x) {
+  const float c = 7.90531110763549805f;  // beyond this the polynomial exceeds 1; tanh is 1 there
+  const float xc = std::min(std::max(x, -c), c);
+  const float x2 = xc * xc;
+  float p = -2.76076847742355e-16f;
+  p = p * x2 + 2.00018790482477e-13f;
+  p = p * x2 + -8.60467152213735e-11f;
+  p = p * x2 + 5.12229709037114e-08f;
+  p = p * x2 + 1.48572235717979e-05f;
+  p = p * x2 + 6.37261928875436e-04f;
+  p = p * x2 + 4.89352455891786e-03f;
+  float q = 1.19825839466702e-06f;
+  q = q * x2 + 1.18534705686654e-04f;
+  q = q * x2 + 2.26843463243900e-03f;
+  q = q * x2 + 4.89352518554385e-03f;
+  return std::abs(x) < 0.0004f ? x : p * xc / q;  // tiny x: tanh(x) = x to float precision
+}
+
 }  // namespace
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float x = inp[i];
     const float cube = 0.044715f * x * x * x;
-    out[i] = 0.5f * x * (1.0f + std::tanh(gelu_scale * (x + cube)));
+    out[i] = 0.5f * x * (1.0f + tanh_approx(gelu_scale * (x + cube)));
   }
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float x = inp[i];
-    const float th = std::tanh(gelu_scale * (x + 0.044715f * x * x * x));
+    const float th = tanh_approx(gelu_scale * (x + 0.044715f * x * x * x));
     // sech^2 = 1 - tanh^2: llm.c's 1/cosh^2 overflows cosh for |x| > ~10 (harmlessly, but slower).
     const float sech2 = 1.0f - th * th;
     const float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * gelu_scale * (1.0f + 3.0f * 0.044715f * x * x);
