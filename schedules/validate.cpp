@@ -63,16 +63,19 @@ class dry_run {
     const action& a = s_.stages[d][st.cursor];
     const std::size_t u = unit(a.microbatch, a.chunk);
     const int k = model_chunk(s_, a.stage, a.chunk);
-    const std::string what = " of microbatch " + std::to_string(a.microbatch) + " on chunk " +
-                             std::to_string(a.chunk);
+    // Built only on failure: validate also runs inside every simulate() of a large plan.
+    auto what = [&a] {
+      return " of microbatch " + std::to_string(a.microbatch) + " on chunk " +
+             std::to_string(a.chunk);
+    };
     if (is_compute(a.kind) && st.uses_fetch[static_cast<std::size_t>(a.chunk)] &&
         !st.fetched[static_cast<std::size_t>(a.chunk)])
-      return fail(d, to_string(a.kind) + what + " while the chunk's parameters are not fetched");
+      return fail(d, to_string(a.kind) + what() + " while the chunk's parameters are not fetched");
     switch (a.kind) {
       case op::forward:
-        if (st.forwarded[u]) return fail(d, "forward" + what + " repeated");
+        if (st.forwarded[u]) return fail(d, "forward" + what() + " repeated");
         if (!take_input(st, a, k, /*grad=*/false))
-          return fail(d, "forward" + what + " before its input arrived");
+          return fail(d, "forward" + what() + " before its input arrived");
         st.forwarded[u] = true;
         result_.peak_live_activations[d] = std::max(result_.peak_live_activations[d], ++st.live);
         if (bound_ && st.live > *bound_)
@@ -81,24 +84,24 @@ class dry_run {
         break;
       case op::backward:
       case op::backward_input:
-        if (!st.forwarded[u]) return fail(d, "backward" + what + " before its forward");
-        if (st.input_done[u]) return fail(d, "backward" + what + " repeated");
+        if (!st.forwarded[u]) return fail(d, "backward" + what() + " before its forward");
+        if (st.input_done[u]) return fail(d, "backward" + what() + " repeated");
         if (!take_input(st, a, k, /*grad=*/true))
-          return fail(d, "backward" + what + " before its gradient arrived");
+          return fail(d, "backward" + what() + " before its gradient arrived");
         st.input_done[u] = true;
         if (a.kind == op::backward) free_activation(st, u);
         break;
       case op::backward_weight:
-        if (!st.input_done[u]) return fail(d, "backward_weight" + what + " before its backward_input");
-        if (st.weight_done[u]) return fail(d, "backward_weight" + what + " repeated");
+        if (!st.input_done[u]) return fail(d, "backward_weight" + what() + " before its backward_input");
+        if (st.weight_done[u]) return fail(d, "backward_weight" + what() + " repeated");
         free_activation(st, u);
         break;
       case op::send_act:
-        if (!st.forwarded[u]) return fail(d, "send of the activation" + what + " before its forward");
+        if (!st.forwarded[u]) return fail(d, "send of the activation" + what() + " before its forward");
         ++in_flight_[key_of(s_, a)];
         break;
       case op::send_grad:
-        if (!st.input_done[u]) return fail(d, "send of the gradient" + what + " before its backward");
+        if (!st.input_done[u]) return fail(d, "send of the gradient" + what() + " before its backward");
         ++in_flight_[key_of(s_, a)];
         break;
       case op::recv_act:
