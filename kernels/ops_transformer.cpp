@@ -1,9 +1,8 @@
-// Transformer ops on the CPU, after karpathy/llm.c train_gpt2.c: GELU (tanh), layernorm,
-// token + position embedding, causal multi-head attention over packed qkv. These are the
-// reference the CUDA kernels are tested against, so clarity wins over the last few percent.
-// Nothing here allocates: attention's backward recomputes a row's scores instead of keeping a
-// (T, T) scratch buffer. layernorm_backward accepts null dinp or null dweight/dbias so a layer
-// can run the input half and the weight half of its backward at different times.
+// Transformer ops on the CPU after karpathy/llm.c train_gpt2.c: GELU (tanh), layernorm, token +
+// position embedding, causal multi-head attention over packed qkv; the reference CUDA is tested
+// against. Nothing allocates: attention's backward recomputes a row's scores rather than keep a
+// (T, T) scratch. layernorm_backward takes null dinp, or null dweight and dbias, so a layer can
+// run the input and weight halves of its backward at different times.
 #include <algorithm>
 #include <cmath>
 #include <limits>
