@@ -9,6 +9,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include <cstring>
+#include <utility>
 
 #include "kernels/batch.hpp"
 #include "kernels/tensor.hpp"
@@ -24,12 +25,16 @@ typename Inspector::result_type inspect(Inspector& f, tensor& x) {
   if constexpr (Inspector::reads_state) {
     shape_t shape = x.shape();
     std::vector<char> bytes(static_cast<size_t>(x.numel()) * sizeof(float));
-    if (!bytes.empty()) std::memcpy(bytes.data(), x.data(), bytes.size());
+    if (!bytes.empty()) std::memcpy(bytes.data(), std::as_const(x).data(), bytes.size());
     return f(caf::meta::type_name("tensor"), shape, bytes);
   } else {
     shape_t shape;
     std::vector<char> bytes;
     return f(caf::meta::type_name("tensor"), shape, bytes, caf::meta::load_callback([&]() -> caf::error {
+               if (shape.empty() && bytes.empty()) {  // the empty (default) tensor
+                 x = tensor();
+                 return caf::none;
+               }
                int64_t n = 1;
                for (int64_t d : shape) {
                  if (d < 0 || (d > 0 && n > (int64_t{1} << 40) / d))
