@@ -46,7 +46,8 @@ class layer {
   virtual tensor forward(const tensor& x, saved_activations& saved) const = 0;
   // Returns dL/dx. Leaves parameter gradients alone.
   virtual tensor backward_input(const tensor& dy, saved_activations& saved) const = 0;
-  // Adds dL/dparams into the bound gradient buffer. May be called after backward_input only.
+  // Adds dL/dparams into the bound gradient buffer. Usually follows backward_input, but the
+  // first layer of a model (whose input needs no gradient) gets backward_weight alone.
   virtual void backward_weight(const tensor& dy, saved_activations& saved) { (void)dy, (void)saved; }
 
  protected:
