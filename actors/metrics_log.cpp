@@ -18,6 +18,14 @@ metrics_log::metrics_log(const std::string& out_dir, int64_t steps_per_epoch, in
   std::filesystem::create_directories(out_dir, ec);
   if (ec) throw std::runtime_error(out_dir + ": cannot create output folder (" + ec.message() + ")");
   path_ = (std::filesystem::path(out_dir) / "metrics.jsonl").string();
+  // A previous run's metrics are kept, not overwritten: metrics.jsonl.1, .2, ...
+  if (std::filesystem::exists(path_)) {
+    int n = 1;
+    while (std::filesystem::exists(path_ + "." + std::to_string(n))) ++n;
+    std::filesystem::rename(path_, path_ + "." + std::to_string(n), ec);
+    if (ec) throw std::runtime_error(path_ + ": cannot move the previous run's metrics aside (" + ec.message() + ")");
+    spdlog::info("kept the previous run's metrics as {}.{}", path_, n);
+  }
   file_ = std::fopen(path_.c_str(), "w");
   if (!file_) throw std::runtime_error(path_ + ": cannot write (" + std::strerror(errno) + ")");
 }
