@@ -37,12 +37,18 @@ metrics_log::~metrics_log() {
 void metrics_log::step(int64_t step, int64_t epoch, double loss, double samples_per_s) {
   fmt::print(file_, "{{\"step\": {}, \"epoch\": {}, \"loss\": {:.7g}, \"samples_per_s\": {:.1f}}}\n", step, epoch,
              loss, samples_per_s);
-  smoothed_loss_ = (step % steps_per_epoch_ == 0) ? loss : 0.95 * smoothed_loss_ + 0.05 * loss;
+  const bool first = step % steps_per_epoch_ == 0;
+  smoothed_loss_ = first ? loss : 0.95 * smoothed_loss_ + 0.05 * loss;
+  smoothed_rate_ = first ? samples_per_s : 0.95 * smoothed_rate_ + 0.05 * samples_per_s;
   const bool last = (step + 1) % steps_per_epoch_ == 0;
-  if (progress_) draw(step, epoch, smoothed_loss_, samples_per_s, last);
+  if (progress_) draw(step, epoch, smoothed_loss_, smoothed_rate_, last);
 }
 
 void metrics_log::eval(int64_t epoch, int64_t step, double test_loss, double test_accuracy) {
+  if (bar_open_) {  // a run stopped mid-epoch (--max-steps): end the bar's line first
+    std::fputc('\n', stderr);
+    bar_open_ = false;
+  }
   fmt::print(file_, "{{\"epoch\": {}, \"step\": {}, \"test_loss\": {:.7g}, \"test_accuracy\": {:.6f}}}\n", epoch,
              step, test_loss, test_accuracy);
   std::fflush(file_);
@@ -60,6 +66,7 @@ void metrics_log::draw(int64_t step, int64_t epoch, double loss, double samples_
     fmt::print(stderr, "\repoch {}/{} [{}{}] {}/{} loss {:.4f} {:.0f} samples/s{}", epoch + 1, epochs_,
                std::string(static_cast<size_t>(filled), '='), std::string(static_cast<size_t>(width - filled), ' '),
                done, steps_per_epoch_, loss, samples_per_s, final ? "\n" : "");
+    bar_open_ = !final;
   } else if (final || done % std::max<int64_t>(1, steps_per_epoch_ / 4) == 0) {
     spdlog::info("epoch {}/{} step {}/{} loss {:.4f} {:.0f} samples/s", epoch + 1, epochs_, done, steps_per_epoch_,
                  loss, samples_per_s);

@@ -29,6 +29,8 @@ class metrics_log {
   int64_t steps_per_epoch_, epochs_;
   bool progress_, tty_;
   double smoothed_loss_ = 0.0;
+  double smoothed_rate_ = 0.0;
+  bool bar_open_ = false;
   std::chrono::steady_clock::time_point last_draw_{};
 };
 
