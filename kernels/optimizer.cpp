@@ -56,13 +56,16 @@ class adamw final : public optimizer {
     const float step_size = c_.lr / bc1;
     const float bc2_sqrt = std::sqrt(bc2);
     const float decay = 1.0f - c_.lr * c_.weight_decay;
-    float* m = m_.data();
-    float* v = v_.data();
+    float* __restrict m = m_.data();
+    float* __restrict v = v_.data();
+    float* __restrict pp = p;
+    const float* __restrict gg = g;
+    const float b1 = c_.beta1, b2 = c_.beta2, eps = c_.eps;
     for (int64_t i = 0; i < n; ++i) {
-      p[i] *= decay;
-      m[i] = c_.beta1 * m[i] + (1.0f - c_.beta1) * g[i];
-      v[i] = c_.beta2 * v[i] + (1.0f - c_.beta2) * g[i] * g[i];
-      p[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + c_.eps);
+      pp[i] *= decay;
+      m[i] = b1 * m[i] + (1.0f - b1) * gg[i];
+      v[i] = b2 * v[i] + (1.0f - b2) * gg[i] * gg[i];
+      pp[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
     }
   }
 
