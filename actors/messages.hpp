@@ -11,6 +11,7 @@
 #include <cstring>
 #include <utility>
 
+#include "actors/dp_trace.hpp"
 #include "kernels/batch.hpp"
 #include "kernels/tensor.hpp"
 
@@ -43,9 +44,8 @@ typename Inspector::result_type inspect(Inspector& f, tensor& x) {
                }
                if (static_cast<uint64_t>(n) * sizeof(float) != bytes.size())
                  return caf::make_error(caf::sec::invalid_argument, "tensor: shape does not match its bytes");
-               std::vector<float> values(static_cast<size_t>(n));
-               if (n > 0) std::memcpy(values.data(), bytes.data(), bytes.size());
-               x = tensor(shape, std::move(values));
+               x = tensor::uninitialized(shape);
+               if (n > 0) std::memcpy(x.data(), bytes.data(), bytes.size());
                x.freeze();
                return caf::none;
              }));
@@ -129,6 +129,85 @@ struct params_request {
   int64_t stage = 0;
 };
 
+// ---- collectives (data parallelism; collective.hpp) ----
+
+// Elements [offset, offset + count) of a frozen tensor. In one process it refers to the
+// storage (no copy); on the wire only the slice travels and arrives as its own tensor.
+struct tensor_slice {
+  tensor base;
+  int64_t offset = 0;
+  int64_t count = 0;
+  const float* data() const { return base.data() + offset; }
+};
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tensor_slice& x) {
+  if constexpr (Inspector::reads_state) {
+    tensor piece({x.count}, std::vector<float>(x.data(), x.data() + x.count));
+    return f(caf::meta::type_name("tensor_slice"), piece);
+  } else {
+    return f(caf::meta::type_name("tensor_slice"), x.base, caf::meta::load_callback([&]() -> caf::error {
+               x.offset = 0;
+               x.count = x.base.numel();
+               return caf::none;
+             }));
+  }
+}
+// requester -> collective rank r: run collective `seq` (ring::op_kind `op`) on `data`. Every rank
+// of the group gets the same seq, op and total; ranks may issue their requests in any order.
+// data: the full tensor (reductions; broadcast at the root, empty elsewhere) or the rank's
+// segment (all_gather). total: elements of the full tensor.
+struct collective_request {
+  int64_t seq = 0;
+  int32_t op = 0;
+  int32_t root = 0;
+  int64_t total = 0;
+  tensor data;
+};
+// collective rank r -> requester: the full tensor, or rank r's segment after a reduce_scatter.
+struct collective_result {
+  int64_t seq = 0;
+  int32_t op = 0;
+  tensor data;
+};
+// collective rank r -> rank r+1: one chunk of collective `seq`, holding elements [at, at + count)
+// of the full tensor. phase 0: a partial sum travelling to its owner; phase 1: a final segment
+// (all-gather or broadcast) that started at rank `origin`.
+struct ring_chunk {
+  int64_t seq = 0;
+  int32_t op = 0;
+  int32_t phase = 0;
+  int32_t origin = 0;
+  int64_t total = 0;
+  int64_t at = 0;
+  tensor_slice data;
+};
+// spawner -> collective: your place in the ring.
+struct ring_setup {
+  int32_t rank = 0;
+  int32_t ranks = 1;
+  int64_t chunk_elems = 0;
+  caf::actor right;
+};
+
+// ---- data-parallel stages -> coordinator ----
+
+// One rank's share of step `step`; step_seconds runs from the step order to updated parameters.
+struct dp_step_report {
+  int32_t rank = 0;
+  int64_t step = 0;
+  double loss_sum = 0.0;
+  int64_t count = 0;
+  int64_t correct = 0;
+  double compute_seconds = 0.0;
+  double step_seconds = 0.0;
+};
+// The measured events of the traced step (dp_trace.hpp).
+struct dp_trace_msg {
+  int32_t rank = 0;
+  int64_t step = 0;
+  std::vector<dp_trace_event> events;
+};
+
 #define TROUPE_INSPECT(type, ...)                                       \
   template <class Inspector>                                            \
   typename Inspector::result_type inspect(Inspector& f, type& x) {      \
@@ -145,7 +224,109 @@ TROUPE_INSPECT(eval_report, x.epoch, x.loss_sum, x.count, x.correct, x.samples)
 TROUPE_INSPECT(gradients_msg, x.step, x.offset, x.grads)
 TROUPE_INSPECT(params_msg, x.step, x.offset, x.params)
 TROUPE_INSPECT(params_request, x.stage)
+TROUPE_INSPECT(collective_request, x.seq, x.op, x.root, x.total, x.data)
+TROUPE_INSPECT(collective_result, x.seq, x.op, x.data)
+TROUPE_INSPECT(ring_chunk, x.seq, x.op, x.phase, x.origin, x.total, x.at, x.data)
+TROUPE_INSPECT(ring_setup, x.rank, x.ranks, x.chunk_elems, x.right)
+TROUPE_INSPECT(dp_trace_event, x.rank, x.kind, x.index, x.start, x.end)
+TROUPE_INSPECT(dp_step_report, x.rank, x.step, x.loss_sum, x.count, x.correct, x.compute_seconds, x.step_seconds)
+TROUPE_INSPECT(dp_trace_msg, x.rank, x.step, x.events)
 #undef TROUPE_INSPECT
+
+// ---- pipeline: driver <-> pipeline_stage, pipeline_stage <-> pipeline_stage ----
+
+// driver -> pipeline_stage: run your action list once for `step`. origin_ns is the driver's
+// steady_clock (ns) when it ordered the step: every stage's timeline in one process shares it.
+struct pipeline_step_order {
+  int64_t step = 0;
+  int64_t origin_ns = 0;
+};
+// pipeline_stage -> pipeline_stage: the tensor crossing the cut between model chunks boundary
+// and boundary + 1 for one microbatch: an activation going up, or its gradient coming down
+// (the same shape: (rows, features) for the MLP, (B, T, C) for the GPT; f32).
+struct pipeline_tensor_msg {
+  int64_t step = 0;
+  bool is_grad = false;
+  int32_t microbatch = 0;
+  int32_t boundary = 0;
+  tensor value;
+};
+// pipeline_stage -> driver: the stage finished `step` (its optimizer step included). The loss is
+// summed over `count` rows, non-zero only on the stage holding the last chunk. actions[i] (text
+// form with stage, e.g. "1F3") ran from start_seconds[i] to end_seconds[i] after the origin.
+struct pipeline_step_report {
+  int64_t step = 0;
+  int32_t stage = 0;
+  double loss_sum = 0.0;
+  int64_t count = 0;
+  int64_t correct = 0;
+  int32_t peak_live = 0;
+  std::vector<std::string> actions;
+  std::vector<double> start_seconds, end_seconds;
+};
+// driver (watchdog) -> pipeline_stage, answered with pipeline_status.
+struct pipeline_status_request {
+  int64_t step = 0;
+};
+// Where a stage stands: its cursor in the action list and what the action there waits for.
+struct pipeline_status {
+  int32_t stage = 0;
+  int64_t step = -1;
+  int32_t cursor = 0;
+  int32_t actions = 0;
+  int64_t completed = 0;  // actions completed since the stage started: progress
+  std::string action;     // text form of the action at the cursor ("" when idle)
+  std::string waiting_for;
+};
+// pipeline_stage -> driver: an action failed (its text names it); the stage has stopped.
+struct pipeline_failure {
+  int32_t stage = 0;
+  std::string what;
+};
+// driver -> pipeline_stage, answered with pipeline_params_msg: the stage's chunk parameters.
+struct pipeline_params_request {
+  int32_t stage = 0;
+};
+struct pipeline_params_msg {
+  int32_t stage = 0;
+  std::vector<int32_t> model_chunks;  // model chunk index of each params entry
+  std::vector<tensor> params;         // flat f32, one per chunk
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pipeline_step_order& x) {
+  return f(caf::meta::type_name("pipeline_step_order"), x.step, x.origin_ns);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pipeline_tensor_msg& x) {
+  return f(caf::meta::type_name("pipeline_tensor_msg"), x.step, x.is_grad, x.microbatch, x.boundary, x.value);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pipeline_step_report& x) {
+  return f(caf::meta::type_name("pipeline_step_report"), x.step, x.stage, x.loss_sum, x.count, x.correct,
+           x.peak_live, x.actions, x.start_seconds, x.end_seconds);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pipeline_status_request& x) {
+  return f(caf::meta::type_name("pipeline_status_request"), x.step);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pipeline_status& x) {
+  return f(caf::meta::type_name("pipeline_status"), x.stage, x.step, x.cursor, x.actions, x.completed, x.action,
+           x.waiting_for);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pipeline_failure& x) {
+  return f(caf::meta::type_name("pipeline_failure"), x.stage, x.what);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pipeline_params_request& x) {
+  return f(caf::meta::type_name("pipeline_params_request"), x.stage);
+}
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, pipeline_params_msg& x) {
+  return f(caf::meta::type_name("pipeline_params_msg"), x.stage, x.model_chunks, x.params);
+}
 
 // Registers every message type above with an actor system configuration.
 void add_message_types(caf::actor_system_config& cfg);

@@ -44,7 +44,7 @@ tensor linear::forward(const tensor& x, saved_activations& saved) const {
   const int64_t n = rows_of(x, in_, "input");
   shape_t shape = x.shape();
   shape.back() = out_;
-  tensor y(shape);
+  tensor y = tensor::uninitialized(shape);
   ops::matmul_forward(y.data(), x.data(), params_, bias_ ? params_ + out_ * in_ : nullptr, n, in_, out_);
   saved.tensors = {x};
   return y;
@@ -52,7 +52,7 @@ tensor linear::forward(const tensor& x, saved_activations& saved) const {
 
 tensor linear::backward_input(const tensor& dy, saved_activations& saved) const {
   const int64_t n = rows_of(dy, out_, "output gradient");
-  tensor dx(saved.tensors.at(0).shape());
+  tensor dx = tensor::uninitialized(saved.tensors.at(0).shape());
   ops::matmul_backward_input(dx.data(), dy.data(), params_, n, in_, out_);
   return dx;
 }
@@ -64,7 +64,7 @@ void linear::backward_weight(const tensor& dy, saved_activations& saved) {
 }
 
 tensor relu::forward(const tensor& x, saved_activations& saved) const {
-  tensor y(x.shape());
+  tensor y = tensor::uninitialized(x.shape());
   ops::relu_forward(y.data(), x.data(), x.numel());
   saved.tensors = {y};
   return y;
@@ -72,7 +72,7 @@ tensor relu::forward(const tensor& x, saved_activations& saved) const {
 
 tensor relu::backward_input(const tensor& dy, saved_activations& saved) const {
   const tensor& y = saved.tensors.at(0);
-  tensor dx(y.shape());
+  tensor dx = tensor::uninitialized(y.shape());
   ops::relu_backward(dx.data(), dy.data(), y.data(), y.numel());
   return dx;
 }

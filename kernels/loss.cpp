@@ -16,7 +16,7 @@ loss_result cross_entropy(const tensor& logits, const std::vector<int32_t>& targ
                                 to_string(logits.shape()));
   loss_result r;
   r.count = N;
-  tensor probs({N, V});
+  tensor probs = tensor::uninitialized({N, V});
   r.loss_sum = ops::softmax_cross_entropy_forward(probs.data(), logits.data(), targets.data(), N, V);
   const float* p = probs.data();
   for (int64_t n = 0; n < N; ++n) {
@@ -26,7 +26,7 @@ loss_result cross_entropy(const tensor& logits, const std::vector<int32_t>& targ
     r.correct += best == targets[static_cast<size_t>(n)];
   }
   if (grad_scale != 0.0f) {
-    r.dlogits = tensor(logits.shape());
+    r.dlogits = tensor::uninitialized(logits.shape());
     ops::softmax_cross_entropy_backward(r.dlogits.data(), p, targets.data(), N, V, grad_scale);
   }
   return r;

@@ -1,6 +1,7 @@
 // tensor storage and shape bookkeeping.
 #include "kernels/tensor.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace troupe {
@@ -24,17 +25,24 @@ std::string to_string(const shape_t& shape) {
   return s + ")";
 }
 
-tensor::tensor(shape_t shape)
-    : shape_(std::move(shape)), numel_(numel_of(shape_)), storage_(std::make_shared<storage>()) {
-  storage_->values.assign(static_cast<size_t>(numel_), 0.0f);
+tensor tensor::uninitialized(shape_t shape) {
+  tensor t;
+  t.shape_ = std::move(shape);
+  t.numel_ = numel_of(t.shape_);
+  t.storage_ = std::make_shared<storage>();
+  t.storage_->values.reset(new float[static_cast<size_t>(t.numel_)]);  // default-init: no zeroing
+  return t;
 }
 
-tensor::tensor(shape_t shape, std::vector<float> values)
-    : shape_(std::move(shape)), numel_(numel_of(shape_)), storage_(std::make_shared<storage>()) {
+tensor::tensor(shape_t shape) : tensor(uninitialized(std::move(shape))) {
+  std::fill_n(storage_->values.get(), numel_, 0.0f);
+}
+
+tensor::tensor(shape_t shape, const std::vector<float>& values) : tensor(uninitialized(std::move(shape))) {
   if (static_cast<int64_t>(values.size()) != numel_)
     throw std::invalid_argument("tensor: " + std::to_string(values.size()) + " values for shape " +
                                 to_string(shape_));
-  storage_->values = std::move(values);
+  std::copy(values.begin(), values.end(), storage_->values.get());
 }
 
 int64_t tensor::size(int dim) const {
@@ -47,7 +55,7 @@ int64_t tensor::size(int dim) const {
 float* tensor::data() {
   if (!storage_) return nullptr;
   if (storage_->frozen) throw std::logic_error("tensor: write access to a frozen (sent) tensor");
-  return storage_->values.data();
+  return storage_->values.get();
 }
 
 void tensor::freeze() const {
@@ -56,7 +64,9 @@ void tensor::freeze() const {
 
 tensor tensor::clone() const {
   if (!storage_) return {};
-  return tensor(shape_, storage_->values);
+  tensor t = uninitialized(shape_);
+  std::copy_n(storage_->values.get(), numel_, t.storage_->values.get());
+  return t;
 }
 
 tensor tensor::reshaped(shape_t shape) const {

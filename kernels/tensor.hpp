@@ -34,7 +34,9 @@ class tensor {
   tensor() = default;
   // Zero-filled tensor of the given shape on the CPU.
   explicit tensor(shape_t shape);
-  tensor(shape_t shape, std::vector<float> values);
+  tensor(shape_t shape, const std::vector<float>& values);
+  // Storage left uninitialized, for outputs an op overwrites entirely (skips a memset).
+  static tensor uninitialized(shape_t shape);
 
   const shape_t& shape() const { return shape_; }
   int rank() const { return static_cast<int>(shape_.size()); }
@@ -46,7 +48,7 @@ class tensor {
 
   // Mutable access throws std::logic_error once the storage is frozen.
   float* data();
-  const float* data() const { return storage_ ? storage_->values.data() : nullptr; }
+  const float* data() const { return storage_ ? storage_->values.get() : nullptr; }
   float operator[](int64_t i) const { return data()[i]; }
 
   // Marks the storage immutable (shared by every tensor that refers to it).
@@ -63,7 +65,7 @@ class tensor {
 
  private:
   struct storage {
-    std::vector<float> values;
+    std::unique_ptr<float[]> values;
     bool frozen = false;
   };
   shape_t shape_;

@@ -20,7 +20,7 @@ image_dataset::image_dataset(std::string name, int64_t features, std::vector<flo
 
 batch image_dataset::gather(const int64_t* idx, int64_t n) const {
   batch b;
-  b.inputs = tensor({n, features_});
+  b.inputs = tensor::uninitialized({n, features_});
   b.targets.resize(static_cast<size_t>(n));
   float* out = b.inputs.data();
   for (int64_t i = 0; i < n; ++i) {
@@ -42,7 +42,7 @@ int64_t text_dataset::size() const {
 
 batch text_dataset::gather(const int64_t* idx, int64_t n) const {
   batch b;
-  b.inputs = tensor({n, context_});
+  b.inputs = tensor::uninitialized({n, context_});
   b.targets.resize(static_cast<size_t>(n * context_));
   float* in = b.inputs.data();
   for (int64_t i = 0; i < n; ++i) {
