@@ -1,0 +1,123 @@
+// Wire frames: how a tensor crosses a process boundary as a sequence of bounded, checksummed
+// Cap'n Proto messages, and the decoder that refuses anything malformed with an error instead of
+// crashing or allocating what a length field claims. Pure C++ (no CAF, no sockets) so that a
+// fuzzer can drive decode_frame directly. It deliberately does not do I/O: callers read the
+// 16-byte header, check it with parse_header, then read body_bytes more and call decode_frame.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace troupe::wire {
+
+// Frame layout, little-endian: magic u32 | version u16 | type u16 | body_bytes u32 | crc32 u32,
+// then body_bytes of a flat Cap'n Proto message (a multiple of 8). crc32 is zlib's CRC-32 of the
+// body: TCP's 16-bit checksum misses corruptions a 32-bit CRC catches, and zlib has it.
+constexpr uint32_t frame_magic = 0x46505254;  // "TRPF"
+constexpr uint16_t frame_version = 1;
+constexpr size_t header_bytes = 16;
+constexpr size_t default_max_frame_bytes = size_t{4} << 20;
+constexpr size_t max_name_bytes = 256;
+constexpr size_t max_rank = 16;
+// Room reserved in each frame for the header and the Cap'n Proto fields around the chunk data
+// (name and shape are bounded above, so this is a bound, not a guess).
+constexpr size_t frame_overhead_bytes = 1024;
+
+enum class frame_type : uint16_t { tensor_chunk = 1 };
+enum class dtype : uint8_t { f32 = 1, f16 = 2, bf16 = 3, i32 = 4, i64 = 5, u8 = 6 };
+size_t dtype_size(dtype d);  // 0 for a value outside the enum
+
+enum class error_code {
+  truncated,        // fewer bytes than the header or its body_bytes say
+  bad_magic,
+  bad_version,
+  oversized,        // body_bytes or a tensor size over the configured limit
+  bad_checksum,
+  unknown_type,     // frame type not in frame_type
+  malformed_body,   // Cap'n Proto refused the body, or a field is out of range
+  bad_chunk,        // chunk index/count/offset inconsistent with the tensor so far
+};
+const char* to_string(error_code c);
+
+struct error {
+  error_code code;
+  std::string message;  // names the field and the values, for the log
+};
+
+struct limits {
+  size_t max_frame_bytes = default_max_frame_bytes;  // header + body; chunks are cut to fit
+  uint64_t max_tensor_bytes = uint64_t{1} << 34;     // 16 GiB: an assembler never allocates more
+};
+
+struct header {
+  frame_type type;
+  uint32_t body_bytes;
+  uint32_t crc32;
+};
+
+struct tensor_meta {
+  uint64_t tensor_id = 0;
+  std::string name;
+  dtype type = dtype::f32;
+  std::vector<int64_t> shape;
+};
+
+struct tensor_chunk {
+  tensor_meta meta;
+  uint64_t total_bytes = 0;
+  uint32_t index = 0;
+  uint32_t count = 0;
+  uint64_t offset = 0;
+  std::vector<uint8_t> data;
+};
+
+// Either a value or an error; the decoder never throws.
+template <class T>
+struct result {
+  std::optional<T> value;
+  std::optional<wire::error> err;
+  bool ok() const { return value.has_value(); }
+};
+
+// Checks magic, version, type and body_bytes against the limits (before the body is read or
+// allocated). `bytes` must hold at least header_bytes.
+result<header> parse_header(const uint8_t* bytes, size_t n, const limits& lim = {});
+
+// Validates one complete frame (header + body, exactly n bytes) and decodes its chunk.
+result<tensor_chunk> decode_frame(const uint8_t* bytes, size_t n, const limits& lim = {});
+
+// Cuts a tensor into frames of at most lim.max_frame_bytes each. Throws std::invalid_argument
+// for a name, shape or size the decoder would refuse (a sender bug, not bad input).
+std::vector<std::vector<uint8_t>> encode_tensor(const tensor_meta& meta, const void* data, size_t nbytes,
+                                                const limits& lim = {});
+
+// Payload bytes per chunk at this frame size (what encode_tensor uses).
+size_t chunk_payload_bytes(const limits& lim);
+
+// Reassembles the chunks of one tensor, which arrive in order. Refuses a chunk that does not
+// continue the tensor (other id, meta, index, count or offset) and allocates total_bytes only
+// after checking it against the shape and the limit.
+class tensor_assembler {
+ public:
+  explicit tensor_assembler(limits lim = {}) : lim_(lim) {}
+  // An error leaves the assembler empty, ready for the first chunk of a new tensor.
+  std::optional<error> add(tensor_chunk&& c);
+  bool complete() const { return started_ && next_index_ == count_; }
+  // The finished tensor's meta and bytes; valid once complete(). Resets the assembler.
+  std::pair<tensor_meta, std::vector<uint8_t>> take();
+
+ private:
+  void reset();
+  limits lim_;
+  bool started_ = false;
+  tensor_meta meta_;
+  uint64_t total_bytes_ = 0;
+  uint32_t count_ = 0;
+  uint32_t next_index_ = 0;
+  std::vector<uint8_t> bytes_;
+};
+
+}  // namespace troupe::wire

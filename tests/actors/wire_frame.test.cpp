@@ -1,0 +1,207 @@
+// Wire frames: round trips (empty, one chunk, a 64 MiB+ tensor over many chunks) and every kind
+// of bad input the decoder must refuse with its error code, plus the fuzzer's crash corpus
+// (tests/actors/wire_corpus/) replayed as regression inputs.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "actors/wire_frame.hpp"
+
+namespace w = troupe::wire;
+
+namespace {
+
+w::tensor_meta meta_of(std::vector<int64_t> shape, uint64_t id = 7) { return {id, "layer0.weight", w::dtype::f32, shape}; }
+
+// Decodes and reassembles frames; returns the bytes or fails the test.
+std::vector<uint8_t> reassemble(const std::vector<std::vector<uint8_t>>& frames, const w::limits& lim) {
+  w::tensor_assembler a(lim);
+  for (const auto& f : frames) {
+    EXPECT_LE(f.size(), lim.max_frame_bytes);
+    auto c = w::decode_frame(f.data(), f.size(), lim);
+    EXPECT_TRUE(c.ok()) << c.err->message;
+    if (!c.ok()) return {};
+    auto e = a.add(std::move(*c.value));
+    EXPECT_FALSE(e.has_value()) << e->message;
+  }
+  EXPECT_TRUE(a.complete());
+  return a.take().second;
+}
+
+std::vector<uint8_t> one_frame() {
+  std::vector<float> x(100);
+  std::iota(x.begin(), x.end(), 1.0f);
+  return w::encode_tensor(meta_of({10, 10}), x.data(), x.size() * 4).at(0);
+}
+
+w::error_code decode_error(const std::vector<uint8_t>& f) {
+  auto r = w::decode_frame(f.data(), f.size());
+  EXPECT_FALSE(r.ok());
+  return r.ok() ? w::error_code::bad_chunk : r.err->code;
+}
+
+void set_u32(std::vector<uint8_t>& f, size_t at, uint32_t v) { std::memcpy(f.data() + at, &v, 4); }
+
+}  // namespace
+
+TEST(WireFrame, SmallTensorRoundTripsInOneFrame) {
+  std::vector<float> x = {1.5f, -2.0f, 3.25f, 0.0f, 1e-30f, 6.0f};
+  auto frames = w::encode_tensor(meta_of({2, 3}), x.data(), 24);
+  ASSERT_EQ(frames.size(), 1u);
+  auto c = w::decode_frame(frames[0].data(), frames[0].size());
+  ASSERT_TRUE(c.ok()) << c.err->message;
+  EXPECT_EQ(c.value->meta.name, "layer0.weight");
+  EXPECT_EQ(c.value->meta.shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(c.value->meta.tensor_id, 7u);
+  EXPECT_EQ(c.value->total_bytes, 24u);
+  ASSERT_EQ(c.value->data.size(), 24u);
+  EXPECT_EQ(std::memcmp(c.value->data.data(), x.data(), 24), 0);
+}
+
+TEST(WireFrame, EmptyTensorIsOneEmptyChunk) {
+  auto frames = w::encode_tensor(meta_of({0, 5}), nullptr, 0);
+  ASSERT_EQ(frames.size(), 1u);
+  EXPECT_TRUE(reassemble(frames, {}).empty());
+}
+
+TEST(WireFrame, LargeTensorIsChunkedUnderTheLimitAndReassembledBitwise) {
+  const int64_t n = (int64_t{65} << 20) / 4 + 3;  // 65 MiB + 12 bytes: not a multiple of the chunk
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i % 1000003) * 0.5f;
+  w::limits lim;  // 4 MiB frames
+  auto frames = w::encode_tensor(meta_of({n}), x.data(), x.size() * 4, lim);
+  const size_t payload = w::chunk_payload_bytes(lim);
+  EXPECT_EQ(frames.size(), (x.size() * 4 + payload - 1) / payload);
+  EXPECT_GE(frames.size(), 17u);
+  auto bytes = reassemble(frames, lim);
+  ASSERT_EQ(bytes.size(), x.size() * 4);
+  EXPECT_EQ(std::memcmp(bytes.data(), x.data(), bytes.size()), 0);
+}
+
+TEST(WireFrame, SmallFrameLimitGivesManyChunks) {
+  std::vector<float> x(10000, 2.5f);
+  w::limits lim;
+  lim.max_frame_bytes = 4096;
+  auto frames = w::encode_tensor(meta_of({100, 100}), x.data(), 40000, lim);
+  EXPECT_EQ(frames.size(), (40000 + 3071) / 3072);
+  EXPECT_EQ(reassemble(frames, lim).size(), 40000u);
+}
+
+TEST(WireFrame, TruncatedFrameIsRefused) {
+  auto f = one_frame();
+  for (size_t cut : {size_t{0}, size_t{5}, size_t{15}, size_t{16}, f.size() - 1}) {
+    std::vector<uint8_t> g(f.begin(), f.begin() + static_cast<long>(cut));
+    EXPECT_EQ(decode_error(g), w::error_code::truncated) << "cut at " << cut;
+  }
+}
+
+TEST(WireFrame, WrongChecksumIsRefused) {
+  auto f = one_frame();
+  f[f.size() - 9] ^= 0x01;  // one bit in the payload
+  EXPECT_EQ(decode_error(f), w::error_code::bad_checksum);
+  auto g = one_frame();
+  g[12] ^= 0x80;  // the checksum field itself
+  EXPECT_EQ(decode_error(g), w::error_code::bad_checksum);
+}
+
+TEST(WireFrame, OversizedLengthFieldIsRefusedBeforeAnyAllocation) {
+  auto f = one_frame();
+  set_u32(f, 8, 0xFFFFFFF8u);  // claims ~4 GiB of body
+  EXPECT_EQ(decode_error(f), w::error_code::oversized);
+  auto h = w::parse_header(f.data(), 16);
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.err->message.find("body_bytes"), std::string::npos);
+}
+
+TEST(WireFrame, UnknownTypeBadMagicAndVersionAreRefused) {
+  auto f = one_frame();
+  f[6] = 9;
+  EXPECT_EQ(decode_error(f), w::error_code::unknown_type);
+  auto g = one_frame();
+  g[0] = 'X';
+  EXPECT_EQ(decode_error(g), w::error_code::bad_magic);
+  auto v = one_frame();
+  v[4] = 2;
+  EXPECT_EQ(decode_error(v), w::error_code::bad_version);
+}
+
+TEST(WireFrame, TensorOverTheLimitIsRefused) {
+  std::vector<float> x(1024, 1.0f);
+  auto f = w::encode_tensor(meta_of({1024}), x.data(), 4096).at(0);
+  w::limits small;
+  small.max_tensor_bytes = 1000;
+  auto r = w::decode_frame(f.data(), f.size(), small);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.err->code, w::error_code::oversized);
+}
+
+TEST(WireFrame, GarbageBodyWithValidChecksumIsMalformed) {
+  std::vector<uint8_t> f(16 + 64, 0xAB);
+  const uint32_t magic = w::frame_magic, body = 64;
+  const uint16_t version = 1, type = 1;
+  std::memcpy(f.data(), &magic, 4);
+  std::memcpy(f.data() + 4, &version, 2);
+  std::memcpy(f.data() + 6, &type, 2);
+  std::memcpy(f.data() + 8, &body, 4);
+  set_u32(f, 12, 0);
+  // Recompute the CRC with the decoder's own answer: the message says what it found.
+  auto first = w::decode_frame(f.data(), f.size());
+  ASSERT_EQ(first.err->code, w::error_code::bad_checksum);
+  const auto pos = first.err->message.find("body has ");
+  set_u32(f, 12, static_cast<uint32_t>(std::stoul(first.err->message.substr(pos + 9))));
+  EXPECT_EQ(decode_error(f), w::error_code::malformed_body);
+}
+
+TEST(WireFrame, AssemblerRefusesOutOfOrderForeignAndBadChunks) {
+  std::vector<float> x(3000, 1.0f);
+  w::limits lim;
+  lim.max_frame_bytes = 4096;
+  auto frames = w::encode_tensor(meta_of({3000}), x.data(), 12000, lim);
+  ASSERT_EQ(frames.size(), 4u);
+  auto chunk = [&](size_t i) { return std::move(*w::decode_frame(frames[i].data(), frames[i].size(), lim).value); };
+  w::tensor_assembler a(lim);
+  auto e = a.add(chunk(1));  // does not start at 0
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->code, w::error_code::bad_chunk);
+  ASSERT_FALSE(a.add(chunk(0)).has_value());
+  EXPECT_TRUE(a.add(chunk(2)).has_value());  // skips chunk 1
+  ASSERT_FALSE(a.add(chunk(0)).has_value());  // the error reset it: a new tensor may start
+  auto foreign = chunk(1);
+  foreign.meta.tensor_id = 8;
+  EXPECT_TRUE(a.add(std::move(foreign)).has_value());
+  ASSERT_FALSE(a.add(chunk(0)).has_value());
+  auto bad_count = chunk(1);
+  bad_count.count = 99;
+  EXPECT_TRUE(a.add(std::move(bad_count)).has_value());
+}
+
+TEST(WireFrame, EncoderRefusesWhatTheDecoderWould) {
+  std::vector<float> x(4);
+  EXPECT_THROW(w::encode_tensor(meta_of({5}), x.data(), 16), std::invalid_argument);
+  auto m = meta_of({4});
+  m.name.assign(300, 'a');
+  EXPECT_THROW(w::encode_tensor(m, x.data(), 16), std::invalid_argument);
+  w::limits tiny;
+  tiny.max_frame_bytes = 100;
+  EXPECT_THROW(w::encode_tensor(meta_of({4}), x.data(), 16, tiny), std::invalid_argument);
+}
+
+// Every input the fuzzer ever crashed on or found interesting is kept and must decode cleanly:
+// either a chunk or an error, never a crash (ASan builds make an overflow fail here).
+TEST(WireFrame, FuzzCorpusDecodesToValueOrError) {
+  const std::filesystem::path dir = TROUPE_WIRE_CORPUS_DIR;
+  ASSERT_TRUE(std::filesystem::is_directory(dir)) << dir;
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (!entry.is_regular_file() || entry.path().filename() == "README.md") continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), {});
+    auto r = w::decode_frame(bytes.data(), bytes.size());
+    EXPECT_TRUE(r.ok() || !r.err->message.empty()) << entry.path();
+    ++files;
+  }
+  EXPECT_GT(files, 0u);
+}
