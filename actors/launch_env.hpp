@@ -1,0 +1,50 @@
+// Where a process stands in a multi-process job: its rank, the world size and the rendezvous
+// address, read from explicit flags or from whichever launcher started it (torchrun, mpirun,
+// srun). A pure function of an environment map and the flags, so every case is a unit test; it
+// deliberately reads no real environment, opens no socket and resolves no host name.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace troupe {
+
+constexpr uint16_t default_master_port = 29500;  // torchrun's default
+
+struct launch_env {
+  int rank = 0;
+  int world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  uint16_t master_port = default_master_port;
+  // "flags", "torchrun", "mpirun", "srun" or "single" (nothing given: one process).
+  std::string source = "single";
+};
+
+// Values from the command line (--rank, --world-size, --master-addr, --master-port), kept as
+// text so a bad value is reported with the flag's own name.
+struct launch_flags {
+  std::optional<std::string> rank, world_size, master_addr, master_port;
+};
+
+struct launch_result {
+  std::optional<launch_env> env;
+  std::string error;  // names the variable or flag and its value; empty when env is set
+};
+
+// Rules (why: launchers nest — torchrun inside an srun allocation, mpirun inside sbatch — so the
+// most specific launcher wins rather than a disagreement being an error):
+//   * rank/world come from flags if --rank or --world-size is given (both are then required),
+//     else from torchrun (RANK, WORLD_SIZE), else mpirun (OMPI_COMM_WORLD_RANK/_SIZE), else srun
+//     (SLURM_PROCID/SLURM_NTASKS); a launcher that sets one of its pair but not the other is an
+//     error. A flag that contradicts the launcher's own variable is an error naming both.
+//   * the address comes from --master-addr/--master-port, else MASTER_ADDR/MASTER_PORT; a world
+//     of more than one process needs an address (mpirun and srun do not provide one).
+//   * values must be decimal integers; 0 <= rank < world_size; 1 <= port <= 65535.
+launch_result parse_launch_env(const std::map<std::string, std::string>& env, const launch_flags& flags = {});
+
+// The process environment as a map (for the CLI; tests pass their own maps).
+std::map<std::string, std::string> current_environment();
+
+}  // namespace troupe
