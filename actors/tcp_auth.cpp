@@ -1,0 +1,107 @@
+// Secret loading and the HMAC-SHA256 challenge-response. OpenSSL provides the MAC, the random
+// nonces and the constant-time comparison; nothing here is hand-rolled cryptography.
+#include "actors/tcp_auth.hpp"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
+
+#include <cstring>
+#include <fstream>
+#include <vector>
+
+#include "actors/tcp_socket.hpp"
+
+namespace troupe::net {
+namespace {
+
+constexpr char tag[] = "troupe-auth-v1";
+using mac = std::array<uint8_t, 32>;
+
+mac hmac(const std::string& secret, char role, const nonce& first, const nonce& second, uint32_t claim) {
+  std::vector<uint8_t> msg(tag, tag + sizeof tag - 1);
+  msg.push_back(static_cast<uint8_t>(role));
+  msg.insert(msg.end(), first.begin(), first.end());
+  msg.insert(msg.end(), second.begin(), second.end());
+  for (int i = 0; i < 4; ++i) msg.push_back(static_cast<uint8_t>(claim >> (8 * i)));
+  mac out{};
+  unsigned len = 0;
+  if (!HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()), msg.data(), msg.size(), out.data(), &len) ||
+      len != out.size())
+    throw net_error("HMAC-SHA256 failed");
+  return out;
+}
+
+nonce fresh_nonce() {
+  nonce n{};
+  if (RAND_bytes(n.data(), static_cast<int>(n.size())) != 1) throw net_error("RAND_bytes failed");
+  return n;
+}
+
+}  // namespace
+
+std::optional<std::string> load_secret(const std::map<std::string, std::string>& env,
+                                       const std::optional<std::string>& secret_file) {
+  if (secret_file) {
+    std::ifstream in(*secret_file);
+    if (!in) throw net_error("--secret-file " + *secret_file + ": cannot be read");
+    std::string s;
+    std::getline(in, s);
+    if (!s.empty() && s.back() == '\r') s.pop_back();
+    if (s.empty()) throw net_error("--secret-file " + *secret_file + ": the first line is empty");
+    return s;
+  }
+  auto it = env.find("TROUPE_SECRET");
+  if (it == env.end()) return std::nullopt;
+  if (it->second.empty()) throw net_error("TROUPE_SECRET is set but empty");
+  return it->second;
+}
+
+nonce auth_challenge(int fd, int timeout_ms) {
+  nonce n = fresh_nonce();
+  write_all(fd, n.data(), n.size(), timeout_ms, "auth challenge");
+  return n;
+}
+
+auth_pending auth_respond(int fd, const std::string& secret, uint32_t claim, int timeout_ms) {
+  auth_pending p;
+  p.claim = claim;
+  read_all(fd, p.challenge.data(), p.challenge.size(), timeout_ms, "auth challenge");
+  p.mine = fresh_nonce();
+  const mac m = hmac(secret, 'C', p.challenge, p.mine, claim);
+  uint8_t out[32 + 4 + 32];
+  std::memcpy(out, p.mine.data(), 32);
+  std::memcpy(out + 32, &claim, 4);
+  std::memcpy(out + 36, m.data(), 32);
+  write_all(fd, out, sizeof out, timeout_ms, "auth response");
+  return p;
+}
+
+std::optional<uint32_t> auth_verify(int fd, const std::string& secret, const nonce& challenge, int timeout_ms) {
+  uint8_t in[32 + 4 + 32];
+  read_all(fd, in, sizeof in, timeout_ms, "auth response");
+  nonce theirs{};
+  uint32_t claim = 0;
+  std::memcpy(theirs.data(), in, 32);
+  std::memcpy(&claim, in + 32, 4);
+  const mac want = hmac(secret, 'C', challenge, theirs, claim);
+  if (CRYPTO_memcmp(want.data(), in + 36, want.size()) != 0) return std::nullopt;
+  const mac proof = hmac(secret, 'A', theirs, challenge, claim);
+  write_all(fd, proof.data(), proof.size(), timeout_ms, "auth proof");
+  return claim;
+}
+
+void auth_finish(int fd, const std::string& secret, const auth_pending& p, int timeout_ms) {
+  mac got{};
+  try {
+    read_all(fd, got.data(), got.size(), timeout_ms, "auth proof");
+  } catch (const net_error& e) {  // an acceptor closes on a wrong MAC without saying why
+    throw net_error(std::string("auth: refused by the peer (wrong secret?): ") + e.what());
+  }
+  const mac want = hmac(secret, 'A', p.mine, p.challenge, p.claim);
+  if (CRYPTO_memcmp(want.data(), got.data(), want.size()) != 0)
+    throw net_error("auth: " + peer_name(fd) + " does not know the job's secret");
+}
+
+}  // namespace troupe::net

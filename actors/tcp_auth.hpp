@@ -1,0 +1,46 @@
+// The job's shared secret and the mutual challenge-response every TCP connection of the job runs
+// before anything else is read from it: HMAC-SHA256 (OpenSSL) over fresh nonces, so the secret
+// never crosses the wire and a recorded handshake cannot be replayed. It deliberately does not
+// encrypt the traffic after the handshake (TLS through caf_openssl is the control plane's job).
+//
+// Messages (acceptor A, connector C; tag = "troupe-auth-v1"):
+//   A -> C: nonce_a[32]
+//   C -> A: nonce_c[32] | claim u32 | HMAC(secret, tag | "C" | nonce_a | nonce_c | claim)
+//   A -> C: HMAC(secret, tag | "A" | nonce_c | nonce_a | claim)
+// `claim` is what the connector says it is (its rank); the acceptor checks it after the MAC.
+// The steps are separate functions so that a ring can interleave them without a circular wait.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace troupe::net {
+
+// The secret from --secret-file (first line, trailing newline dropped) or else TROUPE_SECRET.
+// Throws net_error for an unreadable or empty file, or an empty secret.
+std::optional<std::string> load_secret(const std::map<std::string, std::string>& env,
+                                       const std::optional<std::string>& secret_file);
+
+using nonce = std::array<uint8_t, 32>;
+
+// What a connector keeps between steps 2 and 4.
+struct auth_pending {
+  nonce challenge{};  // the acceptor's nonce
+  nonce mine{};
+  uint32_t claim = 0;
+};
+
+// Acceptor, step 1: send a fresh nonce.
+nonce auth_challenge(int fd, int timeout_ms);
+// Connector, step 2: read the challenge, answer it with our claim and a nonce of our own.
+auth_pending auth_respond(int fd, const std::string& secret, uint32_t claim, int timeout_ms);
+// Acceptor, step 3: read and check the answer; on success send our proof and return the claim.
+// On a wrong MAC returns nullopt having sent nothing more: the caller logs and closes.
+std::optional<uint32_t> auth_verify(int fd, const std::string& secret, const nonce& challenge, int timeout_ms);
+// Connector, step 4: check the acceptor's proof (it knows the secret too). Throws net_error.
+void auth_finish(int fd, const std::string& secret, const auth_pending& p, int timeout_ms);
+
+}  // namespace troupe::net

@@ -1,0 +1,239 @@
+// Ring set-up (rendezvous, then one authenticated connection to each neighbour) and the
+// collectives. Each call lays out its whole schedule as two ordered lists: the byte stream this
+// rank sends right and the stream it receives from the left, each cut into chunks. A send chunk
+// may depend on one received chunk (the partial sum or gathered bytes it forwards), so one
+// thread with non-blocking sockets and poll keeps both directions busy and pipelines chunks
+// across ring steps without per-chunk headers: both sides know the schedule.
+#include "actors/tcp_ring.hpp"
+
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "actors/tcp_auth.hpp"
+
+namespace troupe::net {
+namespace {
+
+enum kind_id : int { k_all_reduce = 0, k_reduce_scatter = 1, k_all_gather = 2, k_broadcast = 3 };
+const char* kind_name(int k) {
+  static const char* names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+  return k >= 0 && k < 4 ? names[k] : "unknown";
+}
+
+// First bytes of every collective, checked against the left neighbour's: mismatched calls
+// (another op, size or root, or a skipped call) fail loudly instead of mixing buffers.
+struct op_header {
+  uint32_t magic = 0x474e5254;  // "TRNG"
+  int32_t kind = 0;
+  uint64_t seq = 0;
+  int64_t n = 0;
+  int32_t op = 0;
+  int32_t root = 0;
+};
+
+int mod(int a, int n) { return ((a % n) + n) % n; }
+
+}  // namespace
+
+span64 ring_segment(int64_t n, int ranks, int j) {
+  const int64_t base = n / ranks, extra = n % ranks;
+  return {j * base + std::min<int64_t>(j, extra), base + (j < extra ? 1 : 0)};
+}
+
+struct tcp_ring::impl {
+  struct send_item {
+    const uint8_t* p;
+    size_t len;
+    int64_t dep;  // receive item that must be complete first, or -1
+  };
+  struct recv_item {
+    uint8_t* dst;
+    size_t len;
+    float* reduce_into = nullptr;  // if set: reduce_into = staging + reduce_into
+    int64_t count = 0;
+    bool scale = false;            // then multiply by 1/N (average, at the segment's owner)
+  };
+  std::vector<send_item> sends;
+  std::vector<recv_item> recvs;
+};
+
+tcp_ring::tcp_ring(int rank, int world, ring_options opts) : rank_(rank), world_(world), opts_(std::move(opts)) {}
+tcp_ring::~tcp_ring() = default;
+
+std::unique_ptr<tcp_ring> tcp_ring::connect(const launch_env& env, const std::string& secret, ring_options opts) {
+  std::unique_ptr<tcp_ring> ring(new tcp_ring(env.rank, env.world_size, std::move(opts)));
+  const int N = env.world_size, r = env.rank;
+  if (N == 1) return ring;
+  if (secret.empty())
+    throw net_error("a job of " + std::to_string(N) + " processes needs a shared secret: --secret-file or TROUPE_SECRET");
+  const auto& o = ring->opts_;
+  socket_fd listener;
+  std::vector<peer_addr> table;
+  if (r == 0) {
+    rendezvous_server server(env.master_addr, env.master_port, N, secret, o.rendezvous);
+    if (o.on_master_listening) o.on_master_listening(server.port());
+    listener = listen_tcp(env.master_addr, 0);
+    table = server.run({local_host(listener.get()), local_port(listener.get())});
+  } else {
+    rendezvous_client client(env.master_addr, env.master_port, r, N, secret, o.rendezvous);
+    listener = listen_tcp(client.local_host(), 0);
+    table = client.join(local_port(listener.get()));
+  }
+  // Interleaved handshakes (see tcp_auth.hpp): each step waits only on bytes a neighbour sends
+  // in an earlier step, so the ring cannot wait on itself.
+  const int left = mod(r - 1, N), timeout = o.rendezvous.timeout_ms;
+  const peer_addr& right = table[static_cast<size_t>(mod(r + 1, N))];
+  ring->to_right_ = connect_tcp(right.host, right.port, timeout);
+  socket_fd cand = accept_tcp(listener.get(), timeout);
+  nonce challenge = auth_challenge(cand.get(), timeout);
+  const auth_pending pending = auth_respond(ring->to_right_.get(), secret, static_cast<uint32_t>(r), timeout);
+  for (;;) {
+    std::optional<uint32_t> claim;
+    const std::string who = peer_name(cand.get());
+    try {
+      claim = auth_verify(cand.get(), secret, challenge, o.rendezvous.auth_timeout_ms);
+    } catch (const net_error& e) {
+      spdlog::error("ring rank {}: refused {}: {}", r, who, e.what());
+    }
+    if (claim && *claim == static_cast<uint32_t>(left)) break;
+    if (claim) spdlog::error("ring rank {}: refused {}: it is rank {}, expected {}", r, who, *claim, left);
+    else spdlog::error("ring rank {}: refused {}: it does not know the job's secret", r, who);
+    cand = accept_tcp(listener.get(), timeout);
+    challenge = auth_challenge(cand.get(), timeout);
+  }
+  ring->from_left_ = std::move(cand);
+  auth_finish(ring->to_right_.get(), secret, pending, timeout);
+  for (int fd : {ring->to_right_.get(), ring->from_left_.get()}) {
+    tune_bulk(fd, o.socket_buffer_bytes);
+    set_nonblocking(fd, true);
+  }
+  return ring;
+}
+
+void tcp_ring::all_reduce(float* data, int64_t n, reduce_op op) { run(k_all_reduce, data, n, op, 0); }
+void tcp_ring::reduce_scatter(float* data, int64_t n, reduce_op op) { run(k_reduce_scatter, data, n, op, 0); }
+void tcp_ring::all_gather(float* data, int64_t n) { run(k_all_gather, data, n, reduce_op::sum, 0); }
+void tcp_ring::broadcast(float* data, int64_t n, int root) { run(k_broadcast, data, n, reduce_op::sum, root); }
+
+void tcp_ring::run(int kind, float* data, int64_t n, reduce_op op, int root) {
+  if (!broken_.empty()) throw net_error("tcp_ring rank " + std::to_string(rank_) + " is broken: " + broken_);
+  if (n < 0 || root < 0 || root >= world_) throw net_error(std::string("tcp_ring: bad arguments to ") + kind_name(kind));
+  const int N = world_, r = rank_;
+  if (N == 1) return;  // one rank: the sum is the input; 1/N == 1 needs no scaling
+  const int64_t chunk_elems = std::max<int64_t>(1, static_cast<int64_t>(opts_.chunk_bytes / sizeof(float)));
+  staging_.resize(static_cast<size_t>(chunk_elems));
+  const bool average = op == reduce_op::average;
+  impl s;
+  op_header mine{}, theirs{};
+  mine.kind = kind;
+  mine.seq = seq_++;
+  mine.n = n;
+  mine.op = static_cast<int32_t>(op);
+  mine.root = root;
+  s.sends.push_back({reinterpret_cast<const uint8_t*>(&mine), sizeof mine, -1});
+  s.recvs.push_back({reinterpret_cast<uint8_t*>(&theirs), sizeof theirs});
+  auto chunks = [&](int seg, auto&& fn) {
+    const span64 sp = ring_segment(n, N, seg);
+    for (int64_t c = 0; c * chunk_elems < sp.count; ++c)
+      fn(c, sp.offset + c * chunk_elems, std::min(chunk_elems, sp.count - c * chunk_elems));
+  };
+  auto bytes = [&](int64_t off) { return reinterpret_cast<uint8_t*>(data + off); };
+  int64_t prev_recv = -1;  // index of the first receive item of the previous ring step
+  if (kind == k_all_reduce || kind == k_reduce_scatter) {
+    for (int step = 0; step < N - 1; ++step) {
+      chunks(mod(r - 1 - step, N), [&](int64_t c, int64_t off, int64_t cnt) {
+        s.sends.push_back({bytes(off), static_cast<size_t>(cnt) * 4, step == 0 ? -1 : prev_recv + c});
+      });
+      prev_recv = static_cast<int64_t>(s.recvs.size());
+      chunks(mod(r - 2 - step, N), [&](int64_t, int64_t off, int64_t cnt) {
+        s.recvs.push_back({reinterpret_cast<uint8_t*>(staging_.data()), static_cast<size_t>(cnt) * 4, data + off, cnt,
+                           average && step == N - 2});
+      });
+    }
+  }
+  if (kind == k_all_reduce || kind == k_all_gather) {
+    for (int step = 0; step < N - 1; ++step) {
+      chunks(mod(r - step, N), [&](int64_t c, int64_t off, int64_t cnt) {
+        s.sends.push_back({bytes(off), static_cast<size_t>(cnt) * 4, prev_recv < 0 ? -1 : prev_recv + c});
+      });
+      prev_recv = static_cast<int64_t>(s.recvs.size());
+      chunks(mod(r - 1 - step, N), [&](int64_t, int64_t off, int64_t cnt) {
+        s.recvs.push_back({bytes(off), static_cast<size_t>(cnt) * 4});
+      });
+    }
+  }
+  if (kind == k_broadcast) {
+    const int64_t first = static_cast<int64_t>(s.recvs.size());
+    for (int64_t c = 0; c * chunk_elems < n; ++c) {
+      const int64_t off = c * chunk_elems, cnt = std::min(chunk_elems, n - off);
+      if (r == root) {
+        s.sends.push_back({bytes(off), static_cast<size_t>(cnt) * 4, -1});
+      } else {
+        s.recvs.push_back({bytes(off), static_cast<size_t>(cnt) * 4});
+        if (mod(r + 1, N) != root) s.sends.push_back({bytes(off), static_cast<size_t>(cnt) * 4, first + c});
+      }
+    }
+  }
+  const float inv = 1.0f / static_cast<float>(N);
+  auto complete = [&](size_t i) {
+    const auto& it = s.recvs[i];
+    if (i == 0) {
+      if (theirs.magic != mine.magic || theirs.kind != mine.kind || theirs.seq != mine.seq || theirs.n != mine.n ||
+          theirs.op != mine.op || theirs.root != mine.root)
+        throw net_error("collective mismatch: rank " + std::to_string(r) + " runs " + kind_name(kind) + " #" +
+                        std::to_string(mine.seq) + " of " + std::to_string(n) + " floats, its left rank " +
+                        std::to_string(mod(r - 1, N)) + " runs " + kind_name(theirs.kind) + " #" +
+                        std::to_string(theirs.seq) + " of " + std::to_string(theirs.n));
+      return;
+    }
+    if (!it.reduce_into) return;
+    const float* partial = staging_.data();
+    float* own = it.reduce_into;
+    for (int64_t k = 0; k < it.count; ++k) own[k] = partial[k] + own[k];  // partial first: the ring's order
+    if (it.scale)
+      for (int64_t k = 0; k < it.count; ++k) own[k] *= inv;
+  };
+  try {
+    const int out = to_right_.get(), in = from_left_.get();
+    size_t si = 0, ri = 0, soff = 0, roff = 0;
+    while (si < s.sends.size() || ri < s.recvs.size()) {
+      bool moved = false;
+      while (si < s.sends.size() && s.sends[si].dep < static_cast<int64_t>(ri)) {
+        const auto& it = s.sends[si];
+        const ssize_t k = ::send(out, it.p + soff, it.len - soff, MSG_NOSIGNAL);
+        if (k < 0 && (errno == EAGAIN || errno == EINTR)) break;
+        if (k < 0) throw net_error(std::string("send to right rank: ") + std::strerror(errno));
+        moved = true;
+        bytes_sent_ += static_cast<uint64_t>(k);
+        if ((soff += static_cast<size_t>(k)) == it.len) ++si, soff = 0;
+      }
+      while (ri < s.recvs.size()) {
+        const auto& it = s.recvs[ri];
+        const ssize_t k = ::recv(in, it.dst + roff, it.len - roff, 0);
+        if (k < 0 && (errno == EAGAIN || errno == EINTR)) break;
+        if (k < 0) throw net_error(std::string("recv from left rank: ") + std::strerror(errno));
+        if (k == 0) throw net_error("left rank " + std::to_string(mod(r - 1, N)) + " closed the connection");
+        moved = true;
+        if ((roff += static_cast<size_t>(k)) == it.len) complete(ri++), roff = 0;
+      }
+      if (moved) continue;
+      // An fd with nothing to wait for is left out (-1), so a hang-up there cannot spin this loop.
+      const bool can_send = si < s.sends.size() && s.sends[si].dep < static_cast<int64_t>(ri);
+      pollfd p[2] = {{ri < s.recvs.size() ? in : -1, POLLIN, 0}, {can_send ? out : -1, POLLOUT, 0}};
+      const int rc = ::poll(p, 2, opts_.io_timeout_ms);
+      if (rc == 0)
+        throw net_error("no progress for " + std::to_string(opts_.io_timeout_ms) + " ms (left rank " +
+                        std::to_string(mod(r - 1, N)) + ", right rank " + std::to_string(mod(r + 1, N)) + ")");
+      if (rc < 0 && errno != EINTR) throw net_error(std::string("poll: ") + std::strerror(errno));
+    }
+  } catch (const net_error& e) {
+    broken_ = std::string(kind_name(kind)) + ": " + e.what();
+    throw net_error("tcp_ring rank " + std::to_string(r) + ": " + broken_);
+  }
+}
+
+}  // namespace troupe::net

@@ -1,0 +1,84 @@
+// The bulk data plane for CPU collectives across processes: a ring of persistent, authenticated
+// TCP connections (each rank sends to rank+1 and receives from rank-1) running chunked,
+// pipelined ring all-reduce, reduce-scatter, all-gather and broadcast on float buffers.
+// Blocking calls, meant to be made from one thread at a time (the collective actor's own worker
+// thread); failures throw net_error and leave the ring broken. It deliberately knows nothing of
+// CAF, actors or tensors: completions become messages in the caller.
+//
+// Reduction order (bitwise the same on every rank, and the same as troupe::ring::serial_ring,
+// the in-process ring): n elements are cut into N segments, the first n % N one element longer;
+// segment j is summed x[j+1] + x[j+2] + ... + x[j] (indices mod N), each rank adding its own
+// values to the partial sum it received, and ends at rank j, which scales it by 1.0f/N for an
+// average; it then travels once around the ring and every rank copies the same bits.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/launch_env.hpp"
+#include "actors/rendezvous.hpp"
+#include "actors/tcp_socket.hpp"
+
+namespace troupe::net {
+
+enum class reduce_op { sum, average };
+
+struct ring_options {
+  size_t chunk_bytes = size_t{512} << 10;  // pipelining unit (TROUPE_RING_CHUNK_BYTES)
+  int socket_buffer_bytes = 4 << 20;       // SO_SNDBUF/SO_RCVBUF of the ring sockets
+  int io_timeout_ms = 60000;               // no byte moving for this long: the peer is dead
+  rendezvous_options rendezvous;
+  // Rank 0 only: called with the bound rendezvous port (useful with master_port 0 in tests).
+  std::function<void(uint16_t)> on_master_listening;
+};
+
+// Segment j of n elements over `ranks` ranks (same cut as troupe::ring::segment).
+struct span64 {
+  int64_t offset = 0;
+  int64_t count = 0;
+};
+span64 ring_segment(int64_t n, int ranks, int j);
+
+class tcp_ring {
+ public:
+  // Rendezvous at env.master_addr:master_port (rank 0 listens there), then connect the ring.
+  // Blocks until every rank has joined. A world of 1 makes no connection at all.
+  static std::unique_ptr<tcp_ring> connect(const launch_env& env, const std::string& secret,
+                                           ring_options opts = {});
+  ~tcp_ring();
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+
+  // data[n] in, the reduction of all ranks' data[n] out, on every rank.
+  void all_reduce(float* data, int64_t n, reduce_op op);
+  // data[n] in; on return ring_segment(n, world, rank) of data holds this rank's reduced segment
+  // (the rest of data holds partial sums and is garbage to the caller).
+  void reduce_scatter(float* data, int64_t n, reduce_op op);
+  // On entry ring_segment(n, world, rank) of data holds this rank's part; on return all of it.
+  void all_gather(float* data, int64_t n);
+  // data[n] of rank `root` copied to every rank.
+  void broadcast(float* data, int64_t n, int root);
+
+  // Bytes this rank sent and received so far, for benchmarks.
+  uint64_t bytes_sent() const { return bytes_sent_; }
+
+  struct impl;  // the per-call schedule and event loop (tcp_ring.cpp)
+
+ private:
+  tcp_ring(int rank, int world, ring_options opts);
+  void run(int kind, float* data, int64_t n, reduce_op op, int root);
+
+  int rank_, world_;
+  ring_options opts_;
+  socket_fd to_right_, from_left_;
+  uint64_t seq_ = 0;
+  uint64_t bytes_sent_ = 0;
+  std::string broken_;  // why the ring can no longer be used; empty while healthy
+  std::vector<float> staging_;
+};
+
+}  // namespace troupe::net

@@ -1,0 +1,127 @@
+// tcp_ring across real processes on loopback (2 and 4 ranks, each checking its results bitwise
+// against the serial ring order), a refused wrong secret with the job going on, and in-process
+// rings (threads) for the failure paths: mismatched calls and a peer that goes away.
+// Every process a test starts is in one process group that is killed on any exit path.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "actors/tcp_ring.hpp"
+#include "tests/actors/tcp_process_group.hpp"
+
+using namespace troupe::net;
+using troupe::test::process_group;
+
+namespace {
+
+const std::string helper = TROUPE_TCP_RING_HELPER;
+
+// Starts rank 0 on port 0, reads the port it bound, then starts ranks 1..world-1.
+int run_ring(int world, const std::string& chunk_bytes) {
+  process_group g;
+  const int fd = g.spawn({helper, "0", std::to_string(world), "127.0.0.1", "0", "s3cret", chunk_bytes}, true);
+  const int port = g.read_port(fd, 10000);
+  if (port <= 0) return -1;
+  for (int r = 1; r < world; ++r)
+    g.spawn({helper, std::to_string(r), std::to_string(world), "127.0.0.1", std::to_string(port), "s3cret",
+             chunk_bytes});
+  return g.wait_all(60000);
+}
+
+troupe::launch_env env_of(int rank, int world, uint16_t port) {
+  troupe::launch_env e;
+  e.rank = rank;
+  e.world_size = world;
+  e.master_addr = "127.0.0.1";
+  e.master_port = port;
+  return e;
+}
+
+// Two rings in threads of this process, for failure tests that need no fork.
+std::pair<std::unique_ptr<tcp_ring>, std::unique_ptr<tcp_ring>> ring_pair() {
+  std::promise<uint16_t> port;
+  ring_options o;
+  o.io_timeout_ms = 5000;
+  o.on_master_listening = [&](uint16_t p) { port.set_value(p); };
+  auto r0 = std::async(std::launch::async, [&] { return tcp_ring::connect(env_of(0, 2, 0), "k", o); });
+  const uint16_t p = port.get_future().get();
+  ring_options o1;
+  o1.io_timeout_ms = 5000;
+  auto r1 = tcp_ring::connect(env_of(1, 2, p), "k", o1);
+  return {r0.get(), std::move(r1)};
+}
+
+}  // namespace
+
+TEST(TcpRing, TwoProcessesMatchTheSerialRingBitwise) { EXPECT_EQ(run_ring(2, "4096"), 0); }
+
+TEST(TcpRing, FourProcessesMatchTheSerialRingBitwise) { EXPECT_EQ(run_ring(4, "4096"), 0); }
+
+TEST(TcpRing, FourProcessesWithLargeChunks) { EXPECT_EQ(run_ring(4, "1048576"), 0); }
+
+TEST(TcpRing, WrongSecretIsRefusedAndTheJobGoesOn) {
+  process_group g;
+  const int fd = g.spawn({helper, "0", "2", "127.0.0.1", "0", "s3cret", "4096"}, true);
+  const int port = g.read_port(fd, 10000);
+  ASSERT_GT(port, 0);
+  // An intruder claiming rank 1 with a wrong secret: refused, exits with an error.
+  process_group bad;
+  bad.spawn({helper, "1", "2", "127.0.0.1", std::to_string(port), "guess", "4096"});
+  EXPECT_EQ(bad.wait_all(10000), 2);
+  // The real rank 1 still joins and the job runs.
+  g.spawn({helper, "1", "2", "127.0.0.1", std::to_string(port), "s3cret", "4096"});
+  EXPECT_EQ(g.wait_all(30000), 0);
+}
+
+TEST(TcpRing, RendezvousCountsTheRefusedPeer) {
+  rendezvous_options o;
+  o.timeout_ms = 5000;
+  rendezvous_server server("127.0.0.1", 0, 2, "right", o);
+  auto table = std::async(std::launch::async, [&] { return server.run({"127.0.0.1", 1}); });
+  EXPECT_THROW(rendezvous_client("127.0.0.1", server.port(), 1, 2, "wrong", o), net_error);
+  rendezvous_client good("127.0.0.1", server.port(), 1, 2, "right", o);
+  auto t1 = good.join(4242);
+  auto t0 = table.get();
+  EXPECT_EQ(server.refused(), 1);
+  ASSERT_EQ(t0.size(), 2u);
+  EXPECT_EQ(t0[1].port, 4242);
+  EXPECT_EQ(t1[0].port, 1);
+}
+
+TEST(TcpRing, MismatchedCallsFailOnBothRanks) {
+  auto [a, b] = ring_pair();
+  std::vector<float> x(10, 1.0f), y(11, 1.0f);
+  auto fa = std::async(std::launch::async, [&] { a->all_reduce(x.data(), 10, reduce_op::sum); });
+  try {
+    b->all_reduce(y.data(), 11, reduce_op::sum);
+    ADD_FAILURE() << "rank 1 did not notice";
+  } catch (const net_error& e) {
+    EXPECT_NE(std::string(e.what()).find("mismatch"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(fa.get(), net_error);
+  EXPECT_THROW(a->all_reduce(x.data(), 10, reduce_op::sum), net_error);  // broken stays broken
+}
+
+TEST(TcpRing, PeerThatGoesAwayIsAnErrorNotAHang) {
+  auto [a, b] = ring_pair();
+  std::vector<float> x(1 << 20, 1.0f);
+  b.reset();  // closes both of rank 1's sockets
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_THROW(a->all_reduce(x.data(), static_cast<int64_t>(x.size()), reduce_op::sum), net_error);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+}
+
+TEST(TcpRing, MultiProcessJobNeedsASecret) {
+  EXPECT_THROW(tcp_ring::connect(env_of(0, 2, 0), ""), net_error);
+  auto one = tcp_ring::connect(env_of(0, 1, 0), "");  // one process: nothing to protect
+  std::vector<float> x = {1.5f, 2.5f};
+  one->all_reduce(x.data(), 2, reduce_op::average);
+  EXPECT_EQ(x[0], 1.5f);
+}
