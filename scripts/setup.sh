@@ -16,11 +16,13 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libcaf-dev liburing-dev capnproto libcapnp-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev zlib1g-dev
-  libtomlplusplus-dev libcli11-dev
+  libtomlplusplus-dev libcli11-dev libssl-dev
   dataset-fashion-mnist fortunes
 )
 # The benchmark's peer (PyTorch on CPU) is only needed to run bench/.
 [ "$action" = bench ] && packages+=(python3 python3-torch python3-numpy)
+# Cross-process peers (Gloo, Open MPI) and the wire fuzzer (bench/fuzz/run_frame_fuzzer.sh).
+[ "$action" = bench ] && packages+=(libgloo-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do
