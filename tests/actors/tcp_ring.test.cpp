@@ -125,3 +125,32 @@ TEST(TcpRing, MultiProcessJobNeedsASecret) {
   one->all_reduce(x.data(), 2, reduce_op::average);
   EXPECT_EQ(x[0], 1.5f);
 }
+
+// Two network namespaces made by this test, joined by a veth pair with addresses from
+// 192.0.2.0/24 (RFC 5737 TEST-NET-1, reserved for documentation and tests) that exist only
+// inside them; nothing outside the namespaces is touched. Skipped without root or `ip netns`.
+TEST(TcpRing, TwoNetworkNamespacesOverVeth) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for ip netns";
+  const std::string id = std::to_string(::getpid() % 100000);
+  const std::string a = "troupe" + id + "a", b = "troupe" + id + "b", va = "vtr" + id + "a", vb = "vtr" + id + "b";
+  struct cleanup {
+    std::string a, b;
+    ~cleanup() {
+      (void)std::system(("ip netns del " + a + " 2>/dev/null; ip netns del " + b + " 2>/dev/null").c_str());
+    }
+  } guard{a, b};
+  auto sh = [](const std::string& cmd) { return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0; };
+  if (!sh("ip netns add " + a) || !sh("ip netns add " + b)) GTEST_SKIP() << "ip netns is not available";
+  ASSERT_TRUE(sh("ip link add " + va + " type veth peer name " + vb));
+  ASSERT_TRUE(sh("ip link set " + va + " netns " + a) && sh("ip link set " + vb + " netns " + b));
+  ASSERT_TRUE(sh("ip -n " + a + " addr add 192.0.2.1/24 dev " + va) &&
+              sh("ip -n " + b + " addr add 192.0.2.2/24 dev " + vb));
+  for (const auto& [ns, dev] : {std::pair{a, va}, std::pair{b, vb}})
+    ASSERT_TRUE(sh("ip -n " + ns + " link set " + dev + " up") && sh("ip -n " + ns + " link set lo up"));
+  process_group g;
+  const int fd = g.spawn({"/usr/sbin/ip", "netns", "exec", a, helper, "0", "2", "192.0.2.1", "0", "s3cret", "65536"}, true);
+  const int port = g.read_port(fd, 10000);
+  ASSERT_GT(port, 0);
+  g.spawn({"/usr/sbin/ip", "netns", "exec", b, helper, "1", "2", "192.0.2.1", std::to_string(port), "s3cret", "65536"});
+  EXPECT_EQ(g.wait_all(60000), 0);
+}
