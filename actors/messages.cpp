@@ -17,6 +17,15 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<gradients_msg>("troupe::gradients_msg");
   cfg.add_message_type<params_msg>("troupe::params_msg");
   cfg.add_message_type<params_request>("troupe::params_request");
+  // pipeline
+  cfg.add_message_type<pipeline_step_order>("troupe::pipeline_step_order");
+  cfg.add_message_type<pipeline_tensor_msg>("troupe::pipeline_tensor_msg");
+  cfg.add_message_type<pipeline_step_report>("troupe::pipeline_step_report");
+  cfg.add_message_type<pipeline_status_request>("troupe::pipeline_status_request");
+  cfg.add_message_type<pipeline_status>("troupe::pipeline_status");
+  cfg.add_message_type<pipeline_failure>("troupe::pipeline_failure");
+  cfg.add_message_type<pipeline_params_request>("troupe::pipeline_params_request");
+  cfg.add_message_type<pipeline_params_msg>("troupe::pipeline_params_msg");
 }
 
 }  // namespace troupe

@@ -26,6 +26,13 @@ struct train_config {
   int64_t eval_batch_size = 1000;
   int64_t eval_max_batches = 0;  // 0: the whole held-out set
   bool progress = true;       // progress bar on stderr
+  // Pipeline parallelism (actors/pipeline_job.hpp); pp == 1 is the single-stage job.
+  int pp = 1;                       // P: pipeline stages (devices)
+  std::string schedule = "1f1b";    // gpipe, 1f1b, interleaved, zb-h1
+  int micro_batches = 1;            // M: microbatches per global batch
+  int virtual_stages = 2;           // v: chunks per device, for the interleaved schedule only
+  std::vector<int64_t> cuts;        // first layers of model chunks 1..; empty: balanced by params
+  double watchdog_seconds = 60;     // a step without progress this long is reported and stopped
 };
 
 // Throws std::invalid_argument naming the bad field.

@@ -7,6 +7,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/metrics_log.hpp"
+#include "actors/pipeline_job.hpp"
 
 namespace troupe {
 
@@ -61,6 +62,7 @@ int64_t count_params(const model_spec& spec) {
 }  // namespace
 
 train_summary run_training(const train_config& cfg) {
+  if (cfg.pp > 1) return run_pipeline_training(cfg);
   validate(cfg);
   job_data data = load_data(cfg);
   set_blas_threads(cfg.threads);

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 #include "kernels/ops.hpp"
 
@@ -60,7 +61,7 @@ tensor linear::backward_input(const tensor& dy, saved_activations& saved) const 
 void linear::backward_weight(const tensor& dy, saved_activations& saved) {
   const int64_t n = rows_of(dy, out_, "output gradient");
   ops::matmul_backward_weight(grads_, bias_ ? grads_ + out_ * in_ : nullptr, dy.data(),
-                              saved.tensors.at(0).data(), n, in_, out_);
+                              std::as_const(saved.tensors.at(0)).data(), n, in_, out_);
 }
 
 tensor relu::forward(const tensor& x, saved_activations& saved) const {

@@ -1,0 +1,160 @@
+// run_pipeline_training: `troupe train --pp P`: the training loop over a pipeline_job, with
+// metrics per step, evaluation at each epoch end (on the gathered parameters, on this thread),
+// and the measured timeline of the median recent step drawn by the schedules/ renderers next
+// to the simulation calibrated from it. The pipeline itself is in pipeline_job/pipeline_stage.
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "actors/metrics_log.hpp"
+#include "actors/pipeline_job.hpp"
+#include "actors/pipeline_timing.hpp"
+#include "kernels/blas_runtime.hpp"
+#include "kernels/train_step.hpp"
+#include "schedules/builders.hpp"
+#include "schedules/passes.hpp"
+#include "schedules/render.hpp"
+#include "schedules/validate.hpp"
+#include "storage/dataset.hpp"
+
+namespace troupe {
+
+sched::schedule make_pipeline_schedule(const std::string& name, int P, int M, int v) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
+  if (P < 1) bad("--pp must be >= 1, got " + std::to_string(P));
+  if (M < 1) bad("--micro-batches must be >= 1, got " + std::to_string(M));
+  sched::schedule s;
+  if (name == "gpipe") {
+    s = sched::gpipe(P, M);
+  } else if (name == "1f1b") {
+    s = sched::one_f_one_b(P, M);
+  } else if (name == "interleaved") {
+    if (v < 1) bad("--virtual-stages must be >= 1, got " + std::to_string(v));
+    if (M % P != 0)
+      bad("--micro-batches " + std::to_string(M) + " is not a multiple of --pp " + std::to_string(P) +
+          ": the interleaved schedule passes microbatches through its chunks in groups of P");
+    s = sched::interleaved_1f1b(P, M, v);
+  } else if (name == "zb-h1") {
+    s = sched::zb_h1(P, M);
+  } else {
+    bad("unknown schedule \"" + name + "\" (known: gpipe, 1f1b, interleaved, zb-h1)");
+  }
+  s = sched::complete(s);
+  const auto check = sched::validate(s);
+  if (!check.ok()) bad("schedule " + name + " is invalid: " + check.error);
+  return s;
+}
+
+namespace {
+
+struct loaded {
+  std::shared_ptr<const storage::dataset> train, eval;
+  model_spec model;
+};
+
+loaded load(const train_config& cfg) {
+  loaded d{nullptr, nullptr, cfg.model};
+  if (cfg.model.kind == "mlp") {
+    auto fm = storage::load_fashion_mnist(cfg.fashion_mnist_dir);
+    d.model.inputs = fm.train->features();
+    d.train = fm.train;
+    d.eval = fm.test;
+  } else {
+    auto corpus = storage::load_text_corpus(cfg.corpus_path, cfg.model.context);
+    d.model.vocab = static_cast<int64_t>(corpus.vocab.size());
+    d.train = corpus.train;
+    d.eval = corpus.validation;
+  }
+  validate(d.model);
+  return d;
+}
+
+step_stats evaluate_params(const train_config& cfg, const loaded& d, const tensor& params) {
+  layer_stack stack(build_layers(d.model), 0, cfg.seed);
+  stack.load_params(params);
+  step_stats total;
+  const int64_t n = d.eval->size();
+  int64_t batches = (n + cfg.eval_batch_size - 1) / cfg.eval_batch_size;
+  if (cfg.eval_max_batches > 0) batches = std::min(batches, cfg.eval_max_batches);
+  for (int64_t b = 0; b < batches; ++b) {
+    std::vector<int64_t> idx;
+    for (int64_t i = b * cfg.eval_batch_size; i < std::min(n, (b + 1) * cfg.eval_batch_size); ++i) idx.push_back(i);
+    total.add(evaluate(stack, d.eval->gather(idx)));
+  }
+  return total;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path);
+  out << text;
+  if (!out) throw std::runtime_error(path + ": cannot write");
+}
+
+}  // namespace
+
+train_summary run_pipeline_training(const train_config& cfg) {
+  validate(cfg);
+  loaded data = load(cfg);
+  set_blas_threads(cfg.threads);
+  const sched::schedule plan = make_pipeline_schedule(cfg.schedule, cfg.pp, cfg.micro_batches, cfg.virtual_stages);
+  const int64_t steps_per_epoch = data.train->size() / cfg.batch_size;
+  if (steps_per_epoch == 0) throw std::invalid_argument("batch_size is larger than the training set");
+  int64_t total_steps = steps_per_epoch * cfg.epochs;
+  if (cfg.max_steps > 0) total_steps = std::min(total_steps, cfg.max_steps);
+
+  pipeline_job_args a;
+  a.model = data.model;
+  a.optim = cfg.optim;
+  a.seed = cfg.seed;
+  a.batch_size = cfg.batch_size;
+  a.rows_per_sample = cfg.model.kind == "gpt" ? data.model.context : 1;
+  a.total_steps = total_steps;
+  a.train = data.train;
+  a.plan = plan;
+  a.cuts = cfg.cuts;
+  a.watchdog_seconds = cfg.watchdog_seconds;
+  pipeline_job job(a);
+  std::string cut_text;
+  for (const auto& r : job.chunks()) cut_text += " [" + std::to_string(r.begin) + "," + std::to_string(r.end) + ")";
+  spdlog::info("pipeline {} P={} M={} v={}: model {} cut into layer chunks{}", plan.name, plan.num_stages,
+               plan.num_microbatches, plan.virtual_stages, describe(data.model), cut_text);
+
+  train_summary sum;
+  metrics_log log(cfg.out_dir, steps_per_epoch, cfg.epochs, cfg.progress);
+  sum.metrics_path = log.path();
+  std::vector<sched::timeline> recent;  // the last few steps, for the measured timeline
+  for (int64_t step = 0; step < total_steps; ++step) {
+    pipeline_step_result r = job.run_step(step);
+    sum.losses.push_back(r.mean_loss());
+    sum.train_seconds += r.seconds;
+    sum.samples += cfg.batch_size;
+    sum.steps = step + 1;
+    const int64_t epoch = step / steps_per_epoch;
+    log.step(step, epoch, r.mean_loss(), static_cast<double>(cfg.batch_size) / r.seconds);
+    recent.push_back(std::move(r.measured));
+    if (recent.size() > 9) recent.erase(recent.begin());
+    if (step + 1 == total_steps || (step + 1) % steps_per_epoch == 0) {
+      const step_stats e = evaluate_params(cfg, data, job.params());
+      const double acc = e.count ? static_cast<double>(e.correct) / static_cast<double>(e.count) : 0.0;
+      sum.test_accuracy.push_back(acc);
+      sum.test_loss.push_back(e.mean_loss());
+      log.eval(epoch, sum.steps, e.mean_loss(), acc);
+    }
+  }
+  sum.final_params = job.params();
+  sum.samples_per_s = sum.train_seconds > 0 ? static_cast<double>(sum.samples) / sum.train_seconds : 0.0;
+
+  if (!recent.empty()) {
+    const sched::timeline& t = recent[median_step(recent)];
+    std::filesystem::create_directories(cfg.out_dir);
+    write_file(cfg.out_dir + "/timeline.svg", sched::render_svg(t));
+    write_file(cfg.out_dir + "/timeline.json", sched::render_chrome_trace(t));
+    const auto simulated = sched::simulate(plan, calibrate_costs(plan, recent));
+    spdlog::info("measured timeline of the median of the last {} steps: {}/timeline.svg, timeline.json\n{}",
+                 recent.size(), cfg.out_dir, compare_bubbles(measure_bubble(t), simulated));
+  }
+  return sum;
+}
+
+}  // namespace troupe

@@ -1,0 +1,51 @@
+// pipeline_chunk: one model chunk of a pipeline stage (a layer_stack) plus the activations it
+// keeps per microbatch between forward and backward: the stash a schedule's F/B/I/W act on.
+// A split backward (I then W) runs the layers' backward_input / backward_weight halves. It does
+// no communication and no loss; the stage actor around it does.
+#pragma once
+
+#include <cstdint>
+#include <map>
+
+#include "kernels/layer_stack.hpp"
+
+namespace troupe {
+
+class pipeline_chunk {
+ public:
+  // first_layer: the global index of layers[0] in the model (fixes the init, see layer_stack).
+  pipeline_chunk(layer_list layers, int64_t first_layer, uint64_t seed);
+
+  layer_stack& stack() { return stack_; }
+  const layer_stack& stack() const { return stack_; }
+
+  // Runs the forward and stashes what its backward needs. Throws std::logic_error when the
+  // microbatch already has a live stash.
+  tensor forward(int microbatch, const tensor& x);
+  // Full backward: adds weight gradients into stack().grads(), frees the stash, returns dL/dx
+  // (empty when need_input_grad is false: the model's first chunk).
+  tensor backward(int microbatch, const tensor& dy, bool need_input_grad);
+  // Input-gradient half: returns dL/dx and keeps the stash (with each layer's output gradient)
+  // for backward_weight.
+  tensor backward_input(int microbatch, const tensor& dy, bool need_input_grad);
+  // Weight-gradient half: adds into stack().grads() and frees the stash.
+  void backward_weight(int microbatch);
+
+  int live() const { return static_cast<int>(live_.size()); }  // stashed microbatches now
+  int peak_live() const { return peak_; }                       // most at once since reset
+  void reset_peak() { peak_ = live(); }
+
+ private:
+  struct stash {
+    stack_context ctx;
+    std::vector<tensor> dys;  // per layer: the output gradient backward_weight needs
+    bool input_done = false;
+  };
+  stash& find(int microbatch, const char* what);
+
+  layer_stack stack_;
+  std::map<int, stash> live_;
+  int peak_ = 0;
+};
+
+}  // namespace troupe

@@ -1,0 +1,122 @@
+// A pipeline never hangs: a deadlocking schedule is refused before any actor runs, a lost
+// message is reported by the watchdog (per stage: the action it is blocked on and what it
+// waits for, with the grid marked), an action the runtime cannot run fails naming it, and the
+// model is cut where the user says (or refused with the bad cut named).
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <random>
+
+#include "actors/pipeline_job.hpp"
+#include "schedules/builders.hpp"
+#include "schedules/passes.hpp"
+#include "storage/dataset.hpp"
+
+using namespace troupe;
+
+namespace {
+
+pipeline_job_args small_job(const sched::schedule& plan) {
+  pipeline_job_args a;
+  a.model.kind = "mlp";
+  a.model.inputs = 6;
+  a.model.hidden = {8, 8};
+  a.model.classes = 3;
+  a.optim.kind = "sgd";
+  a.optim.lr = 0.1f;
+  a.batch_size = 8;
+  a.total_steps = 2;
+  std::mt19937_64 rng(1);
+  std::normal_distribution<float> px;
+  std::vector<float> pixels(16 * 6);
+  for (auto& p : pixels) p = px(rng);
+  std::vector<int32_t> labels(16, 1);
+  a.train = std::make_shared<storage::image_dataset>("synthetic", 6, std::move(pixels), std::move(labels));
+  a.plan = plan;
+  a.watchdog_seconds = 0.3;
+  return a;
+}
+
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+}  // namespace
+
+TEST(PipelineRefuses, DeadlockingHandWrittenScheduleBeforeAnyActorRuns) {
+  // Each stage first waits for what the other sends only later.
+  const auto plan = sched::parse_schedule(
+      "schedule crossed stages=2 microbatches=1 virtual=1\n"
+      "stage 0: RG0<1 F0 SA0>1 B0\n"
+      "stage 1: RA0<0 F0 B0 SG0>0\n");
+  const std::string what = message_of([&] { pipeline_job job(small_job(plan)); });
+  EXPECT_NE(what.find("refused before it runs"), std::string::npos) << what;
+  EXPECT_NE(what.find("deadlock: stage 0 waits at action 0 (RG0<1), stage 1 waits at action 0 (RA0<0)"),
+            std::string::npos)
+      << what;
+}
+
+TEST(PipelineWatchdog, LostActivationIsReportedWithTheBlockedActionsInsteadOfAHang) {
+  auto a = small_job(sched::complete(sched::one_f_one_b(2, 4)));
+  a.drop_send = "0SA1>1";  // microbatch 1's activation never reaches stage 1
+  pipeline_job job(a);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string what = message_of([&] { job.run_step(0); });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(seconds, 10.0);
+  EXPECT_NE(what.find("pipeline watchdog: no progress for 0.3 s in step 0 of schedule 1f1b (P=2, M=4)"), std::string::npos) << what;
+  // Stage 1 waits for the lost tensor; stage 0 ran ahead to the next gradient it needs, which
+  // stage 1 sends only after the forward of the lost microbatch.
+  EXPECT_NE(what.find("stage 1: action 4 of 18 (1RA1<0): waits for the activation of microbatch 1 across "
+                      "boundary 0 from stage 0"),
+            std::string::npos)
+      << what;
+  EXPECT_NE(what.find("stage 0: action 8 of 18 (0RG1<1): waits for the gradient of microbatch 1 across "
+                      "boundary 0 from stage 1"),
+            std::string::npos)
+      << what;
+  EXPECT_NE(what.find("[RA1<0]"), std::string::npos) << what;  // the grid with the mark
+  EXPECT_THROW(job.run_step(1), std::runtime_error);         // a stopped job stays stopped
+}
+
+TEST(PipelineRefuses, FetchParamsItCannotRunIsAnErrorNamingTheAction) {
+  auto plan = sched::complete(sched::gpipe(2, 2));
+  for (int d = 0; d < 2; ++d) {
+    auto& row = plan.stages[static_cast<size_t>(d)];
+    row.insert(row.begin(), sched::action{d, sched::op::fetch_params, -1, 0, -1});
+  }
+  pipeline_job job(small_job(plan));
+  const std::string what = message_of([&] { job.run_step(0); });
+  EXPECT_NE(what.find("action 0 (FP): fetch_params needs ZeRO-3"), std::string::npos) << what;
+}
+
+TEST(PipelineCuts, GivenCutPointsAreUsedAndDefaultBalancesParameters) {
+  auto a = small_job(sched::complete(sched::one_f_one_b(2, 2)));
+  // Layers: linear(6->8)=56, relu, linear(8->8)=72, relu, linear(8->3)=27.
+  {
+    pipeline_job job(a);
+    ASSERT_EQ(job.chunks().size(), 2u);
+    EXPECT_EQ(job.chunks()[0].begin, 0);
+    EXPECT_EQ(job.chunks()[0].end, 2);  // 56 | 72+27 = 99; the ReLU stays with its linear
+    EXPECT_EQ(job.chunks()[1].end, 5);
+  }
+  a.cuts = {4};
+  pipeline_job job(a);
+  EXPECT_EQ(job.chunks()[0].end, 4);
+  EXPECT_EQ(job.chunks()[1].begin, 4);
+  EXPECT_GT(job.run_step(0).count, 0);
+}
+
+TEST(PipelineCuts, BadCutAndMoreChunksThanLayersAreRefusedByName) {
+  auto a = small_job(sched::complete(sched::one_f_one_b(2, 2)));
+  a.cuts = {5};
+  EXPECT_NE(message_of([&] { pipeline_job job(a); }).find("cut point 5 must lie in (0, 5)"), std::string::npos);
+  auto b = small_job(sched::complete(sched::interleaved_1f1b(4, 4, 2)));
+  EXPECT_NE(message_of([&] { pipeline_job job(b); }).find("5 layers, too few for 8 pipeline chunks"),
+            std::string::npos);
+}
