@@ -107,6 +107,25 @@ train_config load_config_file(const std::string& path, train_config c) {
   optim["beta1"] = [&](auto& n, auto& k) { c.optim.beta1 = r.number(n, k); };
   optim["beta2"] = [&](auto& n, auto& k) { c.optim.beta2 = r.number(n, k); };
   optim["eps"] = [&](auto& n, auto& k) { c.optim.eps = r.number(n, k); };
+  auto& pipeline = schema["pipeline"];
+  pipeline["stages"] = [&](auto& n, auto& k) { c.pp = static_cast<int>(r.integer(n, k, 1)); };
+  pipeline["schedule"] = [&](auto& n, auto& k) {
+    c.schedule = r.text(n, k);
+    if (c.schedule != "gpipe" && c.schedule != "1f1b" && c.schedule != "interleaved" && c.schedule != "zb-h1")
+      r.fail(n, k, "must be \"gpipe\", \"1f1b\", \"interleaved\" or \"zb-h1\"");
+  };
+  pipeline["micro_batches"] = [&](auto& n, auto& k) { c.micro_batches = static_cast<int>(r.integer(n, k, 1)); };
+  pipeline["virtual_stages"] = [&](auto& n, auto& k) { c.virtual_stages = static_cast<int>(r.integer(n, k, 1)); };
+  pipeline["cuts"] = [&](auto& n, auto& k) {
+    const auto* arr = n.as_array();
+    if (!arr) r.fail(n, k, "expected an array of layer indices, e.g. [3, 5]");
+    c.cuts.clear();
+    for (const auto& e : *arr) c.cuts.push_back(r.integer(e, k, 1));
+  };
+  pipeline["watchdog_seconds"] = [&](auto& n, auto& k) {
+    c.watchdog_seconds = r.number(n, k);
+    if (!(c.watchdog_seconds > 0)) r.fail(n, k, "must be positive");
+  };
   auto& data = schema["data"];
   data["fashion_mnist"] = [&](auto& n, auto& k) { c.fashion_mnist_dir = r.text(n, k); };
   data["corpus"] = [&](auto& n, auto& k) { c.corpus_path = r.text(n, k); };
@@ -115,7 +134,7 @@ train_config load_config_file(const std::string& path, train_config c) {
     const std::string table_name(table_key.str());
     auto t = schema.find(table_name);
     if (t == schema.end())
-      r.fail(table_node, table_name, "unknown table (known: [train], [model], [optimizer], [data])");
+      r.fail(table_node, table_name, "unknown table (known: [train], [model], [optimizer], [pipeline], [data])");
     const auto* table = table_node.as_table();
     if (!table) r.fail(table_node, table_name, "expected a table, e.g. [" + table_name + "]");
     for (const auto& [key, node] : *table) {

@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 
+#include "cli/schedule_command.hpp"
 #include "cli/train_command.hpp"
 #include "kernels/blas_runtime.hpp"
 
@@ -32,6 +33,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   int exit_code = 0;
   troupe::cli::add_train_command(app, exit_code);
+  troupe::cli::add_schedule_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

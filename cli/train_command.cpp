@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "actors/pipeline_job.hpp"
 #include "actors/training_job.hpp"
 #include "cli/config_file.hpp"
 
@@ -15,12 +16,41 @@ namespace {
 
 struct train_flags {
   std::string config, model, hidden, optimizer, out, fashion, corpus;
+  std::string schedule, cuts;  // pipeline
+  int pp = 0, micro_batches = 0, virtual_stages = 0;
+  double watchdog = 0;
   int64_t epochs = 0, batch = 0, max_steps = 0, context = 0, channels = 0, heads = 0, blocks = 0, eval_batches = 0;
   uint64_t seed = 0;
   int threads = 0;
   float lr = 0, weight_decay = 0, momentum = 0;
   bool no_progress = false;
 };
+
+std::vector<int64_t> parse_cuts(const std::string& text) {
+  try {
+    return parse_widths(text);  // the same grammar: positive integers, comma separated
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument("--cuts: \"" + text + "\" is not a list of positive layer indices (e.g. 3,5)");
+  }
+}
+
+// Refuses a pipeline the model or batch cannot carry before any data is loaded.
+void check_pipeline_flags(const train_config& c) {
+  const sched::schedule s = make_pipeline_schedule(c.schedule, c.pp, c.micro_batches, c.virtual_stages);
+  const int chunks = c.pp * s.virtual_stages;
+  const int64_t layers = c.model.kind == "mlp" ? 2 * static_cast<int64_t>(c.model.hidden.size()) + 1
+                                               : c.model.blocks + 3;
+  if (c.cuts.empty() && layers < chunks)
+    throw std::invalid_argument("--pp " + std::to_string(c.pp) + (s.virtual_stages > 1 ? " x --virtual-stages " +
+                                std::to_string(s.virtual_stages) : std::string()) + " needs " +
+                                std::to_string(chunks) + " model chunks, but the " + c.model.kind + " has only " +
+                                std::to_string(layers) + " layers (" +
+                                (c.model.kind == "mlp" ? "add hidden layers, e.g. --hidden 256,256,256"
+                                                       : "add --blocks") + ")");
+  if (c.batch_size % c.micro_batches != 0)
+    throw std::invalid_argument("--batch-size " + std::to_string(c.batch_size) + " is not divisible by --micro-batches " +
+                                std::to_string(c.micro_batches));
+}
 
 train_config resolve(const CLI::App& cmd, const train_flags& f) {
   train_config c;
@@ -46,8 +76,15 @@ train_config resolve(const CLI::App& cmd, const train_flags& f) {
   if (given("--fashion-mnist")) c.fashion_mnist_dir = f.fashion;
   if (given("--corpus")) c.corpus_path = f.corpus;
   if (f.no_progress) c.progress = false;
+  if (given("--pp")) c.pp = f.pp;
+  if (given("--schedule")) c.schedule = f.schedule;
+  if (given("--micro-batches")) c.micro_batches = f.micro_batches;
+  if (given("--virtual-stages")) c.virtual_stages = f.virtual_stages;
+  if (given("--cuts")) c.cuts = parse_cuts(f.cuts);
+  if (given("--watchdog-seconds")) c.watchdog_seconds = f.watchdog;
   if (c.model.kind == "gpt" && !given("--lr") && f.config.empty()) c.optim.lr = 3e-3f;
   validate(c);
+  if (c.pp > 1) check_pipeline_flags(c);
   return c;
 }
 
@@ -106,6 +143,18 @@ void add_train_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--fashion-mnist", f->fashion, "Fashion-MNIST folder [/usr/share/datasets/fashion-mnist]");
   cmd->add_option("--corpus", f->corpus, "Text corpus file or folder for gpt [/usr/share/games/fortunes]");
   cmd->add_flag("--no-progress", f->no_progress, "No progress bar (log lines only)");
+  cmd->add_option("--pp", f->pp, "Pipeline stages P (one device thread each); 1: no pipeline [1]")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--schedule", f->schedule, "Pipeline schedule: gpipe, 1f1b, interleaved, zb-h1 [1f1b]")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zb-h1"}));
+  cmd->add_option("--micro-batches", f->micro_batches, "Microbatches M per global batch (pipeline) [1]")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--virtual-stages", f->virtual_stages, "Chunks per stage v for --schedule interleaved [2]")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--cuts", f->cuts, "Pipeline cut points: first layer index of each chunk after the first, "
+                                     "comma separated [balanced by parameter count]");
+  cmd->add_option("--watchdog-seconds", f->watchdog, "Report and stop a pipeline step without progress [60]")
+      ->check(CLI::PositiveNumber);
   cmd->callback([cmd, f, &exit_code] { exit_code = run(*cmd, *f); });
 }
 

@@ -1,0 +1,13 @@
+// `troupe schedule`: builds a pipeline schedule (any builder, completed with communication and
+// the optimizer step), validates it, simulates it under uniform costs and draws it: a text table
+// on the terminal, an SVG timeline and Chrome trace JSON on request. It trains nothing.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace troupe::cli {
+
+// Adds the `schedule` subcommand to app; the callback writes its exit code into exit_code.
+void add_schedule_command(CLI::App& app, int& exit_code);
+
+}  // namespace troupe::cli
