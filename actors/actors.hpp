@@ -44,8 +44,10 @@ caf::actor spawn_stage(caf::actor_system& sys, stage_args args);
 caf::actor spawn_optimizer_shard(caf::actor_system& sys, optimizer_config cfg, int64_t offset, int64_t size);
 
 // Drives the job: orders steps and evaluations, collects reports into the metrics log, and
-// fills `summary` before it quits. It monitors every other actor and stops the job with the
-// reason when one of them dies.
+// fills `summary` before it quits. Started with (start_atom, stage, members), or with
+// (start_atom, std::vector<caf::actor> stages, members) for data parallelism: then it orders
+// every rank and sums their dp_step_reports; the first stage evaluates. It monitors every other
+// actor and stops the job with the reason when one of them dies.
 struct coordinator_args {
   int64_t steps_per_epoch = 0;
   int64_t epochs = 0;
@@ -54,6 +56,7 @@ struct coordinator_args {
   std::shared_ptr<metrics_log> log;
   std::shared_ptr<train_summary> summary;
   std::shared_ptr<std::string> failure;  // set when the job stopped on an error
+  std::shared_ptr<std::vector<dp_trace_event>> trace;  // data parallel: the traced step's events
 };
 caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_args args);
 

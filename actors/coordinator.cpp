@@ -1,9 +1,12 @@
-// coordinator: the job's clock. It orders one step at a time (single stage, synchronous
-// training), evaluates at the end of each epoch, writes metrics, and ends the job - normally
-// after the last step, or at once with the reason when a monitored actor dies.
+// coordinator: the job's clock. It orders one step at a time (synchronous training: one stage,
+// or every data-parallel rank, whose reports it sums), evaluates on the first stage at the end of
+// each epoch, writes metrics, and ends the job - normally after the last step, or at once with
+// the reason when a monitored actor dies.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 
 #include "actors/actors.hpp"
 #include "actors/metrics_log.hpp"
@@ -16,8 +19,10 @@ using clock_type = std::chrono::steady_clock;
 
 struct coordinator_state {
   coordinator_args args;
-  caf::actor stage;
+  caf::actor stage;                  // the first stage: evaluation and final parameters
+  std::vector<caf::actor> stages;    // every stage ordered to run a step
   std::vector<caf::actor> members;
+  std::map<int64_t, std::vector<dp_step_report>> rank_reports;  // data parallel, by step
   clock_type::time_point step_start;
   bool finishing = false;
   static inline const char* name = "coordinator";
@@ -34,7 +39,36 @@ void finish(self_ptr self) {
 
 void order_step(self_ptr self, int64_t step) {
   self->state.step_start = clock_type::now();
-  self->send(self->state.stage, step_order{step});
+  for (auto& st : self->state.stages) self->send(st, step_order{step});
+}
+
+void step_done(self_ptr self, const step_report& r) {
+  auto& s = self->state;
+  const double seconds = std::chrono::duration<double>(clock_type::now() - s.step_start).count();
+  const double loss = r.count ? r.loss_sum / static_cast<double>(r.count) : 0.0;
+  const double rate = static_cast<double>(s.args.samples_per_step) / seconds;
+  auto& sum = *s.args.summary;
+  sum.losses.push_back(loss);
+  sum.train_seconds += seconds;
+  sum.samples += s.args.samples_per_step;
+  sum.steps = r.step + 1;
+  const int64_t epoch = r.step / s.args.steps_per_epoch;
+  s.args.log->step(r.step, epoch, loss, rate);
+  const bool last = r.step + 1 == s.args.total_steps;
+  if (last || (r.step + 1) % s.args.steps_per_epoch == 0)
+    self->send(s.stage, eval_order{epoch});
+  else
+    order_step(self, r.step + 1);
+}
+
+void start(self_ptr self, std::vector<caf::actor> stages, std::vector<caf::actor> members) {
+  auto& s = self->state;
+  s.stage = stages.at(0);
+  s.stages = std::move(stages);
+  s.members = std::move(members);
+  s.args.summary->rank_step_seconds.assign(s.stages.size(), {});
+  for (auto& m : s.members) self->monitor(m);
+  order_step(self, 0);
 }
 
 caf::behavior coordinator(self_ptr self, coordinator_args args) {
@@ -48,29 +82,33 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
   });
   return {
       [self](start_atom, caf::actor stage, std::vector<caf::actor> members) {
-        auto& s = self->state;
-        s.stage = stage;
-        s.members = std::move(members);
-        for (auto& m : s.members) self->monitor(m);
-        order_step(self, 0);
+        start(self, {stage}, std::move(members));
       },
-      [self](const step_report& r) {
+      [self](start_atom, std::vector<caf::actor> stages, std::vector<caf::actor> members) {
+        start(self, std::move(stages), std::move(members));
+      },
+      [self](const step_report& r) { step_done(self, r); },
+      [self](const dp_step_report& r) {
         auto& s = self->state;
-        const double seconds = std::chrono::duration<double>(clock_type::now() - s.step_start).count();
-        const double loss = r.count ? r.loss_sum / static_cast<double>(r.count) : 0.0;
-        const double rate = static_cast<double>(s.args.samples_per_step) / seconds;
-        auto& sum = *s.args.summary;
-        sum.losses.push_back(loss);
-        sum.train_seconds += seconds;
-        sum.samples += s.args.samples_per_step;
-        sum.steps = r.step + 1;
-        const int64_t epoch = r.step / s.args.steps_per_epoch;
-        s.args.log->step(r.step, epoch, loss, rate);
-        const bool last = r.step + 1 == s.args.total_steps;
-        if (last || (r.step + 1) % s.args.steps_per_epoch == 0)
-          self->send(s.stage, eval_order{epoch});
-        else
-          order_step(self, r.step + 1);
+        s.args.summary->rank_step_seconds.at(static_cast<size_t>(r.rank)).push_back(r.step_seconds);
+        auto& got = s.rank_reports[r.step];
+        got.push_back(r);
+        if (got.size() < s.stages.size()) return;
+        step_report sum{r.step, 0.0, 0, 0, 0.0};
+        // Rank order, so the loss sum is the same on every run.
+        std::sort(got.begin(), got.end(), [](const auto& a, const auto& b) { return a.rank < b.rank; });
+        for (const auto& x : got) {
+          sum.loss_sum += x.loss_sum;
+          sum.count += x.count;
+          sum.correct += x.correct;
+          sum.compute_seconds = std::max(sum.compute_seconds, x.compute_seconds);
+        }
+        s.rank_reports.erase(r.step);
+        step_done(self, sum);
+      },
+      [self](dp_trace_msg& m) {
+        auto& trace = self->state.args.trace;
+        if (trace) trace->insert(trace->end(), m.events.begin(), m.events.end());
       },
       [self](const eval_report& r) {
         auto& s = self->state;

@@ -17,6 +17,16 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<gradients_msg>("troupe::gradients_msg");
   cfg.add_message_type<params_msg>("troupe::params_msg");
   cfg.add_message_type<params_request>("troupe::params_request");
+  // collectives and data parallelism
+  cfg.add_message_type<tensor_slice>("troupe::tensor_slice");
+  cfg.add_message_type<collective_request>("troupe::collective_request");
+  cfg.add_message_type<collective_result>("troupe::collective_result");
+  cfg.add_message_type<ring_chunk>("troupe::ring_chunk");
+  cfg.add_message_type<ring_setup>("troupe::ring_setup");
+  cfg.add_message_type<dp_step_report>("troupe::dp_step_report");
+  cfg.add_message_type<dp_trace_event>("troupe::dp_trace_event");
+  cfg.add_message_type<std::vector<dp_trace_event>>("std::vector<troupe::dp_trace_event>");
+  cfg.add_message_type<dp_trace_msg>("troupe::dp_trace_msg");
   // pipeline
   cfg.add_message_type<pipeline_step_order>("troupe::pipeline_step_order");
   cfg.add_message_type<pipeline_tensor_msg>("troupe::pipeline_tensor_msg");

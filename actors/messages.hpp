@@ -164,10 +164,12 @@ struct collective_request {
   tensor data;
 };
 // collective rank r -> requester: the full tensor, or rank r's segment after a reduce_scatter.
+// finished_at: steady-clock seconds when its last chunk landed (the requester may be busy then).
 struct collective_result {
   int64_t seq = 0;
   int32_t op = 0;
   tensor data;
+  double finished_at = 0.0;
 };
 // collective rank r -> rank r+1: one chunk of collective `seq`, holding elements [at, at + count)
 // of the full tensor. phase 0: a partial sum travelling to its owner; phase 1: a final segment
@@ -225,7 +227,7 @@ TROUPE_INSPECT(gradients_msg, x.step, x.offset, x.grads)
 TROUPE_INSPECT(params_msg, x.step, x.offset, x.params)
 TROUPE_INSPECT(params_request, x.stage)
 TROUPE_INSPECT(collective_request, x.seq, x.op, x.root, x.total, x.data)
-TROUPE_INSPECT(collective_result, x.seq, x.op, x.data)
+TROUPE_INSPECT(collective_result, x.seq, x.op, x.data, x.finished_at)
 TROUPE_INSPECT(ring_chunk, x.seq, x.op, x.phase, x.origin, x.total, x.at, x.data)
 TROUPE_INSPECT(ring_setup, x.rank, x.ranks, x.chunk_elems, x.right)
 TROUPE_INSPECT(dp_trace_event, x.rank, x.kind, x.index, x.start, x.end)

@@ -12,6 +12,16 @@
 
 namespace troupe {
 
+// An injected delay for stress tests: rank `rank` sleeps before each step's forward, `ms`
+// milliseconds (fixed) or uniformly in [0, 2 ms) (random, seeded per rank and step).
+struct straggler_spec {
+  int rank = 0;
+  double ms = 0;
+  bool random = false;
+};
+// Parses "rank:ms" or "rank:ms:random"; throws std::invalid_argument naming the text.
+straggler_spec parse_straggler(const std::string& text);
+
 struct train_config {
   model_spec model;           // kind "mlp" trains on Fashion-MNIST, "gpt" on the text corpus
   optimizer_config optim;
@@ -33,6 +43,11 @@ struct train_config {
   int virtual_stages = 2;           // v: chunks per device, for the interleaved schedule only
   std::vector<int64_t> cuts;        // first layers of model chunks 1..; empty: balanced by params
   double watchdog_seconds = 60;     // a step without progress this long is reported and stopped
+  // Data parallelism (actors/dp_job.cpp); dp == 1 is the single-stage job.
+  int dp = 1;                       // N: data-parallel ranks in this process
+  double bucket_mb = 25.0;          // gradient bucket cap in MiB (PyTorch DDP's default)
+  std::vector<straggler_spec> stragglers;
+  int64_t trace_step = -1;          // step written to trace.json (-1: the last one)
 };
 
 // Throws std::invalid_argument naming the bad field.
@@ -48,6 +63,12 @@ struct train_summary {
   double samples_per_s = 0.0;
   tensor final_params;                 // the flat parameters after the last step
   std::string metrics_path;
+  // Data parallelism: the traced step's Chrome trace, the share of all-reduce time hidden behind
+  // backward in it, and each rank's wall time per step (step order to updated parameters).
+  std::string trace_path;
+  double overlap_share = 0.0;
+  int buckets = 0;
+  std::vector<std::vector<double>> rank_step_seconds;
 };
 
 }  // namespace troupe

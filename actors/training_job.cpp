@@ -5,7 +5,11 @@
 #include "kernels/blas_runtime.hpp"
 #include <spdlog/spdlog.h>
 
+#include <fstream>
+
 #include "actors/actors.hpp"
+#include "actors/dp_actors.hpp"
+#include "schedules/render.hpp"
 #include "actors/metrics_log.hpp"
 #include "actors/pipeline_job.hpp"
 
@@ -21,6 +25,13 @@ void validate(const train_config& c) {
   if (c.eval_batch_size <= 0) bad("eval_batch_size must be positive");
   if (c.out_dir.empty()) bad("out must name a folder");
   if (c.model.kind != "mlp" && c.model.kind != "gpt") validate(c.model);
+  if (c.dp <= 0) bad("dp must be positive, got " + std::to_string(c.dp));
+  if (c.dp > c.batch_size)
+    bad("dp " + std::to_string(c.dp) + " exceeds batch_size " + std::to_string(c.batch_size) + ": a rank would get no rows");
+  if (c.dp > 1 && c.pp > 1) bad("dp and pp together are not supported yet");
+  if (c.bucket_mb < 0) bad("bucket_mb must be >= 0 (0: one bucket per layer)");
+  for (const auto& st : c.stragglers)
+    if (st.rank >= c.dp) bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.dp));
 }
 
 namespace {
@@ -59,6 +70,18 @@ int64_t count_params(const model_spec& spec) {
   return n;
 }
 
+// The traced data-parallel step as Chrome trace JSON (opens in Perfetto), and its overlap share.
+void write_dp_trace(const train_config& cfg, const std::vector<dp_trace_event>& events, train_summary& summary) {
+  const sched::timeline t = to_timeline(events, cfg.dp, "data parallel step");
+  summary.overlap_share = overlap_share(t);
+  summary.trace_path = cfg.out_dir + "/trace.json";
+  std::ofstream out(summary.trace_path);
+  out << sched::render_chrome_trace(t);
+  if (!out) throw std::runtime_error("cannot write " + summary.trace_path);
+  spdlog::info("trace of one step: {} (lanes 2r: rank r compute, 2r+1: its all-reduces); all-reduce time hidden "
+               "behind backward: {:.0f}%", summary.trace_path, 100.0 * summary.overlap_share);
+}
+
 }  // namespace
 
 train_summary run_training(const train_config& cfg) {
@@ -80,6 +103,7 @@ train_summary run_training(const train_config& cfg) {
 
   auto summary = std::make_shared<train_summary>();
   auto failure = std::make_shared<std::string>();
+  auto trace = std::make_shared<std::vector<dp_trace_event>>();
   auto log = std::make_shared<metrics_log>(cfg.out_dir, steps_per_epoch, cfg.epochs, cfg.progress);
   summary->metrics_path = log->path();
   {
@@ -89,24 +113,36 @@ train_summary run_training(const train_config& cfg) {
     sys_cfg.set("scheduler.max-threads", 2);
     caf::actor_system sys{sys_cfg};
     auto coordinator = spawn_coordinator(
-        sys, {steps_per_epoch, cfg.epochs, total_steps, cfg.batch_size, log, summary, failure});
-    auto optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, num_params);
-    auto loader = spawn_data_loader(
-        sys, {data.train, data.eval, cfg.batch_size, cfg.eval_batch_size, cfg.eval_max_batches, cfg.seed, 0, 1});
-    stage_args sa;
-    sa.model = data.model;
-    sa.seed = cfg.seed;
-    sa.global_rows = cfg.batch_size * rows_per_sample;
-    sa.total_steps = total_steps;
-    sa.loader = loader;
-    sa.optimizer = optimizer;
-    sa.coordinator = coordinator;
-    auto stage = spawn_stage(sys, sa);
-    caf::anon_send(coordinator, start_atom::value, stage, std::vector<caf::actor>{stage, optimizer, loader});
-    caf::scoped_actor self{sys};
-    self->wait_for(coordinator);
+        sys, {steps_per_epoch, cfg.epochs, total_steps, cfg.batch_size, log, summary, failure, trace});
+    if (cfg.dp > 1) {
+      dp_job_parts dp = spawn_dp_job(sys, {data.model, data.train, data.eval, &cfg, cfg.batch_size * rows_per_sample,
+                                           total_steps, num_params, coordinator});
+      summary->buckets = static_cast<int>(dp.buckets.size());
+      spdlog::info("data parallel: {} ranks, {} gradient buckets of up to {} MiB", cfg.dp, dp.buckets.size(),
+                   cfg.bucket_mb);
+      caf::anon_send(coordinator, start_atom::value, dp.stages, dp.members);
+      caf::scoped_actor self{sys};
+      self->wait_for(coordinator);
+    } else {
+      auto optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, num_params);
+      auto loader = spawn_data_loader(
+          sys, {data.train, data.eval, cfg.batch_size, cfg.eval_batch_size, cfg.eval_max_batches, cfg.seed, 0, 1});
+      stage_args sa;
+      sa.model = data.model;
+      sa.seed = cfg.seed;
+      sa.global_rows = cfg.batch_size * rows_per_sample;
+      sa.total_steps = total_steps;
+      sa.loader = loader;
+      sa.optimizer = optimizer;
+      sa.coordinator = coordinator;
+      auto stage = spawn_stage(sys, sa);
+      caf::anon_send(coordinator, start_atom::value, stage, std::vector<caf::actor>{stage, optimizer, loader});
+      caf::scoped_actor self{sys};
+      self->wait_for(coordinator);
+    }
   }
   if (!failure->empty()) throw std::runtime_error(*failure);
+  if (cfg.dp > 1 && !trace->empty()) write_dp_trace(cfg, *trace, *summary);
   summary->samples_per_s =
       summary->train_seconds > 0 ? static_cast<double>(summary->samples) / summary->train_seconds : 0.0;
   return std::move(*summary);

@@ -41,6 +41,11 @@ tensor layer_stack::forward(const tensor& x, stack_context& ctx) const {
 }
 
 tensor layer_stack::backward(const tensor& dy, stack_context& ctx, bool need_input_grad) {
+  return backward(dy, ctx, need_input_grad, layer_done_fn());
+}
+
+tensor layer_stack::backward(const tensor& dy, stack_context& ctx, bool need_input_grad,
+                             const layer_done_fn& layer_done) {
   if (ctx.saved.size() != layers_.size())
     throw std::logic_error("layer_stack: backward without a matching forward");
   tensor g = dy;
@@ -50,6 +55,7 @@ tensor layer_stack::backward(const tensor& dy, stack_context& ctx, bool need_inp
     layers_[i]->backward_weight(g, ctx.saved[i]);
     ctx.saved[i] = {};  // activations are dead once this layer's backward is done
     g = std::move(dx);
+    if (layer_done) layer_done(i);
   }
   return g;
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "kernels/layer.hpp"
 
@@ -39,6 +40,11 @@ class layer_stack {
   // Backward through every layer, adding into grads(). Returns dL/dx, or an empty tensor when
   // need_input_grad is false (the first stage skips its most expensive GEMM that way).
   tensor backward(const tensor& dy, stack_context& ctx, bool need_input_grad);
+  // The same walk, calling layer_done(i) as soon as layer i's parameter gradients are final
+  // (layers run last to first). Data parallelism hooks its gradient buckets here, so a bucket
+  // can travel while backward continues; the hook runs on the caller's thread.
+  using layer_done_fn = std::function<void(size_t layer)>;
+  tensor backward(const tensor& dy, stack_context& ctx, bool need_input_grad, const layer_done_fn& layer_done);
 
  private:
   layer_list layers_;

@@ -1,0 +1,214 @@
+// collective: one rank of a ring group. It keeps one record per collective in flight (by seq):
+// chunks from the left neighbour that arrive before the local request wait in that record. Each
+// chunk is handled on arrival (add or copy, then forward), so chunks pipeline through the ring.
+// It does not retry or time out: whoever owns the group monitors its members (the coordinator
+// does in a training job) and stops the job when one dies.
+#include "actors/collective.hpp"
+
+#include <chrono>
+#include <cstdlib>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "actors/messages.hpp"
+
+namespace troupe {
+
+namespace {
+
+struct op_record {
+  bool started = false;
+  ring::op_kind kind = ring::op_kind::all_reduce_sum;
+  int64_t total = 0;
+  tensor input;
+  tensor result;
+  int64_t expected = 0, received = 0;  // elements this rank receives from its left neighbour
+  caf::response_promise promise;
+  std::vector<ring_chunk> early;  // arrived before the local request
+};
+
+struct collective_state {
+  int rank = 0, ranks = 1;
+  int64_t chunk_elems = 1 << 18;
+  caf::actor right;
+  std::map<int64_t, op_record> ops;
+  static inline const char* name = "collective";
+};
+
+using self_ptr = caf::stateful_actor<collective_state>*;
+
+[[noreturn]] void fail(const self_ptr self, int64_t seq, const std::string& what) {
+  throw std::invalid_argument("collective rank " + std::to_string(self->state.rank) + ", seq " + std::to_string(seq) +
+                              ": " + what);
+}
+
+void send_chunks(self_ptr self, int64_t seq, const op_record& op, int phase, int origin, ring::range span,
+                 const tensor& base, int64_t base_at) {
+  auto& s = self->state;
+  for (int64_t c = 0; c < ring::chunk_count(span.count, s.chunk_elems); ++c) {
+    const ring::range ch = ring::chunk(span, s.chunk_elems, c);
+    self->send(s.right, ring_chunk{seq, static_cast<int32_t>(op.kind), phase, origin, op.total, ch.offset,
+                                   tensor_slice{base, ch.offset - base_at, ch.count}});
+  }
+}
+
+void finish_if_done(self_ptr self, int64_t seq) {
+  auto it = self->state.ops.find(seq);
+  op_record& op = it->second;
+  if (!op.started || op.received < op.expected) return;
+  op.result.freeze();
+  const double now = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  op.promise.deliver(collective_result{seq, static_cast<int32_t>(op.kind), std::move(op.result), now});
+  self->state.ops.erase(it);
+}
+
+void on_chunk(self_ptr self, op_record& op, const ring_chunk& m) {
+  auto& s = self->state;
+  if (m.op != static_cast<int32_t>(op.kind) || m.total != op.total)
+    fail(self, m.seq, std::string("peers disagree: local ") + ring::to_string(op.kind) + " of " +
+                          std::to_string(op.total) + ", left neighbour " +
+                          ring::to_string(static_cast<ring::op_kind>(m.op)) + " of " + std::to_string(m.total));
+  const int64_t n = m.data.count;
+  op.received += n;
+  if (m.phase == 0) {
+    tensor sum({n});
+    ring::add(sum.data(), m.data.data(), std::as_const(op.input).data() + m.at, n);
+    if (m.origin != s.rank) {  // a partial sum: pass it on
+      sum.freeze();
+      self->send(s.right, ring_chunk{m.seq, m.op, 0, m.origin, m.total, m.at, tensor_slice{std::move(sum), 0, n}});
+      return;
+    }
+    if (ring::is_average(op.kind)) ring::scale(sum.data(), n, 1.0f / static_cast<float>(s.ranks));
+    const int64_t at = ring::gathers(op.kind) ? m.at : m.at - ring::segment(op.total, s.ranks, s.rank).offset;
+    ring::copy(op.result.data() + at, sum.data(), n);
+    if (ring::gathers(op.kind)) {
+      sum.freeze();
+      self->send(s.right, ring_chunk{m.seq, m.op, 1, s.rank, m.total, m.at, tensor_slice{std::move(sum), 0, n}});
+    }
+  } else {
+    ring::copy(op.result.data() + m.at, m.data.data(), n);
+    if (ring::forwards(s.rank, s.ranks, m.origin)) self->send(s.right, m);
+  }
+}
+
+void start(self_ptr self, collective_request& r) {
+  auto& s = self->state;
+  op_record& op = s.ops[r.seq];
+  if (op.started) fail(self, r.seq, "seq requested twice");
+  op.started = true;
+  op.kind = static_cast<ring::op_kind>(r.op);
+  op.total = r.total;
+  op.input = std::move(r.data);
+  op.input.freeze();
+  op.promise = self->make_response_promise();
+  if (r.op < 0 || r.op > static_cast<int32_t>(ring::op_kind::broadcast)) fail(self, r.seq, "unknown op");
+  const ring::range mine = ring::segment(op.total, s.ranks, s.rank);
+  const bool root = op.kind == ring::op_kind::broadcast && r.root == s.rank;
+  const int64_t want = op.kind == ring::op_kind::all_gather                             ? mine.count
+                       : op.kind == ring::op_kind::broadcast && r.root != s.rank ? op.input.numel()
+                                                                                        : op.total;
+  if (op.input.numel() != want)
+    fail(self, r.seq, std::string(ring::to_string(op.kind)) + " of " + std::to_string(op.total) + " got " +
+                          std::to_string(op.input.numel()) + " elements");
+  // What arrives from the left: every segment but the one this rank starts (reduce phase), and
+  // every segment but its own (gather phase). A rank with an empty segment still relays.
+  if (s.ranks == 1 || root) {  // nothing to receive: the input is the result, by reference
+    if (root && s.ranks > 1) send_chunks(self, r.seq, op, 1, s.rank, {0, op.total}, op.input, 0);
+    op.result = op.input;
+    op.expected = 0;
+  } else if (ring::is_reduction(op.kind)) {
+    const int first = ring::first_reduce_segment(s.rank, s.ranks);
+    const ring::range first_seg = ring::segment(op.total, s.ranks, first);
+    op.expected = op.total - first_seg.count + (ring::gathers(op.kind) ? op.total - mine.count : 0);
+    op.result = tensor({ring::gathers(op.kind) ? op.total : mine.count});
+    send_chunks(self, r.seq, op, 0, first, first_seg, op.input, 0);
+  } else if (op.kind == ring::op_kind::all_gather) {
+    op.expected = op.total - mine.count;
+    op.result = tensor({op.total});
+    ring::copy(op.result.data() + mine.offset, std::as_const(op.input).data(), mine.count);
+    send_chunks(self, r.seq, op, 1, s.rank, mine, op.input, mine.offset);
+  } else {  // broadcast, not the root
+    op.expected = op.total;
+    op.result = tensor({op.total});
+  }
+  std::vector<ring_chunk> early = std::move(op.early);
+  for (const auto& m : early) on_chunk(self, op, m);
+  finish_if_done(self, r.seq);
+}
+
+caf::behavior collective(self_ptr self) {
+  // A refused request (or peers that disagree) ends this member with the reason, after telling
+  // every requester still waiting on it.
+  self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
+    std::string what = "collective: unknown failure";
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      what = e.what();
+    }
+    auto err = caf::make_error(caf::sec::runtime_error, what);
+    for (auto& [seq, op] : self->state.ops)
+      if (op.started && op.promise.pending()) op.promise.deliver(err);
+    return err;
+  });
+  return {
+      [self](const ring_setup& m) {
+        auto& s = self->state;
+        s.rank = m.rank;
+        s.ranks = m.ranks;
+        s.chunk_elems = std::max<int64_t>(1, m.chunk_elems);
+        s.right = m.right;
+      },
+      [self](collective_request& r) {
+        start(self, r);
+      },
+      [self](ring_chunk& m) {
+        op_record& op = self->state.ops[m.seq];
+        if (!op.started) {
+          op.early.push_back(std::move(m));
+          return;
+        }
+        on_chunk(self, op, m);
+        finish_if_done(self, m.seq);
+      },
+  };
+}
+
+}  // namespace
+
+collective_options collective_options_from_env() {
+  collective_options o;
+  if (const char* kb = std::getenv("TROUPE_CHUNK_KB"); kb && std::atoll(kb) > 0) o.chunk_bytes = std::atoll(kb) * 1024;
+  return o;
+}
+
+std::vector<caf::actor> spawn_collective_group(caf::actor_system& sys, int ranks, collective_options opt) {
+  if (ranks <= 0) throw std::invalid_argument("spawn_collective_group: ranks must be positive");
+  std::vector<caf::actor> group;
+  for (int r = 0; r < ranks; ++r) group.push_back(sys.spawn<caf::detached>(collective));
+  const int64_t chunk_elems = std::max<int64_t>(1, opt.chunk_bytes / static_cast<int64_t>(sizeof(float)));
+  for (int r = 0; r < ranks; ++r)
+    caf::anon_send(group[r], ring_setup{r, ranks, chunk_elems, group[ring::right_of(r, ranks)]});
+  return group;
+}
+
+std::vector<tensor> run_collective(caf::actor_system& sys, const std::vector<caf::actor>& group, int64_t seq,
+                                   ring::op_kind op, const std::vector<tensor>& inputs, int64_t total, int root) {
+  caf::scoped_actor self{sys};
+  std::vector<tensor> out(group.size());
+  using handle = decltype(self->request(group[0], caf::infinite, collective_request{}));
+  std::vector<handle> pending;
+  for (size_t r = 0; r < group.size(); ++r)
+    pending.push_back(self->request(group[r], caf::infinite,
+                                    collective_request{seq, static_cast<int32_t>(op), root, total, inputs[r]}));
+  std::string error;
+  for (size_t r = 0; r < group.size(); ++r)
+    pending[r].receive([&](collective_result& res) { out[r] = std::move(res.data); },
+                       [&](caf::error& e) { error = sys.render(e); });
+  if (!error.empty()) throw std::runtime_error("run_collective: " + error);
+  return out;
+}
+
+}  // namespace troupe

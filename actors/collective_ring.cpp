@@ -1,0 +1,94 @@
+// Ring partition, schedule helpers, element-wise kernels and the serial replay of the ring.
+#include "actors/collective_ring.hpp"
+
+#include <cstring>
+#include <stdexcept>
+#include <string>
+
+namespace troupe::ring {
+
+const char* to_string(op_kind k) {
+  switch (k) {
+    case op_kind::all_reduce_sum: return "all_reduce_sum";
+    case op_kind::all_reduce_average: return "all_reduce_average";
+    case op_kind::reduce_scatter_sum: return "reduce_scatter_sum";
+    case op_kind::reduce_scatter_average: return "reduce_scatter_average";
+    case op_kind::all_gather: return "all_gather";
+    case op_kind::broadcast: return "broadcast";
+  }
+  return "unknown";
+}
+
+bool is_reduction(op_kind k) {
+  return k == op_kind::all_reduce_sum || k == op_kind::all_reduce_average || k == op_kind::reduce_scatter_sum ||
+         k == op_kind::reduce_scatter_average;
+}
+bool is_average(op_kind k) { return k == op_kind::all_reduce_average || k == op_kind::reduce_scatter_average; }
+bool gathers(op_kind k) {
+  return k == op_kind::all_reduce_sum || k == op_kind::all_reduce_average || k == op_kind::all_gather;
+}
+
+range segment(int64_t n, int ranks, int j) {
+  if (ranks <= 0 || j < 0 || j >= ranks)
+    throw std::invalid_argument("ring::segment: rank " + std::to_string(j) + " of " + std::to_string(ranks));
+  const int64_t base = n / ranks, extra = n % ranks;
+  return {j * base + std::min<int64_t>(j, extra), base + (j < extra ? 1 : 0)};
+}
+
+int64_t chunk_count(int64_t count, int64_t chunk_elems) {
+  if (chunk_elems <= 0) throw std::invalid_argument("ring::chunk_count: chunk_elems must be positive");
+  return (count + chunk_elems - 1) / chunk_elems;
+}
+
+range chunk(const range& seg, int64_t chunk_elems, int64_t c) {
+  const int64_t begin = c * chunk_elems;
+  return {seg.offset + begin, std::min(chunk_elems, seg.count - begin)};
+}
+
+void add(float* out, const float* partial, const float* own, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = partial[i] + own[i];
+}
+
+void scale(float* x, int64_t n, float factor) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= factor;
+}
+
+void copy(float* out, const float* in, int64_t n) {
+  if (n > 0) std::memcpy(out, in, static_cast<size_t>(n) * sizeof(float));
+}
+
+std::vector<std::vector<float>> serial_ring(op_kind kind, const std::vector<std::vector<float>>& inputs, int64_t n,
+                                            int root) {
+  const int N = static_cast<int>(inputs.size());
+  std::vector<std::vector<float>> out(static_cast<size_t>(N));
+  if (kind == op_kind::broadcast) {
+    for (auto& o : out) o = inputs.at(static_cast<size_t>(root));
+    return out;
+  }
+  if (kind == op_kind::all_gather) {
+    std::vector<float> full(static_cast<size_t>(n));
+    for (int j = 0; j < N; ++j) copy(full.data() + segment(n, N, j).offset, inputs[j].data(), segment(n, N, j).count);
+    for (auto& o : out) o = full;
+    return out;
+  }
+  // Reductions: segment j is summed x[j+1] + x[j+2] + ... + x[j], then scaled at its owner.
+  std::vector<float> reduced(static_cast<size_t>(n));
+  for (int j = 0; j < N; ++j) {
+    const range seg = segment(n, N, j);
+    float* acc = reduced.data() + seg.offset;
+    copy(acc, inputs[right_of(j, N)].data() + seg.offset, seg.count);
+    for (int k = 2; k <= N; ++k) add(acc, acc, inputs[(j + k) % N].data() + seg.offset, seg.count);
+    if (is_average(kind)) scale(acc, seg.count, 1.0f / static_cast<float>(N));
+  }
+  for (int r = 0; r < N; ++r) {
+    if (gathers(kind)) {
+      out[r] = reduced;
+    } else {
+      const range seg = segment(n, N, r);
+      out[r].assign(reduced.begin() + seg.offset, reduced.begin() + seg.offset + seg.count);
+    }
+  }
+  return out;
+}
+
+}  // namespace troupe::ring
