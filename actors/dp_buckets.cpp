@@ -1,4 +1,4 @@
-// plan_buckets: walk the layers last to first, closing a bucket once it holds cap_bytes.
+// plan_buckets: walk the layers last to first, closing a bucket when the next layer would overflow it.
 #include "actors/dp_buckets.hpp"
 
 #include <cstddef>
@@ -11,14 +11,17 @@ std::vector<grad_bucket> plan_buckets(const std::vector<int64_t>& layer_params, 
   std::vector<grad_bucket> out;
   int64_t top = static_cast<int64_t>(layer_params.size()) - 1;  // highest layer of the open bucket
   for (int64_t i = top; i >= 0; --i) {
-    const int64_t bytes = (offsets[top + 1] - offsets[i]) * static_cast<int64_t>(sizeof(float));
-    if (bytes > 0 && (bytes >= cap_bytes || i == 0)) {
-      out.push_back({offsets[i], offsets[top + 1] - offsets[i], i, top});
-      top = i - 1;
+    const int64_t open = offsets[top + 1] - offsets[i + 1];  // elements already in the open bucket
+    const int64_t with = open + layer_params[i];
+    if (open > 0 && with * static_cast<int64_t>(sizeof(float)) > cap_bytes) {  // layer i does not fit
+      int64_t first = i + 1;  // ready after its lowest layer with parameters
+      while (first < top && layer_params[first] == 0) ++first;
+      out.push_back({offsets[i + 1], open, first, top});
+      top = i;
     }
   }
-  // Parameter-free layers below the last bucket (none in our models) join it.
-  if (!out.empty() && top >= 0) out.back().first_layer = 0;
+  if (offsets[top + 1] > 0) out.push_back({0, offsets[top + 1], 0, top});
+  else if (!out.empty()) out.back().first_layer = 0;  // parameter-free layers at the bottom
   return out;
 }
 

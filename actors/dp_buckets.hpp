@@ -1,5 +1,5 @@
 // Gradient buckets for data parallelism: a model's flat gradient buffer cut, in reverse layer
-// order, into contiguous ranges of about `cap` bytes (PyTorch DDP's bucket_cap_mb). A bucket is
+// order, into contiguous ranges of at most `cap` bytes (PyTorch DDP's bucket_cap_mb). A bucket is
 // ready the moment backward finishes its lowest layer. Plain arithmetic: no CAF, no tensors.
 #pragma once
 
@@ -16,9 +16,10 @@ struct grad_bucket {
 };
 
 // layer_params[i]: parameter count of layer i (layers laid out in order in the flat buffer).
-// Bucket 0 holds the last layers. A bucket closes once it reaches cap_bytes, so buckets hold at
-// least one layer each and only the one closing backward (bucket.back()) may be smaller.
-// Buckets of zero elements are never produced; cap_bytes <= 0 means one bucket per layer.
+// Bucket 0 holds the last layers. As in PyTorch DDP, a bucket holds at most cap_bytes unless a
+// single layer is larger (it then gets a bucket of its own). Buckets of zero elements are never
+// produced (parameter-free layers join a neighbour); cap_bytes <= 0 gives one bucket per layer
+// with parameters.
 std::vector<grad_bucket> plan_buckets(const std::vector<int64_t>& layer_params, int64_t cap_bytes);
 
 }  // namespace troupe

@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 #include <thread>
+#include <utility>
 
 #include "actors/collective_ring.hpp"
 #include "actors/dp_actors.hpp"
@@ -61,7 +62,8 @@ void straggle(self_ptr self, int64_t step) {
 void bucket_done(self_ptr self, int64_t step, size_t b, double sent, collective_result& r) {
   auto& s = self->state;
   const grad_bucket& bucket = s.args.buckets[b];
-  std::copy(r.data.data(), r.data.data() + bucket.count, s.stack->grads().data() + bucket.offset);
+  const float* sum = std::as_const(r.data).data();
+  std::copy(sum, sum + bucket.count, s.stack->grads().data() + bucket.offset);
   record(self, dp_event_kind::all_reduce, static_cast<int32_t>(b), sent, r.finished_at);
   if (--s.buckets_pending > 0) return;
   tensor grads = s.stack->grads().clone();

@@ -30,12 +30,15 @@ struct dp_trace_event {
 // Lanes: rank r's compute is lane 2r, its all-reduces lane 2r+1 (render_chrome_trace names them
 // "stage 2r" and "stage 2r+1"). Ops: forward F0, backward of layer i B0.c<i> (the chunk field
 // carries the layer), bucket k's all-reduce R<k> (reduce_grads, microbatch = bucket), optimizer O.
+// An all-reduce is drawn from the moment the last rank handed the bucket in (before that the ring
+// cannot run: a rank that is ahead waits for its peers, shown as the gap) to its sum's arrival.
 // An injected straggler delay is not drawn: it is the gap before the rank's forward. Times start
 // at the earliest event.
 sched::timeline to_timeline(const std::vector<dp_trace_event>& events, int ranks, const std::string& name);
 
-// Share of all-reduce time, summed over ranks, that lies inside the rank's own backward
-// (the union of its backward-layer intervals). 0 when there is no all-reduce.
+// Share of all-reduce time, summed over ranks, that lies inside the job's backward (the union of
+// every rank's backward-layer intervals): the communication a synchronous step does not wait
+// for. 0 when there is no all-reduce.
 double overlap_share(const sched::timeline& t);
 
 }  // namespace troupe

@@ -1,0 +1,80 @@
+// Measured data-parallel behaviour (timing, so each run asserts with margins): the bucketed
+// all-reduce of the GPT overlaps its backward (> 50% of all-reduce time hidden, 4 buckets), the
+// step's trace is written as Chrome trace JSON, and a straggler slows every rank's step by about
+// its delay. Timing-sensitive: the machine has 2 cores; margins leave room for other load.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "actors/training_job.hpp"
+#include "kernels/model.hpp"
+
+using namespace troupe;
+
+namespace {
+
+double median_after_first(std::vector<double> v) {
+  v.erase(v.begin());
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int count(const std::string& text, const std::string& what) {
+  int n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST(DataParallelTiming, GptFourBucketsHideMostAllReduceTimeBehindBackward) {
+  if (!std::filesystem::exists("/usr/share/games/fortunes")) GTEST_SKIP() << "fortunes not installed";
+  train_config cfg;
+  cfg.model.kind = "gpt";  // context 64, 128 channels, 4 heads, 4 blocks
+  cfg.model.vocab = 0;
+  cfg.batch_size = 16;
+  cfg.dp = 2;
+  cfg.max_steps = 4;
+  cfg.eval_max_batches = 1;
+  cfg.eval_batch_size = 16;
+  cfg.progress = false;
+  cfg.out_dir = (std::filesystem::temp_directory_path() / "troupe-dp-overlap").string();
+  // A cap of 1.2 blocks gives 4 buckets: [head, layernorm, block 3], [block 2], [block 1],
+  // [block 0, embedding] (head and embedding are small for a character vocabulary).
+  model_spec probe = cfg.model;
+  probe.vocab = 100;
+  cfg.bucket_mb = static_cast<double>(build_layers(probe)[1]->num_params()) * 4.0 * 1.2 / (1024.0 * 1024.0);
+  train_summary s = run_training(cfg);
+  EXPECT_EQ(s.buckets, 4);
+  EXPECT_GT(s.overlap_share, 0.5) << "trace: " << s.trace_path;
+  std::ifstream in(s.trace_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  EXPECT_EQ(count(text.str(), "\"cat\":\"reduce_grads\""), 2 * s.buckets);
+  EXPECT_EQ(count(text.str(), "\"cat\":\"backward\""), 2 * 7);  // 7 layers per rank
+  EXPECT_EQ(text.str().rfind("{\"traceEvents\":[", 0), 0u);
+}
+
+TEST(DataParallelTiming, StragglerSlowsEveryRanksStepByAboutItsDelay) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist")) GTEST_SKIP() << "dataset not installed";
+  train_config cfg;
+  cfg.model.hidden = {64, 32};
+  cfg.batch_size = 64;
+  cfg.dp = 2;
+  cfg.max_steps = 9;
+  cfg.eval_max_batches = 1;
+  cfg.progress = false;
+  cfg.out_dir = (std::filesystem::temp_directory_path() / "troupe-dp-straggler").string();
+  train_summary base = run_training(cfg);
+  const double delay = 0.080;
+  cfg.stragglers = {parse_straggler("1:80")};
+  train_summary slow = run_training(cfg);
+  for (int r = 0; r < cfg.dp; ++r) {
+    const double added = median_after_first(slow.rank_step_seconds[r]) - median_after_first(base.rank_step_seconds[r]);
+    EXPECT_GT(added, 0.8 * delay) << "rank " << r;
+    EXPECT_LT(added, 1.5 * delay) << "rank " << r;
+  }
+}
