@@ -126,6 +126,25 @@ train_config load_config_file(const std::string& path, train_config c) {
     c.watchdog_seconds = r.number(n, k);
     if (!(c.watchdog_seconds > 0)) r.fail(n, k, "must be positive");
   };
+  auto& dp = schema["data_parallel"];
+  dp["ranks"] = [&](auto& n, auto& k) { c.dp = static_cast<int>(r.integer(n, k, 1)); };
+  dp["bucket_mb"] = [&](auto& n, auto& k) {
+    if (!n.is_number() || *n.template value<double>() < 0) r.fail(n, k, "expected a number >= 0 (MiB)");
+    c.bucket_mb = *n.template value<double>();
+  };
+  dp["stragglers"] = [&](auto& n, auto& k) {
+    const auto* arr = n.as_array();
+    if (!arr) r.fail(n, k, "expected an array of \"rank:ms\" or \"rank:ms:random\" strings, e.g. [\"1:50\"]");
+    c.stragglers.clear();
+    for (const auto& e : *arr) {
+      try {
+        c.stragglers.push_back(parse_straggler(r.text(e, k)));
+      } catch (const std::invalid_argument& err) {
+        r.fail(e, k, err.what());
+      }
+    }
+  };
+  dp["trace_step"] = [&](auto& n, auto& k) { c.trace_step = r.integer(n, k, -1); };
   auto& data = schema["data"];
   data["fashion_mnist"] = [&](auto& n, auto& k) { c.fashion_mnist_dir = r.text(n, k); };
   data["corpus"] = [&](auto& n, auto& k) { c.corpus_path = r.text(n, k); };
@@ -134,7 +153,7 @@ train_config load_config_file(const std::string& path, train_config c) {
     const std::string table_name(table_key.str());
     auto t = schema.find(table_name);
     if (t == schema.end())
-      r.fail(table_node, table_name, "unknown table (known: [train], [model], [optimizer], [pipeline], [data])");
+      r.fail(table_node, table_name, "unknown table (known: [train], [model], [optimizer], [pipeline], [data_parallel], [data])");
     const auto* table = table_node.as_table();
     if (!table) r.fail(table_node, table_name, "expected a table, e.g. [" + table_name + "]");
     for (const auto& [key, node] : *table) {

@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <limits>
 #include <memory>
 
 #include "actors/pipeline_job.hpp"
@@ -19,6 +20,10 @@ struct train_flags {
   std::string schedule, cuts;  // pipeline
   int pp = 0, micro_batches = 0, virtual_stages = 0;
   double watchdog = 0;
+  int dp = 0;  // data parallelism
+  double bucket_mb = 0;
+  std::vector<std::string> stragglers;
+  int64_t trace_step = 0;
   int64_t epochs = 0, batch = 0, max_steps = 0, context = 0, channels = 0, heads = 0, blocks = 0, eval_batches = 0;
   uint64_t seed = 0;
   int threads = 0;
@@ -82,6 +87,13 @@ train_config resolve(const CLI::App& cmd, const train_flags& f) {
   if (given("--virtual-stages")) c.virtual_stages = f.virtual_stages;
   if (given("--cuts")) c.cuts = parse_cuts(f.cuts);
   if (given("--watchdog-seconds")) c.watchdog_seconds = f.watchdog;
+  if (given("--dp")) c.dp = f.dp;
+  if (given("--bucket-mb")) c.bucket_mb = f.bucket_mb;
+  if (given("--straggler")) {
+    c.stragglers.clear();
+    for (const auto& s : f.stragglers) c.stragglers.push_back(parse_straggler(s));
+  }
+  if (given("--trace-step")) c.trace_step = f.trace_step;
   if (c.model.kind == "gpt" && !given("--lr") && f.config.empty()) c.optim.lr = 3e-3f;
   validate(c);
   if (c.pp > 1) check_pipeline_flags(c);
@@ -155,6 +167,14 @@ void add_train_command(CLI::App& app, int& exit_code) {
                                      "comma separated [balanced by parameter count]");
   cmd->add_option("--watchdog-seconds", f->watchdog, "Report and stop a pipeline step without progress [60]")
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--dp", f->dp, "Data-parallel ranks N in this process, each on 1/N of every batch [1]")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--bucket-mb", f->bucket_mb, "Gradient bucket cap in MiB for the DP all-reduce (0: per layer) [25]")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--straggler", f->stragglers, "Delay a DP rank before each step: rank:ms or rank:ms:random "
+                                                 "(uniform in [0, 2 ms)); repeatable");
+  cmd->add_option("--trace-step", f->trace_step, "DP step written to <out>/trace.json (-1: the last) [-1]")
+      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   cmd->callback([cmd, f, &exit_code] { exit_code = run(*cmd, *f); });
 }
 
