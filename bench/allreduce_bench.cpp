@@ -1,0 +1,169 @@
+// All-reduce bus bandwidth in one run: troupe's collective actor group (N ranks in this process,
+// tensors by reference), Gloo's ring all-reduce over loopback TCP (N forked processes, same sizes)
+// and the single-core memory-copy limit, all measured by this program. Bus bandwidth is NCCL's
+// definition, bytes × 2(N−1)/N / time; memcpy is bytes copied / time on one thread. Medians.
+// It does not measure cross-process troupe (see allreduce_cross_process.cpp).
+//
+// usage: allreduce_bench [iterations-scale]   (prints one markdown table)
+#include <malloc.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "actors/collective.hpp"
+#include "actors/messages.hpp"
+
+#ifdef TROUPE_BENCH_GLOO
+#include <gloo/allreduce.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/file_store.h>
+#include <gloo/transport/tcp/device.h>
+#endif
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+const int kRanks[] = {2, 4};
+const int kMiB[] = {1, 16, 64};
+
+int iterations(int mib) { return mib <= 1 ? 40 : mib <= 16 ? 10 : 5; }
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+double seconds_since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
+double bus_gbps(int64_t bytes, int ranks, double s) { return static_cast<double>(bytes) * 2 * (ranks - 1) / ranks / s / 1e9; }
+
+double memcpy_gbps(int mib) {
+  const size_t bytes = static_cast<size_t>(mib) << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 2);
+  std::vector<double> t;
+  for (int i = 0; i < iterations(mib); ++i) {
+    const auto t0 = clock_type::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    t.push_back(seconds_since(t0));
+    a[static_cast<size_t>(i) % bytes] = b[bytes - 1];  // keep the copy observable
+  }
+  return static_cast<double>(bytes) / median(t) / 1e9;
+}
+
+#ifdef TROUPE_BENCH_GLOO
+// One forked rank: connect, warm up, time every size; rank 0 writes the medians to `out`.
+void gloo_rank(int rank, int ranks, const std::string& dir, int out) {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  auto dev = gloo::transport::tcp::CreateDevice(attr);
+  auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, ranks);
+  gloo::rendezvous::FileStore store(dir);
+  ctx->connectFullMesh(store, dev);
+  for (int mib : kMiB) {
+    std::vector<float> x((static_cast<size_t>(mib) << 20) / 4, 1.0f);
+    std::vector<double> t;
+    for (int i = -1; i < iterations(mib); ++i) {
+      gloo::AllreduceOptions opts(ctx);
+      opts.setOutput(x.data(), x.size());
+      opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
+      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
+      const auto t0 = clock_type::now();
+      gloo::allreduce(opts);
+      if (i >= 0) t.push_back(seconds_since(t0));
+    }
+    const double s = median(t);
+    if (rank == 0 && write(out, &s, sizeof s) != sizeof s) std::_Exit(3);
+  }
+}
+
+std::vector<double> gloo_seconds(int ranks) {
+  char tmpl[] = "/tmp/troupe-gloo-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  int fds[2];
+  if (pipe(fds) != 0) return {};
+  std::vector<pid_t> kids;
+  for (int r = 0; r < ranks; ++r) {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      close(fds[0]);
+      gloo_rank(r, ranks, dir, fds[1]);
+      std::_Exit(0);
+    }
+    kids.push_back(pid);
+  }
+  close(fds[1]);
+  std::vector<double> out(std::size(kMiB), 0.0);
+  for (double& s : out)
+    if (read(fds[0], &s, sizeof s) != sizeof s) s = 0;
+  close(fds[0]);
+  for (pid_t p : kids) waitpid(p, nullptr, 0);
+  return out;
+}
+#endif
+
+std::vector<double> troupe_seconds(caf::actor_system& sys, int ranks) {
+  auto group = troupe::spawn_collective_group(sys, ranks, troupe::collective_options_from_env());
+  std::vector<double> out;
+  int64_t seq = 0;
+  for (int mib : kMiB) {
+    const int64_t n = (int64_t{mib} << 20) / 4;
+    std::vector<troupe::tensor> in;
+    for (int r = 0; r < ranks; ++r) in.emplace_back(troupe::shape_t{n}, std::vector<float>(static_cast<size_t>(n), 1.0f));
+    std::vector<double> t;
+    for (int i = -1; i < iterations(mib); ++i) {
+      const auto t0 = clock_type::now();
+      auto res = troupe::run_collective(sys, group, seq++, troupe::ring::op_kind::all_reduce_sum, in, n);
+      if (i >= 0) t.push_back(seconds_since(t0));
+      if (res[0][n - 1] != static_cast<float>(ranks)) std::fprintf(stderr, "wrong sum!\n");
+    }
+    out.push_back(median(t));
+  }
+  for (auto& a : group) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  return out;
+}
+
+}  // namespace
+
+int main() {
+  // Gloo first: fork before any CAF thread exists.
+  std::vector<std::vector<double>> gloo;
+  for (int ranks : kRanks) {
+#ifdef TROUPE_BENCH_GLOO
+    gloo.push_back(gloo_seconds(ranks));
+#else
+    gloo.push_back(std::vector<double>(std::size(kMiB), 0.0));
+#endif
+  }
+  std::vector<double> copy;
+  for (int mib : kMiB) copy.push_back(memcpy_gbps(mib));
+  // Keep freed tensors in the heap: without this every 64 MiB result is a fresh mmap whose page
+  // faults (the kernel zeroing 16k pages) cost more than the reduction itself. TROUPE_BENCH_MMAP=1
+  // measures the default instead.
+  if (!std::getenv("TROUPE_BENCH_MMAP")) {
+    mallopt(M_MMAP_MAX, 0);  // (M_MMAP_THRESHOLD is capped at 32 MiB on 64-bit glibc)
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  }
+  caf::actor_system_config cfg;
+  troupe::add_message_types(cfg);
+  cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{cfg};
+  std::printf("| N | size | troupe in-process (GB/s) | Gloo TCP loopback (GB/s) | troupe / Gloo | memcpy 1 core (GB/s) | troupe / memcpy |\n");
+  std::printf("|---|-----:|------:|------:|------:|------:|------:|\n");
+  for (size_t k = 0; k < std::size(kRanks); ++k) {
+    const int ranks = kRanks[k];
+    auto ours = troupe_seconds(sys, ranks);
+    for (size_t i = 0; i < std::size(kMiB); ++i) {
+      const int64_t bytes = int64_t{kMiB[i]} << 20;
+      const double t = bus_gbps(bytes, ranks, ours[i]);
+      const double g = gloo[k][i] > 0 ? bus_gbps(bytes, ranks, gloo[k][i]) : 0.0;
+      std::printf("| %d | %d MiB | %.2f | %.2f | %.2f | %.2f | %.2f |\n", ranks, kMiB[i], t, g, g > 0 ? t / g : 0.0,
+                  copy[i], t / copy[i]);
+    }
+  }
+  return 0;
+}
