@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -79,6 +80,9 @@ TEST(DataParallelTiming, StragglerSlowsEveryRanksStepByAboutItsDelay) {
   train_summary slow = run_training(cfg);
   for (int r = 0; r < cfg.dp; ++r) {
     const double added = median_after_first(slow.rank_step_seconds[r]) - median_after_first(base.rank_step_seconds[r]);
+    std::printf("rank %d: median step %.1f ms -> %.1f ms with rank 1 delayed 80 ms (+%.1f ms)\n", r,
+                1e3 * median_after_first(base.rank_step_seconds[r]), 1e3 * median_after_first(slow.rank_step_seconds[r]),
+                1e3 * added);
     EXPECT_GT(added, 0.8 * delay) << "rank " << r;
     EXPECT_LT(added, 1.5 * delay) << "rank " << r;
   }
