@@ -1,4 +1,4 @@
-// coordinator: the job's clock. It orders one step at a time (synchronous training: one stage,
+// coordinator: the job's clock. It orders the steps up to each evaluation (synchronous training: one stage,
 // or every data-parallel rank, whose reports it sums), evaluates on the first stage at the end of
 // each epoch, writes metrics, and ends the job - normally after the last step, or at once with
 // the reason when a monitored actor dies.
@@ -37,14 +37,21 @@ void finish(self_ptr self) {
   self->quit();
 }
 
-void order_step(self_ptr self, int64_t step) {
-  self->state.step_start = clock_type::now();
-  for (auto& st : self->state.stages) self->send(st, step_order{step});
+// Orders every step up to the next evaluation at once; reports come back one per step.
+void order_steps(self_ptr self, int64_t step) {
+  auto& s = self->state;
+  s.step_start = clock_type::now();
+  const int64_t epoch_end = (step / s.args.steps_per_epoch + 1) * s.args.steps_per_epoch;
+  const int64_t until = std::min(epoch_end, s.args.total_steps);
+  for (auto& st : s.stages) self->send(st, step_order{step, until});
 }
 
 void step_done(self_ptr self, const step_report& r) {
   auto& s = self->state;
-  const double seconds = std::chrono::duration<double>(clock_type::now() - s.step_start).count();
+  // The stages run on without waiting for us, so a step lasts from the previous report to this one.
+  const auto now = clock_type::now();
+  const double seconds = std::chrono::duration<double>(now - s.step_start).count();
+  s.step_start = now;
   const double loss = r.count ? r.loss_sum / static_cast<double>(r.count) : 0.0;
   const double rate = static_cast<double>(s.args.samples_per_step) / seconds;
   auto& sum = *s.args.summary;
@@ -55,10 +62,7 @@ void step_done(self_ptr self, const step_report& r) {
   const int64_t epoch = r.step / s.args.steps_per_epoch;
   s.args.log->step(r.step, epoch, loss, rate);
   const bool last = r.step + 1 == s.args.total_steps;
-  if (last || (r.step + 1) % s.args.steps_per_epoch == 0)
-    self->send(s.stage, eval_order{epoch});
-  else
-    order_step(self, r.step + 1);
+  if (last || (r.step + 1) % s.args.steps_per_epoch == 0) self->send(s.stage, eval_order{epoch});
 }
 
 void start(self_ptr self, std::vector<caf::actor> stages, std::vector<caf::actor> members) {
@@ -68,7 +72,7 @@ void start(self_ptr self, std::vector<caf::actor> stages, std::vector<caf::actor
   s.members = std::move(members);
   s.args.summary->rank_step_seconds.assign(s.stages.size(), {});
   for (auto& m : s.members) self->monitor(m);
-  order_step(self, 0);
+  order_steps(self, 0);
 }
 
 caf::behavior coordinator(self_ptr self, coordinator_args args) {
@@ -119,7 +123,7 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
         sum.test_loss.push_back(loss);
         s.args.log->eval(r.epoch, sum.steps, loss, acc);
         if (sum.steps < s.args.total_steps) {
-          order_step(self, sum.steps);
+          order_steps(self, sum.steps);
           return;
         }
         self->request(s.stage, caf::infinite, params_request{0}).then([self](params_msg& m) {

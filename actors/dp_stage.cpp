@@ -26,7 +26,7 @@ struct dp_stage_state {
   dp_stage_args args;
   std::unique_ptr<layer_stack> stack;
   std::map<int64_t, batch> ready;
-  int64_t ordered = -1, next_request = 0;
+  int64_t ordered = -1, next_request = 0, until = 0;
   double step_start = 0, compute_seconds = 0, optimizer_start = 0;
   int64_t buckets_pending = 0;
   step_stats last, eval;
@@ -124,6 +124,7 @@ caf::behavior dp_stage(self_ptr self, dp_stage_args args) {
       [self](const step_order& o) {
         auto& s = self->state;
         s.ordered = o.step;
+        s.until = o.until;
         s.step_start = now_seconds();
         s.events.clear();
         if (s.ready.count(o.step)) compute(self, o.step);
@@ -144,6 +145,12 @@ caf::behavior dp_stage(self_ptr self, dp_stage_args args) {
                    dp_step_report{s.args.rank, m.step, s.last.loss_sum, s.last.count, s.last.correct,
                                   s.compute_seconds, end - s.step_start});
         if (m.step == s.args.trace_step) self->send(s.args.base.coordinator, dp_trace_msg{s.args.rank, m.step, s.events});
+        if (m.step + 1 < s.until) {  // the next ordered step
+          s.ordered = m.step + 1;
+          s.step_start = end;
+          s.events.clear();
+          if (s.ready.count(s.ordered)) compute(self, s.ordered);
+        }
       },
       [self](const eval_order& o) {
         self->state.eval = {};

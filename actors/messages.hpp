@@ -83,9 +83,12 @@ struct eval_batch_msg {
 
 // ---- coordinator <-> stage ----
 
-// coordinator -> stage: compute step `step` (the stage already prefetched its batch).
+// coordinator -> stage: compute steps [step, until), one after the other, each as soon as the
+// previous one's parameters are back. Ordering a run of steps (up to the next evaluation) keeps
+// the coordinator off each step's critical path; the stage still reports every step.
 struct step_order {
   int64_t step = 0;
+  int64_t until = 0;
 };
 // stage -> coordinator: step `step` finished, parameters updated. Loss is summed over `count`
 // rows; seconds are the stage's own compute time for the step.
@@ -219,7 +222,7 @@ TROUPE_INSPECT(batch_request, x.step)
 TROUPE_INSPECT(batch_msg, x.step, x.data)
 TROUPE_INSPECT(eval_batch_request, x.epoch, x.index)
 TROUPE_INSPECT(eval_batch_msg, x.epoch, x.index, x.total, x.data)
-TROUPE_INSPECT(step_order, x.step)
+TROUPE_INSPECT(step_order, x.step, x.until)
 TROUPE_INSPECT(step_report, x.step, x.loss_sum, x.count, x.correct, x.compute_seconds)
 TROUPE_INSPECT(eval_order, x.epoch)
 TROUPE_INSPECT(eval_report, x.epoch, x.loss_sum, x.count, x.correct, x.samples)

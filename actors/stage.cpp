@@ -18,6 +18,7 @@ struct stage_state {
   std::unique_ptr<layer_stack> stack;
   std::map<int64_t, batch> ready;   // prefetched batches by step
   int64_t ordered = -1;             // step ordered but not yet computed
+  int64_t until = 0;                // ordered steps end before this one
   int64_t next_request = 0;         // next step whose batch to request
   step_stats last;                  // stats of the step awaiting its parameters
   double last_seconds = 0.0;
@@ -61,6 +62,7 @@ caf::behavior stage(caf::stateful_actor<stage_state>* self, stage_args args) {
       [self](const step_order& o) {
         auto& s = self->state;
         s.ordered = o.step;
+        s.until = o.until;
         if (s.ready.count(o.step)) compute(self, o.step);
       },
       [self](batch_msg& m) {
@@ -72,8 +74,13 @@ caf::behavior stage(caf::stateful_actor<stage_state>* self, stage_args args) {
       [self](const params_msg& m) {
         auto& s = self->state;
         s.stack->load_params(m.params);
+        if (m.step < 0) return;
         self->send(s.args.coordinator,
                    step_report{m.step, s.last.loss_sum, s.last.count, s.last.correct, s.last_seconds});
+        if (m.step + 1 < s.until) {  // the next ordered step
+          s.ordered = m.step + 1;
+          if (s.ready.count(s.ordered)) compute(self, s.ordered);
+        }
       },
       [self](const eval_order& o) {
         auto& s = self->state;

@@ -101,7 +101,9 @@ TEST_F(message_fixture, BatchMessagesRoundTrip) {
 }
 
 TEST_F(message_fixture, CoordinatorMessagesRoundTrip) {
-  EXPECT_EQ(round_trip(step_order{123}).step, 123);
+  auto o = round_trip(step_order{123, 468});
+  EXPECT_EQ(o.step, 123);
+  EXPECT_EQ(o.until, 468);
   auto r = round_trip(step_report{7, 12.5, 64, 50, 0.003});
   EXPECT_EQ(r.step, 7);
   EXPECT_EQ(r.loss_sum, 12.5);
