@@ -49,7 +49,8 @@ inline int first_reduce_segment(int r, int ranks) { return left_of(r, ranks); }
 // A rank forwards a gathered or broadcast segment unless its right neighbour is where it began.
 inline bool forwards(int r, int ranks, int origin) { return right_of(r, ranks) != origin; }
 
-// out[i] = partial[i] + own[i]; partial is the sum of the earlier ranks in ring order.
+// out[i] = partial[i] + own[i]; partial is the sum of the earlier ranks in ring order. out may be
+// partial itself (in place); otherwise the three must not overlap.
 void add(float* out, const float* partial, const float* own, int64_t n);
 void scale(float* x, int64_t n, float factor);
 void copy(float* out, const float* in, int64_t n);

@@ -23,6 +23,9 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<collective_result>("troupe::collective_result");
   cfg.add_message_type<ring_chunk>("troupe::ring_chunk");
   cfg.add_message_type<ring_setup>("troupe::ring_setup");
+  cfg.add_message_type<collective_dump_request>("troupe::collective_dump_request");
+  cfg.add_message_type<collective_log_entry>("troupe::collective_log_entry");
+  cfg.add_message_type<collective_log>("troupe::collective_log");
   cfg.add_message_type<dp_step_report>("troupe::dp_step_report");
   cfg.add_message_type<dp_trace_event>("troupe::dp_trace_event");
   cfg.add_message_type<std::vector<dp_trace_event>>("std::vector<troupe::dp_trace_event>");

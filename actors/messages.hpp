@@ -193,6 +193,29 @@ struct ring_setup {
   int64_t chunk_elems = 0;
   caf::actor right;
 };
+// anyone (a watchdog, a test) -> collective rank r, answered with collective_log.
+struct collective_dump_request {};
+// One recent collective at rank r: what it was asked (seq, op, total elements), its ring peers,
+// and how far it got (received / expected elements from the left; state waiting, running, done).
+// started_at / finished_at: steady-clock seconds (0 when not yet).
+struct collective_log_entry {
+  int64_t seq = 0;
+  std::string op;
+  int64_t total = 0;
+  int32_t left = 0;
+  int32_t right = 0;
+  std::string state;
+  int64_t received = 0;
+  int64_t expected = 0;
+  double started_at = 0.0;
+  double finished_at = 0.0;
+};
+// rank r's last few collectives, oldest first.
+struct collective_log {
+  int32_t rank = 0;
+  int32_t ranks = 0;
+  std::vector<collective_log_entry> entries;
+};
 
 // ---- data-parallel stages -> coordinator ----
 
@@ -233,6 +256,13 @@ TROUPE_INSPECT(collective_request, x.seq, x.op, x.root, x.total, x.data)
 TROUPE_INSPECT(collective_result, x.seq, x.op, x.data, x.finished_at)
 TROUPE_INSPECT(ring_chunk, x.seq, x.op, x.phase, x.origin, x.total, x.at, x.data)
 TROUPE_INSPECT(ring_setup, x.rank, x.ranks, x.chunk_elems, x.right)
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, collective_dump_request&) {
+  return f(caf::meta::type_name("collective_dump_request"));
+}
+TROUPE_INSPECT(collective_log_entry, x.seq, x.op, x.total, x.left, x.right, x.state, x.received, x.expected,
+               x.started_at, x.finished_at)
+TROUPE_INSPECT(collective_log, x.rank, x.ranks, x.entries)
 TROUPE_INSPECT(dp_trace_event, x.rank, x.kind, x.index, x.start, x.end)
 TROUPE_INSPECT(dp_step_report, x.rank, x.step, x.loss_sum, x.count, x.correct, x.compute_seconds, x.step_seconds)
 TROUPE_INSPECT(dp_trace_msg, x.rank, x.step, x.events)

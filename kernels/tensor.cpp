@@ -54,12 +54,21 @@ int64_t tensor::size(int dim) const {
 
 float* tensor::data() {
   if (!storage_) return nullptr;
-  if (storage_->frozen) throw std::logic_error("tensor: write access to a frozen (sent) tensor");
+  if (storage_->frozen.load(std::memory_order_relaxed))
+    throw std::logic_error("tensor: write access to a frozen (sent) tensor");
   return storage_->values.get();
 }
 
 void tensor::freeze() const {
-  if (storage_) storage_->frozen = true;
+  if (storage_) storage_->frozen.store(true, std::memory_order_relaxed);
+}
+
+bool tensor::reclaim() {
+  if (!storage_ || storage_.use_count() != 1) return false;
+  // use_count() is a relaxed load: order the last other holder's reads before our next writes.
+  std::atomic_thread_fence(std::memory_order_acquire);
+  storage_->frozen.store(false, std::memory_order_relaxed);
+  return true;
 }
 
 tensor tensor::clone() const {

@@ -4,6 +4,7 @@
 // changed under the receiver. It does no math itself: ops live in ops.hpp.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -53,7 +54,10 @@ class tensor {
 
   // Marks the storage immutable (shared by every tensor that refers to it).
   void freeze() const;
-  bool frozen() const { return storage_ && storage_->frozen; }
+  bool frozen() const { return storage_ && storage_->frozen.load(std::memory_order_relaxed); }
+  // For buffer pools: when this handle is the only one left on its storage, makes the storage
+  // writable again and returns true (nobody else can observe the change); otherwise false.
+  bool reclaim();
 
   tensor clone() const;
   // Same storage, new shape with the same number of elements.
@@ -66,7 +70,7 @@ class tensor {
  private:
   struct storage {
     std::unique_ptr<float[]> values;
-    bool frozen = false;
+    std::atomic<bool> frozen{false};  // atomic: ranks sharing one result may all freeze it
   };
   shape_t shape_;
   int64_t numel_ = 0;
