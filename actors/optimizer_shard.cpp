@@ -30,15 +30,19 @@ caf::behavior optimizer_shard(caf::stateful_actor<shard_state>* self, optimizer_
           throw std::invalid_argument("optimizer_shard: initial parameters for [" + std::to_string(m.offset) + ", +" +
                                       std::to_string(m.params.numel()) + "), shard owns [" +
                                       std::to_string(s.offset) + ", +" + std::to_string(s.size) + ")");
-        s.master = m.params.clone();
+        s.master = m.params;  // frozen: read, never written; each step writes a new tensor
+        s.master.freeze();
       },
       [self](const gradients_msg& m) {
         auto& s = self->state;
         if (s.master.empty()) throw std::logic_error("optimizer_shard: gradients before initial parameters");
-        s.opt->step(s.master.data(), m.grads.data(), m.grads.numel());
-        tensor out = s.master.clone();
-        out.freeze();
-        return params_msg{m.step, s.offset, std::move(out)};
+        // Out of place: the previous parameters may still be in a stage's hands, so the update
+        // goes into a fresh tensor, which becomes the master copy and is sent without a copy.
+        tensor next = tensor::uninitialized({s.size});
+        s.opt->step(next.data(), std::as_const(s.master).data(), m.grads.data(), m.grads.numel());
+        next.freeze();
+        s.master = next;
+        return params_msg{m.step, s.offset, std::move(next)};
       },
   };
 }

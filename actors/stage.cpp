@@ -39,10 +39,10 @@ void compute(caf::stateful_actor<stage_state>* self, int64_t step) {
   auto& s = self->state;
   auto it = s.ready.find(step);
   const auto t0 = clock_type::now();
-  s.stack->zero_grads();
+  // take_grads leaves a zeroed buffer behind, so every step starts from zero gradients.
   s.last = compute_gradients(*s.stack, it->second, 1.0f / static_cast<float>(s.args.global_rows));
   s.ready.erase(it);
-  tensor grads = s.stack->grads().clone();
+  tensor grads = s.stack->take_grads();
   grads.freeze();
   s.last_seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
   self->send(s.args.optimizer, gradients_msg{step, 0, std::move(grads)});
@@ -73,7 +73,7 @@ caf::behavior stage(caf::stateful_actor<stage_state>* self, stage_args args) {
       },
       [self](const params_msg& m) {
         auto& s = self->state;
-        s.stack->load_params(m.params);
+        s.stack->adopt_params(m.params);
         if (m.step < 0) return;
         self->send(s.args.coordinator,
                    step_report{m.step, s.last.loss_sum, s.last.count, s.last.correct, s.last_seconds});

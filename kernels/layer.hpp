@@ -35,7 +35,9 @@ class layer {
 
   // Points the layer at its slice of the stage's flat parameter and gradient buffers.
   // Virtual so a composite layer (transformer_block) can bind its sub-layers to sub-slices.
-  virtual void bind(float* params, float* grads) {
+  // Parameters are read-only to a layer (only init writes them, through its own pointer), so a
+  // stage can run on a frozen parameter tensor an optimizer shard sent without copying it.
+  virtual void bind(const float* params, float* grads) {
     params_ = params;
     grads_ = grads;
   }
@@ -51,7 +53,7 @@ class layer {
   virtual void backward_weight(const tensor& dy, saved_activations& saved) { (void)dy, (void)saved; }
 
  protected:
-  float* params_ = nullptr;
+  const float* params_ = nullptr;
   float* grads_ = nullptr;
 };
 

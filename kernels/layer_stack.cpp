@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <stdexcept>
+#include <utility>
 
 namespace troupe {
 
@@ -26,11 +27,35 @@ layer_stack::layer_stack(layer_list layers, int64_t first_layer, uint64_t seed) 
 
 void layer_stack::zero_grads() { std::fill(grads_.data(), grads_.data() + grads_.numel(), 0.0f); }
 
+void layer_stack::rebind() {
+  const float* p = std::as_const(params_).data();
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->bind(p + offsets_[i], grads_.data() + offsets_[i]);
+}
+
 void layer_stack::load_params(const tensor& values) {
   if (values.numel() != params_.numel())
     throw std::invalid_argument("layer_stack: got " + std::to_string(values.numel()) + " parameters, holds " +
                                 std::to_string(params_.numel()));
+  if (params_.frozen()) {  // adopted earlier: never write into a tensor someone else may hold
+    params_ = tensor::uninitialized({params_.numel()});
+    rebind();
+  }
   std::copy(values.data(), values.data() + values.numel(), params_.data());
+}
+
+void layer_stack::adopt_params(tensor values) {
+  if (values.numel() != params_.numel())
+    throw std::invalid_argument("layer_stack: got " + std::to_string(values.numel()) + " parameters, holds " +
+                                std::to_string(params_.numel()));
+  params_ = values.reshaped({values.numel()});
+  rebind();
+}
+
+tensor layer_stack::take_grads() {
+  tensor out = std::move(grads_);
+  grads_ = tensor({out.numel()});
+  rebind();
+  return out;
 }
 
 tensor layer_stack::forward(const tensor& x, stack_context& ctx) const {

@@ -33,8 +33,14 @@ class layer_stack {
   tensor& grads() { return grads_; }
   const tensor& grads() const { return grads_; }
   void zero_grads();
-  // Replaces the parameter values (e.g. with what an optimizer shard sent back).
+  // Replaces the parameter values (e.g. with what an optimizer shard sent back) by copying.
   void load_params(const tensor& values);
+  // Runs on `values` from now on, without a copy: the layers read it in place. It may be frozen
+  // (a received message's tensor); the stack never writes its parameters.
+  void adopt_params(tensor values);
+  // Hands out the gradient buffer (to send it) and continues on a fresh zeroed one, so what was
+  // sent is never written again.
+  tensor take_grads();
 
   tensor forward(const tensor& x, stack_context& ctx) const;
   // Backward through every layer, adding into grads(). Returns dL/dx, or an empty tensor when
@@ -47,6 +53,7 @@ class layer_stack {
   tensor backward(const tensor& dy, stack_context& ctx, bool need_input_grad, const layer_done_fn& layer_done);
 
  private:
+  void rebind();
   layer_list layers_;
   std::vector<int64_t> offsets_;
   tensor params_;

@@ -185,7 +185,7 @@ void transformer_block::init(float* params, std::mt19937_64& rng) const {
                 linears[i].second, rng);
 }
 
-void transformer_block::bind(float* params, float* grads) {
+void transformer_block::bind(const float* params, float* grads) {
   layer::bind(params, grads);
   layer* parts[num_parts] = {&ln1_, &qkv_, &proj_, &ln2_, &fc_, &fc_proj_};
   for (int i = 0; i < num_parts; ++i)

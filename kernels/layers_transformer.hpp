@@ -63,7 +63,7 @@ class transformer_block final : public layer {
   std::string kind() const override { return "block"; }
   std::vector<param_spec> param_specs() const override;
   void init(float* params, std::mt19937_64& rng) const override;
-  void bind(float* params, float* grads) override;
+  void bind(const float* params, float* grads) override;
   tensor forward(const tensor& x, saved_activations& saved) const override;
   tensor backward_input(const tensor& dy, saved_activations& saved) const override;
   void backward_weight(const tensor& dy, saved_activations& saved) override;

@@ -28,13 +28,13 @@ namespace {
 class sgd final : public optimizer {
  public:
   sgd(const optimizer_config& c, int64_t n) : c_(c), buf_(static_cast<size_t>(n)) { shard_size_ = n; }
-  void step(float* p, const float* g, int64_t n) override {
+  void step(float* out, const float* p, const float* g, int64_t n) override {
     check_size(n);
     const bool first = steps_++ == 0;
     for (int64_t i = 0; i < n; ++i) {
       float d = g[i] + c_.weight_decay * p[i];
       if (c_.momentum != 0.0f) d = buf_[i] = first ? d : c_.momentum * buf_[i] + d;
-      p[i] -= c_.lr * d;
+      out[i] = p[i] - c_.lr * d;
     }
   }
 
@@ -48,7 +48,7 @@ class adamw final : public optimizer {
   adamw(const optimizer_config& c, int64_t n) : c_(c), m_(static_cast<size_t>(n)), v_(static_cast<size_t>(n)) {
     shard_size_ = n;
   }
-  void step(float* p, const float* g, int64_t n) override {
+  void step(float* out, const float* p, const float* g, int64_t n) override {
     check_size(n);
     ++steps_;
     const float bc1 = 1.0f - std::pow(c_.beta1, static_cast<float>(steps_));
@@ -58,14 +58,12 @@ class adamw final : public optimizer {
     const float decay = 1.0f - c_.lr * c_.weight_decay;
     float* __restrict m = m_.data();
     float* __restrict v = v_.data();
-    float* __restrict pp = p;
-    const float* __restrict gg = g;
     const float b1 = c_.beta1, b2 = c_.beta2, eps = c_.eps;
     for (int64_t i = 0; i < n; ++i) {
-      pp[i] *= decay;
-      m[i] = b1 * m[i] + (1.0f - b1) * gg[i];
-      v[i] = b2 * v[i] + (1.0f - b2) * gg[i] * gg[i];
-      pp[i] -= step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
+      const float decayed = p[i] * decay;
+      m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+      out[i] = decayed - step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
     }
   }
 

@@ -26,8 +26,11 @@ void validate(const optimizer_config& cfg);
 class optimizer {
  public:
   virtual ~optimizer() = default;
-  // params[i] is updated from grads[i] for i in [0, n); n must equal the shard size.
-  virtual void step(float* params, const float* grads, int64_t n) = 0;
+  // out[i] = update(params[i], grads[i]) for i in [0, n); n must equal the shard size. out may
+  // be params itself (in place) or a fresh buffer, which lets an optimizer shard send its new
+  // parameters without copying them (the old ones may still be in use by a stage).
+  virtual void step(float* out, const float* params, const float* grads, int64_t n) = 0;
+  void step(float* params, const float* grads, int64_t n) { step(params, params, grads, n); }
   int64_t steps() const { return steps_; }
 
  protected:

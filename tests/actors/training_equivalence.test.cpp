@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <unistd.h>
 
 #include "actors/training_job.hpp"
 #include "kernels/layer_stack.hpp"
@@ -47,7 +48,10 @@ train_config small_config(const std::string& optimizer) {
   cfg.max_steps = 50;
   cfg.eval_max_batches = 1;
   cfg.progress = false;
-  cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-equiv-" + optimizer)).string();
+  // One folder per test process: ctest runs these cases in parallel.
+  cfg.out_dir = (std::filesystem::temp_directory_path() /
+                 ("troupe-equiv-" + optimizer + "-" + std::to_string(::getpid())))
+                    .string();
   return cfg;
 }
 
