@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Every benchmark of bench/README.md, one after the other, each printing its table with the
+# ratio against its peer. `scripts/setup.sh bench` installs the peers (PyTorch, Gloo, Open MPI)
+# and calls this. Takes a few minutes on 2 cores; run it on an otherwise idle machine.
+set -euo pipefail
+build=${1:-build}
+here=$(cd "$(dirname "$0")" && pwd)
+export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$(grep -q avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell)}
+
+echo "== MLP training throughput: troupe against PyTorch"
+/usr/bin/python3 "$here/mlp_vs_pytorch.py" --build "$build" --repeats 3
+echo "== In-process all-reduce: troupe collectives against Gloo and memcpy"
+"$build/bench/allreduce_bench"
+echo "== Cross-process all-reduce: troupe TCP ring against Gloo and Open MPI"
+"$here/cross_process_allreduce.sh" "$build"
+echo "== Pipeline step time against the ideal (P=2)"
+"$build/bench/pipeline_step_time" 20
+echo "== Actor message round trip against a mutex and condition variable"
+"$build/bench/actor_message_overhead" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
