@@ -37,6 +37,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+# ccache keys on paths relative to the checkout, so a fresh clone (as CI makes) reuses the cache.
+export CCACHE_BASEDIR=$PWD
 build=${TROUPE_BUILD_DIR:-build}
 jobs=${TROUPE_JOBS:-$(nproc)}
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
