@@ -39,4 +39,14 @@ struct dp_job_parts {
 };
 dp_job_parts spawn_dp_job(caf::actor_system& sys, const dp_job_args& args);
 
+// The pieces spawn_dp_job is made of, for a job of one rank per process (process_job.cpp): the
+// bucket plan, and one rank's loader, optimizer shard and stage around the collective member it
+// is given (an in-process group member, or a net_collective: the stage cannot tell them apart).
+std::vector<grad_bucket> plan_dp_buckets(const model_spec& model, double bucket_mb);
+struct dp_rank_parts {
+  caf::actor stage, optimizer, loader;
+};
+dp_rank_parts spawn_dp_rank(caf::actor_system& sys, const dp_job_args& args, int rank, caf::actor collective,
+                            const std::vector<grad_bucket>& buckets);
+
 }  // namespace troupe

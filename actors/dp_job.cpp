@@ -35,35 +35,47 @@ straggler_spec parse_straggler(const std::string& text) {
   return s;
 }
 
+std::vector<grad_bucket> plan_dp_buckets(const model_spec& model, double bucket_mb) {
+  std::vector<int64_t> layer_params;
+  for (const auto& l : build_layers(model)) layer_params.push_back(l->num_params());
+  return plan_buckets(layer_params, static_cast<int64_t>(bucket_mb * 1024.0 * 1024.0));
+}
+
+dp_rank_parts spawn_dp_rank(caf::actor_system& sys, const dp_job_args& a, int r, caf::actor collective,
+                            const std::vector<grad_bucket>& buckets) {
+  const train_config& cfg = *a.cfg;
+  dp_rank_parts p;
+  p.optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, a.num_params);
+  p.loader = spawn_data_loader(sys, {a.train, a.eval, cfg.batch_size, cfg.eval_batch_size, cfg.eval_max_batches,
+                                     cfg.seed, r, cfg.dp});
+  dp_stage_args sa;
+  sa.base.model = a.model;
+  sa.base.seed = cfg.seed;
+  sa.base.global_rows = a.global_rows;
+  sa.base.total_steps = a.total_steps;
+  sa.base.loader = p.loader;
+  sa.base.optimizer = p.optimizer;
+  sa.base.coordinator = a.coordinator;
+  sa.rank = r;
+  sa.ranks = cfg.dp;
+  sa.collective = std::move(collective);
+  sa.buckets = buckets;
+  for (const auto& st : cfg.stragglers)
+    if (st.rank == r) sa.straggler = st;
+  sa.trace_step = cfg.trace_step >= 0 ? cfg.trace_step : a.total_steps - 1;
+  p.stage = spawn_dp_stage(sys, std::move(sa));
+  return p;
+}
+
 dp_job_parts spawn_dp_job(caf::actor_system& sys, const dp_job_args& a) {
   const train_config& cfg = *a.cfg;
   dp_job_parts parts;
-  std::vector<int64_t> layer_params;
-  for (const auto& l : build_layers(a.model)) layer_params.push_back(l->num_params());
-  parts.buckets = plan_buckets(layer_params, static_cast<int64_t>(cfg.bucket_mb * 1024.0 * 1024.0));
+  parts.buckets = plan_dp_buckets(a.model, cfg.bucket_mb);
   auto group = spawn_collective_group(sys, cfg.dp, collective_options_from_env());
   for (int r = 0; r < cfg.dp; ++r) {
-    auto optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, a.num_params);
-    auto loader = spawn_data_loader(sys, {a.train, a.eval, cfg.batch_size, cfg.eval_batch_size,
-                                          cfg.eval_max_batches, cfg.seed, r, cfg.dp});
-    dp_stage_args sa;
-    sa.base.model = a.model;
-    sa.base.seed = cfg.seed;
-    sa.base.global_rows = a.global_rows;
-    sa.base.total_steps = a.total_steps;
-    sa.base.loader = loader;
-    sa.base.optimizer = optimizer;
-    sa.base.coordinator = a.coordinator;
-    sa.rank = r;
-    sa.ranks = cfg.dp;
-    sa.collective = group[r];
-    sa.buckets = parts.buckets;
-    for (const auto& st : cfg.stragglers)
-      if (st.rank == r) sa.straggler = st;
-    sa.trace_step = cfg.trace_step >= 0 ? cfg.trace_step : a.total_steps - 1;
-    auto stage = spawn_dp_stage(sys, std::move(sa));
-    parts.stages.push_back(stage);
-    parts.members.insert(parts.members.end(), {stage, optimizer, loader, group[r]});
+    dp_rank_parts p = spawn_dp_rank(sys, a, r, group[r], parts.buckets);
+    parts.stages.push_back(p.stage);
+    parts.members.insert(parts.members.end(), {p.stage, p.optimizer, p.loader, group[r]});
   }
   return parts;
 }

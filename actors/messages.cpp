@@ -39,6 +39,11 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<pipeline_failure>("troupe::pipeline_failure");
   cfg.add_message_type<pipeline_params_request>("troupe::pipeline_params_request");
   cfg.add_message_type<pipeline_params_msg>("troupe::pipeline_params_msg");
+  // across processes
+  cfg.add_message_type<join_request>("troupe::join_request");
+  cfg.add_message_type<join_reply>("troupe::join_reply");
+  cfg.add_message_type<worker_ready>("troupe::worker_ready");
+  cfg.add_message_type<job_end>("troupe::job_end");
 }
 
 }  // namespace troupe

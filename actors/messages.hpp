@@ -363,6 +363,47 @@ typename Inspector::result_type inspect(Inspector& f, pipeline_params_msg& x) {
   return f(caf::meta::type_name("pipeline_params_msg"), x.stage, x.model_chunks, x.params);
 }
 
+#define TROUPE_INSPECT_NET(type, ...)                                   \
+  template <class Inspector>                                            \
+  typename Inspector::result_type inspect(Inspector& f, type& x) {      \
+    return f(caf::meta::type_name(#type), __VA_ARGS__);                 \
+  }
+// ---- across processes (process_job.cpp): rank 0's job hub <-> each other rank ----
+
+// rank r -> job hub, first message after the gate: may I join? config is rank r's
+// describe_for_join() text; it must equal rank 0's (the same model, batch, seed, ...).
+struct join_request {
+  int32_t rank = 0;
+  std::string config;
+};
+// job hub -> rank r: whom its stage reports to, and where the data-plane ring meets.
+struct join_reply {
+  caf::actor coordinator;
+  int32_t ring_port = 0;
+};
+// rank r -> job hub: rank r's actors are up; the hub monitors and pings them.
+struct worker_ready {
+  int32_t rank = 0;
+  caf::actor hub;
+  caf::actor stage;
+};
+// job hub -> each worker hub at the end (answered with job_end_ack): ok, or why the job stopped
+// (the report names the rank and the step).
+struct job_end {
+  bool ok = false;
+  std::string report;
+};
+TROUPE_INSPECT_NET(join_request, x.rank, x.config)
+TROUPE_INSPECT_NET(join_reply, x.coordinator, x.ring_port)
+TROUPE_INSPECT_NET(worker_ready, x.rank, x.hub, x.stage)
+TROUPE_INSPECT_NET(job_end, x.ok, x.report)
+#undef TROUPE_INSPECT_NET
+// Liveness: the job hub pings every worker hub, which answers with its rank; each side takes
+// silence longer than the peer timeout as a lost peer.
+using peer_ping_atom = caf::atom_constant<caf::atom("peerping")>;
+using peer_pong_atom = caf::atom_constant<caf::atom("peerpong")>;
+using job_end_ack_atom = caf::atom_constant<caf::atom("jobendack")>;
+
 // Registers every message type above with an actor system configuration.
 void add_message_types(caf::actor_system_config& cfg);
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,21 @@ struct straggler_spec {
 };
 // Parses "rank:ms" or "rank:ms:random"; throws std::invalid_argument naming the text.
 straggler_spec parse_straggler(const std::string& text);
+
+// One process per rank (actors/process_job.cpp). world == 1: everything in this process.
+struct process_config {
+  int rank = 0;
+  int world = 1;                        // processes in the job; each is one data-parallel rank
+  std::string master_addr = "127.0.0.1";
+  uint16_t master_port = 29500;         // rank 0's control gate (0: any free port, rank 0 only)
+  std::string secret;                   // --secret-file or TROUPE_SECRET; required when world > 1
+  std::string secret_file;              // [process] secret_file: where the CLI reads `secret` from
+  double peer_timeout_seconds = 30;     // a peer silent this long is lost; the job stops
+  double join_timeout_seconds = 120;    // every rank must have joined by then
+  std::string tls_cert, tls_key, tls_ca;  // PEM files: control plane over caf_openssl TLS
+  // Rank 0: called with the gate's port once it listens (tests and --nodes start workers then).
+  std::function<void(uint16_t)> on_listening;
+};
 
 struct train_config {
   model_spec model;           // kind "mlp" trains on Fashion-MNIST, "gpt" on the text corpus
@@ -48,6 +64,7 @@ struct train_config {
   double bucket_mb = 25.0;          // gradient bucket cap in MiB (PyTorch DDP's default)
   std::vector<straggler_spec> stragglers;
   int64_t trace_step = -1;          // step written to trace.json (-1: the last one)
+  process_config process;           // multi-process: dp becomes process.world
 };
 
 // Throws std::invalid_argument naming the bad field.

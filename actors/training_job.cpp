@@ -12,6 +12,7 @@
 #include "schedules/render.hpp"
 #include "actors/metrics_log.hpp"
 #include "actors/pipeline_job.hpp"
+#include "actors/process_job.hpp"
 
 namespace troupe {
 
@@ -84,7 +85,22 @@ void write_dp_trace(const train_config& cfg, const std::vector<dp_trace_event>& 
 
 }  // namespace
 
+prepared_job prepare_job(const train_config& cfg) {
+  job_data data = load_data(cfg);
+  prepared_job p{data.train, data.eval, data.model};
+  p.steps_per_epoch = data.train->size() / cfg.batch_size;
+  if (p.steps_per_epoch == 0)
+    throw std::invalid_argument("batch_size " + std::to_string(cfg.batch_size) + " is larger than the " +
+                                std::to_string(data.train->size()) + " training samples");
+  p.total_steps = p.steps_per_epoch * cfg.epochs;
+  if (cfg.max_steps > 0) p.total_steps = std::min(p.total_steps, cfg.max_steps);
+  p.rows_per_sample = cfg.model.kind == "gpt" ? data.model.context : 1;
+  p.num_params = count_params(data.model);
+  return p;
+}
+
 train_summary run_training(const train_config& cfg) {
+  if (cfg.process.world > 1) return run_process_training(cfg);
   if (cfg.pp > 1) return run_pipeline_training(cfg);
   validate(cfg);
   job_data data = load_data(cfg);

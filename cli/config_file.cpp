@@ -145,6 +145,18 @@ train_config load_config_file(const std::string& path, train_config c) {
     }
   };
   dp["trace_step"] = [&](auto& n, auto& k) { c.trace_step = r.integer(n, k, -1); };
+  auto& proc = schema["process"];
+  proc["nodes"] = [&](auto& n, auto& k) { c.process.world = static_cast<int>(r.integer(n, k, 1)); };
+  proc["master_addr"] = [&](auto& n, auto& k) { c.process.master_addr = r.text(n, k); };
+  proc["master_port"] = [&](auto& n, auto& k) { c.process.master_port = static_cast<uint16_t>(r.integer(n, k, 0)); };
+  proc["secret_file"] = [&](auto& n, auto& k) { c.process.secret_file = r.text(n, k); };
+  proc["peer_timeout"] = [&](auto& n, auto& k) {
+    c.process.peer_timeout_seconds = r.number(n, k);
+    if (!(c.process.peer_timeout_seconds > 0)) r.fail(n, k, "must be positive (seconds)");
+  };
+  proc["tls_cert"] = [&](auto& n, auto& k) { c.process.tls_cert = r.text(n, k); };
+  proc["tls_key"] = [&](auto& n, auto& k) { c.process.tls_key = r.text(n, k); };
+  proc["tls_ca"] = [&](auto& n, auto& k) { c.process.tls_ca = r.text(n, k); };
   auto& data = schema["data"];
   data["fashion_mnist"] = [&](auto& n, auto& k) { c.fashion_mnist_dir = r.text(n, k); };
   data["corpus"] = [&](auto& n, auto& k) { c.corpus_path = r.text(n, k); };
@@ -153,7 +165,7 @@ train_config load_config_file(const std::string& path, train_config c) {
     const std::string table_name(table_key.str());
     auto t = schema.find(table_name);
     if (t == schema.end())
-      r.fail(table_node, table_name, "unknown table (known: [train], [model], [optimizer], [pipeline], [data_parallel], [data])");
+      r.fail(table_node, table_name, "unknown table (known: [train], [model], [optimizer], [pipeline], [data_parallel], [process], [data])");
     const auto* table = table_node.as_table();
     if (!table) r.fail(table_node, table_name, "expected a table, e.g. [" + table_name + "]");
     for (const auto& [key, node] : *table) {

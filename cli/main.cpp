@@ -8,6 +8,7 @@
 
 #include "cli/schedule_command.hpp"
 #include "cli/train_command.hpp"
+#include "cli/worker_command.hpp"
 #include "kernels/blas_runtime.hpp"
 
 namespace {
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   troupe::cli::add_train_command(app, exit_code);
   troupe::cli::add_schedule_command(app, exit_code);
+  troupe::cli::add_worker_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

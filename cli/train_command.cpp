@@ -10,6 +10,7 @@
 #include "actors/pipeline_job.hpp"
 #include "actors/training_job.hpp"
 #include "cli/config_file.hpp"
+#include "cli/worker_command.hpp"
 
 namespace troupe::cli {
 
@@ -29,6 +30,8 @@ struct train_flags {
   int threads = 0;
   float lr = 0, weight_decay = 0, momentum = 0;
   bool no_progress = false;
+  process_flags process;  // multi-process (worker_command.hpp)
+  bool worker = false;
 };
 
 std::vector<int64_t> parse_cuts(const std::string& text) {
@@ -56,6 +59,8 @@ void check_pipeline_flags(const train_config& c) {
     throw std::invalid_argument("--batch-size " + std::to_string(c.batch_size) + " is not divisible by --micro-batches " +
                                 std::to_string(c.micro_batches));
 }
+
+bool spawn_local_ = false;  // set by resolve: --nodes N without a launcher
 
 train_config resolve(const CLI::App& cmd, const train_flags& f) {
   train_config c;
@@ -95,6 +100,13 @@ train_config resolve(const CLI::App& cmd, const train_flags& f) {
   }
   if (given("--trace-step")) c.trace_step = f.trace_step;
   if (c.model.kind == "gpt" && !given("--lr") && f.config.empty()) c.optim.lr = 3e-3f;
+  spawn_local_ = resolve_process(cmd, f.process, c, f.worker);
+  if (c.process.world > 1) {
+    if (given("--dp") && c.dp != c.process.world)
+      throw std::invalid_argument("--dp " + std::to_string(c.dp) + " with " + std::to_string(c.process.world) +
+                                  " processes: a multi-process job has one rank per process");
+    c.dp = c.process.world;
+  }
   validate(c);
   if (c.pp > 1) check_pipeline_flags(c);
   return c;
@@ -105,30 +117,47 @@ int run(const CLI::App& cmd, const train_flags& f) {
   try {
     cfg = resolve(cmd, f);
   } catch (const std::exception& e) {
-    spdlog::error("troupe train: {}", e.what());
+    spdlog::error("{}: {}", f.worker ? "troupe worker" : "troupe train", e.what());
     return 2;
   }
   if (cfg.threads > static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)))
     spdlog::warn("--threads {} exceeds the {} cores of this machine: the run will be oversubscribed", cfg.threads,
                  sysconf(_SC_NPROCESSORS_ONLN));
+  std::unique_ptr<local_workers> workers;
+  if (spawn_local_) {
+    workers = std::make_unique<local_workers>(cfg);
+    cfg.process.on_listening = [w = workers.get()](uint16_t port) { w->start(port); };
+  }
+  const char* who = f.worker ? "troupe worker" : "troupe train";
   try {
     train_summary s = run_training(cfg);
+    if (workers && workers->wait(30000) > 0) {
+      spdlog::error("{}: a worker process failed (see its log above)", who);
+      return 1;
+    }
+    if (cfg.process.rank != 0) {
+      spdlog::info("rank {}: done", cfg.process.rank);
+      return 0;
+    }
     const double acc = s.test_accuracy.empty() ? 0.0 : s.test_accuracy.back();
     spdlog::info("done: {} steps, {:.0f} samples/s, {:.1f} s training, final loss {:.4f}, test accuracy {:.4f}",
                  s.steps, s.samples_per_s, s.train_seconds, s.losses.empty() ? 0.0 : s.losses.back(), acc);
     spdlog::info("metrics: {}", s.metrics_path);
     return 0;
   } catch (const std::exception& e) {
-    spdlog::error("troupe train: {}", e.what());
+    spdlog::error("{}: {}", who, e.what());
+    if (workers) workers->wait(10000);
     return 1;
   }
 }
 
 }  // namespace
 
-void add_train_command(CLI::App& app, int& exit_code) {
+void add_train_command(CLI::App& app, int& exit_code, const char* name, bool worker) {
   auto f = std::make_shared<train_flags>();
-  auto* cmd = app.add_subcommand("train", "Train a model (default: MLP 784-256-256-10 on Fashion-MNIST, AdamW)");
+  f->worker = worker;
+  auto* cmd = app.add_subcommand(name, worker ? "Join a multi-process job as rank >= 1 (the same flags as train)"
+                                              : "Train a model (default: MLP 784-256-256-10 on Fashion-MNIST, AdamW)");
   cmd->add_option("--config", f->config, "TOML config file; flags given here override it")->check(CLI::ExistingFile);
   cmd->add_option("--model", f->model, "Model: mlp (Fashion-MNIST) or gpt (character-level, text corpus) [mlp]")
       ->check(CLI::IsMember({"mlp", "gpt"}));
@@ -175,6 +204,7 @@ void add_train_command(CLI::App& app, int& exit_code) {
                                                  "(uniform in [0, 2 ms)); repeatable");
   cmd->add_option("--trace-step", f->trace_step, "DP step written to <out>/trace.json (-1: the last) [-1]")
       ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
+  add_process_options(cmd, f->process);
   cmd->callback([cmd, f, &exit_code] { exit_code = run(*cmd, *f); });
 }
 

@@ -7,6 +7,7 @@
 namespace troupe::cli {
 
 // Adds the `train` subcommand to app; the callback runs the job. Returns the exit code slot.
-void add_train_command(CLI::App& app, int& exit_code);
+// `troupe worker` (worker_command.hpp) is the same command for a rank other than 0.
+void add_train_command(CLI::App& app, int& exit_code, const char* name = "train", bool worker = false);
 
 }  // namespace troupe::cli

@@ -61,6 +61,9 @@ class process_group {
     return pipe_fds[0];
   }
 
+  // Children not yet reaped by wait_all, in start order (a test may signal one of them).
+  const std::vector<pid_t>& pids() const { return alive_; }
+
   // Reads "PORT <n>" from a child's stdout; -1 on timeout or anything else.
   int read_port(int fd, int timeout_ms) {
     std::string line;

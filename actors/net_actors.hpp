@@ -1,0 +1,67 @@
+// The actors of a job whose ranks are separate processes (process_job.cpp): the collective
+// member that drives the TCP data plane, rank 0's job hub and every other rank's worker hub.
+// Include only from actors/*.cpp (CAF). The control flow between them is described in
+// process_job.cpp; the wire and the gate are CAF-free (tcp_ring.hpp, net_gate.hpp).
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actors/launch_env.hpp"
+#include "actors/tcp_ring.hpp"
+
+namespace troupe {
+
+// A collective member for one rank of a multi-process group: it answers collective_request
+// with the same collective_result the in-process member gives (collective.hpp), running each
+// call on the tcp_ring it owns, on its own thread (a detached blocking actor), in arrival order.
+// The ring is connected first (rendezvous at env.master_addr:master_port). A failed call (a
+// peer gone) is answered with an error, the ring is closed at once so its neighbours fail fast
+// too, and every later request gets the same error.
+struct net_collective_args {
+  launch_env env;
+  std::string secret;
+  net::ring_options ring;
+};
+caf::actor spawn_net_collective(caf::actor_system& sys, net_collective_args args);
+
+// What rank 0's job hub found wrong first (and what after), read once the job has stopped.
+struct job_verdict {
+  std::mutex mu;
+  std::string first;               // "rank 2 lost: ..." ("" while every peer is fine)
+  std::vector<std::string> later;
+};
+
+struct job_hub_args {
+  int world = 1;
+  std::string config;              // rank 0's describe_for_join()
+  int32_t ring_port = 0;
+  std::chrono::milliseconds peer_timeout{30000}, join_timeout{120000};
+  caf::actor coordinator;
+  caf::actor local_stage;          // rank 0's stage: stages[0]
+  std::vector<caf::actor> local_members;
+  std::shared_ptr<job_verdict> verdict;
+};
+// Rank 0. Admits ranks (join_request), starts the coordinator once all are ready, watches them
+// (down messages and pings) and on the first lost rank records why and stops the coordinator.
+// (end_atom-like) job_end request: tells every worker and answers when they acknowledged.
+caf::actor spawn_job_hub(caf::actor_system& sys, job_hub_args args);
+
+struct worker_hub_args {
+  int32_t rank = 0;
+  caf::actor job_hub;              // remote
+  caf::actor stage;                // this rank's stage
+  std::chrono::milliseconds peer_timeout{30000};
+  std::shared_ptr<std::string> report;  // "" when rank 0 said the job ended well
+};
+// Every other rank. Tells the job hub it is ready, answers pings, and ends with job_end, or
+// when rank 0 is lost (its connection closes or it stops pinging).
+caf::actor spawn_worker_hub(caf::actor_system& sys, worker_hub_args args);
+
+}  // namespace troupe

@@ -1,0 +1,196 @@
+// job_hub (rank 0) and worker_hub (every other rank): admission, liveness and the end of a job
+// whose ranks are processes (declared in net_actors.hpp). Neither touches training messages:
+// step orders and reports go straight between the coordinator and the stages over the
+// middleman. The hub decides only who is in, who is lost, and tells everyone when it is over.
+#include <spdlog/spdlog.h>
+
+#include <map>
+
+#include "actors/actors.hpp"
+#include "actors/net_actors.hpp"
+
+namespace troupe {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using tick_atom = caf::atom_constant<caf::atom("hubtick")>;
+
+// Pings go out four times per timeout, so one lost ping is no alarm and a silent peer is found
+// at most a quarter timeout after the timeout itself.
+std::chrono::milliseconds tick_of(std::chrono::milliseconds timeout) {
+  return std::max(std::chrono::milliseconds(10), timeout / 4);
+}
+
+double seconds(clock_type::duration d) { return std::chrono::duration<double>(d).count(); }
+
+struct peer {
+  caf::actor hub, stage;
+  clock_type::time_point last_seen;
+  bool gone = false;  // its process or connection is lost: nobody to tell at the end
+};
+
+struct job_hub_state {
+  job_hub_args args;
+  std::map<int32_t, bool> admitted;  // rank -> joined (join_request accepted)
+  std::map<int32_t, peer> ready;     // rank -> its actors
+  clock_type::time_point started = clock_type::now();
+  bool running = false, ended = false;
+  static inline const char* name = "job_hub";
+};
+using hub_ptr = caf::stateful_actor<job_hub_state>*;
+
+// First failure: record it and stop the coordinator (run_process_training then shuts the rest
+// down and sends the report). Later ones are kept for the log.
+void lost(hub_ptr self, const std::string& why) {
+  auto& s = self->state;
+  if (s.ended) return;
+  std::lock_guard<std::mutex> lock(s.args.verdict->mu);
+  if (!s.args.verdict->first.empty()) {
+    s.args.verdict->later.push_back(why);
+    return;
+  }
+  s.args.verdict->first = why;
+  spdlog::error("job hub: {}", why);
+  self->send_exit(s.args.coordinator, caf::exit_reason::user_shutdown);
+}
+
+void tick(hub_ptr self) {
+  auto& s = self->state;
+  const auto now = clock_type::now();
+  if (!s.running && now - s.started > s.args.join_timeout) {
+    std::string missing;
+    for (int r = 1; r < s.args.world; ++r)
+      if (!s.ready.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    lost(self, "ranks " + missing + " did not join within " + std::to_string(seconds(s.args.join_timeout)) + " s");
+  }
+  for (auto& [rank, p] : s.ready) {
+    self->send(p.hub, peer_ping_atom::value);
+    if (now - p.last_seen > s.args.peer_timeout)
+      lost(self, "rank " + std::to_string(rank) + " stopped answering (silent for " +
+                     fmt::format("{:.1f}", seconds(now - p.last_seen)) + " s, peer timeout " +
+                     fmt::format("{:.1f}", seconds(s.args.peer_timeout)) + " s)");
+  }
+  if (!s.ended) self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
+}
+
+caf::behavior job_hub(hub_ptr self, job_hub_args args) {
+  self->state.args = std::move(args);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    for (auto& [rank, p] : self->state.ready) {
+      const bool hub = dm.source == p.hub.address(), stage = dm.source == p.stage.address();
+      if (!hub && !stage) continue;
+      const bool unreachable = dm.reason == caf::exit_reason::remote_link_unreachable;
+      if (unreachable || hub) p.gone = true;
+      lost(self, "rank " + std::to_string(rank) +
+                     (unreachable ? " lost: its connection closed (the process died or the network failed)"
+                                  : std::string(hub ? " left: " : "'s stage stopped: ") + self->system().render(dm.reason)));
+      return;
+    }
+  });
+  self->delayed_send(self, tick_of(self->state.args.peer_timeout), tick_atom::value);
+  return {
+      [self](const join_request& j) -> caf::result<join_reply> {
+        auto& s = self->state;
+        std::string why;
+        if (j.rank <= 0 || j.rank >= s.args.world)
+          why = "rank " + std::to_string(j.rank) + " is not in 1.." + std::to_string(s.args.world - 1);
+        else if (s.admitted.count(j.rank))
+          why = "rank " + std::to_string(j.rank) + " joined already";
+        else if (j.config != s.args.config)
+          why = "rank " + std::to_string(j.rank) + " runs another configuration: \"" + j.config + "\", rank 0 runs \"" +
+                s.args.config + "\"";
+        if (!why.empty()) {
+          spdlog::error("job hub: refused a join: {}", why);
+          return caf::make_error(caf::sec::request_receiver_down, why);
+        }
+        s.admitted[j.rank] = true;
+        return join_reply{s.args.coordinator, s.args.ring_port};
+      },
+      [self](const worker_ready& w) {
+        auto& s = self->state;
+        if (!s.admitted.count(w.rank) || s.ready.count(w.rank)) return;
+        self->monitor(w.hub);
+        self->monitor(w.stage);
+        s.ready[w.rank] = {w.hub, w.stage, clock_type::now()};
+        if (static_cast<int>(s.ready.size()) + 1 < s.args.world) return;
+        std::vector<caf::actor> stages{s.args.local_stage};
+        for (auto& [rank, p] : s.ready) stages.push_back(p.stage);
+        spdlog::info("job hub: all {} ranks joined ({:.1f} s); training starts", s.args.world,
+                     seconds(clock_type::now() - s.started));
+        s.running = true;
+        self->send(s.args.coordinator, start_atom::value, std::move(stages), s.args.local_members);
+      },
+      [self](peer_pong_atom, int32_t rank) {
+        auto it = self->state.ready.find(rank);
+        if (it != self->state.ready.end()) it->second.last_seen = clock_type::now();
+      },
+      [self](tick_atom) { tick(self); },
+      // run_process_training, at the end: tell every worker; answer once all acknowledged.
+      [self](const job_end& e) {
+        auto& s = self->state;
+        s.ended = true;
+        auto rp = self->make_response_promise();
+        auto left = std::make_shared<size_t>(0);
+        for (auto& [rank, p] : s.ready) *left += p.gone ? 0 : 1;
+        if (*left == 0) rp.deliver(true);
+        const auto wait = std::min<std::chrono::milliseconds>(std::chrono::seconds(5), s.args.peer_timeout);
+        for (auto& [rank, p] : s.ready)
+          if (!p.gone)
+            self->request(p.hub, wait, e)
+              .then([rp, left](job_end_ack_atom) mutable { if (--*left == 0) rp.deliver(true); },
+                    [rp, left](caf::error&) mutable { if (--*left == 0) rp.deliver(true); });
+      },
+  };
+}
+
+struct worker_hub_state {
+  worker_hub_args args;
+  clock_type::time_point last_ping = clock_type::now();
+  static inline const char* name = "worker_hub";
+};
+using worker_ptr = caf::stateful_actor<worker_hub_state>*;
+
+caf::behavior worker_hub(worker_ptr self, worker_hub_args args) {
+  self->state.args = std::move(args);
+  auto& s = self->state;
+  self->monitor(s.args.job_hub);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    if (dm.source != self->state.args.job_hub.address()) return;
+    *self->state.args.report = "rank 0 lost: " + self->system().render(dm.reason);
+    self->quit();
+  });
+  self->send(s.args.job_hub, worker_ready{s.args.rank, caf::actor_cast<caf::actor>(self), s.args.stage});
+  self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
+  return {
+      [self](peer_ping_atom) {
+        self->state.last_ping = clock_type::now();
+        self->send(self->state.args.job_hub, peer_pong_atom::value, self->state.args.rank);
+      },
+      [self](tick_atom) {
+        auto& s = self->state;
+        const auto silent = clock_type::now() - s.last_ping;
+        if (silent > s.args.peer_timeout) {
+          *s.args.report = "rank 0 stopped answering (no ping for " + fmt::format("{:.1f}", seconds(silent)) + " s)";
+          self->quit();
+          return;
+        }
+        self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
+      },
+      [self](const job_end& e) {
+        *self->state.args.report = e.ok ? "" : e.report;
+        self->quit();
+        return job_end_ack_atom::value;
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_job_hub(caf::actor_system& sys, job_hub_args args) { return sys.spawn(job_hub, std::move(args)); }
+
+caf::actor spawn_worker_hub(caf::actor_system& sys, worker_hub_args args) {
+  return sys.spawn(worker_hub, std::move(args));
+}
+
+}  // namespace troupe

@@ -1,0 +1,200 @@
+// run_process_training: one data-parallel rank per process. Two planes:
+//  * control: CAF's middleman carries step orders, reports, evaluation and the hubs' messages.
+//    Rank 0 publishes its job hub on 127.0.0.1 only; the network sees only the gate (net_gate),
+//    which runs the job's HMAC challenge before forwarding a byte, so a peer without the secret
+//    never reaches an actor. With --tls-cert/--tls-key/--tls-ca the middleman speaks caf_openssl
+//    mutual TLS through the same gate.
+//  * data: gradient buckets go through net_collective's tcp_ring, whose rendezvous port rank 0
+//    hands out in join_reply (so it too is only learnt over the authenticated channel).
+// It deliberately supports data parallelism only (one rank per process, pp == 1).
+#include "actors/process_job.hpp"
+
+#include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <future>
+#include <thread>
+
+#include "actors/actors.hpp"
+#include "actors/dp_actors.hpp"
+#include "actors/metrics_log.hpp"
+#include "actors/net_actors.hpp"
+#include "actors/net_gate.hpp"
+#include "kernels/blas_runtime.hpp"
+
+namespace troupe {
+
+std::string describe_for_join(const train_config& c, const prepared_job& job) {
+  return fmt::format("{}; {} lr {} wd {} momentum {} betas {},{} eps {}; batch {} seed {} steps {}; buckets {} MiB; "
+                     "{} ranks; eval {}x{}",
+                     describe(job.model), c.optim.kind, c.optim.lr, c.optim.weight_decay, c.optim.momentum,
+                     c.optim.beta1, c.optim.beta2, c.optim.eps, c.batch_size, c.seed, job.total_steps, c.bucket_mb,
+                     c.process.world, c.eval_batch_size, c.eval_max_batches);
+}
+
+namespace {
+
+using std::chrono::milliseconds;
+milliseconds to_ms(double s) { return milliseconds(static_cast<int64_t>(s * 1000.0)); }
+
+bool use_tls(const process_config& p) { return !p.tls_cert.empty(); }
+
+void configure(caf::actor_system_config& sys_cfg, const process_config& p) {
+  add_message_types(sys_cfg);
+  sys_cfg.set("scheduler.max-threads", 2);
+  sys_cfg.load<caf::io::middleman>();
+  if (use_tls(p)) {
+    sys_cfg.load<caf::openssl::manager>();
+    sys_cfg.set("openssl.certificate", p.tls_cert);
+    sys_cfg.set("openssl.key", p.tls_key);
+    sys_cfg.set("openssl.cafile", p.tls_ca);
+  }
+}
+
+net::ring_options ring_options_for(const process_config& p) {
+  net::ring_options o;
+  // Twice the peer timeout: the hubs' pings name a silent rank first; the ring only unblocks.
+  o.io_timeout_ms = static_cast<int>(2 * to_ms(p.peer_timeout_seconds).count());
+  o.rendezvous.timeout_ms = static_cast<int>(to_ms(p.join_timeout_seconds).count());
+  return o;
+}
+
+dp_job_args job_args(const train_config& cfg, const prepared_job& job, caf::actor coordinator) {
+  return {job.model, job.train, job.eval, &cfg, cfg.batch_size * job.rows_per_sample, job.total_steps,
+          job.num_params, std::move(coordinator)};
+}
+
+void stop_all(const std::vector<caf::actor>& actors) {
+  for (const auto& a : actors) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
+  const process_config& pc = cfg.process;
+  auto summary = std::make_shared<train_summary>();
+  auto failure = std::make_shared<std::string>();
+  auto trace = std::make_shared<std::vector<dp_trace_event>>();
+  auto log = std::make_shared<metrics_log>(cfg.out_dir, job.steps_per_epoch, cfg.epochs, cfg.progress);
+  auto verdict = std::make_shared<job_verdict>();
+  summary->metrics_path = log->path();
+  caf::actor_system_config sys_cfg;
+  configure(sys_cfg, pc);
+  caf::actor_system sys{sys_cfg};
+
+  // The data plane's rendezvous listens first (any port), so join replies can carry its port.
+  auto ring_port = std::make_shared<std::promise<uint16_t>>();
+  net_collective_args na{{0, pc.world, pc.master_addr, 0, "flags"}, pc.secret, ring_options_for(pc)};
+  na.ring.on_master_listening = [ring_port](uint16_t p) { ring_port->set_value(p); };
+  auto collective = spawn_net_collective(sys, std::move(na));
+  auto port_future = ring_port->get_future();
+  if (port_future.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
+    caf::anon_send_exit(collective, caf::exit_reason::user_shutdown);
+    throw std::runtime_error("rank 0: the data plane could not listen on " + pc.master_addr);
+  }
+  auto coordinator = spawn_coordinator(sys, {job.steps_per_epoch, cfg.epochs, job.total_steps, cfg.batch_size, log,
+                                             summary, failure, trace});
+  const auto buckets = plan_dp_buckets(job.model, cfg.bucket_mb);
+  dp_rank_parts p = spawn_dp_rank(sys, job_args(cfg, job, coordinator), 0, collective, buckets);
+  const std::vector<caf::actor> local{p.stage, p.optimizer, p.loader, collective};
+  auto hub = spawn_job_hub(sys, {pc.world, describe_for_join(cfg, job), port_future.get(),
+                                 to_ms(pc.peer_timeout_seconds), to_ms(pc.join_timeout_seconds), coordinator,
+                                 p.stage, local, verdict});
+  auto mm_port = use_tls(pc) ? caf::openssl::publish(hub, 0, "127.0.0.1") : sys.middleman().publish(hub, 0, "127.0.0.1");
+  if (!mm_port) {
+    stop_all(local);
+    stop_all({hub, coordinator});
+    throw std::runtime_error("rank 0: cannot publish the job hub: " + sys.render(mm_port.error()));
+  }
+  std::string report;
+  bool ok = false;
+  {
+    net::gate_server gate(pc.master_addr, pc.master_port, pc.secret, *mm_port,
+                          static_cast<int>(std::min<int64_t>(5000, to_ms(pc.peer_timeout_seconds).count())));
+    spdlog::info("rank 0 of {}: control gate on {}:{}{}, {} gradient buckets", pc.world, pc.master_addr, gate.port(),
+                 use_tls(pc) ? " (TLS)" : "", buckets.size());
+    if (pc.on_listening) pc.on_listening(gate.port());
+    caf::scoped_actor self{sys};
+    self->wait_for(coordinator);
+    ok = failure->empty() && summary->steps == job.total_steps;
+    if (!ok) {
+      // A rank that died shows as a closed connection within milliseconds, a silent one within
+      // the peer timeout: give the hub that long to name it before settling for the symptom.
+      const auto deadline = std::chrono::steady_clock::now() + to_ms(pc.peer_timeout_seconds * 1.25);
+      while (std::chrono::steady_clock::now() < deadline) {
+        {
+          std::lock_guard<std::mutex> lock(verdict->mu);
+          if (!verdict->first.empty()) break;
+        }
+        std::this_thread::sleep_for(milliseconds(10));
+      }
+      std::lock_guard<std::mutex> lock(verdict->mu);
+      report = "job stopped during step " + std::to_string(summary->steps) + ": " +
+               (verdict->first.empty() ? *failure : verdict->first);
+      for (const auto& l : verdict->later) spdlog::warn("also: {}", l);
+    }
+    self->request(hub, std::chrono::seconds(10), job_end{ok, report}).receive([](bool) {}, [](caf::error&) {});
+    stop_all(local);
+    stop_all({hub, coordinator});
+  }
+  if (!ok) throw std::runtime_error(report);
+  summary->samples_per_s =
+      summary->train_seconds > 0 ? static_cast<double>(summary->samples) / summary->train_seconds : 0.0;
+  return std::move(*summary);
+}
+
+train_summary run_worker(const train_config& cfg, const prepared_job& job) {
+  const process_config& pc = cfg.process;
+  const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
+  net::gate_client gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.rank), join_ms);
+  auto report = std::make_shared<std::string>();
+  caf::actor_system_config sys_cfg;
+  configure(sys_cfg, pc);
+  caf::actor_system sys{sys_cfg};
+  auto hub = use_tls(pc) ? caf::openssl::remote_actor(sys, "127.0.0.1", gate.local_port())
+                         : sys.middleman().remote_actor("127.0.0.1", gate.local_port());
+  if (!hub) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": cannot reach rank 0: " + sys.render(hub.error()));
+  join_reply joined;
+  std::string refused;
+  {
+    caf::scoped_actor self{sys};
+    self->request(*hub, milliseconds(join_ms), join_request{pc.rank, describe_for_join(cfg, job)})
+        .receive([&](join_reply& r) { joined = std::move(r); }, [&](caf::error& e) { refused = sys.render(e); });
+  }
+  if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": rank 0 refused us: " + refused);
+  launch_env ring_env{pc.rank, pc.world, pc.master_addr, static_cast<uint16_t>(joined.ring_port), "flags"};
+  auto collective = spawn_net_collective(sys, {ring_env, pc.secret, ring_options_for(pc)});
+  dp_rank_parts p = spawn_dp_rank(sys, job_args(cfg, job, joined.coordinator), pc.rank, collective,
+                                  plan_dp_buckets(job.model, cfg.bucket_mb));
+  auto worker = spawn_worker_hub(sys, {pc.rank, *hub, p.stage, to_ms(pc.peer_timeout_seconds), report});
+  {
+    caf::scoped_actor self{sys};
+    self->wait_for(worker);
+  }
+  stop_all({p.stage, p.optimizer, p.loader, collective});
+  if (!report->empty()) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": " + *report);
+  return {};
+}
+
+}  // namespace
+
+train_summary run_process_training(const train_config& in) {
+  train_config cfg = in;
+  const process_config& pc = cfg.process;
+  if (cfg.pp > 1) throw std::invalid_argument("a multi-process job is data parallel only: pp must be 1");
+  if (pc.secret.empty())
+    throw std::invalid_argument("a job of " + std::to_string(pc.world) +
+                                " processes needs a shared secret: --secret-file or TROUPE_SECRET");
+  if (pc.rank < 0 || pc.rank >= pc.world)
+    throw std::invalid_argument("rank " + std::to_string(pc.rank) + " is not in 0.." + std::to_string(pc.world - 1));
+  if (!(pc.peer_timeout_seconds > 0)) throw std::invalid_argument("peer timeout must be positive");
+  cfg.dp = pc.world;  // one data-parallel rank per process
+  validate(cfg);
+  const prepared_job job = prepare_job(cfg);
+  set_blas_threads(cfg.threads);
+  spdlog::info("rank {} of {}: model {} ({} parameters), {} steps of {} samples", pc.rank, pc.world,
+               describe(job.model), job.num_params, job.total_steps, cfg.batch_size);
+  return pc.rank == 0 ? run_rank0(cfg, job) : run_worker(cfg, job);
+}
+
+}  // namespace troupe

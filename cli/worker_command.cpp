@@ -1,0 +1,151 @@
+// `troupe worker` and the process flags shared with `troupe train`. A worker is `troupe train`
+// for a rank other than 0: the same flags (so the same model and data), plus where rank 0 is.
+// It deliberately has no protocol of its own: process_job.cpp does the joining.
+#include "cli/worker_command.hpp"
+
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "actors/launch_env.hpp"
+#include "actors/tcp_auth.hpp"
+#include "cli/train_command.hpp"
+
+namespace troupe::cli {
+
+void add_process_options(CLI::App* cmd, process_flags& f) {
+  cmd->add_option("--nodes", f.nodes, "Processes (DP ranks) to run on this machine: this one is rank 0 and starts "
+                                      "ranks 1..N-1 as `troupe worker` [1]")->check(CLI::PositiveNumber);
+  cmd->add_option("--rank", f.rank, "This process's rank (else RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID)");
+  cmd->add_option("--world-size", f.world_size, "Processes in the job (else WORLD_SIZE, OMPI_COMM_WORLD_SIZE, "
+                                                "SLURM_NTASKS)");
+  cmd->add_option("--master-addr", f.master_addr, "Rank 0's address (else MASTER_ADDR) [127.0.0.1]");
+  cmd->add_option("--master-port", f.master_port, "Rank 0's control gate port (else MASTER_PORT) [29500]");
+  cmd->add_option("--secret-file", f.secret_file, "File whose first line is the job's shared secret "
+                                                  "(else TROUPE_SECRET)");
+  cmd->add_option("--peer-timeout", f.peer_timeout, "Seconds of silence after which a peer is lost and the job "
+                                                    "stops [30]")->check(CLI::PositiveNumber);
+  cmd->add_option("--tls-cert", f.tls_cert, "PEM certificate: the control plane uses mutual TLS (caf_openssl)");
+  cmd->add_option("--tls-key", f.tls_key, "PEM private key of --tls-cert");
+  cmd->add_option("--tls-ca", f.tls_ca, "PEM CA that signed every rank's certificate");
+}
+
+namespace {
+
+std::string random_secret() {
+  std::random_device rd;
+  std::string s;
+  for (int i = 0; i < 32; ++i) s += "0123456789abcdef"[rd() % 16];
+  return s;
+}
+
+}  // namespace
+
+bool resolve_process(const CLI::App& cmd, const process_flags& f, train_config& c, bool worker) {
+  auto given = [&](const char* name) { return cmd.count(name) > 0; };
+  process_config& p = c.process;
+  if (given("--nodes")) p.world = f.nodes;
+  if (given("--peer-timeout")) p.peer_timeout_seconds = f.peer_timeout;
+  if (given("--tls-cert")) p.tls_cert = f.tls_cert;
+  if (given("--tls-key")) p.tls_key = f.tls_key;
+  if (given("--tls-ca")) p.tls_ca = f.tls_ca;
+  if (given("--secret-file")) p.secret_file = f.secret_file;
+  if (!p.tls_cert.empty() && (p.tls_key.empty() || p.tls_ca.empty()))
+    throw std::invalid_argument("--tls-cert needs --tls-key and --tls-ca too");
+  launch_flags lf;
+  if (given("--rank")) lf.rank = f.rank;
+  if (given("--world-size")) lf.world_size = f.world_size;
+  if (given("--master-addr")) lf.master_addr = f.master_addr;
+  if (given("--master-port")) lf.master_port = f.master_port;
+  const auto env = current_environment();
+  launch_result r = parse_launch_env(env, lf);
+  bool spawn_local = false;
+  if (r.env && r.env->source != "single") {
+    p.rank = r.env->rank;
+    p.world = r.env->world_size;
+    p.master_addr = r.env->master_addr;
+    p.master_port = r.env->master_port;
+  } else if (!r.env && p.world <= 1) {
+    throw std::invalid_argument(r.error);
+  } else if (p.world > 1) {  // --nodes N alone: every rank on this machine, started from here
+    spawn_local = true;
+    if (lf.master_addr) p.master_addr = *lf.master_addr;
+    p.master_port = lf.master_port ? static_cast<uint16_t>(std::stoi(*lf.master_port)) : 0;
+  }
+  if (worker && p.rank == 0) throw std::invalid_argument("troupe worker: rank 0 is `troupe train`; give --rank >= 1");
+  if (p.world > 1) {
+    auto secret = net::load_secret(env, p.secret_file.empty() ? std::nullopt : std::optional<std::string>(p.secret_file));
+    if (secret) p.secret = *secret;
+    else if (spawn_local) p.secret = random_secret();  // only this process and its children know it
+    else throw std::invalid_argument("a job of several processes needs a shared secret: --secret-file or TROUPE_SECRET");
+  }
+  return spawn_local;
+}
+
+local_workers::~local_workers() {
+  for (pid_t p : pids_) ::kill(p, SIGKILL);
+  for (pid_t p : pids_) ::waitpid(p, nullptr, 0);
+}
+
+void local_workers::start(uint16_t port) {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  for (std::string a; std::getline(in, a, '\0');) args.push_back(a);
+  // Same arguments, `train` -> `worker`, without --nodes (the rank comes from the environment).
+  std::vector<std::string> child{"/proc/self/exe"};
+  bool sub = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--nodes") { ++i; continue; }
+    if (args[i].rfind("--nodes=", 0) == 0) continue;
+    if (!sub && args[i] == "train") { child.push_back("worker"); sub = true; continue; }
+    child.push_back(args[i]);
+  }
+  const pid_t parent = ::getpid();
+  for (int r = 1; r < cfg_.process.world; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(127);
+      ::setenv("RANK", std::to_string(r).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(cfg_.process.world).c_str(), 1);
+      ::setenv("MASTER_ADDR", cfg_.process.master_addr.c_str(), 1);
+      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+      ::setenv("TROUPE_SECRET", cfg_.process.secret.c_str(), 1);
+      std::vector<char*> argv;
+      for (auto& a : child) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    if (pid > 0) pids_.push_back(pid);
+  }
+  spdlog::info("started ranks 1..{} on this machine (pids {})", cfg_.process.world - 1, fmt::join(pids_, ", "));
+}
+
+int local_workers::wait(int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  int bad = 0;
+  while (!pids_.empty() && std::chrono::steady_clock::now() < deadline) {
+    for (size_t i = 0; i < pids_.size(); ++i) {
+      int status = 0;
+      if (::waitpid(pids_[i], &status, WNOHANG) != pids_[i]) continue;
+      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++bad;
+      pids_.erase(pids_.begin() + static_cast<long>(i--));
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return bad + static_cast<int>(pids_.size());  // the destructor kills any left
+}
+
+void add_worker_command(CLI::App& app, int& exit_code) {
+  add_train_command(app, exit_code, "worker", true);
+}
+
+}  // namespace troupe::cli

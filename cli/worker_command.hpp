@@ -1,0 +1,47 @@
+// The multi-process side of the CLI: `troupe worker` (joins a job), the flags every rank shares
+// (--nodes, --rank, --master-addr, --secret-file, --peer-timeout, --tls-*), and `--nodes N` on
+// one machine, which starts ranks 1..N-1 as child processes bound to this one.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+#include <sys/types.h>
+#include <vector>
+
+#include "actors/train_config.hpp"
+
+namespace troupe::cli {
+
+struct process_flags {
+  std::string rank, world_size, master_addr, master_port, secret_file, tls_cert, tls_key, tls_ca;
+  int nodes = 0;
+  double peer_timeout = 0;
+};
+void add_process_options(CLI::App* cmd, process_flags& f);
+
+// Fills c.process from the flags, the launcher environment (torchrun, mpirun, srun) and what
+// the config file set. Returns true when this process must start ranks 1..N-1 itself (--nodes N
+// with no launcher). Throws std::invalid_argument naming the flag or variable.
+bool resolve_process(const CLI::App& cmd, const process_flags& f, train_config& c, bool worker);
+
+// Ranks 1..N-1 of a --nodes job on this machine: `troupe worker` with this process's own
+// arguments and RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/TROUPE_SECRET in their environment.
+// Each dies with its parent (PR_SET_PDEATHSIG); the destructor kills any still running.
+class local_workers {
+ public:
+  explicit local_workers(const train_config& c) : cfg_(c) {}
+  ~local_workers();
+  void start(uint16_t master_port);
+  // Waits up to timeout_ms for all to exit; returns how many exited non-zero (or were killed).
+  int wait(int timeout_ms);
+
+ private:
+  train_config cfg_;
+  std::vector<pid_t> pids_;
+};
+
+void add_worker_command(CLI::App& app, int& exit_code);
+
+}  // namespace troupe::cli

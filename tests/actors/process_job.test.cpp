@@ -1,0 +1,216 @@
+// Multi-process training (actors/process_job.cpp): the same data-parallel job with its ranks in
+// one process and as separate processes on loopback (and across two network namespaces) gives
+// bitwise the same loss at every step; a worker killed mid-step is reported by rank 0 (rank and
+// step) within the peer timeout and every process ends; a peer with the wrong secret or garbage
+// bytes at the gate is refused and the job goes on. Every process started here is in one
+// process group killed on every exit path (tcp_process_group.hpp).
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "actors/training_job.hpp"
+#include "tests/actors/process_job_config.hpp"
+#include "tests/actors/tcp_process_group.hpp"
+
+namespace {
+
+using troupe::test::process_group;
+using clock_type = std::chrono::steady_clock;
+const std::string helper = TROUPE_PROCESS_JOB_HELPER;
+
+std::string temp_dir(const std::string& name) {
+  auto d = std::filesystem::temp_directory_path() / ("troupe_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+// Everything a child writes to stdout until it closes it, `until` appears in it (then up to
+// the end of that line) or the timeout passes.
+std::string read_all_output(int fd, int timeout_ms, const std::string& until = "") {
+  std::string out;
+  const auto deadline = clock_type::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock_type::now()).count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0) return out;
+    char buf[4096];
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) return out;
+    out.append(buf, static_cast<size_t>(n));
+    const auto at = until.empty() ? std::string::npos : out.find(until);
+    if (at != std::string::npos && out.find('\n', at) != std::string::npos) return out;
+  }
+}
+
+std::vector<double> losses_in(const std::string& out) {
+  std::vector<double> v;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("LOSS ", 0) == 0) v.push_back(std::strtod(line.c_str() + 5, nullptr));
+  return v;
+}
+
+std::vector<std::string> rank_args(int rank, int world, const std::string& host, int port, const std::string& secret,
+                                   const std::string& dir, int steps, double timeout, double straggle = 0) {
+  return {helper, std::to_string(rank), std::to_string(world), host, std::to_string(port), secret, dir,
+          std::to_string(steps), std::to_string(timeout), std::to_string(straggle)};
+}
+
+// Runs the job as `world` processes (optionally each behind a command prefix such as
+// `ip netns exec X`) and returns rank 0's per-step losses; asserts every process exits 0.
+std::vector<double> run_processes(int world, int steps, const std::string& dir,
+                                  const std::vector<std::vector<std::string>>& prefix = {},
+                                  const std::string& host = "127.0.0.1") {
+  auto with = [&](int r, std::vector<std::string> a) {
+    if (prefix.empty()) return a;
+    std::vector<std::string> p = prefix[static_cast<size_t>(r)];
+    p.insert(p.end(), a.begin(), a.end());
+    return p;
+  };
+  process_group g;
+  const int fd = g.spawn(with(0, rank_args(0, world, host, 0, "s3cret", dir, steps, 10)), true);
+  const int port = g.read_port(fd, 20000);
+  EXPECT_GT(port, 0) << "rank 0 did not start";
+  if (port <= 0) return {};
+  for (int r = 1; r < world; ++r) g.spawn(with(r, rank_args(r, world, host, port, "s3cret", dir, steps, 10)));
+  const std::string out = read_all_output(fd, 60000);
+  EXPECT_EQ(g.wait_all(30000), 0) << out;
+  EXPECT_NE(out.find("OK"), std::string::npos) << out;
+  return losses_in(out);
+}
+
+std::vector<double> run_in_process(int ranks, int steps, const std::string& dir) {
+  return troupe::run_training(troupe::test::small_dp_config(ranks, dir, steps)).losses;
+}
+
+void expect_bitwise_equal(const std::vector<double>& a, const std::vector<double>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    EXPECT_EQ(std::memcmp(&a[i], &b[i], sizeof(double)), 0) << "step " << i << ": " << a[i] << " vs " << b[i];
+}
+
+TEST(ProcessJob, FourProcessesOnLoopbackEqualFourRanksInOneProcessBitwise) {
+  const std::string dir = temp_dir("mp4");
+  const auto in_process = run_in_process(4, 6, dir + "/one");
+  const auto processes = run_processes(4, 6, dir + "/four");
+  ASSERT_EQ(in_process.size(), 6u);
+  expect_bitwise_equal(in_process, processes);
+  // Rank 0 writes the metrics; the other ranks write none.
+  EXPECT_TRUE(std::filesystem::exists(dir + "/four/metrics.jsonl"));
+  size_t files = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir + "/four")) ++files;
+  EXPECT_EQ(files, 1u);
+}
+
+TEST(ProcessJob, SigkillOfAWorkerMidStepIsReportedWithRankAndStepAndEveryProcessEnds) {
+  const std::string dir = temp_dir("kill");
+  const double timeout = 3.0;
+  process_group g;
+  // Rank 1 sleeps 50 ms before each step, so a step is always in flight when rank 2 dies.
+  const int fd = g.spawn(rank_args(0, 4, "127.0.0.1", 0, "s3cret", dir, 1000, timeout, 50), true);
+  const int port = g.read_port(fd, 20000);
+  ASSERT_GT(port, 0);
+  for (int r = 1; r < 4; ++r) g.spawn(rank_args(r, 4, "127.0.0.1", port, "s3cret", dir, 1000, timeout, 50));
+  // Wait for a few steps in rank 0's metrics, then kill rank 2.
+  const auto until = clock_type::now() + std::chrono::seconds(30);
+  for (;;) {
+    std::ifstream m(dir + "/metrics.jsonl");
+    int lines = 0;
+    for (std::string l; std::getline(m, l);) ++lines;
+    if (lines >= 3) break;
+    ASSERT_LT(clock_type::now(), until) << "no training steps";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::vector<pid_t> pids = g.pids();
+  ASSERT_EQ(pids.size(), 4u);
+  const auto killed_at = clock_type::now();
+  ::kill(pids[2], SIGKILL);
+  const std::string out = read_all_output(fd, static_cast<int>(timeout * 1000) + 10000, "FAILED");
+  const double reported_after = std::chrono::duration<double>(clock_type::now() - killed_at).count();
+  EXPECT_NE(out.find("FAILED job stopped during step "), std::string::npos) << out;
+  EXPECT_NE(out.find("rank 2 lost"), std::string::npos) << out;
+  EXPECT_LT(reported_after, timeout) << out;
+  std::printf("rank 0 reported %.3f s after the SIGKILL (peer timeout %.1f s)\n", reported_after, timeout);
+  // Every process ends by itself (the survivors told by rank 0, or by losing it).
+  const auto deadline = clock_type::now() + std::chrono::milliseconds(static_cast<int>(timeout * 1000) + 10000);
+  std::vector<bool> gone(4, false);
+  int codes[4] = {0, 0, 0, 0};
+  while (clock_type::now() < deadline && std::count(gone.begin(), gone.end(), true) < 4) {
+    for (size_t i = 0; i < 4; ++i) {
+      int status = 0;
+      if (!gone[i] && ::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
+        gone[i] = true;
+        codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(gone[i]) << "rank " << i << " still running";
+  EXPECT_EQ(codes[0], 1);
+  EXPECT_EQ(codes[2], 128 + SIGKILL);
+  EXPECT_EQ(codes[1], 1);  // a member of a failed job reports failure too
+  EXPECT_EQ(codes[3], 1);
+}
+
+TEST(ProcessJob, WrongSecretAndGarbageAtTheGateAreRefusedAndTheJobGoesOn) {
+  const std::string dir = temp_dir("secret");
+  process_group g;
+  const int fd = g.spawn(rank_args(0, 2, "127.0.0.1", 0, "s3cret", dir, 4, 10), true);
+  const int port = g.read_port(fd, 20000);
+  ASSERT_GT(port, 0);
+  {  // garbage: a few bytes that are no answer to the challenge, then close (a truncated frame)
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const char junk[] = "GET / HTTP/1.0\r\n";
+    ASSERT_GT(::write(s, junk, sizeof junk), 0);
+    ::close(s);
+  }
+  process_group bad;
+  const int bad_fd = bad.spawn(rank_args(1, 2, "127.0.0.1", port, "guess", dir, 4, 10), true);
+  const std::string bad_out = read_all_output(bad_fd, 20000);
+  EXPECT_EQ(bad.wait_all(10000), 1);
+  EXPECT_NE(bad_out.find("did not accept us"), std::string::npos) << bad_out;
+  g.spawn(rank_args(1, 2, "127.0.0.1", port, "s3cret", dir, 4, 10));
+  const std::string out = read_all_output(fd, 60000);
+  EXPECT_EQ(g.wait_all(20000), 0) << out;
+  EXPECT_EQ(losses_in(out).size(), 4u) << out;
+}
+
+// Two network namespaces made by this test, joined by a veth pair with addresses from
+// 192.0.2.0/24 (RFC 5737 TEST-NET-1) that exist only inside them. Skipped without root/ip netns.
+TEST(ProcessJob, TwoProcessesInTwoNetworkNamespacesEqualOneProcess) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for ip netns";
+  const std::string tag = std::to_string(::getpid() % 100000);
+  const std::string a = "tpj_a" + tag, b = "tpj_b" + tag, va = "tpja" + tag, vb = "tpjb" + tag;
+  auto sh = [](const std::string& c) { return std::system((c + " >/dev/null 2>&1").c_str()) == 0; };
+  struct cleanup {
+    std::string a, b;
+    ~cleanup() { (void)std::system(("ip netns del " + a + " 2>/dev/null; ip netns del " + b + " 2>/dev/null").c_str()); }
+  } guard{a, b};
+  if (!sh("ip netns add " + a) || !sh("ip netns add " + b)) GTEST_SKIP() << "ip netns is not available";
+  ASSERT_TRUE(sh("ip link add " + va + " type veth peer name " + vb));
+  ASSERT_TRUE(sh("ip link set " + va + " netns " + a) && sh("ip link set " + vb + " netns " + b));
+  ASSERT_TRUE(sh("ip -n " + a + " addr add 192.0.2.1/24 dev " + va) && sh("ip -n " + b + " addr add 192.0.2.2/24 dev " + vb));
+  for (const auto& [ns, dev] : {std::pair{a, va}, std::pair{b, vb}})
+    ASSERT_TRUE(sh("ip -n " + ns + " link set " + dev + " up") && sh("ip -n " + ns + " link set lo up"));
+  const std::string dir = temp_dir("netns");
+  const auto in_process = run_in_process(2, 4, dir + "/one");
+  const auto processes = run_processes(2, 4, dir + "/two",
+                                       {{"/usr/sbin/ip", "netns", "exec", a}, {"/usr/sbin/ip", "netns", "exec", b}},
+                                       "192.0.2.1");
+  expect_bitwise_equal(in_process, processes);
+}
+
+}  // namespace

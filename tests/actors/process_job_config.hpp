@@ -1,0 +1,30 @@
+// The small data-parallel job both sides of the multi-process tests run: the test process (all
+// ranks in one process) and process_job_helper (one rank per process). One definition, so the
+// two can only differ in where the ranks live.
+#pragma once
+
+#include <string>
+
+#include "actors/train_config.hpp"
+
+namespace troupe::test {
+
+inline train_config small_dp_config(int ranks, const std::string& out_dir, int64_t steps, double straggle_ms = 0) {
+  train_config c;
+  c.model.kind = "mlp";
+  c.model.hidden = {32, 32};
+  c.optim.kind = "adamw";
+  c.batch_size = 64;
+  c.epochs = 1;
+  c.max_steps = steps;
+  c.eval_max_batches = 1;
+  c.eval_batch_size = 200;
+  c.progress = false;
+  c.out_dir = out_dir;
+  c.dp = ranks;
+  c.bucket_mb = 0.01;  // several buckets: the net collective sees more than one request per step
+  if (straggle_ms > 0) c.stragglers.push_back({1, straggle_ms, false});
+  return c;
+}
+
+}  // namespace troupe::test
