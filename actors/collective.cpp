@@ -86,8 +86,12 @@ void finish_if_done(self_ptr self, int64_t seq) {
   collective_log_entry& e = log_entry(self, seq);
   e.state = "done";
   e.finished_at = now;
-  op.promise.deliver(collective_result{seq, static_cast<int32_t>(op.kind), std::move(op.result), now});
+  // Drop this rank's hold on the accumulator before replying, so that once the requester has
+  // every reply and lets go of the results, the buffer is free for the next collective.
+  caf::response_promise promise = std::move(op.promise);
+  collective_result reply{seq, static_cast<int32_t>(op.kind), std::move(op.result), now};
   self->state.ops.erase(it);
+  promise.deliver(std::move(reply));
 }
 
 // A final chunk (phase 1). In one process it already lies in this rank's result (the shared

@@ -4,8 +4,8 @@
 // definition, bytes × 2(N−1)/N / time; memcpy is bytes copied / time on one thread. Medians.
 // It does not measure cross-process troupe (see allreduce_cross_process.cpp).
 //
-// usage: allreduce_bench [iterations-scale]   (prints one markdown table)
-#include <malloc.h>
+// usage: allreduce_bench   (prints one markdown table; env TROUPE_CHUNK_KB sets the chunk size,
+// TROUPE_BENCH_NO_GLOO=1 skips Gloo, e.g. under perf)
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -134,20 +134,15 @@ int main() {
   std::vector<std::vector<double>> gloo;
   for (int ranks : kRanks) {
 #ifdef TROUPE_BENCH_GLOO
-    gloo.push_back(gloo_seconds(ranks));
-#else
-    gloo.push_back(std::vector<double>(std::size(kMiB), 0.0));
+    if (!std::getenv("TROUPE_BENCH_NO_GLOO")) {  // set it to profile troupe alone
+      gloo.push_back(gloo_seconds(ranks));
+      continue;
+    }
 #endif
+    gloo.push_back(std::vector<double>(std::size(kMiB), 0.0));
   }
   std::vector<double> copy;
   for (int mib : kMiB) copy.push_back(memcpy_gbps(mib));
-  // Keep freed tensors in the heap: without this every 64 MiB result is a fresh mmap whose page
-  // faults (the kernel zeroing 16k pages) cost more than the reduction itself. TROUPE_BENCH_MMAP=1
-  // measures the default instead.
-  if (!std::getenv("TROUPE_BENCH_MMAP")) {
-    mallopt(M_MMAP_MAX, 0);  // (M_MMAP_THRESHOLD is capped at 32 MiB on 64-bit glibc)
-    mallopt(M_TRIM_THRESHOLD, 1 << 30);
-  }
   caf::actor_system_config cfg;
   troupe::add_message_types(cfg);
   cfg.set("scheduler.max-threads", 2);

@@ -167,3 +167,76 @@ TEST_F(CollectiveGroup, WrongInputSizeIsRefusedWithTheRankAndSeqNamed) {
   auto group = spawn_collective_group(*sys, 1);
   EXPECT_THROW(run_collective(*sys, group, 7, op_kind::all_reduce_sum, {tensor({2})}, 3), std::runtime_error);
 }
+
+TEST_F(CollectiveGroup, ResultsShareOneFrozenBufferThatIsReusedOnceEveryResultIsDropped) {
+  auto group = spawn_collective_group(*sys, 3, {/*chunk_bytes=*/1024});
+  auto in = as_tensors(random_inputs(3, 1000, false, 4));
+  auto a = run_collective(*sys, group, 1, op_kind::all_reduce_sum, in, 1000);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(a[r].frozen());
+    EXPECT_TRUE(a[r].shares_storage_with(a[0])) << "rank " << r;
+  }
+  const float* first = std::as_const(a[0]).data();
+  auto held = run_collective(*sys, group, 2, op_kind::all_reduce_sum, in, 1000);  // a still held
+  EXPECT_NE(std::as_const(held[0]).data(), first);
+  a.clear();
+  auto b = run_collective(*sys, group, 3, op_kind::all_reduce_sum, in, 1000);
+  EXPECT_EQ(std::as_const(b[0]).data(), first) << "the released buffer is reused";
+  EXPECT_EQ(b[0].to_vector(), held[0].to_vector());
+  stop(group);
+}
+
+TEST_F(CollectiveGroup, DumpListsRecentCollectivesWithSeqOpSizePeersAndWhereAStuckOneWaits) {
+  const int ranks = 3;
+  auto group = spawn_collective_group(*sys, ranks, {/*chunk_bytes=*/64});
+  auto in = random_inputs(ranks, 100, false, 8);
+  run_collective(*sys, group, 10, op_kind::all_reduce_sum, as_tensors(in), 100);
+  run_collective(*sys, group, 11, op_kind::all_gather, as_tensors(op_inputs(op_kind::all_gather, in, 100)), 100);
+  // seq 12: rank 2 is never asked, so it only collects early chunks and the others wait on it.
+  caf::scoped_actor self{*sys};
+  for (int r = 0; r < 2; ++r) self->send(group[r], collective_request{12, 0, 0, 100, as_tensors(in)[r]});
+  std::vector<collective_log> logs;
+  for (int tries = 0; tries < 200; ++tries) {  // until rank 2 has seen seq 12's first chunks
+    logs = dump_collective_group(*sys, group);
+    if (logs.size() == 3 && logs[2].entries.size() == 3 && logs[2].entries[2].received > 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(logs.size(), 3u);
+  for (int r = 0; r < ranks; ++r) {
+    const auto& log = logs[r];
+    EXPECT_EQ(log.rank, r);
+    EXPECT_EQ(log.ranks, ranks);
+    ASSERT_EQ(log.entries.size(), 3u) << to_string(log);
+    EXPECT_EQ(log.entries[0].seq, 10);
+    EXPECT_EQ(log.entries[0].op, "all_reduce_sum");
+    EXPECT_EQ(log.entries[0].total, 100);
+    EXPECT_EQ(log.entries[0].left, (r + 2) % 3);
+    EXPECT_EQ(log.entries[0].right, (r + 1) % 3);
+    EXPECT_EQ(log.entries[0].state, "done");
+    EXPECT_EQ(log.entries[0].received, log.entries[0].expected);
+    EXPECT_GT(log.entries[0].finished_at, log.entries[0].started_at);
+    EXPECT_EQ(log.entries[1].seq, 11);
+    EXPECT_EQ(log.entries[1].op, "all_gather");
+    EXPECT_EQ(log.entries[1].state, "done");
+    EXPECT_EQ(log.entries[2].seq, 12);
+  }
+  EXPECT_EQ(logs[0].entries[2].state, "running");
+  EXPECT_LT(logs[0].entries[2].received, logs[0].entries[2].expected);
+  EXPECT_EQ(logs[2].entries[2].state, "chunks_before_request");
+  EXPECT_GT(logs[2].entries[2].received, 0);
+  EXPECT_NE(to_string(logs[0]).find("seq 12 all_reduce_sum of 100 (left 2, right 1): running"), std::string::npos)
+      << to_string(logs[0]);
+  stop(group);
+}
+
+TEST_F(CollectiveGroup, TheLogKeepsOnlyTheLastEntries) {
+  auto group = spawn_collective_group(*sys, 2);
+  auto in = as_tensors(random_inputs(2, 10, false, 3));
+  for (int64_t seq = 0; seq < kLogEntries + 4; ++seq) run_collective(*sys, group, seq, op_kind::all_reduce_sum, in, 10);
+  auto logs = dump_collective_group(*sys, group);
+  ASSERT_EQ(logs.size(), 2u);
+  ASSERT_EQ(logs[1].entries.size(), static_cast<size_t>(kLogEntries));
+  EXPECT_EQ(logs[1].entries.front().seq, 4);
+  EXPECT_EQ(logs[1].entries.back().seq, kLogEntries + 3);
+  stop(group);
+}
