@@ -34,7 +34,7 @@ using clock_type = std::chrono::steady_clock;
 const int kRanks[] = {2, 4};
 const int kMiB[] = {1, 16, 64};
 
-int iterations(int mib) { return mib <= 1 ? 40 : mib <= 16 ? 10 : 5; }
+int iterations(int mib) { return mib <= 1 ? 200 : mib <= 16 ? 50 : 20; }  // short runs are noisy here
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
