@@ -57,6 +57,7 @@ void step_done(self_ptr self, const step_report& r) {
   auto& sum = *s.args.summary;
   sum.losses.push_back(loss);
   sum.train_seconds += seconds;
+  sum.compute_seconds += r.compute_seconds;
   sum.samples += s.args.samples_per_step;
   sum.steps = r.step + 1;
   const int64_t epoch = r.step / s.args.steps_per_epoch;

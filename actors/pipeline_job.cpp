@@ -3,6 +3,7 @@
 // collects their reports. Its watchdog polls every stage when reports stop coming and, when no
 // stage moved between two polls, stops the job with where each stage is blocked. It does not
 // evaluate or log: run_pipeline_training (pipeline_training.cpp) does.
+#include "actors/runtime_config.hpp"
 #include "actors/pipeline_job.hpp"
 
 #include <chrono>
@@ -101,8 +102,7 @@ pipeline_job::pipeline_job(pipeline_job_args args) : impl_(std::make_unique<impl
                                    : partition_at(static_cast<int64_t>(sizes.size()), im.args.cuts, K);
   im.peak_live.assign(static_cast<size_t>(plan.num_stages), 0);
 
-  add_message_types(im.cfg);
-  im.cfg.set("scheduler.max-threads", 2);  // they only route messages: compute is on stage threads
+  configure_runtime(im.cfg);
   im.sys = std::make_unique<caf::actor_system>(im.cfg);
   im.self = std::make_unique<caf::scoped_actor>(*im.sys);
   auto& sys = *im.sys;

@@ -9,6 +9,7 @@
 
 #include "actors/metrics_log.hpp"
 #include "actors/pipeline_job.hpp"
+#include "actors/prepared_job.hpp"
 #include "actors/pipeline_timing.hpp"
 #include "kernels/blas_runtime.hpp"
 #include "kernels/train_step.hpp"
@@ -48,29 +49,7 @@ sched::schedule make_pipeline_schedule(const std::string& name, int P, int M, in
 
 namespace {
 
-struct loaded {
-  std::shared_ptr<const storage::dataset> train, eval;
-  model_spec model;
-};
-
-loaded load(const train_config& cfg) {
-  loaded d{nullptr, nullptr, cfg.model};
-  if (cfg.model.kind == "mlp") {
-    auto fm = storage::load_fashion_mnist(cfg.fashion_mnist_dir);
-    d.model.inputs = fm.train->features();
-    d.train = fm.train;
-    d.eval = fm.test;
-  } else {
-    auto corpus = storage::load_text_corpus(cfg.corpus_path, cfg.model.context);
-    d.model.vocab = static_cast<int64_t>(corpus.vocab.size());
-    d.train = corpus.train;
-    d.eval = corpus.validation;
-  }
-  validate(d.model);
-  return d;
-}
-
-step_stats evaluate_params(const train_config& cfg, const loaded& d, const tensor& params) {
+step_stats evaluate_params(const train_config& cfg, const prepared_job& d, const tensor& params) {
   layer_stack stack(build_layers(d.model), 0, cfg.seed);
   stack.load_params(params);
   step_stats total;
@@ -95,20 +74,17 @@ void write_file(const std::string& path, const std::string& text) {
 
 train_summary run_pipeline_training(const train_config& cfg) {
   validate(cfg);
-  loaded data = load(cfg);
+  const prepared_job data = prepare_job(cfg);
   set_blas_threads(cfg.threads);
   const sched::schedule plan = make_pipeline_schedule(cfg.schedule, cfg.pp, cfg.micro_batches, cfg.virtual_stages);
-  const int64_t steps_per_epoch = data.train->size() / cfg.batch_size;
-  if (steps_per_epoch == 0) throw std::invalid_argument("batch_size is larger than the training set");
-  int64_t total_steps = steps_per_epoch * cfg.epochs;
-  if (cfg.max_steps > 0) total_steps = std::min(total_steps, cfg.max_steps);
+  const int64_t steps_per_epoch = data.steps_per_epoch, total_steps = data.total_steps;
 
   pipeline_job_args a;
   a.model = data.model;
   a.optim = cfg.optim;
   a.seed = cfg.seed;
   a.batch_size = cfg.batch_size;
-  a.rows_per_sample = cfg.model.kind == "gpt" ? data.model.context : 1;
+  a.rows_per_sample = data.rows_per_sample;
   a.total_steps = total_steps;
   a.train = data.train;
   a.plan = plan;

@@ -7,6 +7,7 @@
 //  * data: gradient buckets go through net_collective's tcp_ring, whose rendezvous port rank 0
 //    hands out in join_reply (so it too is only learnt over the authenticated channel).
 // It deliberately supports data parallelism only (one rank per process, pp == 1).
+#include "actors/runtime_config.hpp"
 #include "actors/process_job.hpp"
 
 #include <caf/io/all.hpp>
@@ -42,8 +43,7 @@ milliseconds to_ms(double s) { return milliseconds(static_cast<int64_t>(s * 1000
 bool use_tls(const process_config& p) { return !p.tls_cert.empty(); }
 
 void configure(caf::actor_system_config& sys_cfg, const process_config& p) {
-  add_message_types(sys_cfg);
-  sys_cfg.set("scheduler.max-threads", 2);
+  configure_runtime(sys_cfg);
   sys_cfg.load<caf::io::middleman>();
   if (use_tls(p)) {
     sys_cfg.load<caf::openssl::manager>();

@@ -76,7 +76,8 @@ struct train_summary {
   std::vector<double> test_loss;
   int64_t steps = 0;
   int64_t samples = 0;
-  double train_seconds = 0.0;          // wall time of the training steps, evaluation excluded
+  double train_seconds = 0.0;
+  double compute_seconds = 0.0;       // of which the stage computed (the rest: runtime and waiting)          // wall time of the training steps, evaluation excluded
   double samples_per_s = 0.0;
   tensor final_params;                 // the flat parameters after the last step
   std::string metrics_path;

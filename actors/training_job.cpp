@@ -11,7 +11,9 @@
 #include "actors/dp_actors.hpp"
 #include "schedules/render.hpp"
 #include "actors/metrics_log.hpp"
+#include "actors/runtime_config.hpp"
 #include "actors/pipeline_job.hpp"
+#include "actors/prepared_job.hpp"
 #include "actors/process_job.hpp"
 
 namespace troupe {
@@ -37,40 +39,6 @@ void validate(const train_config& c) {
 
 namespace {
 
-struct job_data {
-  std::shared_ptr<const storage::dataset> train, eval;
-  model_spec model;
-};
-
-job_data load_data(const train_config& cfg) {
-  job_data d{nullptr, nullptr, cfg.model};
-  if (cfg.model.kind == "mlp") {
-    auto fm = storage::load_fashion_mnist(cfg.fashion_mnist_dir);
-    if (d.model.inputs != fm.train->features())
-      throw std::invalid_argument("model.inputs is " + std::to_string(d.model.inputs) + " but Fashion-MNIST images have " +
-                                  std::to_string(fm.train->features()) + " pixels");
-    d.train = fm.train;
-    d.eval = fm.test;
-  } else {
-    auto corpus = storage::load_text_corpus(cfg.corpus_path, cfg.model.context);
-    const auto vocab = static_cast<int64_t>(corpus.vocab.size());
-    if (d.model.vocab != 0 && d.model.vocab != vocab)
-      throw std::invalid_argument("model.vocab is " + std::to_string(d.model.vocab) + " but the corpus has " +
-                                  std::to_string(vocab) + " distinct characters (leave it 0 to take the corpus's)");
-    d.model.vocab = vocab;
-    d.train = corpus.train;
-    d.eval = corpus.validation;
-  }
-  validate(d.model);
-  return d;
-}
-
-int64_t count_params(const model_spec& spec) {
-  int64_t n = 0;
-  for (const auto& l : build_layers(spec)) n += l->num_params();
-  return n;
-}
-
 // The traced data-parallel step as Chrome trace JSON (opens in Perfetto), and its overlap share.
 void write_dp_trace(const train_config& cfg, const std::vector<dp_trace_event>& events, train_summary& summary) {
   const sched::timeline t = to_timeline(events, cfg.dp, "data parallel step");
@@ -85,35 +53,14 @@ void write_dp_trace(const train_config& cfg, const std::vector<dp_trace_event>& 
 
 }  // namespace
 
-prepared_job prepare_job(const train_config& cfg) {
-  job_data data = load_data(cfg);
-  prepared_job p{data.train, data.eval, data.model};
-  p.steps_per_epoch = data.train->size() / cfg.batch_size;
-  if (p.steps_per_epoch == 0)
-    throw std::invalid_argument("batch_size " + std::to_string(cfg.batch_size) + " is larger than the " +
-                                std::to_string(data.train->size()) + " training samples");
-  p.total_steps = p.steps_per_epoch * cfg.epochs;
-  if (cfg.max_steps > 0) p.total_steps = std::min(p.total_steps, cfg.max_steps);
-  p.rows_per_sample = cfg.model.kind == "gpt" ? data.model.context : 1;
-  p.num_params = count_params(data.model);
-  return p;
-}
-
 train_summary run_training(const train_config& cfg) {
   if (cfg.process.world > 1) return run_process_training(cfg);
   if (cfg.pp > 1) return run_pipeline_training(cfg);
   validate(cfg);
-  job_data data = load_data(cfg);
+  const prepared_job data = prepare_job(cfg);
   set_blas_threads(cfg.threads);
-
-  const int64_t steps_per_epoch = data.train->size() / cfg.batch_size;
-  if (steps_per_epoch == 0)
-    throw std::invalid_argument("batch_size " + std::to_string(cfg.batch_size) + " is larger than the " +
-                                std::to_string(data.train->size()) + " training samples");
-  int64_t total_steps = steps_per_epoch * cfg.epochs;
-  if (cfg.max_steps > 0) total_steps = std::min(total_steps, cfg.max_steps);
-  const int64_t rows_per_sample = cfg.model.kind == "gpt" ? data.model.context : 1;
-  const int64_t num_params = count_params(data.model);
+  const int64_t steps_per_epoch = data.steps_per_epoch, total_steps = data.total_steps;
+  const int64_t rows_per_sample = data.rows_per_sample, num_params = data.num_params;
   spdlog::info("model {} ({} parameters), {} steps of {} samples, optimizer {} lr {}", describe(data.model),
                num_params, total_steps, cfg.batch_size, cfg.optim.kind, cfg.optim.lr);
 
@@ -124,9 +71,7 @@ train_summary run_training(const train_config& cfg) {
   summary->metrics_path = log->path();
   {
     caf::actor_system_config sys_cfg;
-    add_message_types(sys_cfg);
-    // Scheduler threads only route messages; compute runs on detached actors' own threads.
-    sys_cfg.set("scheduler.max-threads", 2);
+    configure_runtime(sys_cfg);
     caf::actor_system sys{sys_cfg};
     auto coordinator = spawn_coordinator(
         sys, {steps_per_epoch, cfg.epochs, total_steps, cfg.batch_size, log, summary, failure, trace});

@@ -142,6 +142,8 @@ int run(const CLI::App& cmd, const train_flags& f) {
     const double acc = s.test_accuracy.empty() ? 0.0 : s.test_accuracy.back();
     spdlog::info("done: {} steps, {:.0f} samples/s, {:.1f} s training, final loss {:.4f}, test accuracy {:.4f}",
                  s.steps, s.samples_per_s, s.train_seconds, s.losses.empty() ? 0.0 : s.losses.back(), acc);
+    if (s.train_seconds > 0)
+      spdlog::info("the compute device was busy {:.0f}% of the training time", 100.0 * s.compute_seconds / s.train_seconds);
     spdlog::info("metrics: {}", s.metrics_path);
     return 0;
   } catch (const std::exception& e) {
