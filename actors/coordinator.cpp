@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <map>
 
 #include "actors/actors.hpp"
@@ -24,6 +25,7 @@ struct coordinator_state {
   std::vector<caf::actor> members;
   std::map<int64_t, std::vector<dp_step_report>> rank_reports;  // data parallel, by step
   clock_type::time_point step_start;
+  std::deque<clock_type::time_point> recent;  // when the last few steps ended (rate window)
   bool finishing = false;
   static inline const char* name = "coordinator";
 };
@@ -41,6 +43,7 @@ void finish(self_ptr self) {
 void order_steps(self_ptr self, int64_t step) {
   auto& s = self->state;
   s.step_start = clock_type::now();
+  s.recent.assign(1, s.step_start);
   const int64_t epoch_end = (step / s.args.steps_per_epoch + 1) * s.args.steps_per_epoch;
   const int64_t until = std::min(epoch_end, s.args.total_steps);
   for (auto& st : s.stages) self->send(st, step_order{step, until});
@@ -53,7 +56,14 @@ void step_done(self_ptr self, const step_report& r) {
   const double seconds = std::chrono::duration<double>(now - s.step_start).count();
   s.step_start = now;
   const double loss = r.count ? r.loss_sum / static_cast<double>(r.count) : 0.0;
-  const double rate = static_cast<double>(s.args.samples_per_step) / seconds;
+  // Reports of data-parallel ranks can arrive in bursts (a late rank, then the next step at
+  // once), so the logged rate is taken over a window of recent steps, not the last gap alone.
+  constexpr size_t window = 10;
+  s.recent.push_back(now);
+  if (s.recent.size() > window + 1) s.recent.pop_front();
+  const double span = std::chrono::duration<double>(s.recent.back() - s.recent.front()).count();
+  const double rate = static_cast<double>(s.args.samples_per_step * static_cast<int64_t>(s.recent.size() - 1)) /
+                      std::max(span, 1e-9);
   auto& sum = *s.args.summary;
   sum.losses.push_back(loss);
   sum.train_seconds += seconds;
