@@ -1,0 +1,113 @@
+// The message types of data parallelism, pipelines and multi-process jobs survive CAF's binary
+// serializer like the foundation's (messages.test.cpp): each is deserialized with the same
+// fields and re-serializes to the same bytes, so any of these actors can live in another process.
+#include <gtest/gtest.h>
+
+#include "actors/dp_trace.hpp"
+#include "actors/messages.hpp"
+
+using namespace troupe;
+
+namespace {
+
+struct parallel_messages : ::testing::Test {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  parallel_messages() {
+    add_message_types(cfg);
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+  ~parallel_messages() override { sys->await_all_actors_done(); }
+
+  template <class T>
+  std::vector<char> to_bytes(T x) {
+    std::vector<char> buf;
+    caf::binary_serializer sink{*sys, buf};
+    EXPECT_EQ(sink(x), caf::none);
+    return buf;
+  }
+  template <class T>
+  T round_trip(const T& x) {
+    auto bytes = to_bytes(x);
+    T y;
+    caf::binary_deserializer source{*sys, bytes};
+    EXPECT_EQ(source(y), caf::none);
+    EXPECT_EQ(to_bytes(y), bytes) << "re-serialized bytes differ";
+    return y;
+  }
+};
+
+tensor sample() { return tensor({3}, {1.0f, -2.5f, 3.25f}); }
+
+}  // namespace
+
+TEST_F(parallel_messages, CollectiveMessagesRoundTrip) {
+  auto r = round_trip(collective_request{7, 2, 1, 3, sample()});
+  EXPECT_EQ(r.seq, 7);
+  EXPECT_EQ(r.op, 2);
+  EXPECT_EQ(r.root, 1);
+  EXPECT_EQ(r.data.to_vector(), sample().to_vector());
+  auto res = round_trip(collective_result{7, 2, sample(), 1.5});
+  EXPECT_EQ(res.finished_at, 1.5);
+  EXPECT_EQ(res.data.to_vector(), sample().to_vector());
+  // A slice crosses as its own elements only.
+  tensor big({5}, {0, 1, 2, 3, 4});
+  big.freeze();
+  auto chunk = round_trip(ring_chunk{9, 1, 2, 3, 5, 1, tensor_slice{big, 1, 3}});
+  EXPECT_EQ(chunk.phase, 2);
+  EXPECT_EQ(chunk.data.count, 3);
+  EXPECT_EQ(chunk.data.data()[0], 1.0f);
+  EXPECT_EQ(chunk.data.data()[2], 3.0f);
+  auto setup = round_trip(ring_setup{2, 4, 1024, caf::actor{}});
+  EXPECT_EQ(setup.ranks, 4);
+  EXPECT_EQ(setup.chunk_elems, 1024);
+  round_trip(collective_dump_request{});
+  collective_log log{1, 4, {collective_log_entry{3, "all_reduce_sum", 100, 0, 2, "running", 50, 100, 0.5, 0.0}}};
+  auto l = round_trip(log);
+  ASSERT_EQ(l.entries.size(), 1u);
+  EXPECT_EQ(l.entries[0].op, "all_reduce_sum");
+  EXPECT_EQ(l.entries[0].received, 50);
+}
+
+TEST_F(parallel_messages, DataParallelMessagesRoundTrip) {
+  auto r = round_trip(dp_step_report{3, 11, 2.5, 64, 50, 0.01, 0.02});
+  EXPECT_EQ(r.rank, 3);
+  EXPECT_EQ(r.step_seconds, 0.02);
+  auto t = round_trip(dp_trace_msg{1, 4, {dp_trace_event{1, 2, 3, 0.25, 0.5}}});
+  ASSERT_EQ(t.events.size(), 1u);
+  EXPECT_EQ(t.events[0].index, 3);
+  EXPECT_EQ(t.events[0].end, 0.5);
+}
+
+TEST_F(parallel_messages, PipelineMessagesRoundTrip) {
+  EXPECT_EQ(round_trip(pipeline_step_order{5, 123456789}).origin_ns, 123456789);
+  auto m = round_trip(pipeline_tensor_msg{5, true, 3, 1, sample()});
+  EXPECT_TRUE(m.is_grad);
+  EXPECT_EQ(m.microbatch, 3);
+  EXPECT_EQ(m.value.to_vector(), sample().to_vector());
+  pipeline_step_report rep{5, 1, 9.0, 32, 20, 2, {"1F0", "1B0"}, {0.0, 0.1}, {0.1, 0.3}};
+  auto r = round_trip(rep);
+  EXPECT_EQ(r.actions, rep.actions);
+  EXPECT_EQ(r.end_seconds, rep.end_seconds);
+  EXPECT_EQ(round_trip(pipeline_status_request{8}).step, 8);
+  auto st = round_trip(pipeline_status{1, 8, 4, 18, 40, "1RA1<0", "activation of microbatch 1"});
+  EXPECT_EQ(st.action, "1RA1<0");
+  EXPECT_EQ(st.waiting_for, "activation of microbatch 1");
+  EXPECT_EQ(round_trip(pipeline_failure{1, "boom"}).what, "boom");
+  EXPECT_EQ(round_trip(pipeline_params_request{1}).stage, 1);
+  auto p = round_trip(pipeline_params_msg{1, {1, 3}, {sample(), sample()}});
+  EXPECT_EQ(p.model_chunks, (std::vector<int32_t>{1, 3}));
+  ASSERT_EQ(p.params.size(), 2u);
+  EXPECT_EQ(p.params[1].to_vector(), sample().to_vector());
+}
+
+TEST_F(parallel_messages, MultiProcessMessagesRoundTrip) {
+  auto j = round_trip(join_request{2, "mlp 784-256-10 adamw"});
+  EXPECT_EQ(j.rank, 2);
+  EXPECT_EQ(j.config, "mlp 784-256-10 adamw");
+  EXPECT_EQ(round_trip(join_reply{caf::actor{}, 4242}).ring_port, 4242);
+  EXPECT_EQ(round_trip(worker_ready{3, caf::actor{}, caf::actor{}}).rank, 3);
+  auto e = round_trip(job_end{false, "rank 2 lost at step 7"});
+  EXPECT_FALSE(e.ok);
+  EXPECT_EQ(e.report, "rank 2 lost at step 7");
+}
