@@ -11,6 +11,7 @@
 
 #include "actors/collective_ring.hpp"
 #include "actors/dp_actors.hpp"
+#include "actors/stage_evaluation.hpp"
 #include "kernels/layer_stack.hpp"
 #include "kernels/train_step.hpp"
 
@@ -29,8 +30,7 @@ struct dp_stage_state {
   int64_t ordered = -1, next_request = 0, until = 0;
   double step_start = 0, compute_seconds = 0, optimizer_start = 0;
   int64_t buckets_pending = 0;
-  step_stats last, eval;
-  int64_t eval_samples = 0;
+  step_stats last;
   std::vector<dp_trace_event> events;
   static inline const char* name = "dp_stage";
 };
@@ -120,7 +120,7 @@ caf::behavior dp_stage(self_ptr self, dp_stage_args args) {
   initial.freeze();
   self->send(st.args.base.optimizer, params_msg{-1, 0, std::move(initial)});
   request_batches(self, st.args.base.prefetch);
-  return {
+  return caf::message_handler{
       [self](const step_order& o) {
         auto& s = self->state;
         s.ordered = o.step;
@@ -152,27 +152,7 @@ caf::behavior dp_stage(self_ptr self, dp_stage_args args) {
           if (s.ready.count(s.ordered)) compute(self, s.ordered);
         }
       },
-      [self](const eval_order& o) {
-        self->state.eval = {};
-        self->state.eval_samples = 0;
-        self->send(self->state.args.base.loader, eval_batch_request{o.epoch, 0});
-      },
-      [self](const eval_batch_msg& m) {
-        auto& s = self->state;
-        s.eval.add(evaluate(*s.stack, m.data));
-        s.eval_samples += m.data.samples();
-        if (m.index + 1 < m.total)
-          self->send(s.args.base.loader, eval_batch_request{m.epoch, m.index + 1});
-        else
-          self->send(s.args.base.coordinator,
-                     eval_report{m.epoch, s.eval.loss_sum, s.eval.count, s.eval.correct, s.eval_samples});
-      },
-      [self](const params_request&) {
-        tensor p = self->state.stack->params().clone();
-        p.freeze();
-        return params_msg{-2, 0, std::move(p)};
-      },
-  };
+  }.or_else(evaluation_handlers(self, *st.stack, st.args.base.loader, st.args.base.coordinator));
 }
 
 }  // namespace

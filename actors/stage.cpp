@@ -6,6 +6,7 @@
 #include <map>
 
 #include "actors/actors.hpp"
+#include "actors/stage_evaluation.hpp"
 #include "kernels/layer_stack.hpp"
 #include "kernels/train_step.hpp"
 
@@ -22,8 +23,6 @@ struct stage_state {
   int64_t next_request = 0;         // next step whose batch to request
   step_stats last;                  // stats of the step awaiting its parameters
   double last_seconds = 0.0;
-  step_stats eval;
-  int64_t eval_samples = 0;
   static inline const char* name = "stage";
 };
 
@@ -58,7 +57,7 @@ caf::behavior stage(caf::stateful_actor<stage_state>* self, stage_args args) {
   initial.freeze();
   self->send(st.args.optimizer, params_msg{-1, 0, std::move(initial)});
   request_batches(self, st.args.prefetch);
-  return {
+  return caf::message_handler{
       [self](const step_order& o) {
         auto& s = self->state;
         s.ordered = o.step;
@@ -82,29 +81,7 @@ caf::behavior stage(caf::stateful_actor<stage_state>* self, stage_args args) {
           if (s.ready.count(s.ordered)) compute(self, s.ordered);
         }
       },
-      [self](const eval_order& o) {
-        auto& s = self->state;
-        s.eval = {};
-        s.eval_samples = 0;
-        self->send(s.args.loader, eval_batch_request{o.epoch, 0});
-      },
-      [self](const eval_batch_msg& m) {
-        auto& s = self->state;
-        s.eval.add(evaluate(*s.stack, m.data));
-        s.eval_samples += m.data.samples();
-        if (m.index + 1 < m.total) {
-          self->send(s.args.loader, eval_batch_request{m.epoch, m.index + 1});
-        } else {
-          self->send(s.args.coordinator, eval_report{m.epoch, s.eval.loss_sum, s.eval.count, s.eval.correct,
-                                                     s.eval_samples});
-        }
-      },
-      [self](const params_request&) {
-        tensor p = self->state.stack->params().clone();
-        p.freeze();
-        return params_msg{-2, 0, std::move(p)};
-      },
-  };
+  }.or_else(evaluation_handlers(self, *st.stack, st.args.loader, st.args.coordinator));
 }
 
 }  // namespace
