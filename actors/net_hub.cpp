@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <map>
+#include <utility>
 
 #include "actors/actors.hpp"
 #include "actors/net_actors.hpp"
@@ -15,6 +16,12 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 using tick_atom = caf::atom_constant<caf::atom("hubtick")>;
+using decide_atom = caf::atom_constant<caf::atom("hubdecide")>;
+
+// A rank that dies breaks its neighbours' ring connections at once, so a neighbour's stage may
+// fail a few milliseconds before the dead rank's own connection is seen to close. A stage error
+// therefore waits this long for a lost process to blame instead.
+constexpr std::chrono::milliseconds symptom_grace{500};
 
 // Pings go out four times per timeout, so one lost ping is no alarm and a silent peer is found
 // at most a quarter timeout after the timeout itself.
@@ -36,20 +43,28 @@ struct job_hub_state {
   std::map<int32_t, peer> ready;     // rank -> its actors
   clock_type::time_point started = clock_type::now();
   bool running = false, ended = false;
+  std::string symptom;  // a stage error waiting out symptom_grace
   static inline const char* name = "job_hub";
 };
 using hub_ptr = caf::stateful_actor<job_hub_state>*;
 
 // First failure: record it and stop the coordinator (run_process_training then shuts the rest
-// down and sends the report). Later ones are kept for the log.
-void lost(hub_ptr self, const std::string& why) {
+// down and sends the report). Later ones are kept for the log. A symptom (a stage that stopped)
+// becomes the verdict only if no cause (a lost or silent process) turns up within symptom_grace.
+void lost(hub_ptr self, const std::string& why, bool symptom = false) {
   auto& s = self->state;
   if (s.ended) return;
   std::lock_guard<std::mutex> lock(s.args.verdict->mu);
-  if (!s.args.verdict->first.empty()) {
+  if (!s.args.verdict->first.empty() || (symptom && !s.symptom.empty())) {
     s.args.verdict->later.push_back(why);
     return;
   }
+  if (symptom) {
+    s.symptom = why;
+    self->delayed_send(self, symptom_grace, decide_atom::value);
+    return;
+  }
+  if (!s.symptom.empty()) s.args.verdict->later.push_back(std::exchange(s.symptom, {}));
   s.args.verdict->first = why;
   spdlog::error("job hub: {}", why);
   self->send_exit(s.args.coordinator, caf::exit_reason::user_shutdown);
@@ -82,9 +97,11 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
       if (!hub && !stage) continue;
       const bool unreachable = dm.reason == caf::exit_reason::remote_link_unreachable;
       if (unreachable || hub) p.gone = true;
-      lost(self, "rank " + std::to_string(rank) +
-                     (unreachable ? " lost: its connection closed (the process died or the network failed)"
-                                  : std::string(hub ? " left: " : "'s stage stopped: ") + self->system().render(dm.reason)));
+      lost(self,
+           "rank " + std::to_string(rank) +
+               (unreachable ? " lost: its connection closed (the process died or the network failed)"
+                            : std::string(hub ? " left: " : "'s stage stopped: ") + self->system().render(dm.reason)),
+           /*symptom=*/!unreachable && !hub);
       return;
     }
   });
@@ -126,6 +143,10 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
         if (it != self->state.ready.end()) it->second.last_seen = clock_type::now();
       },
       [self](tick_atom) { tick(self); },
+      [self](decide_atom) {  // no cause turned up: the symptom is the verdict
+        auto& s = self->state;
+        if (!s.symptom.empty()) lost(self, std::exchange(s.symptom, {}));
+      },
       // run_process_training, at the end: tell every worker; answer once all acknowledged.
       [self](const job_end& e) {
         auto& s = self->state;
