@@ -3,38 +3,13 @@
 // frozen, and malformed tensor bytes are refused instead of building a wrong tensor.
 #include <gtest/gtest.h>
 
-#include "actors/messages.hpp"
+#include "tests/actors/round_trip.hpp"
 
 using namespace troupe;
 
 namespace {
 
-struct message_fixture : ::testing::Test {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  message_fixture() {
-    add_message_types(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-  }
-
-  template <class T>
-  std::vector<char> to_bytes(T x) {
-    std::vector<char> buf;
-    caf::binary_serializer sink{*sys, buf};
-    EXPECT_EQ(sink(x), caf::none);
-    return buf;
-  }
-
-  template <class T>
-  T round_trip(const T& x) {
-    auto bytes = to_bytes(x);
-    T y;
-    caf::binary_deserializer source{*sys, bytes};
-    EXPECT_EQ(source(y), caf::none);
-    EXPECT_EQ(to_bytes(y), bytes) << "re-serialized bytes differ";
-    return y;
-  }
-};
+using message_fixture = test::round_trip_fixture;
 
 tensor sample_tensor() { return tensor({2, 3}, {1.5f, -2.0f, 0.0f, 3.25f, 1e-7f, -1e7f}); }
 

@@ -4,38 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "actors/dp_trace.hpp"
-#include "actors/messages.hpp"
+#include "tests/actors/round_trip.hpp"
 
 using namespace troupe;
 
 namespace {
 
-struct parallel_messages : ::testing::Test {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  parallel_messages() {
-    add_message_types(cfg);
-    sys = std::make_unique<caf::actor_system>(cfg);
-  }
-  ~parallel_messages() override { sys->await_all_actors_done(); }
-
-  template <class T>
-  std::vector<char> to_bytes(T x) {
-    std::vector<char> buf;
-    caf::binary_serializer sink{*sys, buf};
-    EXPECT_EQ(sink(x), caf::none);
-    return buf;
-  }
-  template <class T>
-  T round_trip(const T& x) {
-    auto bytes = to_bytes(x);
-    T y;
-    caf::binary_deserializer source{*sys, bytes};
-    EXPECT_EQ(source(y), caf::none);
-    EXPECT_EQ(to_bytes(y), bytes) << "re-serialized bytes differ";
-    return y;
-  }
-};
+using parallel_messages = test::round_trip_fixture;
 
 tensor sample() { return tensor({3}, {1.0f, -2.5f, 3.25f}); }
 

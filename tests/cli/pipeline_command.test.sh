@@ -4,17 +4,7 @@
 # exit code 2 before any data is read, and a real 2-stage run writes its measured timeline.
 set -u
 troupe=$1
-fail=0
-check() {  # check NAME EXPECTED_RC PATTERN -- command...
-  local name=$1 want_rc=$2 pattern=$3; shift 4
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" -ne "$want_rc" ] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL $name: rc=$rc (want $want_rc), output:"; echo "$out" | tail -5; fail=1
-  else
-    echo "ok   $name"
-  fi
-}
+source "$(dirname "$0")/check_lib.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 # (P-1)/(M+P-1) = 3/11 = 27.3% for GPipe and 1F1B at P=4, M=8; (P-1)/(vM+P-1) = 3/19 = 15.8% interleaved.

@@ -4,17 +4,7 @@
 # nothing already in the output folder is lost by a refused run.
 set -u
 troupe=$1
-fail=0
-check() {  # check NAME EXPECTED_RC PATTERN -- command...
-  local name=$1 want_rc=$2 pattern=$3; shift 4
-  local out rc
-  out=$("$@" 2>&1); rc=$?
-  if [ "$rc" -ne "$want_rc" ] || ! grep -qE -- "$pattern" <<<"$out"; then
-    echo "FAIL $name: rc=$rc (want $want_rc), output:"; echo "$out" | tail -5; fail=1
-  else
-    echo "ok   $name"
-  fi
-}
+source "$(dirname "$0")/check_lib.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 help=$("$troupe" train --help 2>&1)
