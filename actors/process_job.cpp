@@ -66,8 +66,18 @@ dp_job_args job_args(const train_config& cfg, const prepared_job& job, caf::acto
           job.num_params, std::move(coordinator)};
 }
 
-void stop_all(const std::vector<caf::actor>& actors) {
+// Stops the actors, waits until they are gone, and drops the registry entries the middleman
+// made when their handles crossed to another process. A detached actor still referenced from
+// there is never destroyed, and ~actor_system would wait for its thread forever (seen as a
+// worker that finished its job but did not exit).
+void stop_all(caf::actor_system& sys, const std::vector<caf::actor>& actors) {
   for (const auto& a : actors) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  caf::scoped_actor self{sys};
+  for (const auto& a : actors) {
+    if (!a) continue;
+    self->wait_for(a);
+    sys.registry().erase(a.id());
+  }
 }
 
 train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
@@ -102,8 +112,8 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
                                  p.stage, local, verdict});
   auto mm_port = use_tls(pc) ? caf::openssl::publish(hub, 0, "127.0.0.1") : sys.middleman().publish(hub, 0, "127.0.0.1");
   if (!mm_port) {
-    stop_all(local);
-    stop_all({hub, coordinator});
+    stop_all(sys, local);
+    stop_all(sys, {hub, coordinator});
     throw std::runtime_error("rank 0: cannot publish the job hub: " + sys.render(mm_port.error()));
   }
   std::string report;
@@ -134,8 +144,8 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
       for (const auto& l : verdict->later) spdlog::warn("also: {}", l);
     }
     self->request(hub, std::chrono::seconds(10), job_end{ok, report}).receive([](bool) {}, [](caf::error&) {});
-    stop_all(local);
-    stop_all({hub, coordinator});
+    stop_all(sys, local);
+    stop_all(sys, {hub, coordinator});
   }
   if (!ok) throw std::runtime_error(report);
   summary->samples_per_s =
@@ -171,7 +181,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job) {
     caf::scoped_actor self{sys};
     self->wait_for(worker);
   }
-  stop_all({p.stage, p.optimizer, p.loader, collective});
+  stop_all(sys, {p.stage, p.optimizer, p.loader, collective, worker});
   if (!report->empty()) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": " + *report);
   return {};
 }

@@ -6,6 +6,9 @@
 // - Two scheduler threads: enough to route messages while the device threads compute.
 #include "actors/runtime_config.hpp"
 
+#include <cstdlib>
+#include <string>
+
 #include "actors/messages.hpp"
 
 namespace troupe {
@@ -13,7 +16,10 @@ namespace troupe {
 void configure_runtime(caf::actor_system_config& cfg) {
   add_message_types(cfg);
   cfg.set("scheduler.max-threads", 2);
-  cfg.set("scheduler.policy", caf::atom("sharing"));
+  // TROUPE_SCHEDULER_POLICY=stealing restores CAF's default, for comparison.
+  const char* policy = std::getenv("TROUPE_SCHEDULER_POLICY");
+  const bool stealing = policy && std::string(policy) == "stealing";
+  cfg.set("scheduler.policy", stealing ? caf::atom("stealing") : caf::atom("sharing"));
 }
 
 }  // namespace troupe
