@@ -16,7 +16,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libcaf-dev liburing-dev capnproto libcapnp-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev zlib1g-dev
-  libtomlplusplus-dev libcli11-dev libssl-dev
+  libtomlplusplus-dev libcli11-dev libssl-dev openssl python3 iproute2
   dataset-fashion-mnist fortunes
 )
 # The benchmark's peer (PyTorch on CPU) is only needed to run bench/.
