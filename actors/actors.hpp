@@ -57,7 +57,10 @@ struct coordinator_args {
   std::shared_ptr<train_summary> summary;
   std::shared_ptr<std::string> failure;  // set when the job stopped on an error
   std::shared_ptr<std::vector<dp_trace_event>> trace;  // data parallel: the traced step's events
+  double watchdog_seconds = 0;  // no step finished this long: report and stop (0: never)
 };
+// coordinator <- job: the collective group whose recent operations a watchdog report shows.
+using watch_atom = caf::atom_constant<caf::atom("watch")>;
 caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_args args);
 
 }  // namespace troupe

@@ -2,6 +2,7 @@
 // or every data-parallel rank, whose reports it sums), evaluates on the first stage at the end of
 // each epoch, writes metrics, and ends the job - normally after the last step, or at once with
 // the reason when a monitored actor dies.
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <map>
 
 #include "actors/actors.hpp"
+#include "actors/collective.hpp"
 #include "actors/metrics_log.hpp"
 
 namespace troupe {
@@ -26,6 +28,8 @@ struct coordinator_state {
   std::map<int64_t, std::vector<dp_step_report>> rank_reports;  // data parallel, by step
   clock_type::time_point step_start;
   std::deque<clock_type::time_point> recent;  // when the last few steps ended (rate window)
+  clock_type::time_point last_progress = clock_type::now();
+  std::vector<caf::actor> collectives;  // dumped into a watchdog report
   bool finishing = false;
   static inline const char* name = "coordinator";
 };
@@ -42,6 +46,7 @@ void finish(self_ptr self) {
 // Orders every step up to the next evaluation at once; reports come back one per step.
 void order_steps(self_ptr self, int64_t step) {
   auto& s = self->state;
+  s.last_progress = clock_type::now();
   s.step_start = clock_type::now();
   s.recent.assign(1, s.step_start);
   const int64_t epoch_end = (step / s.args.steps_per_epoch + 1) * s.args.steps_per_epoch;
@@ -53,6 +58,7 @@ void step_done(self_ptr self, const step_report& r) {
   auto& s = self->state;
   // The stages run on without waiting for us, so a step lasts from the previous report to this one.
   const auto now = clock_type::now();
+  s.last_progress = now;
   const double seconds = std::chrono::duration<double>(now - s.step_start).count();
   s.step_start = now;
   const double loss = r.count ? r.loss_sum / static_cast<double>(r.count) : 0.0;
@@ -76,6 +82,53 @@ void step_done(self_ptr self, const step_report& r) {
   if (last || (r.step + 1) % s.args.steps_per_epoch == 0) self->send(s.stage, eval_order{epoch});
 }
 
+using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
+
+std::chrono::milliseconds watchdog_period(double seconds) {
+  return std::chrono::milliseconds(std::max<int64_t>(10, static_cast<int64_t>(seconds * 250)));
+}
+
+// No step finished for watchdog_seconds: stop the job with a report that names the last step
+// and what each collective member is doing (its recent operations, the running one's progress),
+// instead of hanging.
+void report_stall(self_ptr self) {
+  auto& s = self->state;
+  const double idle = std::chrono::duration<double>(clock_type::now() - s.last_progress).count();
+  const std::string head = fmt::format("watchdog: no step finished for {:.1f} s (steps done: {} of {})", idle,
+                                       s.args.summary->steps, s.args.total_steps);
+  if (s.collectives.empty()) {
+    *s.args.failure = head;
+    spdlog::error("{}", head);
+    finish(self);
+    return;
+  }
+  auto logs = std::make_shared<std::vector<std::string>>(s.collectives.size());
+  auto left = std::make_shared<size_t>(s.collectives.size());
+  auto done = [self, head, logs, left] {
+    if (--*left > 0) return;
+    std::string text = head + "\ncollectives:";
+    for (const auto& l : *logs) text += "\n" + l;
+    *self->state.args.failure = text;
+    spdlog::error("{}", text);
+    finish(self);
+  };
+  for (size_t i = 0; i < s.collectives.size(); ++i)
+    self->request(s.collectives[i], std::chrono::seconds(2), collective_dump_request{})
+        .then([logs, i, done](collective_log& l) { (*logs)[i] = to_string(l), done(); },
+              [self, logs, i, done](caf::error& e) {
+                (*logs)[i] = "rank " + std::to_string(i) + ": no answer (" + self->system().render(e) + ")";
+                done();
+              });
+}
+
+void watch(self_ptr self) {
+  auto& s = self->state;
+  if (s.finishing) return;
+  const double idle = std::chrono::duration<double>(clock_type::now() - s.last_progress).count();
+  if (idle > s.args.watchdog_seconds) return report_stall(self);
+  self->delayed_send(self, watchdog_period(s.args.watchdog_seconds), watchdog_atom::value);
+}
+
 void start(self_ptr self, std::vector<caf::actor> stages, std::vector<caf::actor> members) {
   auto& s = self->state;
   s.stage = stages.at(0);
@@ -84,6 +137,8 @@ void start(self_ptr self, std::vector<caf::actor> stages, std::vector<caf::actor
   s.args.summary->rank_step_seconds.assign(s.stages.size(), {});
   for (auto& m : s.members) self->monitor(m);
   order_steps(self, 0);
+  if (s.args.watchdog_seconds > 0)
+    self->delayed_send(self, watchdog_period(s.args.watchdog_seconds), watchdog_atom::value);
 }
 
 caf::behavior coordinator(self_ptr self, coordinator_args args) {
@@ -103,6 +158,8 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
         start(self, std::move(stages), std::move(members));
       },
       [self](const step_report& r) { step_done(self, r); },
+      [self](watch_atom, std::vector<caf::actor> group) { self->state.collectives = std::move(group); },
+      [self](watchdog_atom) { watch(self); },
       [self](const dp_step_report& r) {
         auto& s = self->state;
         s.args.summary->rank_step_seconds.at(static_cast<size_t>(r.rank)).push_back(r.step_seconds);
@@ -130,6 +187,7 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
         auto& sum = *s.args.summary;
         const double acc = r.count ? static_cast<double>(r.correct) / static_cast<double>(r.count) : 0.0;
         const double loss = r.count ? r.loss_sum / static_cast<double>(r.count) : 0.0;
+        s.last_progress = clock_type::now();
         sum.test_accuracy.push_back(acc);
         sum.test_loss.push_back(loss);
         s.args.log->eval(r.epoch, sum.steps, loss, acc);

@@ -35,6 +35,7 @@ struct dp_job_args {
 struct dp_job_parts {
   std::vector<caf::actor> stages;   // rank order
   std::vector<caf::actor> members;  // everything the coordinator monitors
+  std::vector<caf::actor> collectives;  // the group, rank order: its logs go into a watchdog report
   std::vector<grad_bucket> buckets;
 };
 dp_job_parts spawn_dp_job(caf::actor_system& sys, const dp_job_args& args);

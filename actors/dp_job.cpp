@@ -77,6 +77,7 @@ dp_job_parts spawn_dp_job(caf::actor_system& sys, const dp_job_args& a) {
     parts.stages.push_back(p.stage);
     parts.members.insert(parts.members.end(), {p.stage, p.optimizer, p.loader, group[r]});
   }
+  parts.collectives = group;
   return parts;
 }
 

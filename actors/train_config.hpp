@@ -58,7 +58,7 @@ struct train_config {
   int micro_batches = 1;            // M: microbatches per global batch
   int virtual_stages = 2;           // v: chunks per device, for the interleaved schedule only
   std::vector<int64_t> cuts;        // first layers of model chunks 1..; empty: balanced by params
-  double watchdog_seconds = 60;     // a step without progress this long is reported and stopped
+  double watchdog_seconds = 60;     // a step without progress this long is reported and stopped (any job)
   // Data parallelism (actors/dp_job.cpp); dp == 1 is the single-stage job.
   int dp = 1;                       // N: data-parallel ranks in this process
   double bucket_mb = 25.0;          // gradient bucket cap in MiB (PyTorch DDP's default)

@@ -73,14 +73,15 @@ train_summary run_training(const train_config& cfg) {
     caf::actor_system_config sys_cfg;
     configure_runtime(sys_cfg);
     caf::actor_system sys{sys_cfg};
-    auto coordinator = spawn_coordinator(
-        sys, {steps_per_epoch, cfg.epochs, total_steps, cfg.batch_size, log, summary, failure, trace});
+    auto coordinator = spawn_coordinator(sys, {steps_per_epoch, cfg.epochs, total_steps, cfg.batch_size, log, summary,
+                                               failure, trace, cfg.watchdog_seconds});
     if (cfg.dp > 1) {
       dp_job_parts dp = spawn_dp_job(sys, {data.model, data.train, data.eval, &cfg, cfg.batch_size * rows_per_sample,
                                            total_steps, num_params, coordinator});
       summary->buckets = static_cast<int>(dp.buckets.size());
       spdlog::info("data parallel: {} ranks, {} gradient buckets of up to {} MiB", cfg.dp, dp.buckets.size(),
                    cfg.bucket_mb);
+      caf::anon_send(coordinator, watch_atom::value, dp.collectives);
       caf::anon_send(coordinator, start_atom::value, dp.stages, dp.members);
       caf::scoped_actor self{sys};
       self->wait_for(coordinator);

@@ -196,7 +196,7 @@ void add_train_command(CLI::App& app, int& exit_code, const char* name, bool wor
       ->check(CLI::PositiveNumber);
   cmd->add_option("--cuts", f->cuts, "Pipeline cut points: first layer index of each chunk after the first, "
                                      "comma separated [balanced by parameter count]");
-  cmd->add_option("--watchdog-seconds", f->watchdog, "Report and stop a pipeline step without progress [60]")
+  cmd->add_option("--watchdog-seconds", f->watchdog, "Report and stop a job whose step makes no progress this long, in seconds [60]")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--dp", f->dp, "Data-parallel ranks N in this process, each on 1/N of every batch [1]")
       ->check(CLI::PositiveNumber);
