@@ -168,9 +168,12 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
 struct worker_hub_state {
   worker_hub_args args;
   clock_type::time_point last_ping = clock_type::now();
+  bool ending = false;  // job_end received: waiting for rank 0 to close the connection
   static inline const char* name = "worker_hub";
 };
 using worker_ptr = caf::stateful_actor<worker_hub_state>*;
+using end_atom = caf::atom_constant<caf::atom("hubend")>;
+constexpr std::chrono::seconds end_grace{5};
 
 caf::behavior worker_hub(worker_ptr self, worker_hub_args args) {
   self->state.args = std::move(args);
@@ -178,7 +181,7 @@ caf::behavior worker_hub(worker_ptr self, worker_hub_args args) {
   self->monitor(s.args.job_hub);
   self->set_down_handler([self](caf::down_msg& dm) {
     if (dm.source != self->state.args.job_hub.address()) return;
-    *self->state.args.report = "rank 0 lost: " + self->system().render(dm.reason);
+    if (!self->state.ending) *self->state.args.report = "rank 0 lost: " + self->system().render(dm.reason);
     self->quit();
   });
   self->send(s.args.job_hub, worker_ready{s.args.rank, caf::actor_cast<caf::actor>(self), s.args.stage});
@@ -190,6 +193,7 @@ caf::behavior worker_hub(worker_ptr self, worker_hub_args args) {
       },
       [self](tick_atom) {
         auto& s = self->state;
+        if (s.ending) return;
         const auto silent = clock_type::now() - s.last_ping;
         if (silent > s.args.peer_timeout) {
           *s.args.report = "rank 0 stopped answering (no ping for " + fmt::format("{:.1f}", seconds(silent)) + " s)";
@@ -198,11 +202,18 @@ caf::behavior worker_hub(worker_ptr self, worker_hub_args args) {
         }
         self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
       },
+      // The job is over, but this process shuts its actors down only once rank 0 has closed the
+      // connection (or after end_grace): while the connection lives, messages in flight between
+      // the two middlemen keep local actors referenced, and this process's actor system would wait
+      // for them forever when it is destroyed.
       [self](const job_end& e) {
-        *self->state.args.report = e.ok ? "" : e.report;
-        self->quit();
+        auto& s = self->state;
+        *s.args.report = e.ok ? "" : e.report;
+        s.ending = true;
+        self->delayed_send(self, end_grace, end_atom::value);
         return job_end_ack_atom::value;
       },
+      [self](end_atom) { self->quit(); },
   };
 }
 
