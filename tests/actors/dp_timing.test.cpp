@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <unistd.h>
 
 #include "actors/training_job.hpp"
 #include "kernels/model.hpp"
