@@ -66,7 +66,7 @@ void bucket_done(self_ptr self, int64_t step, size_t b, double sent, collective_
   std::copy(sum, sum + bucket.count, s.stack->grads().data() + bucket.offset);
   record(self, dp_event_kind::all_reduce, static_cast<int32_t>(b), sent, r.finished_at);
   if (--s.buckets_pending > 0) return;
-  tensor grads = s.stack->grads().clone();
+  tensor grads = s.stack->take_grads();  // sent as it is; the next step gets a zeroed buffer
   grads.freeze();
   s.optimizer_start = now_seconds();
   self->send(s.args.base.optimizer, gradients_msg{step, 0, std::move(grads)});
@@ -137,7 +137,7 @@ caf::behavior dp_stage(self_ptr self, dp_stage_args args) {
       },
       [self](const params_msg& m) {
         auto& s = self->state;
-        s.stack->load_params(m.params);
+        s.stack->adopt_params(m.params);
         if (m.step < 0) return;
         const double end = now_seconds();
         record(self, dp_event_kind::optimizer, 0, s.optimizer_start, end);
