@@ -77,7 +77,6 @@ void compute(self_ptr self, int64_t step) {
   auto it = s.ready.find(step);
   straggle(self, step);
   const double t0 = now_seconds();
-  s.stack->zero_grads();
   stack_context ctx;
   tensor logits = s.stack->forward(it->second.inputs, ctx);
   loss_result loss = cross_entropy(logits, it->second.targets, 1.0f / static_cast<float>(s.args.base.global_rows));
