@@ -15,7 +15,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "actors/actors.hpp"
@@ -153,11 +157,46 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
   return std::move(*summary);
 }
 
+// Bounds a worker's actor-system teardown once its job is over. CAF 0.17's ~actor_system waits
+// for every detached actor's thread, and about one worker run in ten (4 processes on loopback)
+// one of them stayed referenced from the middleman's side after the job had finished, so the
+// process never exited. The job's outcome is final by then: past the limit, the process ends
+// with that outcome rather than linger (the rule: no process is left running).
+class teardown_limit {
+ public:
+  ~teardown_limit() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    if (watcher_.joinable()) watcher_.join();
+  }
+  void arm(int rank, int exit_code, std::chrono::seconds limit) {
+    watcher_ = std::thread([this, rank, exit_code, limit] {
+      std::unique_lock<std::mutex> lock(mu_);
+      if (cv_.wait_for(lock, limit, [this] { return done_; })) return;
+      spdlog::warn("rank {}: the actor system did not shut down within {} s after the job ended; exiting", rank,
+                   limit.count());
+      spdlog::default_logger()->flush();
+      std::fflush(nullptr);
+      std::_Exit(exit_code);
+    });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread watcher_;
+};
+
 train_summary run_worker(const train_config& cfg, const prepared_job& job) {
   const process_config& pc = cfg.process;
   const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
   net::gate_client gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.rank), join_ms);
   auto report = std::make_shared<std::string>();
+  teardown_limit teardown;  // declared before the actor system: it outlives its destructor
   caf::actor_system_config sys_cfg;
   configure(sys_cfg, pc);
   caf::actor_system sys{sys_cfg};
@@ -182,6 +221,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job) {
     self->wait_for(worker);
   }
   stop_all(sys, {p.stage, p.optimizer, p.loader, collective, worker});
+  teardown.arm(pc.rank, report->empty() ? 0 : 1, std::chrono::seconds(10));
   if (!report->empty()) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": " + *report);
   return {};
 }
