@@ -12,6 +12,7 @@
 #include "actors/collective_ring.hpp"
 #include "actors/dp_actors.hpp"
 #include "actors/stage_evaluation.hpp"
+#include "actors/step_feed.hpp"
 #include "kernels/layer_stack.hpp"
 #include "kernels/train_step.hpp"
 
@@ -26,8 +27,7 @@ double now_seconds() { return std::chrono::duration<double>(clock_type::now().ti
 struct dp_stage_state {
   dp_stage_args args;
   std::unique_ptr<layer_stack> stack;
-  std::map<int64_t, batch> ready;
-  int64_t ordered = -1, next_request = 0, until = 0;
+  std::unique_ptr<step_feed> feed;  // prefetched batches and ordered steps
   double step_start = 0, compute_seconds = 0, optimizer_start = 0;
   int64_t buckets_pending = 0;
   step_stats last;
@@ -41,10 +41,9 @@ void record(self_ptr self, dp_event_kind kind, int32_t index, double start, doub
   self->state.events.push_back({self->state.args.rank, static_cast<int32_t>(kind), index, start, end});
 }
 
-void request_batches(self_ptr self, int64_t up_to) {
-  auto& s = self->state;
-  for (; s.next_request < std::min(up_to, s.args.base.total_steps); ++s.next_request)
-    self->send(s.args.base.loader, batch_request{s.next_request});
+void request_batches(self_ptr self, int64_t next_step) {
+  for (int64_t step : self->state.feed->requests(next_step))
+    self->send(self->state.args.base.loader, batch_request{step});
 }
 
 void straggle(self_ptr self, int64_t step) {
@@ -72,16 +71,17 @@ void bucket_done(self_ptr self, int64_t step, size_t b, double sent, collective_
   self->send(s.args.base.optimizer, gradients_msg{step, 0, std::move(grads)});
 }
 
-void compute(self_ptr self, int64_t step) {
+void compute(self_ptr self, std::optional<int64_t> due) {
+  if (!due) return;
   auto& s = self->state;
-  auto it = s.ready.find(step);
+  const int64_t step = *due;
+  const batch b = s.feed->take(step);
   straggle(self, step);
   const double t0 = now_seconds();
   stack_context ctx;
-  tensor logits = s.stack->forward(it->second.inputs, ctx);
-  loss_result loss = cross_entropy(logits, it->second.targets, 1.0f / static_cast<float>(s.args.base.global_rows));
+  tensor logits = s.stack->forward(b.inputs, ctx);
+  loss_result loss = cross_entropy(logits, b.targets, 1.0f / static_cast<float>(s.args.base.global_rows));
   s.last = {loss.loss_sum, loss.count, loss.correct};
-  s.ready.erase(it);
   double prev = now_seconds();
   record(self, dp_event_kind::forward, 0, t0, prev);
   s.buckets_pending = static_cast<int64_t>(s.args.buckets.size());
@@ -107,8 +107,7 @@ void compute(self_ptr self, int64_t step) {
     }
   });
   s.compute_seconds = now_seconds() - t0;
-  s.ordered = -1;
-  request_batches(self, step + 1 + s.args.base.prefetch);
+  request_batches(self, step + 1);
 }
 
 caf::behavior dp_stage(self_ptr self, dp_stage_args args) {
@@ -118,22 +117,16 @@ caf::behavior dp_stage(self_ptr self, dp_stage_args args) {
   tensor initial = st.stack->params().clone();
   initial.freeze();
   self->send(st.args.base.optimizer, params_msg{-1, 0, std::move(initial)});
-  request_batches(self, st.args.base.prefetch);
+  st.feed = std::make_unique<step_feed>(st.args.base.total_steps, st.args.base.prefetch);
+  request_batches(self, 0);
   return caf::message_handler{
       [self](const step_order& o) {
         auto& s = self->state;
-        s.ordered = o.step;
-        s.until = o.until;
         s.step_start = now_seconds();
         s.events.clear();
-        if (s.ready.count(o.step)) compute(self, o.step);
+        compute(self, s.feed->order(o.step, o.until));
       },
-      [self](batch_msg& m) {
-        auto& s = self->state;
-        const int64_t step = m.step;
-        s.ready.emplace(step, std::move(m.data));
-        if (s.ordered == step) compute(self, step);
-      },
+      [self](batch_msg& m) { compute(self, self->state.feed->arrive(m.step, std::move(m.data))); },
       [self](const params_msg& m) {
         auto& s = self->state;
         s.stack->adopt_params(m.params);
@@ -144,12 +137,9 @@ caf::behavior dp_stage(self_ptr self, dp_stage_args args) {
                    dp_step_report{s.args.rank, m.step, s.last.loss_sum, s.last.count, s.last.correct,
                                   s.compute_seconds, end - s.step_start});
         if (m.step == s.args.trace_step) self->send(s.args.base.coordinator, dp_trace_msg{s.args.rank, m.step, s.events});
-        if (m.step + 1 < s.until) {  // the next ordered step
-          s.ordered = m.step + 1;
-          s.step_start = end;
-          s.events.clear();
-          if (s.ready.count(s.ordered)) compute(self, s.ordered);
-        }
+        s.step_start = end;  // the next ordered step, if any, starts now
+        s.events.clear();
+        compute(self, s.feed->finished(m.step));
       },
   }.or_else(evaluation_handlers(self, *st.stack, st.args.base.loader, st.args.base.coordinator));
 }
