@@ -11,7 +11,6 @@
 #include "actors/pipeline_job.hpp"
 #include "actors/prepared_job.hpp"
 #include "actors/pipeline_timing.hpp"
-#include "kernels/blas_runtime.hpp"
 #include "kernels/train_step.hpp"
 #include "schedules/builders.hpp"
 #include "schedules/passes.hpp"
@@ -75,7 +74,6 @@ void write_file(const std::string& path, const std::string& text) {
 train_summary run_pipeline_training(const train_config& cfg) {
   validate(cfg);
   const prepared_job data = prepare_job(cfg);
-  set_blas_threads(cfg.threads);
   const sched::schedule plan = make_pipeline_schedule(cfg.schedule, cfg.pp, cfg.micro_batches, cfg.virtual_stages);
   const int64_t steps_per_epoch = data.steps_per_epoch, total_steps = data.total_steps;
 

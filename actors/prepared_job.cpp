@@ -1,7 +1,11 @@
-// prepare_job: dataset loading and job sizing shared by every training path.
+// prepare_job: dataset loading, job sizing and the BLAS set-up shared by every training path.
 #include "actors/prepared_job.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <stdexcept>
+
+#include "kernels/blas_runtime.hpp"
 
 namespace troupe {
 
@@ -48,6 +52,12 @@ prepared_job prepare_job(const train_config& cfg) {
   if (cfg.max_steps > 0) p.total_steps = std::min(p.total_steps, cfg.max_steps);
   p.rows_per_sample = cfg.model.kind == "gpt" ? p.model.context : 1;
   p.num_params = count_params(p.model);
+  const blas_kernels& k = ensure_blas_kernels();
+  set_blas_threads(cfg.threads);
+  if (k.loaded != k.running)
+    spdlog::info("OpenBLAS kernels {} (OpenBLAS chose {} on this CPU), {} thread(s)", k.running, k.loaded, cfg.threads);
+  else
+    spdlog::info("OpenBLAS kernels {}, {} thread(s)", k.running, cfg.threads);
   return p;
 }
 

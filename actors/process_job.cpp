@@ -27,7 +27,6 @@
 #include "actors/metrics_log.hpp"
 #include "actors/net_actors.hpp"
 #include "actors/net_gate.hpp"
-#include "kernels/blas_runtime.hpp"
 
 namespace troupe {
 
@@ -241,7 +240,6 @@ train_summary run_process_training(const train_config& in) {
   cfg.dp = pc.world;  // one data-parallel rank per process
   validate(cfg);
   const prepared_job job = prepare_job(cfg);
-  set_blas_threads(cfg.threads);
   spdlog::info("rank {} of {}: model {} ({} parameters), {} steps of {} samples", pc.rank, pc.world,
                describe(job.model), job.num_params, job.total_steps, cfg.batch_size);
   return pc.rank == 0 ? run_rank0(cfg, job) : run_worker(cfg, job);

@@ -2,7 +2,6 @@
 // The training loop itself is the message flow between them; coordinator.cpp is where it starts.
 #include "actors/training_job.hpp"
 
-#include "kernels/blas_runtime.hpp"
 #include <spdlog/spdlog.h>
 
 #include <fstream>
@@ -58,7 +57,6 @@ train_summary run_training(const train_config& cfg) {
   if (cfg.pp > 1) return run_pipeline_training(cfg);
   validate(cfg);
   const prepared_job data = prepare_job(cfg);
-  set_blas_threads(cfg.threads);
   const int64_t steps_per_epoch = data.steps_per_epoch, total_steps = data.total_steps;
   const int64_t rows_per_sample = data.rows_per_sample, num_params = data.num_params;
   spdlog::info("model {} ({} parameters), {} steps of {} samples, optimizer {} lr {}", describe(data.model),

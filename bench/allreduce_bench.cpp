@@ -19,14 +19,8 @@
 
 #include "actors/collective.hpp"
 #include "actors/messages.hpp"
+#include "bench/gloo_peer.hpp"
 
-#ifdef TROUPE_BENCH_GLOO
-#include <gloo/allreduce.h>
-#include <gloo/math.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/file_store.h>
-#include <gloo/transport/tcp/device.h>
-#endif
 
 namespace {
 
@@ -55,25 +49,15 @@ double memcpy_gbps(int mib) {
   return static_cast<double>(bytes) / median(t) / 1e9;
 }
 
-#ifdef TROUPE_BENCH_GLOO
 // One forked rank: connect, warm up, time every size; rank 0 writes the medians to `out`.
 void gloo_rank(int rank, int ranks, const std::string& dir, int out) {
-  gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
-  auto dev = gloo::transport::tcp::CreateDevice(attr);
-  auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, ranks);
-  gloo::rendezvous::FileStore store(dir);
-  ctx->connectFullMesh(store, dev);
+  auto ring = troupe::bench::connect_gloo_ring(rank, ranks, dir);
   for (int mib : kMiB) {
     std::vector<float> x((static_cast<size_t>(mib) << 20) / 4, 1.0f);
     std::vector<double> t;
     for (int i = -1; i < iterations(mib); ++i) {
-      gloo::AllreduceOptions opts(ctx);
-      opts.setOutput(x.data(), x.size());
-      opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-      opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
       const auto t0 = clock_type::now();
-      gloo::allreduce(opts);
+      ring->all_reduce_sum(x.data(), x.size());
       if (i >= 0) t.push_back(seconds_since(t0));
     }
     const double s = median(t);
@@ -81,7 +65,9 @@ void gloo_rank(int rank, int ranks, const std::string& dir, int out) {
   }
 }
 
+// Seconds per size for Gloo with `ranks` forked processes; empty when Gloo is not measured.
 std::vector<double> gloo_seconds(int ranks) {
+  if (!troupe::bench::gloo_built() || std::getenv("TROUPE_BENCH_NO_GLOO")) return {};
   char tmpl[] = "/tmp/troupe-gloo-XXXXXX";
   const std::string dir = mkdtemp(tmpl);
   int fds[2];
@@ -104,7 +90,6 @@ std::vector<double> gloo_seconds(int ranks) {
   for (pid_t p : kids) waitpid(p, nullptr, 0);
   return out;
 }
-#endif
 
 std::vector<double> troupe_seconds(caf::actor_system& sys, int ranks) {
   auto group = troupe::spawn_collective_group(sys, ranks, troupe::collective_options_from_env());
@@ -132,15 +117,8 @@ std::vector<double> troupe_seconds(caf::actor_system& sys, int ranks) {
 int main() {
   // Gloo first: fork before any CAF thread exists.
   std::vector<std::vector<double>> gloo;
-  for (int ranks : kRanks) {
-#ifdef TROUPE_BENCH_GLOO
-    if (!std::getenv("TROUPE_BENCH_NO_GLOO")) {  // set it to profile troupe alone
-      gloo.push_back(gloo_seconds(ranks));
-      continue;
-    }
-#endif
-    gloo.push_back(std::vector<double>(std::size(kMiB), 0.0));
-  }
+  for (int ranks : kRanks) gloo.push_back(gloo_seconds(ranks));
+  if (gloo.front().empty()) std::fprintf(stderr, "Gloo is not measured (not built, or TROUPE_BENCH_NO_GLOO set)\n");
   std::vector<double> copy;
   for (int mib : kMiB) copy.push_back(memcpy_gbps(mib));
   caf::actor_system_config cfg;
@@ -155,9 +133,12 @@ int main() {
     for (size_t i = 0; i < std::size(kMiB); ++i) {
       const int64_t bytes = int64_t{kMiB[i]} << 20;
       const double t = bus_gbps(bytes, ranks, ours[i]);
-      const double g = gloo[k][i] > 0 ? bus_gbps(bytes, ranks, gloo[k][i]) : 0.0;
-      std::printf("| %d | %d MiB | %.2f | %.2f | %.2f | %.2f | %.2f |\n", ranks, kMiB[i], t, g, g > 0 ? t / g : 0.0,
-                  copy[i], t / copy[i]);
+      if (gloo[k].empty() || gloo[k][i] <= 0) {
+        std::printf("| %d | %d MiB | %.2f | not measured | - | %.2f | %.2f |\n", ranks, kMiB[i], t, copy[i], t / copy[i]);
+        continue;
+      }
+      const double g = bus_gbps(bytes, ranks, gloo[k][i]);
+      std::printf("| %d | %d MiB | %.2f | %.2f | %.2f | %.2f | %.2f |\n", ranks, kMiB[i], t, g, t / g, copy[i], t / copy[i]);
     }
   }
   return 0;

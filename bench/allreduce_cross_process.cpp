@@ -16,14 +16,8 @@
 #include <vector>
 
 #include "actors/tcp_ring.hpp"
+#include "bench/gloo_peer.hpp"
 
-#ifdef TROUPE_BENCH_GLOO
-#include <gloo/allreduce.h>
-#include <gloo/math.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/file_store.h>
-#include <gloo/transport/tcp/device.h>
-#endif
 
 namespace {
 
@@ -68,24 +62,11 @@ int run_troupe(int rank, int world, uint16_t port, int port_pipe, const std::vec
   return 0;
 }
 
-#ifdef TROUPE_BENCH_GLOO
 int run_gloo(int rank, int world, const std::string& dir, const std::vector<double>& sizes) {
-  gloo::transport::tcp::attr attr;
-  attr.hostname = "127.0.0.1";
-  auto dev = gloo::transport::tcp::CreateDevice(attr);
-  auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, world);
-  gloo::rendezvous::FileStore store(dir);
-  ctx->connectFullMesh(store, dev);
-  measure("gloo", rank, world, sizes, [&](float* p, int64_t n) {
-    gloo::AllreduceOptions opts(ctx);
-    opts.setOutput(p, static_cast<size_t>(n));
-    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::RING);
-    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
-    gloo::allreduce(opts);
-  });
+  auto ring = troupe::bench::connect_gloo_ring(rank, world, dir);
+  measure("gloo", rank, world, sizes, [&](float* p, int64_t n) { ring->all_reduce_sum(p, static_cast<size_t>(n)); });
   return 0;
 }
-#endif
 
 }  // namespace
 
@@ -99,12 +80,10 @@ int main(int argc, char** argv) {
   std::vector<double> sizes;
   for (int i = 3; i < argc; ++i) sizes.push_back(std::atof(argv[i]));
   if (sizes.empty()) sizes = {1, 16, 64};
-#ifndef TROUPE_BENCH_GLOO
-  if (backend == "gloo") {
+  if (backend == "gloo" && !troupe::bench::gloo_built()) {
     std::fprintf(stderr, "built without Gloo (install libgloo-dev and reconfigure)\n");
     return 77;
   }
-#endif
   char tmpl[] = "/tmp/troupe-gloo-XXXXXX";
   const std::string dir = backend == "gloo" ? mkdtemp(tmpl) : "";
   int port_pipe[2];
@@ -117,9 +96,7 @@ int main(int argc, char** argv) {
     if (pid == 0) {
       int rc = 2;
       try {
-#ifdef TROUPE_BENCH_GLOO
         if (backend == "gloo") rc = run_gloo(r, world, dir, sizes);
-#endif
         if (backend == "troupe") rc = run_troupe(r, world, port, port_pipe[1], sizes);
       } catch (const std::exception& e) {
         std::fprintf(stderr, "rank %d: %s\n", r, e.what());

@@ -5,7 +5,7 @@
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
-export OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-$(grep -q avx512f /proc/cpuinfo && echo SkylakeX || echo Haswell)}
+# Every program picks its OpenBLAS kernels itself (kernels/blas_runtime.hpp).
 
 echo "== MLP training throughput: troupe against PyTorch"
 /usr/bin/python3 "$here/mlp_vs_pytorch.py" --build "$build" --repeats 3

@@ -4,9 +4,20 @@
 
 #include <algorithm>
 
+#include "kernels/blas_runtime.hpp"
 #include "kernels/ops.hpp"
 
 namespace troupe::ops {
+
+namespace {
+// Every GEMM runs on the kernels chosen for this CPU, whichever program called it.
+void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
+           const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
+  ensure_blas_kernels();
+  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, A,
+              static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+}
+}  // namespace
 
 void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
                     int64_t C, int64_t OC) {
@@ -15,23 +26,17 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
     for (int64_t n = 0; n < N; ++n) std::copy(bias, bias + OC, out + n * OC);
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(N), static_cast<int>(OC),
-              static_cast<int>(C), 1.0f, inp, static_cast<int>(C), weight, static_cast<int>(C), beta, out,
-              static_cast<int>(OC));
+  sgemm(CblasNoTrans, CblasTrans, N, OC, C, inp, C, weight, C, beta, out, OC);
 }
 
 void matmul_backward_input(float* dinp, const float* dout, const float* weight, int64_t N, int64_t C,
                            int64_t OC) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(N), static_cast<int>(C),
-              static_cast<int>(OC), 1.0f, dout, static_cast<int>(OC), weight, static_cast<int>(C), 0.0f, dinp,
-              static_cast<int>(C));
+  sgemm(CblasNoTrans, CblasNoTrans, N, C, OC, dout, OC, weight, C, 0.0f, dinp, C);
 }
 
 void matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, int64_t N,
                             int64_t C, int64_t OC) {
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(OC), static_cast<int>(C),
-              static_cast<int>(N), 1.0f, dout, static_cast<int>(OC), inp, static_cast<int>(C), 1.0f, dweight,
-              static_cast<int>(C));
+  sgemm(CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C);
   if (dbias) {
     for (int64_t n = 0; n < N; ++n) {
       const float* row = dout + n * OC;

@@ -41,7 +41,9 @@ fi
 export CCACHE_BASEDIR=$PWD
 build=${TROUPE_BUILD_DIR:-build}
 jobs=${TROUPE_JOBS:-$(nproc)}
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release
+# TROUPE_CMAKE_ARGS adds configure options (.ci/run sets -DTROUPE_WERROR=ON).
+# shellcheck disable=SC2086
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${TROUPE_CMAKE_ARGS:-}
 cmake --build "$build" -j "$jobs"
 
 case "$action" in

@@ -1,0 +1,23 @@
+// `troupe info` (see info_command.hpp). One `key: value` per line, so scripts can grep it.
+#include "cli/info_command.hpp"
+
+#include <cstdio>
+#include <thread>
+
+#include "kernels/blas_runtime.hpp"
+
+namespace troupe::cli {
+
+void add_info_command(CLI::App& app, int& exit_code) {
+  auto* cmd = app.add_subcommand("info", "Show the build's version, the BLAS kernels in use and the cores");
+  cmd->callback([&exit_code] {
+    const blas_kernels& k = ensure_blas_kernels();
+    std::printf("version: %s\n", TROUPE_VERSION);
+    std::printf("blas kernels: %s\n", k.running.c_str());
+    std::printf("blas kernels chosen by OpenBLAS at load: %s\n", k.loaded.c_str());
+    std::printf("hardware threads: %u\n", std::thread::hardware_concurrency());
+    exit_code = 0;
+  });
+}
+
+}  // namespace troupe::cli
