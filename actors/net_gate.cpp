@@ -1,6 +1,7 @@
-// gate_server, gate_client and the byte splice between them and the middleman. One thread per
-// forwarded connection (a job has a handful), plain blocking copies: both far ends are CAF's
-// non-blocking event loops, so neither direction can wait on the other.
+// gate_server, the worker's gate connection, and for TLS the byte splices between them and the
+// middleman's loopback port. One thread per spliced connection (a job has a handful), plain
+// blocking copies: both far ends are CAF's non-blocking event loops, so neither direction can
+// wait on the other.
 #include "actors/net_gate.hpp"
 
 #include <poll.h>
@@ -62,64 +63,55 @@ splice::~splice() {
   if (thread_.joinable()) thread_.join();
 }
 
-gate_server::gate_server(const std::string& host, uint16_t port, std::string secret, uint16_t backend_port,
+gate_server::gate_server(const std::string& host, uint16_t port, std::string secret, admit_fn admit,
                          int auth_timeout_ms)
-    : listener_(listen_tcp(host, port)), backend_port_(backend_port), secret_(std::move(secret)),
-      auth_timeout_ms_(auth_timeout_ms) {
-  port_ = net::local_port(listener_.get());
-  thread_ = std::thread([this] { accept_loop(); });
+    : acceptor_(listen_tcp(host, port), std::move(secret), "control gate", auth_timeout_ms), admit_(std::move(admit)) {
+  thread_ = std::thread([this] {
+    while (!stop_) {
+      auto a = acceptor_.next(poll_ms);
+      if (!a) continue;
+      spdlog::debug("control gate: admitted {} (rank {})", a->who, a->claim);
+      ++admitted_;
+      try {
+        admit_(std::move(a->fd), a->claim, a->who);
+      } catch (const std::exception& e) {
+        spdlog::error("control gate: could not hand over {}: {}", a->who, e.what());
+      }
+    }
+  });
 }
 
 gate_server::~gate_server() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
-  std::lock_guard<std::mutex> lock(mu_);
-  links_.clear();
 }
 
-// Sequential on purpose, as in the rendezvous: authentication has its own short deadline, so a
-// silent peer delays the next one by at most auth_timeout_ms and never reaches the middleman.
-void gate_server::accept_loop() {
-  while (!stop_) {
-    if (!readable(listener_.get(), poll_ms)) continue;
-    socket_fd c;
-    try {
-      c = accept_tcp(listener_.get(), poll_ms);
-    } catch (const net_error&) {
-      continue;
-    }
-    const std::string who = peer_name(c.get());
-    try {
-      const nonce challenge = auth_challenge(c.get(), auth_timeout_ms_);
-      const auto claim = auth_verify(c.get(), secret_, challenge, auth_timeout_ms_);
-      if (!claim) {
-        ++refused_;
-        spdlog::error("control gate: refused {}: it does not know the job's secret", who);
-        continue;
-      }
-      socket_fd backend = connect_tcp("127.0.0.1", backend_port_, auth_timeout_ms_);
-      spdlog::debug("control gate: admitted {} (rank {})", who, *claim);
-      ++admitted_;
-      std::lock_guard<std::mutex> lock(mu_);
-      links_.push_back(std::make_unique<splice>(std::move(c), std::move(backend)));
-    } catch (const net_error& e) {
-      ++refused_;
-      spdlog::error("control gate: refused {}: {}", who, e.what());
-    }
-  }
-}
-
-gate_client::gate_client(const std::string& host, uint16_t port, const std::string& secret, uint32_t rank,
-                         int timeout_ms)
-    : timeout_ms_(timeout_ms) {
-  upstream_ = connect_tcp(host, port, timeout_ms);
+socket_fd connect_through_gate(const std::string& host, uint16_t port, const std::string& secret, uint32_t rank,
+                               int timeout_ms) {
+  socket_fd s = connect_tcp(host, port, timeout_ms);
   try {
-    const auth_pending p = auth_respond(upstream_.get(), secret, rank, timeout_ms);
-    auth_finish(upstream_.get(), secret, p, timeout_ms);
+    const auth_pending p = auth_respond(s.get(), secret, rank, timeout_ms);
+    auth_finish(s.get(), secret, p, timeout_ms);
   } catch (const net_error& e) {
     throw net_error("the control gate at " + host + ":" + std::to_string(port) +
                     " did not accept us (is the secret the job's?): " + e.what());
   }
+  return s;
+}
+
+void loopback_splices::add(socket_fd admitted, int timeout_ms) {
+  socket_fd backend = connect_tcp("127.0.0.1", backend_port_, timeout_ms);
+  std::lock_guard<std::mutex> lock(mu_);
+  links_.push_back(std::make_unique<splice>(std::move(admitted), std::move(backend)));
+}
+
+loopback_splices::~loopback_splices() {
+  std::lock_guard<std::mutex> lock(mu_);
+  links_.clear();
+}
+
+loopback_bridge::loopback_bridge(socket_fd upstream, int timeout_ms)
+    : upstream_(std::move(upstream)), timeout_ms_(timeout_ms) {
   listener_ = listen_tcp("127.0.0.1", 0, 1);
   local_port_ = net::local_port(listener_.get());
   thread_ = std::thread([this] {
@@ -136,7 +128,7 @@ gate_client::gate_client(const std::string& host, uint16_t port, const std::stri
   });
 }
 
-gate_client::~gate_client() {
+loopback_bridge::~loopback_bridge() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
   link_.reset();

@@ -1,19 +1,25 @@
-// The control plane's door. CAF 0.17's middleman accepts any BASP connection on a published
-// port, so it never listens on the network itself: rank 0 publishes its actors on 127.0.0.1 only
-// and a gate_server on MASTER_ADDR:MASTER_PORT runs the job's HMAC challenge (tcp_auth) on every
-// connection before forwarding a single byte to the middleman; a gate_client on each other rank
-// authenticates first and then hands its local middleman a loopback port that leads through.
-// It deliberately parses nothing after the handshake (BASP, or TLS when configured, just flows).
+// The control plane's door. CAF 0.17's middleman would accept any BASP connection on a port it
+// listens on, and reads a message header's length before anything else, so it never listens on
+// a port of its own: rank 0's gate_server on MASTER_ADDR:MASTER_PORT admits a connection only
+// after the job's HMAC challenge (auth_acceptor, all pending handshakes at once), then hands the
+// socket itself to the middleman (actors/middleman_link.hpp). A worker's gate_client proves the
+// secret and hands its socket to its own middleman the same way, so no rank opens a port that a
+// stranger could reach without the secret.
+// With TLS (caf_openssl) the middleman must make its own connections: there the admitted socket
+// is spliced to the TLS middleman's loopback port, whose mutual TLS handshake is the check a
+// local process without the job's certificate fails (loopback_splices, loopback_bridge).
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "actors/auth_acceptor.hpp"
 #include "actors/tcp_socket.hpp"
 
 namespace troupe::net {
@@ -34,36 +40,47 @@ class splice {
 
 class gate_server {
  public:
-  // Listens on host:port (0: any free port; see port()) and forwards every connection that
-  // proves it knows `secret` to 127.0.0.1:backend_port. Throws net_error if it cannot bind.
-  gate_server(const std::string& host, uint16_t port, std::string secret, uint16_t backend_port,
-              int auth_timeout_ms = 5000);
-  ~gate_server();  // stops accepting and closes every forwarded connection
-  uint16_t port() const { return port_; }
-  int refused() const { return refused_; }   // connections refused so far (logged each)
+  // Called on the gate's thread with each connection that proved the secret (claim: its rank).
+  using admit_fn = std::function<void(socket_fd, uint32_t claim, const std::string& who)>;
+  // Listens on host:port (0: any free port; see port()). Throws net_error if it cannot bind.
+  gate_server(const std::string& host, uint16_t port, std::string secret, admit_fn admit, int auth_timeout_ms = 5000);
+  ~gate_server();  // stops admitting; connections already handed over are the receiver's
+  uint16_t port() const { return acceptor_.port(); }
+  int refused() const { return acceptor_.refused(); }  // connections refused so far (logged each)
   int admitted() const { return admitted_; }
 
  private:
-  void accept_loop();
-
-  socket_fd listener_;
-  uint16_t port_ = 0, backend_port_;
-  std::string secret_;
-  int auth_timeout_ms_;
+  auth_acceptor acceptor_;
+  admit_fn admit_;
   std::atomic<bool> stop_{false};
-  std::atomic<int> refused_{0}, admitted_{0};
-  std::mutex mu_;
-  std::vector<std::unique_ptr<splice>> links_;
+  std::atomic<int> admitted_{0};
   std::thread thread_;
 };
 
-class gate_client {
+// Connects to the gate at host:port (retrying until timeout_ms: rank 0 may start later) and
+// authenticates as `rank`. Throws net_error when the gate refuses us or proves no secret.
+socket_fd connect_through_gate(const std::string& host, uint16_t port, const std::string& secret, uint32_t rank,
+                               int timeout_ms);
+
+// TLS, rank 0: each admitted connection forwarded to the TLS middleman's loopback port.
+class loopback_splices {
  public:
-  // Connects to the gate at host:port (retrying until timeout_ms: rank 0 may start later) and
-  // authenticates as `rank`. Throws net_error when the gate refuses us or proves no secret.
-  gate_client(const std::string& host, uint16_t port, const std::string& secret, uint32_t rank, int timeout_ms);
-  ~gate_client();
-  // The loopback port to give the local middleman's remote_actor; it accepts one connection.
+  explicit loopback_splices(uint16_t backend_port) : backend_port_(backend_port) {}
+  void add(socket_fd admitted, int timeout_ms);  // throws net_error if the backend is unreachable
+  ~loopback_splices();                           // closes every forwarded connection
+
+ private:
+  uint16_t backend_port_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<splice>> links_;
+};
+
+// TLS, a worker: a loopback port for the local TLS middleman's remote_actor, accepting one
+// connection and splicing it to the authenticated upstream socket.
+class loopback_bridge {
+ public:
+  loopback_bridge(socket_fd upstream, int timeout_ms);
+  ~loopback_bridge();
   uint16_t local_port() const { return local_port_; }
 
  private:

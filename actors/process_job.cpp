@@ -1,9 +1,9 @@
 // run_process_training: one data-parallel rank per process. Two planes:
 //  * control: CAF's middleman carries step orders, reports, evaluation and the hubs' messages.
-//    Rank 0 publishes its job hub on 127.0.0.1 only; the network sees only the gate (net_gate),
-//    which runs the job's HMAC challenge before forwarding a byte, so a peer without the secret
-//    never reaches an actor. With --tls-cert/--tls-key/--tls-ca the middleman speaks caf_openssl
-//    mutual TLS through the same gate.
+//    The middleman listens nowhere: the gate (net_gate) runs the job's HMAC challenge on every
+//    connection and only then hands the socket to the middleman (middleman_link), so a peer
+//    without the secret never reaches an actor. With --tls-cert/--tls-key/--tls-ca the middleman
+//    speaks caf_openssl mutual TLS on a loopback port that the gate splices to.
 //  * data: gradient buckets go through net_collective's tcp_ring, whose rendezvous port rank 0
 //    hands out in join_reply (so it too is only learnt over the authenticated channel).
 // It deliberately supports data parallelism only (one rank per process, pp == 1).
@@ -26,6 +26,7 @@
 #include "actors/dp_actors.hpp"
 #include "actors/metrics_log.hpp"
 #include "actors/net_actors.hpp"
+#include "actors/middleman_link.hpp"
 #include "actors/net_gate.hpp"
 
 namespace troupe {
@@ -113,17 +114,31 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
   auto hub = spawn_job_hub(sys, {pc.world, describe_for_join(cfg, job), port_future.get(),
                                  to_ms(pc.peer_timeout_seconds), to_ms(pc.join_timeout_seconds), coordinator,
                                  p.stage, local, verdict});
-  auto mm_port = use_tls(pc) ? caf::openssl::publish(hub, 0, "127.0.0.1") : sys.middleman().publish(hub, 0, "127.0.0.1");
-  if (!mm_port) {
-    stop_all(sys, local);
-    stop_all(sys, {hub, coordinator});
-    throw std::runtime_error("rank 0: cannot publish the job hub: " + sys.render(mm_port.error()));
+  // Plain TCP: the middleman gets no port; the gate hands it each admitted socket (serve_over).
+  // TLS: the TLS middleman listens on loopback, behind its mutual TLS and the gate's splices.
+  std::unique_ptr<net::loopback_splices> splices;
+  if (use_tls(pc)) {
+    auto tls_port = caf::openssl::publish(hub, 0, "127.0.0.1");
+    if (!tls_port) {
+      stop_all(sys, local);
+      stop_all(sys, {hub, coordinator});
+      throw std::runtime_error("rank 0: cannot publish the job hub over TLS: " + sys.render(tls_port.error()));
+    }
+    splices = std::make_unique<net::loopback_splices>(*tls_port);
   }
+  const int auth_ms = static_cast<int>(std::min<int64_t>(5000, to_ms(pc.peer_timeout_seconds).count()));
   std::string report;
   bool ok = false;
   {
-    net::gate_server gate(pc.master_addr, pc.master_port, pc.secret, *mm_port,
-                          static_cast<int>(std::min<int64_t>(5000, to_ms(pc.peer_timeout_seconds).count())));
+    net::gate_server gate(
+        pc.master_addr, pc.master_port, pc.secret,
+        [&](net::socket_fd fd, uint32_t, const std::string&) {
+          if (splices)
+            splices->add(std::move(fd), auth_ms);
+          else
+            serve_over(sys, std::move(fd), hub);
+        },
+        auth_ms);
     spdlog::info("rank 0 of {}: control gate on {}:{}{}, {} gradient buckets", pc.world, pc.master_addr, gate.port(),
                  use_tls(pc) ? " (TLS)" : "", buckets.size());
     if (pc.on_listening) pc.on_listening(gate.port());
@@ -193,20 +208,28 @@ class teardown_limit {
 train_summary run_worker(const train_config& cfg, const prepared_job& job) {
   const process_config& pc = cfg.process;
   const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
-  net::gate_client gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.rank), join_ms);
+  net::socket_fd upstream =
+      net::connect_through_gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.rank), join_ms);
   auto report = std::make_shared<std::string>();
   teardown_limit teardown;  // declared before the actor system: it outlives its destructor
   caf::actor_system_config sys_cfg;
   configure(sys_cfg, pc);
   caf::actor_system sys{sys_cfg};
-  auto hub = use_tls(pc) ? caf::openssl::remote_actor(sys, "127.0.0.1", gate.local_port())
-                         : sys.middleman().remote_actor("127.0.0.1", gate.local_port());
-  if (!hub) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": cannot reach rank 0: " + sys.render(hub.error()));
+  caf::actor hub;
+  std::unique_ptr<net::loopback_bridge> bridge;  // TLS only: lives as long as the connection
+  if (use_tls(pc)) {
+    bridge = std::make_unique<net::loopback_bridge>(std::move(upstream), join_ms);
+    auto h = caf::openssl::remote_actor(sys, "127.0.0.1", bridge->local_port());
+    if (!h) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": cannot reach rank 0: " + sys.render(h.error()));
+    hub = *h;
+  } else {
+    hub = remote_actor_over(sys, std::move(upstream), milliseconds(join_ms));
+  }
   join_reply joined;
   std::string refused;
   {
     caf::scoped_actor self{sys};
-    self->request(*hub, milliseconds(join_ms), join_request{pc.rank, describe_for_join(cfg, job)})
+    self->request(hub, milliseconds(join_ms), join_request{pc.rank, describe_for_join(cfg, job)})
         .receive([&](join_reply& r) { joined = std::move(r); }, [&](caf::error& e) { refused = sys.render(e); });
   }
   if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": rank 0 refused us: " + refused);
@@ -214,7 +237,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job) {
   auto collective = spawn_net_collective(sys, {ring_env, pc.secret, ring_options_for(pc)});
   dp_rank_parts p = spawn_dp_rank(sys, job_args(cfg, job, joined.coordinator), pc.rank, collective,
                                   plan_dp_buckets(job.model, cfg.bucket_mb));
-  auto worker = spawn_worker_hub(sys, {pc.rank, *hub, p.stage, to_ms(pc.peer_timeout_seconds), report});
+  auto worker = spawn_worker_hub(sys, {pc.rank, hub, p.stage, to_ms(pc.peer_timeout_seconds), report});
   {
     caf::scoped_actor self{sys};
     self->wait_for(worker);

@@ -79,14 +79,19 @@ auth_pending auth_respond(int fd, const std::string& secret, uint32_t claim, int
 }
 
 std::optional<uint32_t> auth_verify(int fd, const std::string& secret, const nonce& challenge, int timeout_ms) {
-  uint8_t in[32 + 4 + 32];
-  read_all(fd, in, sizeof in, timeout_ms, "auth response");
+  auth_answer in{};
+  read_all(fd, in.data(), in.size(), timeout_ms, "auth response");
+  return auth_check_answer(fd, secret, challenge, in, timeout_ms);
+}
+
+std::optional<uint32_t> auth_check_answer(int fd, const std::string& secret, const nonce& challenge,
+                                          const auth_answer& in, int timeout_ms) {
   nonce theirs{};
   uint32_t claim = 0;
-  std::memcpy(theirs.data(), in, 32);
-  std::memcpy(&claim, in + 32, 4);
+  std::memcpy(theirs.data(), in.data(), 32);
+  std::memcpy(&claim, in.data() + 32, 4);
   const mac want = hmac(secret, 'C', challenge, theirs, claim);
-  if (CRYPTO_memcmp(want.data(), in + 36, want.size()) != 0) return std::nullopt;
+  if (CRYPTO_memcmp(want.data(), in.data() + 36, want.size()) != 0) return std::nullopt;
   const mac proof = hmac(secret, 'A', theirs, challenge, claim);
   write_all(fd, proof.data(), proof.size(), timeout_ms, "auth proof");
   return claim;

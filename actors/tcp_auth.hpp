@@ -40,6 +40,12 @@ auth_pending auth_respond(int fd, const std::string& secret, uint32_t claim, int
 // Acceptor, step 3: read and check the answer; on success send our proof and return the claim.
 // On a wrong MAC returns nullopt having sent nothing more: the caller logs and closes.
 std::optional<uint32_t> auth_verify(int fd, const std::string& secret, const nonce& challenge, int timeout_ms);
+// Step 3 for an acceptor that gathered the connector's answer itself (auth_acceptor reads it
+// without blocking, from many connections at once): checks it and sends the proof.
+constexpr size_t auth_answer_bytes = 32 + 4 + 32;
+using auth_answer = std::array<uint8_t, auth_answer_bytes>;
+std::optional<uint32_t> auth_check_answer(int fd, const std::string& secret, const nonce& challenge,
+                                          const auth_answer& answer, int timeout_ms);
 // Connector, step 4: check the acceptor's proof (it knows the secret too). Throws net_error.
 void auth_finish(int fd, const std::string& secret, const auth_pending& p, int timeout_ms);
 

@@ -2,8 +2,10 @@
 // one process and as separate processes on loopback (and across two network namespaces) gives
 // bitwise the same loss at every step; a worker killed mid-step is reported by rank 0 (rank and
 // step) within the peer timeout and every process ends; a peer with the wrong secret or garbage
-// bytes at the gate is refused and the job goes on. Every process started here is in one
-// process group killed on every exit path (tcp_process_group.hpp).
+// bytes at the gate is refused and the job goes on; a hostile local client without the secret
+// reaches no actor through any port the job listens on, and a BASP header claiming a 4 GiB
+// payload makes no process allocate it. Every process started here is in one process group
+// killed on every exit path (tcp_process_group.hpp).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -14,6 +16,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <caf/io/all.hpp>
+
+#include <set>
 
 #include "actors/training_job.hpp"
 #include "tests/actors/process_job_config.hpp"
@@ -48,6 +54,51 @@ std::string read_all_output(int fd, int timeout_ms, const std::string& until = "
     const auto at = until.empty() ? std::string::npos : out.find(until);
     if (at != std::string::npos && out.find('\n', at) != std::string::npos) return out;
   }
+}
+
+// The TCP ports process `pid` listens on: its socket inodes matched against /proc/net/tcp{,6}.
+std::vector<int> listening_ports(pid_t pid) {
+  std::set<std::string> inodes;
+  const std::string fd_dir = "/proc/" + std::to_string(pid) + "/fd";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(fd_dir, ec)) {
+    const std::string target = std::filesystem::read_symlink(e.path(), ec).string();
+    if (target.rfind("socket:[", 0) == 0) inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::vector<int> ports;
+  for (const char* table : {"/net/tcp", "/net/tcp6"}) {
+    std::ifstream in("/proc/" + std::to_string(pid) + table);
+    std::string line;
+    std::getline(in, line);  // header
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      std::string slot, local, remote, state, queues, timer, retr, uid, timeout, inode;
+      f >> slot >> local >> remote >> state >> queues >> timer >> retr >> uid >> timeout >> inode;
+      if (state == "0A" && inodes.count(inode))
+        ports.push_back(static_cast<int>(std::stoul(local.substr(local.find(':') + 1), nullptr, 16)));
+    }
+  }
+  return ports;
+}
+
+int64_t resident_kib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  return -1;
+}
+
+int connect_loopback(int port) {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(s);
+    return -1;
+  }
+  return s;
 }
 
 std::vector<double> losses_in(const std::string& out) {
@@ -186,6 +237,56 @@ TEST(ProcessJob, WrongSecretAndGarbageAtTheGateAreRefusedAndTheJobGoesOn) {
   const std::string out = read_all_output(fd, 60000);
   EXPECT_EQ(g.wait_all(20000), 0) << out;
   EXPECT_EQ(losses_in(out).size(), 4u) << out;
+}
+
+// A local process that never saw the secret, as CAF's own client and as raw bytes, against every
+// port rank 0 and a worker listen on while they train: it obtains no actor handle, a BASP
+// header announcing a 4 GiB client handshake allocates nothing, and the job ends normally.
+TEST(ProcessJob, ClientWithoutTheSecretReachesNoActorOnAnyPortOfRankZeroOrAWorker) {
+  const std::string dir = temp_dir("hostile");
+  process_group g;
+  const int fd = g.spawn(rank_args(0, 2, "127.0.0.1", 0, "s3cret", dir, 80, 10, 50), true);
+  const int gate = g.read_port(fd, 20000);
+  ASSERT_GT(gate, 0);
+  g.spawn(rank_args(1, 2, "127.0.0.1", gate, "s3cret", dir, 80, 10, 50));
+  const auto until = clock_type::now() + std::chrono::seconds(30);
+  for (int lines = 0; lines < 2;) {  // training runs: every rank has joined
+    std::ifstream m(dir + "/metrics.jsonl");
+    lines = 0;
+    for (std::string l; std::getline(m, l);) ++lines;
+    ASSERT_LT(clock_type::now(), until) << "no training steps";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::vector<pid_t> pids = g.pids();
+  ASSERT_EQ(pids.size(), 2u);
+  caf::actor_system_config cfg;
+  cfg.load<caf::io::middleman>();
+  cfg.set("scheduler.max-threads", 2);
+  caf::actor_system sys{cfg};
+  int probed = 0;
+  for (size_t r = 0; r < pids.size(); ++r) {
+    for (int port : listening_ports(pids[r])) {
+      ++probed;
+      std::printf("rank %zu listens on %d\n", r, port);
+      auto handle = sys.middleman().remote_actor("127.0.0.1", static_cast<uint16_t>(port));
+      EXPECT_FALSE(handle) << "rank " << r << " port " << port << " gave an actor to a client without the secret";
+      const int64_t before = resident_kib(pids[r]);
+      const int s = connect_loopback(port);
+      if (s < 0) continue;  // closed meanwhile
+      // A BASP client handshake header (32 bytes): operation 1, payload of 0xFFFFFFF0 bytes.
+      uint8_t header[32] = {1, 0, 0, 0, 0xFF, 0xFF, 0xFF, 0xF0};
+      EXPECT_EQ(::write(s, header, sizeof header), static_cast<ssize_t>(sizeof header));
+      std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+      const int64_t after = resident_kib(pids[r]);
+      ::close(s);
+      EXPECT_LT(after - before, 64 * 1024) << "rank " << r << " port " << port << " grew from " << before
+                                           << " KiB to " << after << " KiB";
+    }
+  }
+  EXPECT_GE(probed, 1) << "rank 0's gate must be among the ports";
+  const std::string out = read_all_output(fd, 60000);
+  EXPECT_EQ(g.wait_all(20000), 0) << out;
+  EXPECT_EQ(losses_in(out).size(), 80u) << out;
 }
 
 // Two network namespaces made by this test, joined by a veth pair with addresses from
