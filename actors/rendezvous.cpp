@@ -1,6 +1,7 @@
-// Rendezvous server and client. The server handles one connection at a time: authentication
-// first, with its own short deadline, so a peer without the secret is refused (and logged)
-// before a single byte of its hello is read.
+// Rendezvous server and client. The server's auth_acceptor runs every handshake concurrently,
+// each with its own short deadline, so a peer without the secret is refused (and logged) before
+// a single byte of its hello is read, and silent connections delay no real rank. Hellos come
+// only from authenticated ranks and are read one at a time.
 #include "actors/rendezvous.hpp"
 
 #include <spdlog/spdlog.h>
@@ -44,8 +45,9 @@ peer_addr read_addr(int fd, int timeout_ms) {
 
 rendezvous_server::rendezvous_server(const std::string& host, uint16_t port, int world, std::string secret,
                                      rendezvous_options opts)
-    : listener_(listen_tcp(host, port)), world_(world), secret_(std::move(secret)), opts_(opts) {
-  port_ = local_port(listener_.get());
+    : acceptor_(listen_tcp(host, port), secret, "rendezvous", opts.auth_timeout_ms), world_(world),
+      secret_(std::move(secret)), opts_(opts) {
+  port_ = acceptor_.port();
 }
 
 std::vector<peer_addr> rendezvous_server::run(const peer_addr& self) {
@@ -57,25 +59,18 @@ std::vector<peer_addr> rendezvous_server::run(const peer_addr& self) {
   int joined = 1;
   while (joined < world_) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
-    socket_fd c;
-    try {
-      c = accept_tcp(listener_.get(), static_cast<int>(std::max<int64_t>(left, 0)));
-    } catch (const net_error&) {
+    auto admitted = acceptor_.next(static_cast<int>(std::max<int64_t>(left, 0)));
+    if (!admitted) {
       std::string missing;
       for (int r = 1; r < world_; ++r)
         if (!members[static_cast<size_t>(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
       throw net_error("rendezvous: ranks " + missing + " did not join within " + std::to_string(opts_.timeout_ms) +
                       " ms");
     }
-    const std::string who = peer_name(c.get());
+    socket_fd c = std::move(admitted->fd);
+    const std::string who = admitted->who;
+    const std::optional<uint32_t> claim = admitted->claim;
     try {
-      const nonce challenge = auth_challenge(c.get(), opts_.auth_timeout_ms);
-      auto claim = auth_verify(c.get(), secret_, challenge, opts_.auth_timeout_ms);
-      if (!claim) {
-        ++refused_;
-        spdlog::error("rendezvous: refused {}: it does not know the job's secret", who);
-        continue;
-      }
       uint32_t hello[2];
       read_all(c.get(), hello, sizeof hello, opts_.auth_timeout_ms, "rendezvous hello");
       peer_addr addr = read_addr(c.get(), opts_.auth_timeout_ms);

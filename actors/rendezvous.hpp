@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/auth_acceptor.hpp"
 #include "actors/tcp_socket.hpp"
 
 namespace troupe::net {
@@ -36,10 +37,10 @@ class rendezvous_server {
   // Blocks until ranks 1..world-1 joined; returns the table indexed by rank (entry 0 = self).
   // Throws net_error naming the missing ranks when the timeout passes first.
   std::vector<peer_addr> run(const peer_addr& self);
-  int refused() const { return refused_; }  // peers refused so far (wrong secret, bad hello)
+  int refused() const { return acceptor_.refused() + refused_; }  // peers refused (wrong secret, bad hello)
 
  private:
-  socket_fd listener_;
+  auth_acceptor acceptor_;  // admits connections from construction on, handshakes concurrently
   uint16_t port_ = 0;
   int world_;
   std::string secret_;

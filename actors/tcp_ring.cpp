@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "actors/auth_acceptor.hpp"
 #include "actors/tcp_auth.hpp"
 
 namespace troupe::net {
@@ -83,29 +84,27 @@ std::unique_ptr<tcp_ring> tcp_ring::connect(const launch_env& env, const std::st
     listener = listen_tcp(client.local_host(), 0);
     table = client.join(local_port(listener.get()));
   }
-  // Interleaved handshakes (see tcp_auth.hpp): each step waits only on bytes a neighbour sends
-  // in an earlier step, so the ring cannot wait on itself.
+  // The acceptor answers the left neighbour on its own thread while this one authenticates to
+  // the right, so the ring cannot wait on itself; strangers at the listener delay neither.
   const int left = mod(r - 1, N), timeout = o.rendezvous.timeout_ms;
   const peer_addr& right = table[static_cast<size_t>(mod(r + 1, N))];
+  auth_acceptor from_left(std::move(listener), secret, "ring rank " + std::to_string(r),
+                          o.rendezvous.auth_timeout_ms);
   ring->to_right_ = connect_tcp(right.host, right.port, timeout);
-  socket_fd cand = accept_tcp(listener.get(), timeout);
-  nonce challenge = auth_challenge(cand.get(), timeout);
   const auth_pending pending = auth_respond(ring->to_right_.get(), secret, static_cast<uint32_t>(r), timeout);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
   for (;;) {
-    std::optional<uint32_t> claim;
-    const std::string who = peer_name(cand.get());
-    try {
-      claim = auth_verify(cand.get(), secret, challenge, o.rendezvous.auth_timeout_ms);
-    } catch (const net_error& e) {
-      spdlog::error("ring rank {}: refused {}: {}", r, who, e.what());
+    const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    auto a = from_left.next(static_cast<int>(std::max<int64_t>(0, left_ms.count())));
+    if (!a)
+      throw net_error("ring rank " + std::to_string(r) + ": rank " + std::to_string(left) + " did not connect within " +
+                      std::to_string(timeout) + " ms");
+    if (a->claim == static_cast<uint32_t>(left)) {
+      ring->from_left_ = std::move(a->fd);
+      break;
     }
-    if (claim && *claim == static_cast<uint32_t>(left)) break;
-    if (claim) spdlog::error("ring rank {}: refused {}: it is rank {}, expected {}", r, who, *claim, left);
-    else spdlog::error("ring rank {}: refused {}: it does not know the job's secret", r, who);
-    cand = accept_tcp(listener.get(), timeout);
-    challenge = auth_challenge(cand.get(), timeout);
+    spdlog::error("ring rank {}: refused {}: it is rank {}, expected {}", r, a->who, a->claim, left);
   }
-  ring->from_left_ = std::move(cand);
   auth_finish(ring->to_right_.get(), secret, pending, timeout);
   for (int fd : {ring->to_right_.get(), ring->from_left_.get()}) {
     tune_bulk(fd, o.socket_buffer_bytes);

@@ -289,6 +289,26 @@ TEST(ProcessJob, ClientWithoutTheSecretReachesNoActorOnAnyPortOfRankZeroOrAWorke
   EXPECT_EQ(losses_in(out).size(), 80u) << out;
 }
 
+// Fifty connections that never answer the gate's challenge (no secret needed to open them) do not
+// keep a real worker out: handshakes run concurrently, each with its own deadline.
+TEST(ProcessJob, FiftySilentConnectionsAtTheGateDoNotDelayARealWorker) {
+  const std::string dir = temp_dir("silent");
+  process_group g;
+  const int fd = g.spawn(rank_args(0, 2, "127.0.0.1", 0, "s3cret", dir, 4, 10), true);
+  const int port = g.read_port(fd, 20000);
+  ASSERT_GT(port, 0);
+  std::vector<int> silent;
+  for (int i = 0; i < 50; ++i) silent.push_back(connect_loopback(port));
+  const auto t0 = clock_type::now();
+  g.spawn(rank_args(1, 2, "127.0.0.1", port, "s3cret", dir, 4, 10));
+  const std::string out = read_all_output(fd, 60000);
+  const double s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  for (int c : silent) ::close(c);
+  EXPECT_EQ(g.wait_all(20000), 0) << out;
+  EXPECT_EQ(losses_in(out).size(), 4u) << out;
+  EXPECT_LT(s, 10.0) << "the worker waited behind the silent connections";
+}
+
 // Two network namespaces made by this test, joined by a veth pair with addresses from
 // 192.0.2.0/24 (RFC 5737 TEST-NET-1) that exist only inside them. Skipped without root/ip netns.
 TEST(ProcessJob, TwoProcessesInTwoNetworkNamespacesEqualOneProcess) {

@@ -95,6 +95,23 @@ TEST(TcpRing, RendezvousCountsTheRefusedPeer) {
   EXPECT_EQ(t1[0].port, 1);
 }
 
+// Handshakes run concurrently: fifty connections that never answer the challenge (each would
+// hold a serial acceptor for its whole 5 s deadline) do not delay the real rank's join.
+TEST(TcpRing, FiftySilentConnectionsDoNotDelayTheRendezvous) {
+  rendezvous_options o;
+  o.timeout_ms = 20000;
+  rendezvous_server server("127.0.0.1", 0, 2, "right", o);
+  auto table = std::async(std::launch::async, [&] { return server.run({"127.0.0.1", 1}); });
+  std::vector<socket_fd> silent;
+  for (int i = 0; i < 50; ++i) silent.push_back(connect_tcp("127.0.0.1", server.port(), 2000));
+  const auto t0 = std::chrono::steady_clock::now();
+  rendezvous_client good("127.0.0.1", server.port(), 1, 2, "right", o);
+  auto t1 = good.join(4242);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(table.get()[1].port, 4242);
+  EXPECT_LT(s, 2.0) << "the real rank waited behind the silent connections";
+}
+
 TEST(TcpRing, MismatchedCallsFailOnBothRanks) {
   auto [a, b] = ring_pair();
   std::vector<float> x(10, 1.0f), y(11, 1.0f);
