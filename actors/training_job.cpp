@@ -14,6 +14,7 @@
 #include "actors/pipeline_job.hpp"
 #include "actors/prepared_job.hpp"
 #include "actors/process_job.hpp"
+#include "actors/tls_files.hpp"
 
 namespace troupe {
 
@@ -32,6 +33,7 @@ void validate(const train_config& c) {
     bad("dp " + std::to_string(c.dp) + " exceeds batch_size " + std::to_string(c.batch_size) + ": a rank would get no rows");
   if (c.dp > 1 && c.pp > 1) bad("dp and pp together are not supported yet");
   if (c.bucket_mb < 0) bad("bucket_mb must be >= 0 (0: one bucket per layer)");
+  net::check_tls_files(c.process.tls_cert, c.process.tls_key, c.process.tls_ca);
   for (const auto& st : c.stragglers)
     if (st.rank >= c.dp) bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.dp));
 }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Mutual TLS on the control plane of a multi-process job: with certificates signed by the job's
 # CA, `troupe train --nodes 2 --tls-*` trains over TLS; a worker whose certificate another CA
-# signed is refused (it exits non-zero) and never joins. Skipped (77) without the openssl tool.
+# signed is refused (it exits non-zero) and never joins. A missing or invalid certificate, key or
+# CA file is refused before the job starts, on rank 0 and on a worker, with the flag and the file
+# named (exit code 2). Skipped (77) without the openssl tool.
 set -u
 troupe=$1
 command -v openssl > /dev/null || { echo "openssl not installed: skipped"; exit 77; }
@@ -37,4 +39,20 @@ check "a worker with a foreign CA's certificate is refused" 1 "rank 1: cannot re
   "$troupe" worker --rank 1 "${job[@]}" --out "$tmp/r1" --tls-cert "$tmp/rogue.pem" --tls-key "$tmp/rogue.key" \
   --tls-ca "$tmp/rogue_ca.pem"
 if grep -q '"step": 0' "$tmp/r0/metrics.jsonl" 2> /dev/null; then echo "FAIL rank 0 trained with a foreign worker"; fail=1; fi
+
+# Bad TLS files: refused at start with the flag and file named, on rank 0 and on a worker.
+echo "not a pem" > "$tmp/garbage.pem"
+bad_tls() {  # bad_tls NAME PATTERN CERT KEY CA
+  check "rank 0: $1" 2 "$2" -- timeout 20 "$troupe" train --nodes 2 "${short[@]}" --out "$tmp/bad" \
+    --tls-cert "$3" --tls-key "$4" --tls-ca "$5"
+  check "worker: $1" 2 "$2" -- env TROUPE_SECRET=s3cret timeout 20 "$troupe" worker --rank 1 "${job[@]}" \
+    --out "$tmp/bad" --tls-cert "$3" --tls-key "$4" --tls-ca "$5"
+}
+bad_tls "missing certificate" "--tls-cert $tmp/none.pem: No such file" "$tmp/none.pem" "$tmp/node.key" "$tmp/ca.pem"
+bad_tls "certificate that is no PEM" "--tls-cert $tmp/garbage.pem: no certificate" "$tmp/garbage.pem" "$tmp/node.key" "$tmp/ca.pem"
+bad_tls "key that is no PEM" "--tls-key $tmp/garbage.pem: no private key" "$tmp/node.pem" "$tmp/garbage.pem" "$tmp/ca.pem"
+bad_tls "key of another certificate" "--tls-key $tmp/rogue.key: does not match" "$tmp/node.pem" "$tmp/rogue.key" "$tmp/ca.pem"
+bad_tls "missing CA" "--tls-ca $tmp/none.pem: No such file" "$tmp/node.pem" "$tmp/node.key" "$tmp/none.pem"
+bad_tls "CA that is no PEM" "--tls-ca $tmp/garbage.pem: no CA" "$tmp/node.pem" "$tmp/node.key" "$tmp/garbage.pem"
+bad_tls "certificate another CA signed" "--tls-cert $tmp/node.pem: not accepted by the CA" "$tmp/node.pem" "$tmp/node.key" "$tmp/rogue_ca.pem"
 exit $fail

@@ -1,0 +1,68 @@
+// check_tls_files: OpenSSL parses each PEM file and verifies the certificate against the CA.
+#include "actors/tls_files.hpp"
+
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+
+namespace troupe::net {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& flag, const std::string& path, const std::string& why) {
+  throw std::invalid_argument(flag + " " + path + ": " + why);
+}
+
+std::string openssl_reason() {
+  const unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e == 0) return "not a PEM file of the expected kind";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  return buf;
+}
+
+struct file_closer {
+  void operator()(FILE* f) const { std::fclose(f); }
+};
+using file_ptr = std::unique_ptr<FILE, file_closer>;
+
+file_ptr open_pem(const std::string& flag, const std::string& path) {
+  if (path.empty()) bad(flag, "(empty)", "--tls-cert, --tls-key and --tls-ca must all be given for TLS");
+  file_ptr f(std::fopen(path.c_str(), "r"));
+  if (!f) bad(flag, path, std::strerror(errno));
+  return f;
+}
+
+}  // namespace
+
+void check_tls_files(const std::string& cert, const std::string& key, const std::string& ca) {
+  if (cert.empty() && key.empty() && ca.empty()) return;
+  ERR_clear_error();
+  std::unique_ptr<X509, decltype(&X509_free)> c(PEM_read_X509(open_pem("--tls-cert", cert).get(), nullptr, nullptr, nullptr),
+                                                &X509_free);
+  if (!c) bad("--tls-cert", cert, "no certificate: " + openssl_reason());
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> k(
+      PEM_read_PrivateKey(open_pem("--tls-key", key).get(), nullptr, nullptr, nullptr), &EVP_PKEY_free);
+  if (!k) bad("--tls-key", key, "no private key: " + openssl_reason());
+  if (X509_check_private_key(c.get(), k.get()) != 1) bad("--tls-key", key, "does not match the certificate " + cert);
+  std::unique_ptr<X509_STORE, decltype(&X509_STORE_free)> store(X509_STORE_new(), &X509_STORE_free);
+  open_pem("--tls-ca", ca);  // names a missing or unreadable file before OpenSSL's own message
+  if (!store || X509_STORE_load_locations(store.get(), ca.c_str(), nullptr) != 1)
+    bad("--tls-ca", ca, "no CA certificate: " + openssl_reason());
+  std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> ctx(X509_STORE_CTX_new(), &X509_STORE_CTX_free);
+  if (!ctx || X509_STORE_CTX_init(ctx.get(), store.get(), c.get(), nullptr) != 1)
+    bad("--tls-ca", ca, "cannot verify: " + openssl_reason());
+  if (X509_verify_cert(ctx.get()) != 1)
+    bad("--tls-cert", cert,
+        std::string("not accepted by the CA in ") + ca + ": " + X509_verify_cert_error_string(X509_STORE_CTX_get_error(ctx.get())));
+}
+
+}  // namespace troupe::net
