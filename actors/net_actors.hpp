@@ -28,6 +28,7 @@ struct net_collective_args {
   launch_env env;
   std::string secret;
   net::ring_options ring;
+  std::shared_ptr<net::ring_interrupt> interrupt;  // fired by whoever ends the job (optional)
 };
 caf::actor spawn_net_collective(caf::actor_system& sys, net_collective_args args);
 

@@ -69,10 +69,11 @@ collective_result run_one(net::tcp_ring& ring, const collective_request& q) {
 }
 
 void net_collective(caf::blocking_actor* self, net_collective_args a) {
-  std::unique_ptr<net::tcp_ring> ring;
+  std::shared_ptr<net::tcp_ring> ring;
   std::string broken;
   try {
     ring = net::tcp_ring::connect(a.env, a.secret, a.ring);
+    if (a.interrupt) a.interrupt->set(ring);
   } catch (const std::exception& e) {
     broken = std::string("data plane of rank ") + std::to_string(a.env.rank) + ": " + e.what();
     spdlog::error("{}", broken);

@@ -81,10 +81,12 @@ void tick(hub_ptr self) {
   }
   for (auto& [rank, p] : s.ready) {
     self->send(p.hub, peer_ping_atom::value);
-    if (now - p.last_seen > s.args.peer_timeout)
+    if (now - p.last_seen > s.args.peer_timeout && !p.gone) {
+      p.gone = true;  // nobody to wait for at the end: a hung process will not acknowledge
       lost(self, "rank " + std::to_string(rank) + " stopped answering (silent for " +
                      fmt::format("{:.1f}", seconds(now - p.last_seen)) + " s, peer timeout " +
                      fmt::format("{:.1f}", seconds(s.args.peer_timeout)) + " s)");
+    }
   }
   if (!s.ended) self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
 }

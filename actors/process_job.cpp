@@ -98,7 +98,8 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
 
   // The data plane's rendezvous listens first (any port), so join replies can carry its port.
   auto ring_port = std::make_shared<std::promise<uint16_t>>();
-  net_collective_args na{{0, pc.world, pc.master_addr, 0, "flags"}, pc.secret, ring_options_for(pc)};
+  auto interrupt = std::make_shared<net::ring_interrupt>();
+  net_collective_args na{{0, pc.world, pc.master_addr, 0, "flags"}, pc.secret, ring_options_for(pc), interrupt};
   na.ring.on_master_listening = [ring_port](uint16_t p) { ring_port->set_value(p); };
   auto collective = spawn_net_collective(sys, std::move(na));
   auto port_future = ring_port->get_future();
@@ -162,6 +163,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
       for (const auto& l : verdict->later) spdlog::warn("also: {}", l);
     }
     self->request(hub, std::chrono::seconds(10), job_end{ok, report}).receive([](bool) {}, [](caf::error&) {});
+    interrupt->fire();  // a collective blocked on a lost peer returns now, not at the ring's timeout
     stop_all(sys, local);
     stop_all(sys, {hub, coordinator});
   }
@@ -234,7 +236,8 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job) {
   }
   if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": rank 0 refused us: " + refused);
   launch_env ring_env{pc.rank, pc.world, pc.master_addr, static_cast<uint16_t>(joined.ring_port), "flags"};
-  auto collective = spawn_net_collective(sys, {ring_env, pc.secret, ring_options_for(pc)});
+  auto interrupt = std::make_shared<net::ring_interrupt>();
+  auto collective = spawn_net_collective(sys, {ring_env, pc.secret, ring_options_for(pc), interrupt});
   dp_rank_parts p = spawn_dp_rank(sys, job_args(cfg, job, joined.coordinator), pc.rank, collective,
                                   plan_dp_buckets(job.model, cfg.bucket_mb));
   auto worker = spawn_worker_hub(sys, {pc.rank, hub, p.stage, to_ms(pc.peer_timeout_seconds), report});
@@ -242,6 +245,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job) {
     caf::scoped_actor self{sys};
     self->wait_for(worker);
   }
+  interrupt->fire();
   stop_all(sys, {p.stage, p.optimizer, p.loader, collective, worker});
   teardown.arm(pc.rank, report->empty() ? 0 : 1, std::chrono::seconds(10));
   if (!report->empty()) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": " + *report);

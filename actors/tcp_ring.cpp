@@ -113,12 +113,33 @@ std::unique_ptr<tcp_ring> tcp_ring::connect(const launch_env& env, const std::st
   return ring;
 }
 
+void tcp_ring::abort() {
+  aborted_ = true;
+  // shutdown(2), not close(2): the descriptors stay valid for the thread inside run(), whose
+  // blocked poll wakes with a hang-up.
+  for (int fd : {to_right_.get(), from_left_.get()})
+    if (fd >= 0) ::shutdown(fd, SHUT_RDWR);
+}
+
+void ring_interrupt::set(std::shared_ptr<tcp_ring> ring) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ring_ = ring;
+  if (fired_ && ring) ring->abort();
+}
+
+void ring_interrupt::fire() {
+  std::lock_guard<std::mutex> lock(mu_);
+  fired_ = true;
+  if (auto r = ring_.lock()) r->abort();
+}
+
 void tcp_ring::all_reduce(float* data, int64_t n, reduce_op op) { run(k_all_reduce, data, n, op, 0); }
 void tcp_ring::reduce_scatter(float* data, int64_t n, reduce_op op) { run(k_reduce_scatter, data, n, op, 0); }
 void tcp_ring::all_gather(float* data, int64_t n) { run(k_all_gather, data, n, reduce_op::sum, 0); }
 void tcp_ring::broadcast(float* data, int64_t n, int root) { run(k_broadcast, data, n, reduce_op::sum, root); }
 
 void tcp_ring::run(int kind, float* data, int64_t n, reduce_op op, int root) {
+  if (aborted_) broken_ = "stopped: the job is over";
   if (!broken_.empty()) throw net_error("tcp_ring rank " + std::to_string(rank_) + " is broken: " + broken_);
   if (n < 0 || root < 0 || root >= world_) throw net_error(std::string("tcp_ring: bad arguments to ") + kind_name(kind));
   const int N = world_, r = rank_;
@@ -230,7 +251,7 @@ void tcp_ring::run(int kind, float* data, int64_t n, reduce_op op, int root) {
       if (rc < 0 && errno != EINTR) throw net_error(std::string("poll: ") + std::strerror(errno));
     }
   } catch (const net_error& e) {
-    broken_ = std::string(kind_name(kind)) + ": " + e.what();
+    broken_ = std::string(kind_name(kind)) + ": " + (aborted_ ? "stopped: the job is over" : e.what());
     throw net_error("tcp_ring rank " + std::to_string(r) + ": " + broken_);
   }
 }

@@ -12,9 +12,11 @@
 // average; it then travels once around the ring and every rank copies the same bits.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,10 @@ class tcp_ring {
   // Bytes this rank sent and received so far, for benchmarks.
   uint64_t bytes_sent() const { return bytes_sent_; }
 
+  // From any thread: ends a call blocked on a peer at once (it throws "stopped") and every later
+  // one. When a job is over nobody may wait out io_timeout_ms for a peer that hangs.
+  void abort();
+
   struct impl;  // the per-call schedule and event loop (tcp_ring.cpp)
 
  private:
@@ -79,6 +85,20 @@ class tcp_ring {
   uint64_t bytes_sent_ = 0;
   std::string broken_;  // why the ring can no longer be used; empty while healthy
   std::vector<float> staging_;
+  std::atomic<bool> aborted_{false};
+};
+
+// Hands a ring's abort() to whoever ends the job (the process layer), while the ring itself is
+// owned and used by the collective's thread. fire() before set() aborts the ring as it arrives.
+class ring_interrupt {
+ public:
+  void set(std::shared_ptr<tcp_ring> ring);
+  void fire();
+
+ private:
+  std::mutex mu_;
+  std::weak_ptr<tcp_ring> ring_;
+  bool fired_ = false;
 };
 
 }  // namespace troupe::net

@@ -211,6 +211,52 @@ TEST(ProcessJob, SigkillOfAWorkerMidStepIsReportedWithRankAndStepAndEveryProcess
   EXPECT_EQ(codes[3], 1);
 }
 
+// A worker that hangs (SIGSTOP: its connections stay open, it just never answers) is named at
+// about the peer timeout, and rank 0 and the other worker are gone soon after it, not after
+// twice the timeout (a collective blocked on the hung peer is interrupted, not waited out).
+TEST(ProcessJob, HungWorkerIsNamedAndTheOthersExitWithinThePeerTimeoutAndASecond) {
+  const std::string dir = temp_dir("hung");
+  const double timeout = 2.0;
+  process_group g;
+  const int fd = g.spawn(rank_args(0, 3, "127.0.0.1", 0, "s3cret", dir, 1000, timeout, 20), true);
+  const int port = g.read_port(fd, 20000);
+  ASSERT_GT(port, 0);
+  for (int r = 1; r < 3; ++r) g.spawn(rank_args(r, 3, "127.0.0.1", port, "s3cret", dir, 1000, timeout, 20));
+  const auto until = clock_type::now() + std::chrono::seconds(30);
+  for (int lines = 0; lines < 3;) {
+    std::ifstream m(dir + "/metrics.jsonl");
+    lines = 0;
+    for (std::string l; std::getline(m, l);) ++lines;
+    ASSERT_LT(clock_type::now(), until) << "no training steps";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::vector<pid_t> pids = g.pids();
+  ASSERT_EQ(pids.size(), 3u);
+  const auto stopped_at = clock_type::now();
+  ::kill(pids[1], SIGSTOP);
+  const std::string out = read_all_output(fd, 20000, "FAILED");
+  EXPECT_NE(out.find("rank 1 stopped answering"), std::string::npos) << out;
+  std::vector<bool> gone(3, false);
+  std::vector<double> gone_after(3, -1);
+  while (clock_type::now() - stopped_at < std::chrono::seconds(15) && (!gone[0] || !gone[2])) {
+    for (size_t i : {size_t{0}, size_t{2}}) {
+      int status = 0;
+      if (!gone[i] && ::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
+        gone[i] = true;
+        gone_after[i] = std::chrono::duration<double>(clock_type::now() - stopped_at).count();
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ::kill(pids[1], SIGKILL);
+  std::printf("rank 0 gone %.2f s, rank 2 gone %.2f s after rank 1 hung (peer timeout %.1f s)\n", gone_after[0],
+              gone_after[2], timeout);
+  for (size_t i : {size_t{0}, size_t{2}}) {
+    EXPECT_TRUE(gone[i]) << "rank " << i << " still running";
+    EXPECT_LT(gone_after[i], timeout + 1.0) << "rank " << i;
+  }
+}
+
 TEST(ProcessJob, WrongSecretAndGarbageAtTheGateAreRefusedAndTheJobGoesOn) {
   const std::string dir = temp_dir("secret");
   process_group g;
