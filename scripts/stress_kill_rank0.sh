@@ -34,7 +34,7 @@ for run in $(seq "$runs"); do
     [ "$rc" -ne 0 ] || status="rank $((i + 1)) exited 0"
   done
   took=$(python3 -c "print(round($(date +%s.%N) - $t0, 2))")
-  wait "$r0" 2>/dev/null
+  { wait "$r0"; } 2>/dev/null
   if grep -q "did not shut down" "$tmp"/w*.log; then status="teardown limit fired"; fi
   if python3 -c "import sys; sys.exit(0 if $took > $limit else 1)"; then status="slow: $took s"; fi
   worst=$(python3 -c "print(max($worst, $took))")
