@@ -4,8 +4,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <fstream>
-
 #include "actors/actors.hpp"
 #include "actors/dp_actors.hpp"
 #include "schedules/render.hpp"
@@ -43,9 +41,7 @@ void write_dp_trace(const train_config& cfg, const std::vector<dp_trace_event>& 
   const sched::timeline t = to_timeline(events, cfg.dp, "data parallel step");
   summary.overlap_share = overlap_share(t);
   summary.trace_path = cfg.out_dir + "/trace.json";
-  std::ofstream out(summary.trace_path);
-  out << sched::render_chrome_trace(t);
-  if (!out) throw std::runtime_error("cannot write " + summary.trace_path);
+  write_text_file(summary.trace_path, sched::render_chrome_trace(t));
   spdlog::info("trace of one step: {} (lanes 2r: rank r compute, 2r+1: its all-reduces); all-reduce time hidden "
                "behind backward: {:.0f}%", summary.trace_path, 100.0 * summary.overlap_share);
 }
