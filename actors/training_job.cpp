@@ -59,7 +59,7 @@ train_summary run_training(const train_config& cfg) {
                num_params, total_steps, cfg.batch_size, cfg.optim.kind, cfg.optim.lr);
 
   auto summary = std::make_shared<train_summary>();
-  auto failure = std::make_shared<std::string>();
+  auto failure = std::make_shared<job_failure>();
   auto trace = std::make_shared<std::vector<dp_trace_event>>();
   auto log = std::make_shared<metrics_log>(cfg.out_dir, steps_per_epoch, cfg.epochs, cfg.progress);
   summary->metrics_path = log->path();
@@ -97,7 +97,7 @@ train_summary run_training(const train_config& cfg) {
       self->wait_for(coordinator);
     }
   }
-  if (!failure->empty()) throw std::runtime_error(*failure);
+  if (!failure->what.empty()) throw std::runtime_error(failure->what);
   if (cfg.dp > 1 && !trace->empty()) write_dp_trace(cfg, *trace, *summary);
   summary->samples_per_s =
       summary->train_seconds > 0 ? static_cast<double>(summary->samples) / summary->train_seconds : 0.0;
