@@ -47,7 +47,12 @@ caf::actor spawn_optimizer_shard(caf::actor_system& sys, optimizer_config cfg, i
 // fills `summary` before it quits. Started with (start_atom, stage, members), or with
 // (start_atom, std::vector<caf::actor> stages, members) for data parallelism: then it orders
 // every rank and sums their dp_step_reports; the first stage evaluates. It monitors every other
-// actor and stops the job with the reason when one of them dies.
+// actor and stops the job with the reason when one of them dies; an error of its own (a metrics
+// line it cannot write) stops the job the same way, so the job ends even then.
+struct job_failure {
+  std::string what;   // empty while the job runs, and after it ended well
+  bool own = false;   // the coordinator's own error: a cause, not a symptom of a lost rank
+};
 struct coordinator_args {
   int64_t steps_per_epoch = 0;
   int64_t epochs = 0;
@@ -55,7 +60,7 @@ struct coordinator_args {
   int64_t samples_per_step = 0;
   std::shared_ptr<metrics_log> log;
   std::shared_ptr<train_summary> summary;
-  std::shared_ptr<std::string> failure;  // set when the job stopped on an error
+  std::shared_ptr<job_failure> failure;  // set when the job stopped on an error
   std::shared_ptr<std::vector<dp_trace_event>> trace;  // data parallel: the traced step's events
   double watchdog_seconds = 0;  // no step finished this long: report and stop (0: never)
 };

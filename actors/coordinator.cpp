@@ -10,6 +10,7 @@
 #include <deque>
 #include <map>
 
+#include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
 #include "actors/collective.hpp"
 #include "actors/metrics_log.hpp"
@@ -36,11 +37,24 @@ struct coordinator_state {
 
 using self_ptr = caf::stateful_actor<coordinator_state>*;
 
-void finish(self_ptr self) {
+void stop_members(self_ptr self) {
   auto& s = self->state;
   s.finishing = true;
   for (auto& m : s.members) self->send_exit(m, caf::exit_reason::user_shutdown);
+}
+
+void finish(self_ptr self) {
+  stop_members(self);
   self->quit();
+}
+
+// The first reason the job stopped is the one reported; later ones are consequences.
+void fail(self_ptr self, const std::string& why, bool own) {
+  auto& f = *self->state.args.failure;
+  if (!f.what.empty()) return;
+  f.what = why;
+  f.own = own;
+  spdlog::error("{}", why);
 }
 
 // Orders every step up to the next evaluation at once; reports come back one per step.
@@ -70,14 +84,14 @@ void step_done(self_ptr self, const step_report& r) {
   const double span = std::chrono::duration<double>(s.recent.back() - s.recent.front()).count();
   const double rate = static_cast<double>(s.args.samples_per_step * static_cast<int64_t>(s.recent.size() - 1)) /
                       std::max(span, 1e-9);
+  const int64_t epoch = r.step / s.args.steps_per_epoch;
+  s.args.log->step(r.step, epoch, loss, rate);  // first: a step whose line failed is not counted done
   auto& sum = *s.args.summary;
   sum.losses.push_back(loss);
   sum.train_seconds += seconds;
   sum.compute_seconds += r.compute_seconds;
   sum.samples += s.args.samples_per_step;
   sum.steps = r.step + 1;
-  const int64_t epoch = r.step / s.args.steps_per_epoch;
-  s.args.log->step(r.step, epoch, loss, rate);
   const bool last = r.step + 1 == s.args.total_steps;
   if (last || (r.step + 1) % s.args.steps_per_epoch == 0) self->send(s.stage, eval_order{epoch});
 }
@@ -97,8 +111,7 @@ void report_stall(self_ptr self) {
   const std::string head = fmt::format("watchdog: no step finished for {:.1f} s (steps done: {} of {})", idle,
                                        s.args.summary->steps, s.args.total_steps);
   if (s.collectives.empty()) {
-    *s.args.failure = head;
-    spdlog::error("{}", head);
+    fail(self, head, false);
     finish(self);
     return;
   }
@@ -108,8 +121,7 @@ void report_stall(self_ptr self) {
     if (--*left > 0) return;
     std::string text = head + "\ncollectives:";
     for (const auto& l : *logs) text += "\n" + l;
-    *self->state.args.failure = text;
-    spdlog::error("{}", text);
+    fail(self, text, false);
     finish(self);
   };
   for (size_t i = 0; i < s.collectives.size(); ++i)
@@ -146,9 +158,17 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& s = self->state;
     if (s.finishing) return;
-    *s.args.failure = "an actor of the job stopped: " + self->system().render(dm.reason);
-    spdlog::error("{}", *s.args.failure);
+    fail(self, "an actor of the job stopped: " + describe_exit(self->system(), dm.reason), false);
     finish(self);
+  });
+  // Its own error (a metrics line that cannot be written) ends the job like a member's death:
+  // the members are told to stop, or they (and, in data parallelism, the watchdog that lived
+  // here) would wait for orders that never come.
+  self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& e) -> caf::error {
+    const std::string why = describe_failure(e, "coordinator", -1);
+    fail(self, why, true);
+    stop_members(self);
+    return failure_error(why);
   });
   return {
       [self](start_atom, caf::actor stage, std::vector<caf::actor> members) {

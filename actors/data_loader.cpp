@@ -1,5 +1,6 @@
 // data_loader: turns (step) into this rank's share of the step's global batch, and (index)
 // into a held-out batch. The sampler makes both reproducible from the seed alone.
+#include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
 #include "storage/sampler.hpp"
 
@@ -10,16 +11,21 @@ namespace {
 struct loader_state {
   data_loader_args args;
   std::unique_ptr<storage::sampler> sampler;
+  int64_t step = -1;  // the step of the batch being gathered, for a failure's report
   static inline const char* name = "data_loader";
 };
 
 caf::behavior data_loader(caf::stateful_actor<loader_state>* self, data_loader_args args) {
   auto& st = self->state;
+  name_failures(self, [self] {
+    return std::make_pair("the data loader of rank " + std::to_string(self->state.args.rank), self->state.step);
+  });
   st.args = std::move(args);
   st.sampler = std::make_unique<storage::sampler>(st.args.train->size(), st.args.global_batch, st.args.seed);
   return {
       [self](const batch_request& r) {
         auto& s = self->state;
+        s.step = r.step;
         const int64_t per_epoch = s.sampler->batches_per_epoch();
         auto idx = s.sampler->indices(r.step / per_epoch, r.step % per_epoch, s.args.rank, s.args.ranks);
         return batch_msg{r.step, s.args.train->gather(idx)};

@@ -9,6 +9,7 @@
 #include <thread>
 #include <utility>
 
+#include "actors/actor_failure.hpp"
 #include "actors/collective_ring.hpp"
 #include "actors/dp_actors.hpp"
 #include "actors/stage_evaluation.hpp"
@@ -30,6 +31,7 @@ struct dp_stage_state {
   std::unique_ptr<step_feed> feed;  // prefetched batches and ordered steps
   double step_start = 0, compute_seconds = 0, optimizer_start = 0;
   int64_t buckets_pending = 0;
+  int64_t step = -1;  // the step being worked on, for a failure's report
   step_stats last;
   std::vector<dp_trace_event> events;
   static inline const char* name = "dp_stage";
@@ -75,6 +77,7 @@ void compute(self_ptr self, std::optional<int64_t> due) {
   if (!due) return;
   auto& s = self->state;
   const int64_t step = *due;
+  s.step = step;
   const batch b = s.feed->take(step);
   straggle(self, step);
   const double t0 = now_seconds();
@@ -112,6 +115,9 @@ void compute(self_ptr self, std::optional<int64_t> due) {
 
 caf::behavior dp_stage(self_ptr self, dp_stage_args args) {
   auto& st = self->state;
+  name_failures(self, [self] {
+    return std::make_pair("the stage of data-parallel rank " + std::to_string(self->state.args.rank), self->state.step);
+  });
   st.args = std::move(args);
   st.stack = std::make_unique<layer_stack>(build_layers(st.args.base.model), 0, st.args.base.seed);
   tensor initial = st.stack->params().clone();

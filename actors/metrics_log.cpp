@@ -1,6 +1,7 @@
 // metrics_log: JSON lines through fmt, a redrawn bar on a terminal, periodic log lines elsewhere.
 #include "actors/metrics_log.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -26,17 +27,47 @@ metrics_log::metrics_log(const std::string& out_dir, int64_t steps_per_epoch, in
     if (ec) throw std::runtime_error(path_ + ": cannot move the previous run's metrics aside (" + ec.message() + ")");
     spdlog::info("kept the previous run's metrics as {}.{}", path_, n);
   }
-  file_ = std::fopen(path_.c_str(), "w");
-  if (!file_) throw std::runtime_error(path_ + ": cannot write (" + std::strerror(errno) + ")");
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw std::runtime_error(path_ + ": cannot write (" + std::strerror(errno) + ")");
 }
 
 metrics_log::~metrics_log() {
-  if (file_) std::fclose(file_);
+  if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+
+// Writes all of `text`, retrying short writes; false with errno set on failure.
+bool write_all(int fd, const std::string& text) {
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    done += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+// One write(2) for a line in the normal case. A short write means the disk filled mid-line:
+// the rest is tried once more, for the errno, and the file is cut back to its last whole line.
+void metrics_log::append(const std::string& line, int64_t step) {
+  if (write_all(fd_, line)) {
+    size_ += static_cast<int64_t>(line.size());
+    return;
+  }
+  const int err = errno;
+  if (::ftruncate(fd_, size_) != 0)
+    spdlog::warn("{}: cannot cut the partial last line ({})", path_, std::strerror(errno));
+  throw std::runtime_error(fmt::format("{}: cannot write the metrics of step {}: {}", path_, step, std::strerror(err)));
 }
 
 void metrics_log::step(int64_t step, int64_t epoch, double loss, double samples_per_s) {
-  fmt::print(file_, "{{\"step\": {}, \"epoch\": {}, \"loss\": {:.7g}, \"samples_per_s\": {:.1f}}}\n", step, epoch,
-             loss, samples_per_s);
+  append(fmt::format("{{\"step\": {}, \"epoch\": {}, \"loss\": {:.7g}, \"samples_per_s\": {:.1f}}}\n", step, epoch,
+                     loss, samples_per_s),
+         step);
   const bool first = step % steps_per_epoch_ == 0;
   smoothed_loss_ = first ? loss : 0.95 * smoothed_loss_ + 0.05 * loss;
   smoothed_rate_ = first ? samples_per_s : 0.95 * smoothed_rate_ + 0.05 * samples_per_s;
@@ -49,9 +80,9 @@ void metrics_log::eval(int64_t epoch, int64_t step, double test_loss, double tes
     std::fputc('\n', stderr);
     bar_open_ = false;
   }
-  fmt::print(file_, "{{\"epoch\": {}, \"step\": {}, \"test_loss\": {:.7g}, \"test_accuracy\": {:.6f}}}\n", epoch,
-             step, test_loss, test_accuracy);
-  std::fflush(file_);
+  append(fmt::format("{{\"epoch\": {}, \"step\": {}, \"test_loss\": {:.7g}, \"test_accuracy\": {:.6f}}}\n", epoch,
+                     step, test_loss, test_accuracy),
+         step);
   spdlog::info("epoch {}/{}: test loss {:.4f}, test accuracy {:.4f}", epoch + 1, epochs_, test_loss, test_accuracy);
 }
 
@@ -72,6 +103,17 @@ void metrics_log::draw(int64_t step, int64_t epoch, double loss, double samples_
                  loss, samples_per_s);
   }
   last_draw_ = now;
+}
+
+void write_text_file(const std::string& path, const std::string& text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::runtime_error(path + ": cannot write (" + std::strerror(errno) + ")");
+  bool ok = write_all(fd, text);
+  int err = errno;
+  if (::close(fd) != 0 && ok) ok = false, err = errno;
+  if (ok) return;
+  ::unlink(path.c_str());
+  throw std::runtime_error(path + ": cannot write (" + std::strerror(err) + ")");
 }
 
 }  // namespace troupe

@@ -1,11 +1,14 @@
 // metrics.jsonl and the progress bar: what the coordinator tells the user about a run.
 // One JSON object per line; step lines carry step/epoch/loss/samples_per_s, evaluation lines
 // epoch/test_loss/test_accuracy. Later tools read these names: keep them stable.
+// Each line goes to the file whole, by one write(2) on an O_APPEND descriptor, as soon as its
+// step is reported: a killed run leaves only whole lines and loses no finished step. A failed
+// write (a full disk) throws, naming the file, the step and the system's reason, and leaves the
+// file cut back to its last whole line.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
-#include <cstdio>
 #include <string>
 
 namespace troupe {
@@ -24,8 +27,10 @@ class metrics_log {
 
  private:
   void draw(int64_t step, int64_t epoch, double loss, double samples_per_s, bool final);
+  void append(const std::string& line, int64_t step);
   std::string path_;
-  std::FILE* file_ = nullptr;
+  int fd_ = -1;
+  int64_t size_ = 0;  // bytes of whole lines written
   int64_t steps_per_epoch_, epochs_;
   bool progress_, tty_;
   double smoothed_loss_ = 0.0;
@@ -33,5 +38,9 @@ class metrics_log {
   bool bar_open_ = false;
   std::chrono::steady_clock::time_point last_draw_{};
 };
+
+// Writes `text` as the whole file at `path` (trace.json, timeline.svg, ...); throws naming the
+// file and the system's reason when it cannot, and removes what it could not finish.
+void write_text_file(const std::string& path, const std::string& text);
 
 }  // namespace troupe

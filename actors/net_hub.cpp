@@ -7,6 +7,7 @@
 #include <map>
 #include <utility>
 
+#include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
 #include "actors/net_actors.hpp"
 
@@ -102,7 +103,7 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
       lost(self,
            "rank " + std::to_string(rank) +
                (unreachable ? " lost: its connection closed (the process died or the network failed)"
-                            : std::string(hub ? " left: " : "'s stage stopped: ") + self->system().render(dm.reason)),
+                            : std::string(hub ? " left: " : "'s stage stopped: ") + describe_exit(self->system(), dm.reason)),
            /*symptom=*/!unreachable && !hub);
       return;
     }
@@ -183,7 +184,7 @@ caf::behavior worker_hub(worker_ptr self, worker_hub_args args) {
   self->monitor(s.args.job_hub);
   self->set_down_handler([self](caf::down_msg& dm) {
     if (dm.source != self->state.args.job_hub.address()) return;
-    if (!self->state.ending) *self->state.args.report = "rank 0 lost: " + self->system().render(dm.reason);
+    if (!self->state.ending) *self->state.args.report = "rank 0 lost: " + describe_exit(self->system(), dm.reason);
     self->quit();
   });
   self->send(s.args.job_hub, worker_ready{s.args.rank, caf::actor_cast<caf::actor>(self), s.args.stage});

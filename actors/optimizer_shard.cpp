@@ -3,6 +3,7 @@
 // updated parameters. One shard holding everything is plain training; ZeRO cuts the range.
 #include <spdlog/spdlog.h>
 
+#include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
 
 namespace troupe {
@@ -14,12 +15,17 @@ struct shard_state {
   int64_t size = 0;
   tensor master;
   std::unique_ptr<optimizer> opt;
+  int64_t step = -1;  // the step being updated, for a failure's report
   static inline const char* name = "optimizer_shard";
 };
 
 caf::behavior optimizer_shard(caf::stateful_actor<shard_state>* self, optimizer_config cfg, int64_t offset,
                               int64_t size) {
   auto& st = self->state;
+  name_failures(self, [self] {
+    const auto& s = self->state;
+    return std::make_pair("optimizer shard [" + std::to_string(s.offset) + ", +" + std::to_string(s.size) + ")", s.step);
+  });
   st.offset = offset;
   st.size = size;
   st.opt = make_optimizer(cfg, size);
@@ -35,6 +41,7 @@ caf::behavior optimizer_shard(caf::stateful_actor<shard_state>* self, optimizer_
       },
       [self](const gradients_msg& m) {
         auto& s = self->state;
+        s.step = m.step;
         if (s.master.empty()) throw std::logic_error("optimizer_shard: gradients before initial parameters");
         // Out of place: the previous parameters may still be in a stage's hands, so the update
         // goes into a fresh tensor, which becomes the master copy and is sent without a copy.

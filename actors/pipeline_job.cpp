@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
 #include "actors/pipeline_actors.hpp"
 #include "schedules/render.hpp"
@@ -176,7 +177,7 @@ pipeline_step_result pipeline_job::run_step(int64_t step) {
           last_progress.clear();
         },
         [&](pipeline_failure& f) { failure = "pipeline: " + f.what; },
-        [&](caf::down_msg& dm) { failure = "pipeline: a stage stopped: " + im.sys->render(dm.reason); },
+        [&](caf::down_msg& dm) { failure = "pipeline: a stage stopped: " + describe_exit(*im.sys, dm.reason); },
         caf::after(period) >> [&] { quiet = true; });
     if (!failure.empty()) im.stop(failure);
     if (!quiet) continue;

@@ -10,6 +10,7 @@
 #include <map>
 #include <tuple>
 
+#include "actors/actor_failure.hpp"
 #include "actors/pipeline_actors.hpp"
 #include "kernels/loss.hpp"
 #include "kernels/pipeline_chunk.hpp"
@@ -254,9 +255,13 @@ void advance(self_ptr self) {
       s.waiting_for.clear();
     }
     if (s.step >= 0) finish_step(self);
-  } catch (const std::exception& e) {
+  } catch (const std::bad_alloc&) {
+    const std::string why = describe_failure(std::current_exception(), "pipeline stage " + std::to_string(s.args.stage), s.step);
+    self->send(caf::actor_cast<caf::actor>(s.args.driver), pipeline_failure{s.args.stage, why});
+    self->quit(failure_error(why));
+  } catch (const std::exception& e) {  // the action's error names the stage and the action already
     self->send(caf::actor_cast<caf::actor>(s.args.driver), pipeline_failure{s.args.stage, e.what()});
-    self->quit(caf::sec::runtime_error);
+    self->quit(failure_error(e.what()));
   }
 }
 
@@ -269,6 +274,9 @@ void request_batches(self_ptr self, int64_t up_to) {
 
 caf::behavior pipeline_stage(self_ptr self, pipeline_stage_args args) {
   auto& st = self->state;
+  name_failures(self, [self] {
+    return std::make_pair("pipeline stage " + std::to_string(self->state.args.stage), self->state.step);
+  });
   st.args = std::move(args);
   if (st.args.pin_cpu >= 0) {
     cpu_set_t set;

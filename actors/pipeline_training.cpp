@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "actors/metrics_log.hpp"
 #include "actors/pipeline_job.hpp"
@@ -63,12 +62,6 @@ step_stats evaluate_params(const train_config& cfg, const prepared_job& d, const
   return total;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  if (!out) throw std::runtime_error(path + ": cannot write");
-}
-
 }  // namespace
 
 train_summary run_pipeline_training(const train_config& cfg) {
@@ -122,8 +115,8 @@ train_summary run_pipeline_training(const train_config& cfg) {
   if (!recent.empty()) {
     const sched::timeline& t = recent[median_step(recent)];
     std::filesystem::create_directories(cfg.out_dir);
-    write_file(cfg.out_dir + "/timeline.svg", sched::render_svg(t));
-    write_file(cfg.out_dir + "/timeline.json", sched::render_chrome_trace(t));
+    write_text_file(cfg.out_dir + "/timeline.svg", sched::render_svg(t));
+    write_text_file(cfg.out_dir + "/timeline.json", sched::render_chrome_trace(t));
     const auto simulated = sched::simulate(plan, calibrate_costs(plan, recent));
     spdlog::info("measured timeline of the median of the last {} steps: {}/timeline.svg, timeline.json\n{}",
                  recent.size(), cfg.out_dir, compare_bubbles(measure_bubble(t), simulated));

@@ -87,7 +87,7 @@ void stop_all(caf::actor_system& sys, const std::vector<caf::actor>& actors) {
 train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
   const process_config& pc = cfg.process;
   auto summary = std::make_shared<train_summary>();
-  auto failure = std::make_shared<std::string>();
+  auto failure = std::make_shared<job_failure>();
   auto trace = std::make_shared<std::vector<dp_trace_event>>();
   auto log = std::make_shared<metrics_log>(cfg.out_dir, job.steps_per_epoch, cfg.epochs, cfg.progress);
   auto verdict = std::make_shared<job_verdict>();
@@ -145,12 +145,13 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
     if (pc.on_listening) pc.on_listening(gate.port());
     caf::scoped_actor self{sys};
     self->wait_for(coordinator);
-    ok = failure->empty() && summary->steps == job.total_steps;
+    ok = failure->what.empty() && summary->steps == job.total_steps;
     if (!ok) {
       // A rank that died shows as a closed connection within milliseconds, a silent one within
       // the peer timeout: give the hub that long to name it before settling for the symptom.
+      // The coordinator's own error (a full disk) is a cause already: no rank to wait for.
       const auto deadline = std::chrono::steady_clock::now() + to_ms(pc.peer_timeout_seconds * 1.25);
-      while (std::chrono::steady_clock::now() < deadline) {
+      while (!failure->own && std::chrono::steady_clock::now() < deadline) {
         {
           std::lock_guard<std::mutex> lock(verdict->mu);
           if (!verdict->first.empty()) break;
@@ -159,7 +160,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
       }
       std::lock_guard<std::mutex> lock(verdict->mu);
       report = "job stopped during step " + std::to_string(summary->steps) + ": " +
-               (verdict->first.empty() ? *failure : verdict->first);
+               (failure->own || verdict->first.empty() ? failure->what : verdict->first);
       for (const auto& l : verdict->later) spdlog::warn("also: {}", l);
     }
     self->request(hub, std::chrono::seconds(10), job_end{ok, report}).receive([](bool) {}, [](caf::error&) {});

@@ -4,6 +4,7 @@
 // batches one message at a time, so the mailbox stays responsive between them.
 #include <chrono>
 
+#include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
 #include "actors/stage_evaluation.hpp"
 #include "actors/step_feed.hpp"
@@ -20,6 +21,7 @@ struct stage_state {
   std::unique_ptr<step_feed> feed;  // prefetched batches and ordered steps
   step_stats last;                  // stats of the step awaiting its parameters
   double last_seconds = 0.0;
+  int64_t step = -1;                // the step being worked on, for a failure's report
   static inline const char* name = "stage";
 };
 
@@ -33,6 +35,7 @@ void compute(caf::stateful_actor<stage_state>* self, std::optional<int64_t> due)
   if (!due) return;
   auto& s = self->state;
   const int64_t step = *due;
+  s.step = step;
   const batch b = s.feed->take(step);
   const auto t0 = clock_type::now();
   // take_grads leaves a zeroed buffer behind, so every step starts from zero gradients.
@@ -46,6 +49,7 @@ void compute(caf::stateful_actor<stage_state>* self, std::optional<int64_t> due)
 
 caf::behavior stage(caf::stateful_actor<stage_state>* self, stage_args args) {
   auto& st = self->state;
+  name_failures(self, [self] { return std::make_pair(std::string("stage"), self->state.step); });
   st.args = std::move(args);
   st.stack = std::make_unique<layer_stack>(build_layers(st.args.model), 0, st.args.seed);
   tensor initial = st.stack->params().clone();

@@ -4,8 +4,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <fstream>
-
 #include "actors/actors.hpp"
 #include "actors/dp_actors.hpp"
 #include "schedules/render.hpp"
@@ -45,9 +43,7 @@ void write_dp_trace(const train_config& cfg, const std::vector<dp_trace_event>& 
   const sched::timeline t = to_timeline(events, cfg.dp, "data parallel step");
   summary.overlap_share = overlap_share(t);
   summary.trace_path = cfg.out_dir + "/trace.json";
-  std::ofstream out(summary.trace_path);
-  out << sched::render_chrome_trace(t);
-  if (!out) throw std::runtime_error("cannot write " + summary.trace_path);
+  write_text_file(summary.trace_path, sched::render_chrome_trace(t));
   spdlog::info("trace of one step: {} (lanes 2r: rank r compute, 2r+1: its all-reduces); all-reduce time hidden "
                "behind backward: {:.0f}%", summary.trace_path, 100.0 * summary.overlap_share);
 }
@@ -65,7 +61,7 @@ train_summary run_training(const train_config& cfg) {
                num_params, total_steps, cfg.batch_size, cfg.optim.kind, cfg.optim.lr);
 
   auto summary = std::make_shared<train_summary>();
-  auto failure = std::make_shared<std::string>();
+  auto failure = std::make_shared<job_failure>();
   auto trace = std::make_shared<std::vector<dp_trace_event>>();
   auto log = std::make_shared<metrics_log>(cfg.out_dir, steps_per_epoch, cfg.epochs, cfg.progress);
   summary->metrics_path = log->path();
@@ -103,7 +99,7 @@ train_summary run_training(const train_config& cfg) {
       self->wait_for(coordinator);
     }
   }
-  if (!failure->empty()) throw std::runtime_error(*failure);
+  if (!failure->what.empty()) throw std::runtime_error(failure->what);
   if (cfg.dp > 1 && !trace->empty()) write_dp_trace(cfg, *trace, *summary);
   summary->samples_per_s =
       summary->train_seconds > 0 ? static_cast<double>(summary->samples) / summary->train_seconds : 0.0;
