@@ -36,6 +36,14 @@ void validate(const train_config& c) {
     if (st.rank >= c.dp) bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.dp));
 }
 
+eval_plan plan_evaluation(const train_config& c, int64_t held_out, int64_t rows_per_sample) {
+  eval_plan p;
+  p.samples = c.eval_max_batches > 0 ? std::min(held_out, c.eval_max_batches * c.eval_batch_size) : held_out;
+  const int64_t rows = std::max<int64_t>(c.batch_size * rows_per_sample, 1000);
+  p.piece = std::max<int64_t>(1, std::min(c.eval_batch_size, rows / std::max<int64_t>(rows_per_sample, 1)));
+  return p;
+}
+
 namespace {
 
 // The traced data-parallel step as Chrome trace JSON (opens in Perfetto), and its overlap share.
@@ -85,8 +93,8 @@ train_summary run_training(const train_config& cfg) {
       self->wait_for(coordinator);
     } else {
       auto optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, num_params);
-      auto loader = spawn_data_loader(
-          sys, {data.train, data.eval, cfg.batch_size, cfg.eval_batch_size, cfg.eval_max_batches, cfg.seed, 0, 1});
+      auto loader = spawn_data_loader(sys, {data.train, data.eval, cfg.batch_size,
+                                            plan_evaluation(cfg, data.eval->size(), rows_per_sample), cfg.seed, 0, 1});
       stage_args sa;
       sa.model = data.model;
       sa.seed = cfg.seed;

@@ -32,4 +32,13 @@ if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   grep -q '"step": 0}' "$tmp/keep/metrics.jsonl.1" || { echo "FAIL the previous metrics were not kept"; fail=1; }
   [ "$(grep -c '"loss"' "$tmp/keep/metrics.jsonl")" = 2 ] || { echo "FAIL new metrics.jsonl lacks 2 step lines"; fail=1; }
 fi
+# Evaluation memory follows the job: a GPT at batch 16 used to evaluate 1000 sequences in one
+# forward pass (2.5 GB peak; 0.1 GB now, in pieces of a training step's rows).
+if [ -x /usr/bin/time ] && [ -e /usr/share/games/fortunes ]; then
+  /usr/bin/time -f "peak_kb %M" -o "$tmp/rss" "$troupe" train --model gpt --batch-size 16 --max-steps 2 \
+    --eval-batches 1 --no-progress --out "$tmp/gpt" >/dev/null 2>&1 || { echo "FAIL gpt run for peak RSS"; fail=1; }
+  peak=$(awk '/peak_kb/ {print $2}' "$tmp/rss")
+  if [ "${peak:-999999999}" -lt 500000 ]; then echo "ok   gpt evaluation peak RSS ${peak} kB < 500 MB"
+  else echo "FAIL gpt evaluation peak RSS ${peak} kB, want < 500 MB"; fail=1; fi
+fi
 exit $fail
