@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cmath>
 #include <fstream>
 
 #include "actors/actors.hpp"
@@ -14,6 +15,7 @@
 #include "actors/pipeline_job.hpp"
 #include "actors/prepared_job.hpp"
 #include "actors/process_job.hpp"
+#include "kernels/blas_runtime.hpp"
 
 namespace troupe {
 
@@ -23,6 +25,9 @@ void validate(const train_config& c) {
   if (c.epochs <= 0) bad("epochs must be positive, got " + std::to_string(c.epochs));
   if (c.batch_size <= 0) bad("batch_size must be positive, got " + std::to_string(c.batch_size));
   if (c.threads <= 0) bad("threads must be positive, got " + std::to_string(c.threads));
+  if (c.threads > blas_max_threads())  // more hangs inside OpenBLAS
+    bad("threads " + std::to_string(c.threads) + " exceeds the " + std::to_string(blas_max_threads()) +
+        " this OpenBLAS was built for");
   if (c.max_steps < 0) bad("max_steps must be >= 0");
   if (c.eval_batch_size <= 0) bad("eval_batch_size must be positive");
   if (c.out_dir.empty()) bad("out must name a folder");
@@ -31,7 +36,13 @@ void validate(const train_config& c) {
   if (c.dp > c.batch_size)
     bad("dp " + std::to_string(c.dp) + " exceeds batch_size " + std::to_string(c.batch_size) + ": a rank would get no rows");
   if (c.dp > 1 && c.pp > 1) bad("dp and pp together are not supported yet");
-  if (c.bucket_mb < 0) bad("bucket_mb must be >= 0 (0: one bucket per layer)");
+  // Not finite would be nonsense once converted to bytes or milliseconds (the CLI's table of
+  // tunables gives the user-facing ranges; these guard the C++ API).
+  if (!std::isfinite(c.bucket_mb) || c.bucket_mb < 0) bad("bucket_mb must be a finite number >= 0 (0: one bucket per layer)");
+  if (!std::isfinite(c.watchdog_seconds) || c.watchdog_seconds < 0) bad("watchdog_seconds must be a finite number >= 0");
+  const double peer = c.process.peer_timeout_seconds;
+  if (!std::isfinite(peer) || peer < 0.001 || peer > 1e6)  // milliseconds in an int, never 0
+    bad("process.peer_timeout_seconds must be a finite number in [0.001, 1e6]");
   for (const auto& st : c.stragglers)
     if (st.rank >= c.dp) bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.dp));
 }
