@@ -21,8 +21,7 @@ using start_atom = caf::atom_constant<caf::atom("start")>;
 struct data_loader_args {
   std::shared_ptr<const storage::dataset> train, eval;
   int64_t global_batch = 128;
-  int64_t eval_batch = 1000;
-  int64_t eval_max_batches = 0;
+  eval_plan held_out;  // held-out samples served, and per eval_batch_msg (train_config.hpp)
   uint64_t seed = 42;
   int rank = 0, ranks = 1;
 };

@@ -32,14 +32,12 @@ caf::behavior data_loader(caf::stateful_actor<loader_state>* self, data_loader_a
       },
       [self](const eval_batch_request& r) {
         auto& s = self->state;
-        const int64_t n = s.args.eval->size();
-        int64_t total = (n + s.args.eval_batch - 1) / s.args.eval_batch;
-        if (s.args.eval_max_batches > 0) total = std::min(total, s.args.eval_max_batches);
-        const int64_t begin = r.index * s.args.eval_batch;
-        const int64_t end = std::min(n, begin + s.args.eval_batch);
+        const eval_plan& plan = s.args.held_out;
+        const int64_t begin = r.index * plan.piece;
+        const int64_t end = std::min(plan.samples, begin + plan.piece);
         std::vector<int64_t> idx;
         for (int64_t i = begin; i < end; ++i) idx.push_back(i);
-        return eval_batch_msg{r.epoch, r.index, total, s.args.eval->gather(idx)};
+        return eval_batch_msg{r.epoch, r.index, plan.pieces(), s.args.eval->gather(idx)};
       },
   };
 }

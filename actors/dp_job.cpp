@@ -46,8 +46,8 @@ dp_rank_parts spawn_dp_rank(caf::actor_system& sys, const dp_job_args& a, int r,
   const train_config& cfg = *a.cfg;
   dp_rank_parts p;
   p.optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, a.num_params);
-  p.loader = spawn_data_loader(sys, {a.train, a.eval, cfg.batch_size, cfg.eval_batch_size, cfg.eval_max_batches,
-                                     cfg.seed, r, cfg.dp});
+  const eval_plan eval = plan_evaluation(cfg, a.eval->size(), a.global_rows / cfg.batch_size);
+  p.loader = spawn_data_loader(sys, {a.train, a.eval, cfg.batch_size, eval, cfg.seed, r, cfg.dp});
   dp_stage_args sa;
   sa.base.model = a.model;
   sa.base.seed = cfg.seed;

@@ -108,7 +108,7 @@ pipeline_job::pipeline_job(pipeline_job_args args) : impl_(std::make_unique<impl
   im.self = std::make_unique<caf::scoped_actor>(*im.sys);
   auto& sys = *im.sys;
   const caf::actor_addr driver = (*im.self)->address();
-  auto loader = spawn_data_loader(sys, {im.args.train, im.args.train, im.args.batch_size, 1, 1, im.args.seed, 0, 1});
+  auto loader = spawn_data_loader(sys, {im.args.train, im.args.train, im.args.batch_size, eval_plan{1, 1}, im.args.seed, 0, 1});
   im.members.push_back(loader);
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   for (int d = 0; d < plan.num_stages; ++d) {

@@ -51,12 +51,10 @@ step_stats evaluate_params(const train_config& cfg, const prepared_job& d, const
   layer_stack stack(build_layers(d.model), 0, cfg.seed);
   stack.load_params(params);
   step_stats total;
-  const int64_t n = d.eval->size();
-  int64_t batches = (n + cfg.eval_batch_size - 1) / cfg.eval_batch_size;
-  if (cfg.eval_max_batches > 0) batches = std::min(batches, cfg.eval_max_batches);
-  for (int64_t b = 0; b < batches; ++b) {
+  const eval_plan plan = plan_evaluation(cfg, d.eval->size(), d.rows_per_sample);
+  for (int64_t b = 0; b < plan.pieces(); ++b) {
     std::vector<int64_t> idx;
-    for (int64_t i = b * cfg.eval_batch_size; i < std::min(n, (b + 1) * cfg.eval_batch_size); ++i) idx.push_back(i);
+    for (int64_t i = b * plan.piece; i < std::min(plan.samples, (b + 1) * plan.piece); ++i) idx.push_back(i);
     total.add(evaluate(stack, d.eval->gather(idx)));
   }
   return total;

@@ -49,7 +49,7 @@ struct train_config {
   std::string fashion_mnist_dir = "/usr/share/datasets/fashion-mnist";
   std::string corpus_path = "/usr/share/games/fortunes";
   int64_t max_steps = 0;      // stop after this many steps (0: run every epoch)
-  int64_t eval_batch_size = 1000;
+  int64_t eval_batch_size = 1000;  // the unit of eval_max_batches (see plan_evaluation)
   int64_t eval_max_batches = 0;  // 0: the whole held-out set
   bool progress = true;       // progress bar on stderr
   // Pipeline parallelism (actors/pipeline_job.hpp); pp == 1 is the single-stage job.
@@ -69,6 +69,20 @@ struct train_config {
 
 // Throws std::invalid_argument naming the bad field.
 void validate(const train_config& cfg);
+
+// Held-out evaluation: which samples, and how many go through one forward pass. The samples are
+// the first eval_max_batches x eval_batch_size of the held-out set (all of it when
+// eval_max_batches is 0). A forward pass holds every layer's activations, so its piece holds no
+// more rows than a training step does (batch_size x rows_per_sample), or 1000 rows when that is
+// more, and never more than eval_batch_size samples. Why: a fixed 1000 sequences of a GPT took
+// 2.5 GB while its training took 0.4 GB. The 1000-row floor keeps an MLP's pieces at 1000
+// samples. Pieces change the memory, not the result: the loss is a mean over the same samples.
+struct eval_plan {
+  int64_t samples = 0;  // held-out samples evaluated
+  int64_t piece = 1;    // samples per forward pass (one eval_batch_msg)
+  int64_t pieces() const { return (samples + piece - 1) / piece; }
+};
+eval_plan plan_evaluation(const train_config& cfg, int64_t held_out, int64_t rows_per_sample);
 
 struct train_summary {
   std::vector<double> losses;          // mean training loss of each step

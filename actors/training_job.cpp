@@ -4,6 +4,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cmath>
+#include <fstream>
+
 #include "actors/actors.hpp"
 #include "actors/dp_actors.hpp"
 #include "schedules/render.hpp"
@@ -13,6 +16,7 @@
 #include "actors/prepared_job.hpp"
 #include "actors/process_job.hpp"
 #include "actors/tls_files.hpp"
+#include "kernels/blas_runtime.hpp"
 
 namespace troupe {
 
@@ -22,6 +26,9 @@ void validate(const train_config& c) {
   if (c.epochs <= 0) bad("epochs must be positive, got " + std::to_string(c.epochs));
   if (c.batch_size <= 0) bad("batch_size must be positive, got " + std::to_string(c.batch_size));
   if (c.threads <= 0) bad("threads must be positive, got " + std::to_string(c.threads));
+  if (c.threads > blas_max_threads())  // more hangs inside OpenBLAS
+    bad("threads " + std::to_string(c.threads) + " exceeds the " + std::to_string(blas_max_threads()) +
+        " this OpenBLAS was built for");
   if (c.max_steps < 0) bad("max_steps must be >= 0");
   if (c.eval_batch_size <= 0) bad("eval_batch_size must be positive");
   if (c.out_dir.empty()) bad("out must name a folder");
@@ -30,10 +37,24 @@ void validate(const train_config& c) {
   if (c.dp > c.batch_size)
     bad("dp " + std::to_string(c.dp) + " exceeds batch_size " + std::to_string(c.batch_size) + ": a rank would get no rows");
   if (c.dp > 1 && c.pp > 1) bad("dp and pp together are not supported yet");
-  if (c.bucket_mb < 0) bad("bucket_mb must be >= 0 (0: one bucket per layer)");
+  // Not finite would be nonsense once converted to bytes or milliseconds (the CLI's table of
+  // tunables gives the user-facing ranges; these guard the C++ API).
+  if (!std::isfinite(c.bucket_mb) || c.bucket_mb < 0) bad("bucket_mb must be a finite number >= 0 (0: one bucket per layer)");
+  if (!std::isfinite(c.watchdog_seconds) || c.watchdog_seconds < 0) bad("watchdog_seconds must be a finite number >= 0");
+  const double peer = c.process.peer_timeout_seconds;
+  if (!std::isfinite(peer) || peer < 0.001 || peer > 1e6)  // milliseconds in an int, never 0
+    bad("process.peer_timeout_seconds must be a finite number in [0.001, 1e6]");
   net::check_tls_files(c.process.tls_cert, c.process.tls_key, c.process.tls_ca);
   for (const auto& st : c.stragglers)
     if (st.rank >= c.dp) bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.dp));
+}
+
+eval_plan plan_evaluation(const train_config& c, int64_t held_out, int64_t rows_per_sample) {
+  eval_plan p;
+  p.samples = c.eval_max_batches > 0 ? std::min(held_out, c.eval_max_batches * c.eval_batch_size) : held_out;
+  const int64_t rows = std::max<int64_t>(c.batch_size * rows_per_sample, 1000);
+  p.piece = std::max<int64_t>(1, std::min(c.eval_batch_size, rows / std::max<int64_t>(rows_per_sample, 1)));
+  return p;
 }
 
 namespace {
@@ -83,8 +104,8 @@ train_summary run_training(const train_config& cfg) {
       self->wait_for(coordinator);
     } else {
       auto optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, num_params);
-      auto loader = spawn_data_loader(
-          sys, {data.train, data.eval, cfg.batch_size, cfg.eval_batch_size, cfg.eval_max_batches, cfg.seed, 0, 1});
+      auto loader = spawn_data_loader(sys, {data.train, data.eval, cfg.batch_size,
+                                            plan_evaluation(cfg, data.eval->size(), rows_per_sample), cfg.seed, 0, 1});
       stage_args sa;
       sa.model = data.model;
       sa.seed = cfg.seed;

@@ -1,6 +1,10 @@
-// The `troupe` command: one subcommand per thing a user does.
+// The `troupe` command: one subcommand per thing a user does. Bad input, whatever finds it (CLI11
+// for an unknown flag or a missing value, the table of tunables for a range, a config file), exits
+// 2 with one short line; help exits 0.
 #include <CLI/CLI.hpp>
 #include <spdlog/spdlog.h>
+
+#include <string>
 
 #include "cli/info_command.hpp"
 #include "cli/schedule_command.hpp"
@@ -19,7 +23,11 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    std::string where = "troupe";
+    for (const CLI::App* sub : app.get_subcommands()) where += " " + sub->get_name();
+    spdlog::error("{}: {} (see `{} --help`)", where, e.what(), where);
+    return 2;
   }
   return exit_code;
 }

@@ -4,42 +4,47 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <limits>
+#include <map>
 #include <memory>
+#include <set>
 
 #include "actors/pipeline_job.hpp"
 #include "actors/training_job.hpp"
 #include "cli/config_file.hpp"
+#include "cli/tunables.hpp"
 #include "cli/worker_command.hpp"
 
 namespace troupe::cli {
 
 namespace {
 
+// Every tunable's flag is bound as text and checked by the table (tunables.hpp), so CLI11 never
+// converts a number itself: a flag and a config key get the same check and the same message.
 struct train_flags {
-  std::string config, model, hidden, optimizer, out, fashion, corpus;
-  std::string schedule, cuts;  // pipeline
-  int pp = 0, micro_batches = 0, virtual_stages = 0;
-  double watchdog = 0;
-  int dp = 0;  // data parallelism
-  double bucket_mb = 0;
-  std::vector<std::string> stragglers;
-  int64_t trace_step = 0;
-  int64_t epochs = 0, batch = 0, max_steps = 0, context = 0, channels = 0, heads = 0, blocks = 0, eval_batches = 0;
-  uint64_t seed = 0;
-  int threads = 0;
-  float lr = 0, weight_decay = 0, momentum = 0;
+  std::string config;
   bool no_progress = false;
-  process_flags process;  // multi-process (worker_command.hpp)
+  std::map<std::string, std::string> text;                // flag -> its text
+  std::map<std::string, std::vector<std::string>> texts;  // repeatable flag -> its texts
+  process_flags process;  // launcher flags (worker_command.hpp)
   bool worker = false;
 };
 
-std::vector<int64_t> parse_cuts(const std::string& text) {
-  try {
-    return parse_widths(text);  // the same grammar: positive integers, comma separated
-  } catch (const std::invalid_argument&) {
-    throw std::invalid_argument("--cuts: \"" + text + "\" is not a list of positive layer indices (e.g. 3,5)");
+// The pipeline's own settings mean nothing without a pipeline: refused rather than ignored.
+void check_pipeline_only(const train_config& c, const std::set<std::string>& flagged,
+                         const std::set<std::string>& in_file, const std::string& file) {
+  static const char* const only[][2] = {{"--schedule", "pipeline.schedule"},
+                                        {"--micro-batches", "pipeline.micro_batches"},
+                                        {"--virtual-stages", "pipeline.virtual_stages"},
+                                        {"--cuts", "pipeline.cuts"}};
+  for (const auto& [flag, key] : only) {
+    if (c.pp <= 1 && flagged.count(flag))
+      throw std::invalid_argument(std::string(flag) + " needs a pipeline: add --pp N with N > 1");
+    if (c.pp <= 1 && in_file.count(key))
+      throw std::invalid_argument(file + ": " + key + " needs a pipeline: set pipeline.stages > 1 (or --pp)");
   }
+  if (c.schedule != "interleaved" && (flagged.count("--virtual-stages") || in_file.count("pipeline.virtual_stages")))
+    throw std::invalid_argument("--virtual-stages (pipeline.virtual_stages) is for --schedule interleaved only, "
+                                "not " + c.schedule);
 }
 
 // Refuses a pipeline the model or batch cannot carry before any data is loaded.
@@ -64,45 +69,32 @@ bool spawn_local_ = false;  // set by resolve: --nodes N without a launcher
 
 train_config resolve(const CLI::App& cmd, const train_flags& f) {
   train_config c;
-  if (!f.config.empty()) c = load_config_file(f.config, c);
-  auto given = [&](const char* name) { return cmd.count(name) > 0; };
-  if (given("--model")) c.model.kind = f.model;
-  if (given("--hidden")) c.model.hidden = parse_widths(f.hidden);
-  if (given("--context")) c.model.context = f.context;
-  if (given("--channels")) c.model.channels = f.channels;
-  if (given("--heads")) c.model.heads = f.heads;
-  if (given("--blocks")) c.model.blocks = f.blocks;
-  if (given("--optimizer")) c.optim.kind = f.optimizer;
-  if (given("--lr")) c.optim.lr = f.lr;
-  if (given("--weight-decay")) c.optim.weight_decay = f.weight_decay;
-  if (given("--momentum")) c.optim.momentum = f.momentum;
-  if (given("--epochs")) c.epochs = f.epochs;
-  if (given("--batch-size")) c.batch_size = f.batch;
-  if (given("--seed")) c.seed = f.seed;
-  if (given("--threads")) c.threads = f.threads;
-  if (given("--out")) c.out_dir = f.out;
-  if (given("--max-steps")) c.max_steps = f.max_steps;
-  if (given("--eval-batches")) c.eval_max_batches = f.eval_batches;
-  if (given("--fashion-mnist")) c.fashion_mnist_dir = f.fashion;
-  if (given("--corpus")) c.corpus_path = f.corpus;
-  if (f.no_progress) c.progress = false;
-  if (given("--pp")) c.pp = f.pp;
-  if (given("--schedule")) c.schedule = f.schedule;
-  if (given("--micro-batches")) c.micro_batches = f.micro_batches;
-  if (given("--virtual-stages")) c.virtual_stages = f.virtual_stages;
-  if (given("--cuts")) c.cuts = parse_cuts(f.cuts);
-  if (given("--watchdog-seconds")) c.watchdog_seconds = f.watchdog;
-  if (given("--dp")) c.dp = f.dp;
-  if (given("--bucket-mb")) c.bucket_mb = f.bucket_mb;
-  if (given("--straggler")) {
-    c.stragglers.clear();
-    for (const auto& s : f.stragglers) c.stragglers.push_back(parse_straggler(s));
+  std::set<std::string> in_file, flagged;
+  if (!f.config.empty()) c = load_config_file(f.config, c, &in_file);
+  for (const auto& t : tunables()) {
+    if (t.flag.empty() || cmd.count(t.flag) == 0) continue;
+    try {
+      const std::vector<std::string> given =
+          t.kind == value_kind::texts ? f.texts.at(t.flag) : std::vector<std::string>{f.text.at(t.flag)};
+      t.apply(c, parse_flag(t, given));
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(t.flag + ": " + e.what());
+    }
+    flagged.insert(t.flag);
   }
-  if (given("--trace-step")) c.trace_step = f.trace_step;
-  if (c.model.kind == "gpt" && !given("--lr") && f.config.empty()) c.optim.lr = 3e-3f;
-  spawn_local_ = resolve_process(cmd, f.process, c, f.worker);
+  if (f.no_progress) c.progress = false;
+  if (c.model.kind == "gpt" && !flagged.count("--lr") && f.config.empty()) c.optim.lr = 3e-3f;
+  check_pipeline_only(c, flagged, in_file, f.config);
+  process_sources src;
+  if (cmd.count("--rank")) src.rank = f.process.rank;
+  if (cmd.count("--world-size")) src.world_size = f.process.world_size;
+  src.addr_flag = flagged.count("--master-addr") > 0;
+  src.port_flag = flagged.count("--master-port") > 0;
+  src.addr_file = in_file.count("process.master_addr") > 0;
+  src.port_file = in_file.count("process.master_port") > 0;
+  spawn_local_ = resolve_process(src, c, f.worker);
   if (c.process.world > 1) {
-    if (given("--dp") && c.dp != c.process.world)
+    if (flagged.count("--dp") && c.dp != c.process.world)
       throw std::invalid_argument("--dp " + std::to_string(c.dp) + " with " + std::to_string(c.process.world) +
                                   " processes: a multi-process job has one rank per process");
     c.dp = c.process.world;
@@ -161,51 +153,12 @@ void add_train_command(CLI::App& app, int& exit_code, const char* name, bool wor
   auto* cmd = app.add_subcommand(name, worker ? "Join a multi-process job as rank >= 1 (the same flags as train)"
                                               : "Train a model (default: MLP 784-256-256-10 on Fashion-MNIST, AdamW)");
   cmd->add_option("--config", f->config, "TOML config file; flags given here override it")->check(CLI::ExistingFile);
-  cmd->add_option("--model", f->model, "Model: mlp (Fashion-MNIST) or gpt (character-level, text corpus) [mlp]")
-      ->check(CLI::IsMember({"mlp", "gpt"}));
-  cmd->add_option("--hidden", f->hidden, "MLP hidden layer widths, comma separated [256,256]");
-  cmd->add_option("--context", f->context, "GPT: tokens per sequence [64]")->check(CLI::PositiveNumber);
-  cmd->add_option("--channels", f->channels, "GPT: embedding width [128]")->check(CLI::PositiveNumber);
-  cmd->add_option("--heads", f->heads, "GPT: attention heads [4]")->check(CLI::PositiveNumber);
-  cmd->add_option("--blocks", f->blocks, "GPT: transformer blocks [4]")->check(CLI::PositiveNumber);
-  cmd->add_option("--optimizer", f->optimizer, "Optimizer: adamw or sgd (with momentum) [adamw]")
-      ->check(CLI::IsMember({"adamw", "sgd"}));
-  cmd->add_option("--lr", f->lr, "Learning rate [1e-3; 3e-3 for gpt]")->check(CLI::PositiveNumber);
-  cmd->add_option("--weight-decay", f->weight_decay, "Weight decay (decoupled for AdamW) [0.01]")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--momentum", f->momentum, "SGD momentum [0.9]")->check(CLI::Range(0.0, 0.999999));
-  cmd->add_option("--epochs", f->epochs, "Passes over the training set [5]")->check(CLI::PositiveNumber);
-  cmd->add_option("--batch-size", f->batch, "Global batch size in samples [128]")->check(CLI::PositiveNumber);
-  cmd->add_option("--seed", f->seed, "Seed of initialization and shuffling; same seed, same losses [42]");
-  cmd->add_option("--threads", f->threads, "BLAS threads of the compute device [1]")->check(CLI::PositiveNumber);
-  cmd->add_option("--out", f->out, "Output folder for metrics.jsonl [runs/latest]");
-  cmd->add_option("--max-steps", f->max_steps, "Stop after this many steps (0: all epochs) [0]")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--eval-batches", f->eval_batches, "Evaluate on at most this many held-out batches (0: all) [0]")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--fashion-mnist", f->fashion, "Fashion-MNIST folder [/usr/share/datasets/fashion-mnist]");
-  cmd->add_option("--corpus", f->corpus, "Text corpus file or folder for gpt [/usr/share/games/fortunes]");
+  for (const auto& t : tunables()) {
+    if (t.flag.empty()) continue;
+    if (t.kind == value_kind::texts) cmd->add_option(t.flag, f->texts[t.flag], t.help)->type_name("TEXT");
+    else add_tunable_option(cmd, t, f->text[t.flag]);
+  }
   cmd->add_flag("--no-progress", f->no_progress, "No progress bar (log lines only)");
-  cmd->add_option("--pp", f->pp, "Pipeline stages P (one device thread each); 1: no pipeline [1]")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--schedule", f->schedule, "Pipeline schedule: gpipe, 1f1b, interleaved, zb-h1 [1f1b]")
-      ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved", "zb-h1"}));
-  cmd->add_option("--micro-batches", f->micro_batches, "Microbatches M per global batch (pipeline) [1]")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--virtual-stages", f->virtual_stages, "Chunks per stage v for --schedule interleaved [2]")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--cuts", f->cuts, "Pipeline cut points: first layer index of each chunk after the first, "
-                                     "comma separated [balanced by parameter count]");
-  cmd->add_option("--watchdog-seconds", f->watchdog, "Report and stop a job whose step makes no progress this long, in seconds [60]")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--dp", f->dp, "Data-parallel ranks N in this process, each on 1/N of every batch [1]")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--bucket-mb", f->bucket_mb, "Gradient bucket cap in MiB for the DP all-reduce (0: per layer) [25]")
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--straggler", f->stragglers, "Delay a DP rank before each step: rank:ms or rank:ms:random "
-                                                 "(uniform in [0, 2 ms)); repeatable");
-  cmd->add_option("--trace-step", f->trace_step, "DP step written to <out>/trace.json (-1: the last) [-1]")
-      ->check(CLI::Range(int64_t{-1}, std::numeric_limits<int64_t>::max()));
   add_process_options(cmd, f->process);
   cmd->callback([cmd, f, &exit_code] { exit_code = run(*cmd, *f); });
 }

@@ -21,20 +21,9 @@
 namespace troupe::cli {
 
 void add_process_options(CLI::App* cmd, process_flags& f) {
-  cmd->add_option("--nodes", f.nodes, "Processes (DP ranks) to run on this machine: this one is rank 0 and starts "
-                                      "ranks 1..N-1 as `troupe worker` [1]")->check(CLI::PositiveNumber);
   cmd->add_option("--rank", f.rank, "This process's rank (else RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID)");
   cmd->add_option("--world-size", f.world_size, "Processes in the job (else WORLD_SIZE, OMPI_COMM_WORLD_SIZE, "
                                                 "SLURM_NTASKS)");
-  cmd->add_option("--master-addr", f.master_addr, "Rank 0's address (else MASTER_ADDR) [127.0.0.1]");
-  cmd->add_option("--master-port", f.master_port, "Rank 0's control gate port (else MASTER_PORT) [29500]");
-  cmd->add_option("--secret-file", f.secret_file, "File whose first line is the job's shared secret "
-                                                  "(else TROUPE_SECRET)");
-  cmd->add_option("--peer-timeout", f.peer_timeout, "Seconds of silence after which a peer is lost and the job "
-                                                    "stops [30]")->check(CLI::PositiveNumber);
-  cmd->add_option("--tls-cert", f.tls_cert, "PEM certificate: the control plane uses mutual TLS (caf_openssl)");
-  cmd->add_option("--tls-key", f.tls_key, "PEM private key of --tls-cert");
-  cmd->add_option("--tls-ca", f.tls_ca, "PEM CA that signed every rank's certificate");
 }
 
 namespace {
@@ -48,23 +37,18 @@ std::string random_secret() {
 
 }  // namespace
 
-bool resolve_process(const CLI::App& cmd, const process_flags& f, train_config& c, bool worker) {
-  auto given = [&](const char* name) { return cmd.count(name) > 0; };
+bool resolve_process(const process_sources& s, train_config& c, bool worker) {
   process_config& p = c.process;
-  if (given("--nodes")) p.world = f.nodes;
-  if (given("--peer-timeout")) p.peer_timeout_seconds = f.peer_timeout;
-  if (given("--tls-cert")) p.tls_cert = f.tls_cert;
-  if (given("--tls-key")) p.tls_key = f.tls_key;
-  if (given("--tls-ca")) p.tls_ca = f.tls_ca;
-  if (given("--secret-file")) p.secret_file = f.secret_file;
   if (!p.tls_cert.empty() && (p.tls_key.empty() || p.tls_ca.empty()))
     throw std::invalid_argument("--tls-cert needs --tls-key and --tls-ca too");
-  launch_flags lf;
-  if (given("--rank")) lf.rank = f.rank;
-  if (given("--world-size")) lf.world_size = f.world_size;
-  if (given("--master-addr")) lf.master_addr = f.master_addr;
-  if (given("--master-port")) lf.master_port = f.master_port;
   const auto env = current_environment();
+  launch_flags lf;
+  lf.rank = s.rank;
+  lf.world_size = s.world_size;
+  // The flag, else the launcher's variable, else the config file (a launcher knows this job's
+  // rendezvous better than a file shared by many jobs).
+  if (s.addr_flag || (s.addr_file && !env.count("MASTER_ADDR"))) lf.master_addr = p.master_addr;
+  if (s.port_flag || (s.port_file && !env.count("MASTER_PORT"))) lf.master_port = std::to_string(p.master_port);
   launch_result r = parse_launch_env(env, lf);
   bool spawn_local = false;
   if (r.env && r.env->source != "single") {
@@ -75,9 +59,8 @@ bool resolve_process(const CLI::App& cmd, const process_flags& f, train_config& 
   } else if (!r.env && p.world <= 1) {
     throw std::invalid_argument(r.error);
   } else if (p.world > 1) {  // --nodes N alone: every rank on this machine, started from here
-    spawn_local = true;
-    if (lf.master_addr) p.master_addr = *lf.master_addr;
-    p.master_port = lf.master_port ? static_cast<uint16_t>(std::stoi(*lf.master_port)) : 0;
+    spawn_local = true;  // p.master_addr is the flag's, the file's or the default
+    if (!lf.master_port) p.master_port = 0;  // none asked for: any free port, told to the children
   }
   if (worker && p.rank == 0) throw std::invalid_argument("troupe worker: rank 0 is `troupe train`; give --rank >= 1");
   if (p.world > 1) {

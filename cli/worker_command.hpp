@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <sys/types.h>
 #include <vector>
@@ -14,17 +15,27 @@
 
 namespace troupe::cli {
 
+// The launcher flags --rank and --world-size, kept as text for parse_launch_env. The other
+// process settings (--nodes, --master-addr, --master-port, --peer-timeout, ...) are tunables
+// (tunables.hpp), already in train_config.process when resolve_process runs.
 struct process_flags {
-  std::string rank, world_size, master_addr, master_port, secret_file, tls_cert, tls_key, tls_ca;
-  int nodes = 0;
-  double peer_timeout = 0;
+  std::string rank, world_size;
 };
 void add_process_options(CLI::App* cmd, process_flags& f);
 
-// Fills c.process from the flags, the launcher environment (torchrun, mpirun, srun) and what
-// the config file set. Returns true when this process must start ranks 1..N-1 itself (--nodes N
-// with no launcher). Throws std::invalid_argument naming the flag or variable.
-bool resolve_process(const CLI::App& cmd, const process_flags& f, train_config& c, bool worker);
+// Where the rank and the rendezvous address came from, for resolve_process.
+struct process_sources {
+  std::optional<std::string> rank, world_size;  // --rank, --world-size as given
+  bool addr_flag = false, port_flag = false;    // --master-addr, --master-port given
+  bool addr_file = false, port_file = false;    // [process] master_addr, master_port set by the config file
+};
+
+// Fills in c.process from the flags and config (already applied), and the launcher environment
+// (torchrun, mpirun, srun). The rendezvous address comes from the flag, else MASTER_ADDR /
+// MASTER_PORT, else the config file, else the default. Returns true when this process must start
+// ranks 1..N-1 itself (--nodes N with no launcher). Throws std::invalid_argument naming the flag
+// or variable.
+bool resolve_process(const process_sources& s, train_config& c, bool worker);
 
 // Ranks 1..N-1 of a --nodes job on this machine: `troupe worker` with this process's own
 // arguments and RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/TROUPE_SECRET in their environment.

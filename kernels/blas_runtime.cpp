@@ -46,6 +46,14 @@ std::string blas_core_name() { return openblas_get_corename(); }
 
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 
+int blas_max_threads() {
+  const std::string config = openblas_get_config();
+  const auto at = config.find("MAX_THREADS=");
+  if (at == std::string::npos) return 64;  // OpenBLAS's own default NUM_THREADS limit
+  const int n = std::atoi(config.c_str() + at + 12);
+  return n > 0 ? n : 64;
+}
+
 std::string preferred_blas_coretype(const std::string& loaded, bool avx512, bool avx2_fma) {
   const bool generic = loaded == "Prescott" || loaded == "Core2" || loaded == "Nehalem" || loaded == "Katmai" ||
                        loaded == "Northwood" || loaded == "Penryn" || loaded == "Dunnington" ||

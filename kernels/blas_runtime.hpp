@@ -21,6 +21,9 @@ const blas_kernels& ensure_blas_kernels();
 
 std::string blas_core_name();
 void set_blas_threads(int threads);
+// The most threads this OpenBLAS was built for (MAX_THREADS in openblas_get_config(); 64 in
+// Debian 12's). More than that hangs inside OpenBLAS, so the CLI refuses them.
+int blas_max_threads();
 
 // The core worth switching to from `loaded`: "SkylakeX" with AVX-512, "Haswell" with AVX2 and
 // FMA, when `loaded` is a generic core without them. Empty when `loaded` is fine.

@@ -15,7 +15,7 @@ check "zb-h1 text table" 0 "stage 3  RA0<2  F0 +I0 +SG0>2" -- "$troupe" schedule
 check "svg and trace written" 0 "step" -- "$troupe" schedule --schedule 1f1b --pp 2 --micro-batches 4 --svg "$tmp/s.svg" --trace "$tmp/s.json"
 grep -q "<svg" "$tmp/s.svg" || { echo "FAIL svg file"; fail=1; }
 grep -q '"traceEvents"' "$tmp/s.json" || { echo "FAIL trace file"; fail=1; }
-check "unknown schedule" 105 "schedule" -- "$troupe" schedule --schedule pipedream
+check "unknown schedule exits 2" 2 "--schedule: must be one of" -- "$troupe" schedule --schedule pipedream
 check "interleaved M not a multiple of P" 2 "--micro-batches 6 is not a multiple of --pp 4" -- "$troupe" schedule --schedule interleaved --pp 4 --micro-batches 6
 
 check "train: P too large for the layers" 2 "needs 8 model chunks, but the mlp has only 5 layers" -- \

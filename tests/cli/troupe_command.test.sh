@@ -13,15 +13,56 @@ for opt in --config --model --hidden --optimizer --lr --weight-decay --momentum 
   grep -q -- "$opt" <<<"$help" || { echo "FAIL train --help lacks $opt"; fail=1; }
 done
 check "top-level help lists train" 0 "train" -- "$troupe" --help
-check "no subcommand is an error" 106 "subcommand" -- "$troupe"
-check "unknown flag" 109 "--bogus" -- "$troupe" train --bogus
-check "bad model" 105 "mlp|gpt" -- "$troupe" train --model cnn
-check "negative lr" 105 "lr" -- "$troupe" train --lr -1
+# One exit code for bad input, whoever finds it (CLI11, the table of tunables, the config reader).
+check "no subcommand exits 2" 2 "subcommand" -- "$troupe"
+check "unknown flag exits 2 with a pointer to --help" 2 "--bogus.*troupe train --help" -- "$troupe" train --bogus
+check "bad model exits 2 naming the choices" 2 "--model: must be one of mlp, gpt" -- "$troupe" train --model cnn
+check "negative lr exits 2 naming the range" 2 "--lr: must be a finite number in \(0, 100\], got -1" -- "$troupe" train --lr -1
 check "bad hidden list" 2 "hidden" -- "$troupe" train --hidden 256,abc --out "$tmp/a"
+check "not a number exits 2" 2 "--epochs: expected an integer, got \"five\"" -- "$troupe" train --epochs five
 printf '[train]\nepochs = 2\nbogus = 1\n' > "$tmp/bad.toml"
 check "unknown config key" 2 "train.bogus: unknown key" -- "$troupe" train --config "$tmp/bad.toml"
-check "missing config file" 105 "File does not exist" -- "$troupe" train --config "$tmp/none.toml"
+check "missing config file exits 2" 2 "File does not exist" -- "$troupe" train --config "$tmp/none.toml"
+out=$("$troupe" train --threads 0 2>&1)
+grep -q 1797693 <<<"$out" && { echo "FAIL a range error prints DBL_MAX: $out"; fail=1; }
 mkdir -p "$tmp/keep" && echo '{"step": 0}' > "$tmp/keep/metrics.jsonl" && echo precious > "$tmp/keep/notes.txt"
+# Values that used to be accepted, truncated or ignored are refused (exit 2), into a folder whose
+# metrics must survive.
+k=(--out "$tmp/keep" --max-steps 1 --eval-batches 1 --no-progress)
+hw=$(getconf _NPROCESSORS_ONLN)
+check "--threads 4294967297 is refused, not run as 1 thread" 2 "--threads: must be in 1\.\.[0-9]+, got 4294967297" -- \
+  "$troupe" train --threads 4294967297 "${k[@]}"
+check "--threads above 2 x hardware threads is refused" 2 "--threads: must be in 1\.\.[0-9]+, got $((2 * hw + 1)) \(2 x this machine" -- \
+  "$troupe" train --threads $((2 * hw + 1)) "${k[@]}"
+check "--seed -1 is refused, not wrapped" 2 "--seed: must be >= 0, got -1" -- "$troupe" train --seed -1 "${k[@]}"
+check "--peer-timeout 1e300 is refused" 2 "--peer-timeout: must be a finite number in \[1, 86400\], got 1e\+300" -- \
+  "$troupe" train --peer-timeout 1e300 "${k[@]}"
+check "--peer-timeout 0.0001 is refused (a 0 ms handshake)" 2 "--peer-timeout: must be .*got 0.0001" -- \
+  "$troupe" train --peer-timeout 0.0001 "${k[@]}"
+check "--bucket-mb nan is refused" 2 "--bucket-mb: must be a finite number" -- "$troupe" train --bucket-mb nan "${k[@]}"
+check "--watchdog-seconds inf is refused" 2 "--watchdog-seconds: must be a finite number" -- \
+  "$troupe" train --watchdog-seconds inf "${k[@]}"
+check "--hidden '' is refused, not a linear model" 2 "--hidden: expected a comma-separated list" -- \
+  "$troupe" train --hidden "" "${k[@]}"
+check "--cuts without --pp is refused" 2 "--cuts needs a pipeline" -- "$troupe" train --cuts 3 "${k[@]}"
+check "--micro-batches without --pp is refused" 2 "--micro-batches needs a pipeline" -- \
+  "$troupe" train --micro-batches 2 "${k[@]}"
+check "--schedule without --pp is refused" 2 "--schedule needs a pipeline" -- "$troupe" train --schedule gpipe "${k[@]}"
+check "--virtual-stages outside interleaved is refused" 2 "--virtual-stages .* interleaved only" -- \
+  "$troupe" train --pp 2 --virtual-stages 2 --hidden 64,64 "${k[@]}"
+check "--master-port 70000 is refused" 2 "--master-port: must be in 1\.\.65535, got 70000" -- \
+  "$troupe" train --master-port 70000 "${k[@]}"
+for bad in "train:threads = 4294967297:train.threads: must be in 1" \
+           "data_parallel:ranks = 4294967298:data_parallel.ranks: must be in 1..256, got 4294967298" \
+           "process:master_port = 70000:process.master_port: must be in 1..65535, got 70000" \
+           "data_parallel:bucket_mb = nan:data_parallel.bucket_mb: must be a finite number" \
+           "pipeline:watchdog_seconds = inf:pipeline.watchdog_seconds: must be a finite number" \
+           "process:peer_timeout = 0.0001:process.peer_timeout: must be a finite number in \[1, 86400\]" \
+           "pipeline:micro_batches = 2:pipeline.micro_batches needs a pipeline"; do
+  IFS=: read -r table line want <<<"$bad"
+  printf '[%s]\n%s\n' "$table" "$line" > "$tmp/range.toml"
+  check "config $table: $line is refused" 2 "$want" -- "$troupe" train --config "$tmp/range.toml" "${k[@]}"
+done
 check "missing dataset names the file" 1 "/nonexistent/train-images-idx3-ubyte.gz" -- \
   "$troupe" train --fashion-mnist /nonexistent --out "$tmp/keep" --no-progress
 grep -q precious "$tmp/keep/notes.txt" && grep -q '"step": 0' "$tmp/keep/metrics.jsonl" \
@@ -31,5 +72,23 @@ if [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ]; then
   check "short run" 0 "done: 2 steps" -- "$troupe" train --max-steps 2 --eval-batches 1 --out "$tmp/keep" --no-progress
   grep -q '"step": 0}' "$tmp/keep/metrics.jsonl.1" || { echo "FAIL the previous metrics were not kept"; fail=1; }
   [ "$(grep -c '"loss"' "$tmp/keep/metrics.jsonl")" = 2 ] || { echo "FAIL new metrics.jsonl lacks 2 step lines"; fail=1; }
+fi
+# [process] master_addr and master_port in a config file are used (they were ignored: --nodes took
+# any free port, and a launcher without MASTER_ADDR was refused as if no address were given).
+port=$((20000 + RANDOM % 20000))
+printf '[process]\nmaster_addr = "127.0.0.1"\nmaster_port = %s\npeer_timeout = 5\n[model]\nhidden = [32]\n' "$port" > "$tmp/proc.toml"
+check "config master_port is the --nodes gate's port" 0 "control gate on 127.0.0.1:$port" -- \
+  "$troupe" train --config "$tmp/proc.toml" --nodes 2 --batch-size 64 --max-steps 2 --eval-batches 1 --no-progress --out "$tmp/p"
+check "config master_addr serves a launcher without MASTER_ADDR" 124 "control gate on 127.0.0.1:$((port + 1))" -- \
+  env -u MASTER_ADDR -u MASTER_PORT RANK=0 WORLD_SIZE=2 TROUPE_SECRET=s timeout 4 "$troupe" train --config "$tmp/proc.toml" \
+  --master-port $((port + 1)) --max-steps 1 --no-progress --out "$tmp/q"
+# Evaluation memory follows the job: a GPT at batch 16 used to evaluate 1000 sequences in one
+# forward pass (2.5 GB peak; 0.1 GB now, in pieces of a training step's rows).
+if [ -x /usr/bin/time ] && [ -e /usr/share/games/fortunes ]; then
+  /usr/bin/time -f "peak_kb %M" -o "$tmp/rss" "$troupe" train --model gpt --batch-size 16 --max-steps 2 \
+    --eval-batches 1 --no-progress --out "$tmp/gpt" >/dev/null 2>&1 || { echo "FAIL gpt run for peak RSS"; fail=1; }
+  peak=$(awk '/peak_kb/ {print $2}' "$tmp/rss")
+  if [ "${peak:-999999999}" -lt 500000 ]; then echo "ok   gpt evaluation peak RSS ${peak} kB < 500 MB"
+  else echo "FAIL gpt evaluation peak RSS ${peak} kB, want < 500 MB"; fail=1; fi
 fi
 exit $fail

@@ -1,0 +1,356 @@
+// The table of tunables (tunables.hpp) and the one range check every flag and config value goes
+// through. Upper bounds are there so that nothing is silently truncated or overflows where a
+// value is converted (to int, to milliseconds, to a port); each says why where it is not obvious.
+#include "cli/tunables.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <stdexcept>
+#include <thread>
+
+#include "cli/config_file.hpp"
+#include "kernels/blas_runtime.hpp"
+
+namespace troupe::cli {
+
+namespace {
+
+using setter = std::function<void(train_config&, const value&)>;
+
+tunable integer(std::string flag, std::string key, std::string help, int64_t lo, int64_t hi, setter apply) {
+  tunable t;
+  t.flag = std::move(flag);
+  t.key = std::move(key);
+  t.help = std::move(help);
+  t.kind = value_kind::integer;
+  t.min_int = lo;
+  t.max_int = hi;
+  t.apply = std::move(apply);
+  return t;
+}
+
+tunable integers(std::string flag, std::string key, std::string help, int64_t lo, int64_t hi, setter apply) {
+  tunable t = integer(std::move(flag), std::move(key), std::move(help), lo, hi, std::move(apply));
+  t.kind = value_kind::integers;
+  return t;
+}
+
+// Finite, in [lo, hi]; `open` excludes lo ("(0, 100]").
+tunable number(std::string flag, std::string key, std::string help, double lo, double hi, bool lo_open,
+               setter apply, bool hi_open = false) {
+  tunable t;
+  t.flag = std::move(flag);
+  t.key = std::move(key);
+  t.help = std::move(help);
+  t.kind = value_kind::number;
+  t.min_num = lo;
+  t.max_num = hi;
+  t.min_open = lo_open;
+  t.max_open = hi_open;
+  t.apply = std::move(apply);
+  return t;
+}
+
+tunable text(std::string flag, std::string key, std::string help, setter apply) {
+  tunable t;
+  t.flag = std::move(flag);
+  t.key = std::move(key);
+  t.help = std::move(help);
+  t.kind = value_kind::text;
+  t.apply = std::move(apply);
+  return t;
+}
+
+tunable choice(std::string flag, std::string key, std::string help, std::vector<std::string> choices, setter apply) {
+  tunable t = text(std::move(flag), std::move(key), std::move(help), std::move(apply));
+  t.kind = value_kind::choice;
+  t.choices = std::move(choices);
+  return t;
+}
+
+tunable texts(std::string flag, std::string key, std::string help, setter apply) {
+  tunable t = text(std::move(flag), std::move(key), std::move(help), std::move(apply));
+  t.kind = value_kind::texts;
+  return t;
+}
+
+// Actors that each own a thread (pipeline stages, data-parallel ranks) and local processes: far
+// above anything this runtime has run, low enough that a typo is not a fork or thread bomb.
+constexpr int64_t max_ranks = 256;
+constexpr int64_t big = 1'000'000'000;  // counts (steps, batches): no product of two overflows int64
+
+std::vector<tunable> make_table() {
+  std::vector<tunable> t;
+  // [train]
+  t.push_back(integer("--epochs", "train.epochs", "Passes over the training set [5]", 1, 1'000'000,
+                      [](train_config& c, const value& v) { c.epochs = v.integer; }));
+  t.push_back(integer("--batch-size", "train.batch_size", "Global batch size in samples [128]", 1, 10'000'000,
+                      [](train_config& c, const value& v) { c.batch_size = v.integer; }));
+  t.push_back(integer("--seed", "train.seed", "Seed of initialization and shuffling; same seed, same losses [42]", 0,
+                      INT64_MAX, [](train_config& c, const value& v) { c.seed = static_cast<uint64_t>(v.integer); }));
+  tunable threads = integer("--threads", "train.threads", "BLAS threads of the compute device [1]", 1, max_threads(),
+                            [](train_config& c, const value& v) { c.threads = static_cast<int>(v.integer); });
+  threads.bound_note = "2 x this machine's " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
+                       " hardware threads, at most OpenBLAS's " + std::to_string(blas_max_threads());
+  t.push_back(std::move(threads));
+  t.push_back(text("--out", "train.out", "Output folder for metrics.jsonl [runs/latest]",
+                   [](train_config& c, const value& v) { c.out_dir = v.text; }));
+  t.push_back(integer("--max-steps", "train.max_steps", "Stop after this many steps (0: all epochs) [0]", 0, big,
+                      [](train_config& c, const value& v) { c.max_steps = v.integer; }));
+  t.push_back(integer("--eval-batches", "train.eval_batches",
+                      "Evaluate on at most this many held-out batches of 1000 samples (0: all) [0]", 0, big,
+                      [](train_config& c, const value& v) { c.eval_max_batches = v.integer; }));
+  // [model]
+  t.push_back(choice("--model", "model.kind", "Model: mlp (Fashion-MNIST) or gpt (character-level, text corpus) [mlp]",
+                     {"mlp", "gpt"}, [](train_config& c, const value& v) { c.model.kind = v.text; }));
+  t.push_back(integers("--hidden", "model.hidden", "MLP hidden layer widths, comma separated [256,256]", 1, 1 << 20,
+                       [](train_config& c, const value& v) { c.model.hidden = v.integers; }));
+  t.push_back(integer("--context", "model.context", "GPT: tokens per sequence [64]", 1, 1 << 16,
+                      [](train_config& c, const value& v) { c.model.context = v.integer; }));
+  t.push_back(integer("--channels", "model.channels", "GPT: embedding width [128]", 1, 1 << 16,
+                      [](train_config& c, const value& v) { c.model.channels = v.integer; }));
+  t.push_back(integer("--heads", "model.heads", "GPT: attention heads [4]", 1, 1 << 12,
+                      [](train_config& c, const value& v) { c.model.heads = v.integer; }));
+  t.push_back(integer("--blocks", "model.blocks", "GPT: transformer blocks [4]", 1, 1 << 12,
+                      [](train_config& c, const value& v) { c.model.blocks = v.integer; }));
+  // [optimizer]
+  t.push_back(choice("--optimizer", "optimizer.kind", "Optimizer: adamw or sgd (with momentum) [adamw]",
+                     {"adamw", "sgd"}, [](train_config& c, const value& v) { c.optim.kind = v.text; }));
+  t.push_back(number("--lr", "optimizer.lr", "Learning rate [1e-3; 3e-3 for gpt]", 0, 100, true,
+                     [](train_config& c, const value& v) { c.optim.lr = static_cast<float>(v.number); }));
+  t.push_back(number("--weight-decay", "optimizer.weight_decay", "Weight decay (decoupled for AdamW) [0.01]", 0, 1,
+                     false, [](train_config& c, const value& v) { c.optim.weight_decay = static_cast<float>(v.number); }));
+  t.push_back(number("--momentum", "optimizer.momentum", "SGD momentum [0.9]", 0, 1, false,
+                     [](train_config& c, const value& v) { c.optim.momentum = static_cast<float>(v.number); }, true));
+  t.push_back(number("", "optimizer.beta1", "AdamW beta1 [0.9]", 0, 1, false,
+                     [](train_config& c, const value& v) { c.optim.beta1 = static_cast<float>(v.number); }, true));
+  t.push_back(number("", "optimizer.beta2", "AdamW beta2 [0.999]", 0, 1, false,
+                     [](train_config& c, const value& v) { c.optim.beta2 = static_cast<float>(v.number); }, true));
+  t.push_back(number("", "optimizer.eps", "AdamW epsilon [1e-8]", 0, 1, true,
+                     [](train_config& c, const value& v) { c.optim.eps = static_cast<float>(v.number); }));
+  // [data]
+  t.push_back(text("--fashion-mnist", "data.fashion_mnist", "Fashion-MNIST folder [/usr/share/datasets/fashion-mnist]",
+                   [](train_config& c, const value& v) { c.fashion_mnist_dir = v.text; }));
+  t.push_back(text("--corpus", "data.corpus", "Text corpus file or folder for gpt [/usr/share/games/fortunes]",
+                   [](train_config& c, const value& v) { c.corpus_path = v.text; }));
+  // [pipeline]
+  t.push_back(integer("--pp", "pipeline.stages", "Pipeline stages P (one device thread each); 1: no pipeline [1]", 1,
+                      max_ranks, [](train_config& c, const value& v) { c.pp = static_cast<int>(v.integer); }));
+  t.push_back(choice("--schedule", "pipeline.schedule", "Pipeline schedule (with --pp > 1) [1f1b]",
+                     {"gpipe", "1f1b", "interleaved", "zb-h1"},
+                     [](train_config& c, const value& v) { c.schedule = v.text; }));
+  t.push_back(integer("--micro-batches", "pipeline.micro_batches",
+                      "Microbatches M per global batch (with --pp > 1) [1]", 1, 1 << 16,
+                      [](train_config& c, const value& v) { c.micro_batches = static_cast<int>(v.integer); }));
+  t.push_back(integer("--virtual-stages", "pipeline.virtual_stages",
+                      "Chunks per stage v (with --pp > 1 and --schedule interleaved) [2]", 1, max_ranks,
+                      [](train_config& c, const value& v) { c.virtual_stages = static_cast<int>(v.integer); }));
+  t.push_back(integers("--cuts", "pipeline.cuts",
+                       "Pipeline cut points (with --pp > 1): first layer index of each chunk after the first, "
+                       "comma separated [balanced by parameter count]",
+                       1, 1 << 20, [](train_config& c, const value& v) { c.cuts = v.integers; }));
+  // Milliseconds are counted in int64; a week is more than any step takes.
+  t.push_back(number("--watchdog-seconds", "pipeline.watchdog_seconds",
+                     "Report and stop a job whose step makes no progress this long, in seconds [60]", 0.1, 604800,
+                     false, [](train_config& c, const value& v) { c.watchdog_seconds = v.number; }));
+  // [data_parallel]
+  t.push_back(integer("--dp", "data_parallel.ranks",
+                      "Data-parallel ranks N in this process, each on 1/N of every batch [1]", 1, max_ranks,
+                      [](train_config& c, const value& v) { c.dp = static_cast<int>(v.integer); }));
+  // Bytes are counted in int64: 1 TiB is far below the overflow and above any model here.
+  t.push_back(number("--bucket-mb", "data_parallel.bucket_mb",
+                     "Gradient bucket cap in MiB for the DP all-reduce (0: per layer) [25]", 0, 1 << 20, false,
+                     [](train_config& c, const value& v) { c.bucket_mb = v.number; }));
+  t.push_back(texts("--straggler", "data_parallel.stragglers",
+                    "Delay a DP rank before each step: rank:ms or rank:ms:random (uniform in [0, 2 ms)); repeatable",
+                    [](train_config& c, const value& v) {
+                      c.stragglers.clear();
+                      for (const auto& s : v.texts) c.stragglers.push_back(parse_straggler(s));
+                    }));
+  t.push_back(integer("--trace-step", "data_parallel.trace_step",
+                      "DP step written to <out>/trace.json (-1: the last) [-1]", -1, big,
+                      [](train_config& c, const value& v) { c.trace_step = v.integer; }));
+  // [process]
+  t.push_back(integer("--nodes", "process.nodes",
+                      "Processes (DP ranks) to run on this machine: this one is rank 0 and starts ranks 1..N-1 as "
+                      "`troupe worker` [1]",
+                      1, max_ranks, [](train_config& c, const value& v) { c.process.world = static_cast<int>(v.integer); }));
+  t.push_back(text("--master-addr", "process.master_addr", "Rank 0's address (flag, else MASTER_ADDR, else config) "
+                   "[127.0.0.1]",
+                   [](train_config& c, const value& v) {
+                     if (v.text.find_first_of(" \t\n") != std::string::npos)
+                       throw std::invalid_argument("\"" + v.text + "\" is not a host name or address");
+                     c.process.master_addr = v.text;
+                   }));
+  t.push_back(integer("--master-port", "process.master_port",
+                      "Rank 0's control gate port (flag, else MASTER_PORT, else config) [29500; any free port for "
+                      "--nodes]",
+                      1, 65535, [](train_config& c, const value& v) { c.process.master_port = static_cast<uint16_t>(v.integer); }));
+  t.push_back(text("--secret-file", "process.secret_file",
+                   "File whose first line is the job's shared secret (else TROUPE_SECRET)",
+                   [](train_config& c, const value& v) { c.process.secret_file = v.text; }));
+  // The connection handshake gets twice this as its deadline, in int milliseconds
+  // (process_job.cpp): 1 s keeps it well above 0 ms, a day keeps it far below INT_MAX.
+  t.push_back(number("--peer-timeout", "process.peer_timeout",
+                     "Seconds of silence after which a peer is lost and the job stops [30]", 1, 86400, false,
+                     [](train_config& c, const value& v) { c.process.peer_timeout_seconds = v.number; }));
+  t.push_back(text("--tls-cert", "process.tls_cert", "PEM certificate: the control plane uses mutual TLS (caf_openssl)",
+                   [](train_config& c, const value& v) { c.process.tls_cert = v.text; }));
+  t.push_back(text("--tls-key", "process.tls_key", "PEM private key of --tls-cert",
+                   [](train_config& c, const value& v) { c.process.tls_key = v.text; }));
+  t.push_back(text("--tls-ca", "process.tls_ca", "PEM CA that signed every rank's certificate",
+                   [](train_config& c, const value& v) { c.process.tls_ca = v.text; }));
+  return t;
+}
+
+std::string show(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.10g", x);
+  return buf;
+}
+
+[[noreturn]] void refuse(const tunable& t, const std::string& got) {
+  std::string msg = "must be " + allowed(t) + ", got " + got;
+  if (!t.bound_note.empty()) msg += " (" + t.bound_note + ")";
+  throw std::invalid_argument(msg);
+}
+
+void check_integer(const tunable& t, int64_t v) {
+  if (v < t.min_int || v > t.max_int) refuse(t, std::to_string(v));
+}
+
+// Strict decimal, as launch_env parses ports: no "1e3", no " 2", no "3x"; an overflow is out of range.
+int64_t parse_integer(const tunable& t, const std::string& s) {
+  const bool digits = !s.empty() && s.find_first_not_of("0123456789", s[0] == '-' ? 1 : 0) == std::string::npos &&
+                      s != "-";
+  if (!digits) throw std::invalid_argument("expected an integer, got \"" + s + "\"");
+  errno = 0;
+  const long long v = std::strtoll(s.c_str(), nullptr, 10);
+  if (errno == ERANGE) refuse(t, s);
+  check_integer(t, v);
+  return v;
+}
+
+}  // namespace
+
+int max_threads() {
+  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::min(2 * hw, blas_max_threads());
+}
+
+const std::vector<tunable>& tunables() {
+  static const std::vector<tunable> table = make_table();
+  return table;
+}
+
+const tunable* find_flag(const std::string& flag) {
+  for (const auto& t : tunables())
+    if (t.flag == flag) return &t;
+  return nullptr;
+}
+
+const tunable* find_key(const std::string& key) {
+  for (const auto& t : tunables())
+    if (t.key == key) return &t;
+  return nullptr;
+}
+
+std::string allowed(const tunable& t) {
+  switch (t.kind) {
+    case value_kind::integer:
+    case value_kind::integers: {
+      const std::string each = t.kind == value_kind::integers ? "each " : "";
+      if (t.max_int == INT64_MAX) return each + ">= " + std::to_string(t.min_int);
+      return each + "in " + std::to_string(t.min_int) + ".." + std::to_string(t.max_int);
+    }
+    case value_kind::number:
+      return std::string("a finite number in ") + (t.min_open ? "(" : "[") + show(t.min_num) + ", " +
+             show(t.max_num) + (t.max_open ? ")" : "]");
+    case value_kind::choice: {
+      std::string s = "one of ";
+      for (size_t i = 0; i < t.choices.size(); ++i) s += (i ? ", " : "") + t.choices[i];
+      return s;
+    }
+    case value_kind::text:
+    case value_kind::texts:
+      return "non-empty text";
+  }
+  return "";
+}
+
+void check(const tunable& t, const value& v) {
+  switch (t.kind) {
+    case value_kind::integer:
+      check_integer(t, v.integer);
+      return;
+    case value_kind::integers:
+      if (v.integers.empty()) throw std::invalid_argument("expected at least one value (" + allowed(t) + ")");
+      for (int64_t x : v.integers) check_integer(t, x);
+      return;
+    case value_kind::number: {
+      const double x = v.number;
+      const bool in = std::isfinite(x) && (t.min_open ? x > t.min_num : x >= t.min_num) &&
+                      (t.max_open ? x < t.max_num : x <= t.max_num);
+      if (!in) refuse(t, show(x));
+      return;
+    }
+    case value_kind::choice:
+      for (const auto& c : t.choices)
+        if (v.text == c) return;
+      refuse(t, "\"" + v.text + "\"");
+    case value_kind::text:
+      if (v.text.empty()) throw std::invalid_argument("must not be empty");
+      return;
+    case value_kind::texts:
+      for (const auto& s : v.texts)
+        if (s.empty()) throw std::invalid_argument("must not be empty");
+      return;
+  }
+}
+
+void add_tunable_option(CLI::App* cmd, const tunable& t, std::string& into) {
+  const bool shown = t.kind != value_kind::text && t.kind != value_kind::texts;
+  const char* type = t.kind == value_kind::integer ? "INT" : t.kind == value_kind::number ? "NUMBER"
+                     : t.kind == value_kind::integers ? "LIST" : "TEXT";
+  cmd->add_option(t.flag, into, shown ? t.help + " {" + allowed(t) + "}" : t.help)->type_name(type);
+}
+
+value parse_flag(const tunable& t, const std::vector<std::string>& texts) {
+  value v;
+  const std::string s = texts.empty() ? std::string() : texts.back();  // a repeated single flag: the last wins
+  switch (t.kind) {
+    case value_kind::integer:
+      v.integer = parse_integer(t, s);
+      break;
+    case value_kind::integers: {
+      if (s.empty()) throw std::invalid_argument("expected a comma-separated list, e.g. 256,256; got \"\"");
+      size_t start = 0;
+      while (true) {
+        const size_t comma = s.find(',', start);
+        v.integers.push_back(parse_integer(t, s.substr(start, comma - start)));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+      break;
+    }
+    case value_kind::number: {
+      char* end = nullptr;
+      errno = 0;
+      v.number = s.empty() ? 0.0 : std::strtod(s.c_str(), &end);
+      if (s.empty() || *end != '\0') throw std::invalid_argument("expected a number, got \"" + s + "\"");
+      break;
+    }
+    case value_kind::text:
+    case value_kind::choice:
+      v.text = s;
+      break;
+    case value_kind::texts:
+      v.texts = texts;
+      break;
+  }
+  check(t, v);
+  return v;
+}
+
+}  // namespace troupe::cli
