@@ -110,8 +110,10 @@ void report_stall(self_ptr self) {
   const double idle = std::chrono::duration<double>(clock_type::now() - s.last_progress).count();
   const std::string head = fmt::format("watchdog: no step finished for {:.1f} s (steps done: {} of {})", idle,
                                        s.args.summary->steps, s.args.total_steps);
+  // A stall is a cause in itself: a lost or hung rank is named by the peer timeout, which a
+  // sensible watchdog exceeds.
   if (s.collectives.empty()) {
-    fail(self, head, false);
+    fail(self, head, true);
     finish(self);
     return;
   }
@@ -121,7 +123,7 @@ void report_stall(self_ptr self) {
     if (--*left > 0) return;
     std::string text = head + "\ncollectives:";
     for (const auto& l : *logs) text += "\n" + l;
-    fail(self, text, false);
+    fail(self, text, true);
     finish(self);
   };
   for (size_t i = 0; i < s.collectives.size(); ++i)

@@ -15,7 +15,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -28,6 +27,7 @@
 #include "actors/net_actors.hpp"
 #include "actors/middleman_link.hpp"
 #include "actors/net_gate.hpp"
+#include "actors/teardown_guard.hpp"
 
 namespace troupe {
 
@@ -92,6 +92,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
   auto log = std::make_shared<metrics_log>(cfg.out_dir, job.steps_per_epoch, cfg.epochs, cfg.progress);
   auto verdict = std::make_shared<job_verdict>();
   summary->metrics_path = log->path();
+  teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
   caf::actor_system_config sys_cfg;
   configure(sys_cfg, pc);
   caf::actor_system sys{sys_cfg};
@@ -108,7 +109,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
     throw std::runtime_error("rank 0: the data plane could not listen on " + pc.master_addr);
   }
   auto coordinator = spawn_coordinator(sys, {job.steps_per_epoch, cfg.epochs, job.total_steps, cfg.batch_size, log,
-                                             summary, failure, trace});
+                                             summary, failure, trace, cfg.watchdog_seconds});
   const auto buckets = plan_dp_buckets(job.model, cfg.bucket_mb);
   dp_rank_parts p = spawn_dp_rank(sys, job_args(cfg, job, coordinator), 0, collective, buckets);
   const std::vector<caf::actor> local{p.stage, p.optimizer, p.loader, collective};
@@ -165,6 +166,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
     }
     self->request(hub, std::chrono::seconds(10), job_end{ok, report}).receive([](bool) {}, [](caf::error&) {});
     interrupt->fire();  // a collective blocked on a lost peer returns now, not at the ring's timeout
+    if (!ok) guard.arm(report, failed_job_grace);
     stop_all(sys, local);
     stop_all(sys, {hub, coordinator});
   }
@@ -174,47 +176,13 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
   return std::move(*summary);
 }
 
-// Bounds a worker's actor-system teardown once its job is over. CAF 0.17's ~actor_system waits
-// for every detached actor's thread, and about one worker run in ten (4 processes on loopback)
-// one of them stayed referenced from the middleman's side after the job had finished, so the
-// process never exited. The job's outcome is final by then: past the limit, the process ends
-// with that outcome rather than linger (the rule: no process is left running).
-class teardown_limit {
- public:
-  ~teardown_limit() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    if (watcher_.joinable()) watcher_.join();
-  }
-  void arm(int rank, int exit_code, std::chrono::seconds limit) {
-    watcher_ = std::thread([this, rank, exit_code, limit] {
-      std::unique_lock<std::mutex> lock(mu_);
-      if (cv_.wait_for(lock, limit, [this] { return done_; })) return;
-      spdlog::warn("rank {}: the actor system did not shut down within {} s after the job ended; exiting", rank,
-                   limit.count());
-      spdlog::default_logger()->flush();
-      std::fflush(nullptr);
-      std::_Exit(exit_code);
-    });
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread watcher_;
-};
-
 train_summary run_worker(const train_config& cfg, const prepared_job& job) {
   const process_config& pc = cfg.process;
   const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
   net::socket_fd upstream =
       net::connect_through_gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.rank), join_ms);
   auto report = std::make_shared<std::string>();
-  teardown_limit teardown;  // declared before the actor system: it outlives its destructor
+  teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
   caf::actor_system_config sys_cfg;
   configure(sys_cfg, pc);
   caf::actor_system sys{sys_cfg};
@@ -247,8 +215,10 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job) {
     self->wait_for(worker);
   }
   interrupt->fire();
+  if (!report->empty()) guard.arm("rank " + std::to_string(pc.rank) + ": " + *report, failed_job_grace);
+  spdlog::debug("rank {}: stopping its actors", pc.rank);
   stop_all(sys, {p.stage, p.optimizer, p.loader, collective, worker});
-  teardown.arm(pc.rank, report->empty() ? 0 : 1, std::chrono::seconds(10));
+  spdlog::debug("rank {}: actors stopped; shutting the actor system down", pc.rank);
   if (!report->empty()) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": " + *report);
   return {};
 }

@@ -15,6 +15,7 @@
 #include "actors/pipeline_job.hpp"
 #include "actors/prepared_job.hpp"
 #include "actors/process_job.hpp"
+#include "actors/teardown_guard.hpp"
 #include "actors/tls_files.hpp"
 #include "kernels/blas_runtime.hpp"
 
@@ -86,6 +87,7 @@ train_summary run_training(const train_config& cfg) {
   auto trace = std::make_shared<std::vector<dp_trace_event>>();
   auto log = std::make_shared<metrics_log>(cfg.out_dir, steps_per_epoch, cfg.epochs, cfg.progress);
   summary->metrics_path = log->path();
+  teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
   {
     caf::actor_system_config sys_cfg;
     configure_runtime(sys_cfg);
@@ -119,6 +121,9 @@ train_summary run_training(const train_config& cfg) {
       caf::scoped_actor self{sys};
       self->wait_for(coordinator);
     }
+    // The actor system's destructor waits for every stage; one wedged in a computation (what the
+    // watchdog reported) would hold the process forever.
+    if (!failure->what.empty()) guard.arm(failure->what, failed_job_grace);
   }
   if (!failure->what.empty()) throw std::runtime_error(failure->what);
   if (cfg.dp > 1 && !trace->empty()) write_dp_trace(cfg, *trace, *summary);

@@ -2,6 +2,7 @@
 // for an unknown flag or a missing value, the table of tunables for a range, a config file), exits
 // 2 with one short line; help exits 0.
 #include <CLI/CLI.hpp>
+#include <spdlog/cfg/env.h>
 #include <spdlog/spdlog.h>
 
 #include <string>
@@ -13,6 +14,7 @@
 
 int main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S] [%^%l%$] %v");
+  spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug shows the runtime's debug lines
   CLI::App app{"troupe: an actor-model runtime for distributed deep-learning training"};
   app.require_subcommand(1);
   int exit_code = 0;

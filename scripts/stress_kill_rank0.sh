@@ -8,6 +8,8 @@ set -u
 build=${1:-build} runs=${2:-50} timeout=${3:-3}
 troupe=$build/troupe
 tmp=$(mktemp -d); trap 'kill -9 $(jobs -p) 2>/dev/null; rm -rf "$tmp"' EXIT
+keep=${STRESS_KEEP_LOGS:-/tmp/troupe-stress-failures}  # the workers' logs of every failed run
+mkdir -p "$keep"
 limit=$(python3 -c "print($timeout + 1.0)")
 worst=0 bad=0
 for run in $(seq "$runs"); do
@@ -18,10 +20,10 @@ for run in $(seq "$runs"); do
   "$troupe" train --rank 0 "${job[@]}" --out "$tmp/r$run" > "$tmp/rank0.log" 2>&1 &
   r0=$!
   pids=()
-  for r in 1 2 3; do "$troupe" worker --rank "$r" "${job[@]}" --out "$tmp/w$run" > "$tmp/w$r.log" 2>&1 & pids+=($!); done
+  for r in 1 2 3; do SPDLOG_LEVEL=debug "$troupe" worker --rank "$r" "${job[@]}" --out "$tmp/w$run" > "$tmp/w$r.log" 2>&1 & pids+=($!); done
   for _ in $(seq 300); do [ -s "$tmp/r$run/metrics.jsonl" ] && [ "$(wc -l < "$tmp/r$run/metrics.jsonl")" -ge 5 ] && break; sleep 0.05; done
-  kill -9 "$r0"
   t0=$(date +%s.%N)
+  kill -9 "$r0"
   status=ok
   for i in 0 1 2; do
     p=${pids[$i]}
@@ -38,7 +40,11 @@ for run in $(seq "$runs"); do
   if grep -q "did not shut down" "$tmp"/w*.log; then status="teardown limit fired"; fi
   if python3 -c "import sys; sys.exit(0 if $took > $limit else 1)"; then status="slow: $took s"; fi
   worst=$(python3 -c "print(max($worst, $took))")
-  [ "$status" = ok ] || { bad=$((bad + 1)); echo "run $run: $status"; tail -3 "$tmp"/w*.log; }
+  if [ "$status" != ok ]; then
+    bad=$((bad + 1))
+    mkdir -p "$keep/run$run" && cp "$tmp"/w*.log "$keep/run$run/"
+    for f in "$tmp"/w*.log; do echo "--- $f"; tail -n 4 "$f"; done
+  fi
   echo "run $run: every worker gone $took s after rank 0 was killed ($status)"
 done
 echo "summary: $runs runs, $bad failed, slowest $worst s, peer timeout $timeout s, limit $limit s"
