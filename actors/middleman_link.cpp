@@ -6,6 +6,8 @@
 #include <caf/io/network/multiplexer.hpp>
 #include <caf/scoped_actor.hpp>
 
+#include <condition_variable>
+#include <mutex>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -44,6 +46,38 @@ caf::actor remote_actor_over(caf::actor_system& sys, net::socket_fd upstream, st
   if (!error.empty()) throw std::runtime_error("the middleman handshake with rank 0 failed: " + error);
   if (!result) throw std::runtime_error("rank 0 serves no job hub on this connection");
   return result;
+}
+
+struct middleman_drain::state {
+  std::mutex mu;
+  std::condition_variable cv;
+  int watched = 0, ended = 0;
+};
+
+middleman_drain::middleman_drain() : state_(std::make_shared<state>()) {}
+
+void middleman_drain::watch(const caf::actor& a) {
+  if (!a) return;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    ++state_->watched;
+  }
+  caf::actor_cast<caf::abstract_actor*>(a)->attach_functor([st = state_] {
+    std::lock_guard<std::mutex> lock(st->mu);
+    ++st->ended;
+    st->cv.notify_all();
+  });
+}
+
+void middleman_drain::drain(caf::actor_system& sys) {
+  {
+    std::unique_lock<std::mutex> lock(state_->mu);
+    state_->cv.wait(lock, [this] { return state_->ended == state_->watched; });
+  }
+  caf::scoped_actor self{sys};
+  // Any request the broker answers in order will do; get_atom for no node answers (none, "", 0).
+  self->request(basp_broker(sys), caf::infinite, caf::get_atom::value, caf::node_id{})
+      .receive([](caf::node_id&, std::string&, uint16_t) {}, [](caf::error&) {});
 }
 
 }  // namespace troupe

@@ -48,10 +48,16 @@ struct job_hub_args {
   caf::actor local_stage;          // rank 0's stage: stages[0]
   std::vector<caf::actor> local_members;
   std::shared_ptr<job_verdict> verdict;
+  // Closes every worker's connection (the process layer holds the sockets); called once every
+  // worker acknowledged job_end.
+  std::function<void()> disconnect;
 };
 // Rank 0. Admits ranks (join_request), starts the coordinator once all are ready, watches them
 // (down messages and pings) and on the first lost rank records why and stops the coordinator.
-// (end_atom-like) job_end request: tells every worker and answers when they acknowledged.
+// job_end request: tells every worker, and once all acknowledged closes their connections and
+// answers when the middleman has seen each of them close. Only then may the process stop its
+// actors: CAF 0.17 can keep a detached actor referenced forever when its middleman shuts down
+// while a connection is still being cleaned up (a worker then never exited).
 caf::actor spawn_job_hub(caf::actor_system& sys, job_hub_args args);
 
 struct worker_hub_args {
@@ -61,8 +67,9 @@ struct worker_hub_args {
   std::chrono::milliseconds peer_timeout{30000};
   std::shared_ptr<std::string> report;  // "" when rank 0 said the job ended well
 };
-// Every other rank. Tells the job hub it is ready, answers pings, and ends with job_end, or
-// when rank 0 is lost (its connection closes or it stops pinging).
+// Every other rank. Tells the job hub it is ready, answers pings, and ends once rank 0 closed
+// the connection after job_end, or when rank 0 is lost (its connection closes or it stops
+// pinging); either way the middleman has cleaned the connection up before the actors stop.
 caf::actor spawn_worker_hub(caf::actor_system& sys, worker_hub_args args);
 
 }  // namespace troupe

@@ -99,6 +99,18 @@ socket_fd connect_through_gate(const std::string& host, uint16_t port, const std
   return s;
 }
 
+void connection_set::add(int fd) {
+  const int copy = ::dup(fd);
+  if (copy < 0) return;  // out of descriptors: the connection still works, it closes at exit
+  std::lock_guard<std::mutex> lock(mu_);
+  fds_.emplace_back(copy);
+}
+
+void connection_set::shutdown_all() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& f : fds_) ::shutdown(f.get(), SHUT_RDWR);
+}
+
 void loopback_splices::add(socket_fd admitted, int timeout_ms) {
   socket_fd backend = connect_tcp("127.0.0.1", backend_port_, timeout_ms);
   std::lock_guard<std::mutex> lock(mu_);

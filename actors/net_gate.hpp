@@ -62,6 +62,17 @@ class gate_server {
 socket_fd connect_through_gate(const std::string& host, uint16_t port, const std::string& secret, uint32_t rank,
                                int timeout_ms);
 
+// Rank 0's hold on the connections it handed on (to the middleman or a splice): a duplicate of
+// each socket, so that at the job's end rank 0 closes them itself, in order (see net_actors.hpp).
+class connection_set {
+ public:
+  void add(int fd);     // keeps dup(fd)
+  void shutdown_all();  // both directions of every connection; the receivers see the close
+ private:
+  std::mutex mu_;
+  std::vector<socket_fd> fds_;
+};
+
 // TLS, rank 0: each admitted connection forwarded to the TLS middleman's loopback port.
 class loopback_splices {
  public:

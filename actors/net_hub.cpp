@@ -45,6 +45,8 @@ struct job_hub_state {
   clock_type::time_point started = clock_type::now();
   bool running = false, ended = false;
   std::string symptom;  // a stage error waiting out symptom_grace
+  caf::response_promise end_promise;  // job_end: answered once every worker's connection closed
+  bool disconnecting = false;
   static inline const char* name = "job_hub";
 };
 using hub_ptr = caf::stateful_actor<job_hub_state>*;
@@ -69,6 +71,23 @@ void lost(hub_ptr self, const std::string& why, bool symptom = false) {
   s.args.verdict->first = why;
   spdlog::error("job hub: {}", why);
   self->send_exit(s.args.coordinator, caf::exit_reason::user_shutdown);
+}
+
+// After job_end: every worker acknowledged (or could not), their connections are closed; the
+// answer waits until the middleman has reported each of them gone.
+void answer_when_all_gone(hub_ptr self) {
+  auto& s = self->state;
+  for (auto& [rank, p] : s.ready)
+    if (!p.gone) return;
+  if (s.end_promise.pending()) s.end_promise.deliver(true);
+}
+
+void disconnect_workers(hub_ptr self) {
+  auto& s = self->state;
+  if (s.disconnecting) return;
+  s.disconnecting = true;
+  if (s.args.disconnect) s.args.disconnect();
+  answer_when_all_gone(self);
 }
 
 void tick(hub_ptr self) {
@@ -100,6 +119,10 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
       if (!hub && !stage) continue;
       const bool unreachable = dm.reason == caf::exit_reason::remote_link_unreachable;
       if (unreachable || hub) p.gone = true;
+      if (self->state.disconnecting) {
+        answer_when_all_gone(self);
+        return;
+      }
       lost(self,
            "rank " + std::to_string(rank) +
                (unreachable ? " lost: its connection closed (the process died or the network failed)"
@@ -154,16 +177,16 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
       [self](const job_end& e) {
         auto& s = self->state;
         s.ended = true;
-        auto rp = self->make_response_promise();
+        s.end_promise = self->make_response_promise();
         auto left = std::make_shared<size_t>(0);
         for (auto& [rank, p] : s.ready) *left += p.gone ? 0 : 1;
-        if (*left == 0) rp.deliver(true);
+        if (*left == 0) disconnect_workers(self);
         const auto wait = std::min<std::chrono::milliseconds>(std::chrono::seconds(5), s.args.peer_timeout);
         for (auto& [rank, p] : s.ready)
           if (!p.gone)
             self->request(p.hub, wait, e)
-              .then([rp, left](job_end_ack_atom) mutable { if (--*left == 0) rp.deliver(true); },
-                    [rp, left](caf::error&) mutable { if (--*left == 0) rp.deliver(true); });
+              .then([self, left](job_end_ack_atom) { if (--*left == 0) disconnect_workers(self); },
+                    [self, left](caf::error&) { if (--*left == 0) disconnect_workers(self); });
       },
   };
 }
@@ -175,8 +198,6 @@ struct worker_hub_state {
   static inline const char* name = "worker_hub";
 };
 using worker_ptr = caf::stateful_actor<worker_hub_state>*;
-using end_atom = caf::atom_constant<caf::atom("hubend")>;
-constexpr std::chrono::seconds end_grace{5};
 
 caf::behavior worker_hub(worker_ptr self, worker_hub_args args) {
   self->state.args = std::move(args);
@@ -196,27 +217,25 @@ caf::behavior worker_hub(worker_ptr self, worker_hub_args args) {
       },
       [self](tick_atom) {
         auto& s = self->state;
-        if (s.ending) return;
         const auto silent = clock_type::now() - s.last_ping;
         if (silent > s.args.peer_timeout) {
-          *s.args.report = "rank 0 stopped answering (no ping for " + fmt::format("{:.1f}", seconds(silent)) + " s)";
+          const std::string what = s.ending ? "rank 0 did not close the connection after the job's end"
+                                            : "rank 0 stopped answering";
+          if (!s.ending || s.args.report->empty())
+            *s.args.report = what + " (no ping for " + fmt::format("{:.1f}", seconds(silent)) + " s)";
           self->quit();
           return;
         }
         self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
       },
-      // The job is over, but this process shuts its actors down only once rank 0 has closed the
-      // connection (or after end_grace): while the connection lives, messages in flight between
-      // the two middlemen keep local actors referenced, and this process's actor system would wait
-      // for them forever when it is destroyed.
+      // The job is over; this process stops its actors once rank 0 has closed the connection
+      // (the down message of the job hub's proxy), so the middleman has cleaned it up first.
       [self](const job_end& e) {
         auto& s = self->state;
         *s.args.report = e.ok ? "" : e.report;
         s.ending = true;
-        self->delayed_send(self, end_grace, end_atom::value);
         return job_end_ack_atom::value;
       },
-      [self](end_atom) { self->quit(); },
   };
 }
 

@@ -5,6 +5,7 @@
 // evaluate or log: run_pipeline_training (pipeline_training.cpp) does.
 #include "actors/runtime_config.hpp"
 #include "actors/pipeline_job.hpp"
+#include "actors/teardown_guard.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -23,12 +24,15 @@ struct pipeline_job::impl {
   pipeline_job_args args;
   std::vector<layer_range> chunks;
   std::vector<int> peak_live;
+  teardown_guard guard;          // outlives sys, whose destructor may wait forever after a failure
+  std::string failure;           // what stop() reported
   caf::actor_system_config cfg;  // the system keeps a reference to it: it must outlive sys
   std::unique_ptr<caf::actor_system> sys;
   std::unique_ptr<caf::scoped_actor> self;
   std::vector<caf::actor> stages, members, stopped;  // stopped: members after a failure
 
   ~impl() {
+    if (!failure.empty()) guard.arm(failure, failed_job_grace);
     for (auto& m : members) caf::anon_send_exit(m, caf::exit_reason::user_shutdown);
     for (auto& m : stopped) members.push_back(m);
     if (self && !members.empty()) (*self)->wait_for(members);
@@ -79,6 +83,7 @@ struct pipeline_job::impl {
   }
 
   [[noreturn]] void stop(const std::string& why) {
+    failure = why;
     for (auto& m : members) caf::anon_send_exit(m, caf::exit_reason::user_shutdown);
     stopped = std::move(members);
     members.clear();

@@ -112,10 +112,13 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
                                              summary, failure, trace, cfg.watchdog_seconds});
   const auto buckets = plan_dp_buckets(job.model, cfg.bucket_mb);
   dp_rank_parts p = spawn_dp_rank(sys, job_args(cfg, job, coordinator), 0, collective, buckets);
+  middleman_drain drain;  // the detached actors, watched before their handles leave the process
+  for (const auto& a : {p.stage, p.optimizer, collective}) drain.watch(a);
   const std::vector<caf::actor> local{p.stage, p.optimizer, p.loader, collective};
+  auto connections = std::make_shared<net::connection_set>();
   auto hub = spawn_job_hub(sys, {pc.world, describe_for_join(cfg, job), port_future.get(),
                                  to_ms(pc.peer_timeout_seconds), to_ms(pc.join_timeout_seconds), coordinator,
-                                 p.stage, local, verdict});
+                                 p.stage, local, verdict, [connections] { connections->shutdown_all(); }});
   // Plain TCP: the middleman gets no port; the gate hands it each admitted socket (serve_over).
   // TLS: the TLS middleman listens on loopback, behind its mutual TLS and the gate's splices.
   std::unique_ptr<net::loopback_splices> splices;
@@ -135,6 +138,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
     net::gate_server gate(
         pc.master_addr, pc.master_port, pc.secret,
         [&](net::socket_fd fd, uint32_t, const std::string&) {
+          connections->add(fd.get());
           if (splices)
             splices->add(std::move(fd), auth_ms);
           else
@@ -169,6 +173,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
     if (!ok) guard.arm(report, failed_job_grace);
     stop_all(sys, local);
     stop_all(sys, {hub, coordinator});
+    drain.drain(sys);  // before ~actor_system (see middleman_link.hpp)
   }
   if (!ok) throw std::runtime_error(report);
   summary->samples_per_s =
@@ -209,6 +214,8 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job) {
   auto collective = spawn_net_collective(sys, {ring_env, pc.secret, ring_options_for(pc), interrupt});
   dp_rank_parts p = spawn_dp_rank(sys, job_args(cfg, job, joined.coordinator), pc.rank, collective,
                                   plan_dp_buckets(job.model, cfg.bucket_mb));
+  middleman_drain drain;  // the detached actors, watched before their handles leave the process
+  for (const auto& a : {p.stage, p.optimizer, collective}) drain.watch(a);
   auto worker = spawn_worker_hub(sys, {pc.rank, hub, p.stage, to_ms(pc.peer_timeout_seconds), report});
   {
     caf::scoped_actor self{sys};
@@ -219,6 +226,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job) {
   spdlog::debug("rank {}: stopping its actors", pc.rank);
   stop_all(sys, {p.stage, p.optimizer, p.loader, collective, worker});
   spdlog::debug("rank {}: actors stopped; shutting the actor system down", pc.rank);
+  drain.drain(sys);  // before ~actor_system (see middleman_link.hpp)
   if (!report->empty()) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": " + *report);
   return {};
 }

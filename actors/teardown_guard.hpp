@@ -34,6 +34,6 @@ class teardown_guard {
 
 // How long a failed job's actors get to stop before teardown_guard ends the process. Actors
 // that are not computing stop within milliseconds.
-inline constexpr std::chrono::milliseconds failed_job_grace{3000};
+inline constexpr std::chrono::milliseconds failed_job_grace{5000};
 
 }  // namespace troupe

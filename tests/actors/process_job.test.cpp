@@ -101,6 +101,19 @@ int connect_loopback(int port) {
   return s;
 }
 
+// Waits until rank 0's metrics.jsonl holds `steps` lines (training runs: every rank joined).
+bool wait_for_steps(const std::string& dir, int steps) {
+  const auto until = clock_type::now() + std::chrono::seconds(30);
+  for (;;) {
+    std::ifstream m(dir + "/metrics.jsonl");
+    int lines = 0;
+    for (std::string l; std::getline(m, l);) ++lines;
+    if (lines >= steps) return true;
+    if (clock_type::now() > until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 std::vector<double> losses_in(const std::string& out) {
   std::vector<double> v;
   std::istringstream in(out);
@@ -171,15 +184,7 @@ TEST(ProcessJob, SigkillOfAWorkerMidStepIsReportedWithRankAndStepAndEveryProcess
   ASSERT_GT(port, 0);
   for (int r = 1; r < 4; ++r) g.spawn(rank_args(r, 4, "127.0.0.1", port, "s3cret", dir, 1000, timeout, 50));
   // Wait for a few steps in rank 0's metrics, then kill rank 2.
-  const auto until = clock_type::now() + std::chrono::seconds(30);
-  for (;;) {
-    std::ifstream m(dir + "/metrics.jsonl");
-    int lines = 0;
-    for (std::string l; std::getline(m, l);) ++lines;
-    if (lines >= 3) break;
-    ASSERT_LT(clock_type::now(), until) << "no training steps";
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  ASSERT_TRUE(wait_for_steps(dir, 3)) << "no training steps";
   const std::vector<pid_t> pids = g.pids();
   ASSERT_EQ(pids.size(), 4u);
   const auto killed_at = clock_type::now();
@@ -222,14 +227,7 @@ TEST(ProcessJob, HungWorkerIsNamedAndTheOthersExitWithinThePeerTimeoutAndASecond
   const int port = g.read_port(fd, 20000);
   ASSERT_GT(port, 0);
   for (int r = 1; r < 3; ++r) g.spawn(rank_args(r, 3, "127.0.0.1", port, "s3cret", dir, 1000, timeout, 20));
-  const auto until = clock_type::now() + std::chrono::seconds(30);
-  for (int lines = 0; lines < 3;) {
-    std::ifstream m(dir + "/metrics.jsonl");
-    lines = 0;
-    for (std::string l; std::getline(m, l);) ++lines;
-    ASSERT_LT(clock_type::now(), until) << "no training steps";
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  ASSERT_TRUE(wait_for_steps(dir, 3)) << "no training steps";
   const std::vector<pid_t> pids = g.pids();
   ASSERT_EQ(pids.size(), 3u);
   const auto stopped_at = clock_type::now();
@@ -295,14 +293,7 @@ TEST(ProcessJob, ClientWithoutTheSecretReachesNoActorOnAnyPortOfRankZeroOrAWorke
   const int gate = g.read_port(fd, 20000);
   ASSERT_GT(gate, 0);
   g.spawn(rank_args(1, 2, "127.0.0.1", gate, "s3cret", dir, 80, 10, 50));
-  const auto until = clock_type::now() + std::chrono::seconds(30);
-  for (int lines = 0; lines < 2;) {  // training runs: every rank has joined
-    std::ifstream m(dir + "/metrics.jsonl");
-    lines = 0;
-    for (std::string l; std::getline(m, l);) ++lines;
-    ASSERT_LT(clock_type::now(), until) << "no training steps";
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  ASSERT_TRUE(wait_for_steps(dir, 2)) << "no training steps";
   const std::vector<pid_t> pids = g.pids();
   ASSERT_EQ(pids.size(), 2u);
   caf::actor_system_config cfg;
