@@ -12,7 +12,7 @@
 #include <chrono>
 #include <memory>
 
-#include "actors/tcp_socket.hpp"
+#include "comm/tcp_socket.hpp"
 
 namespace troupe {
 

@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/launch_env.hpp"
-#include "actors/tcp_ring.hpp"
+#include "comm/launch_env.hpp"
+#include "comm/tcp_ring.hpp"
 
 namespace troupe {
 

@@ -26,7 +26,7 @@
 #include "actors/metrics_log.hpp"
 #include "actors/net_actors.hpp"
 #include "actors/middleman_link.hpp"
-#include "actors/net_gate.hpp"
+#include "comm/net_gate.hpp"
 #include "actors/teardown_guard.hpp"
 
 namespace troupe {

@@ -16,7 +16,7 @@
 #include "actors/prepared_job.hpp"
 #include "actors/process_job.hpp"
 #include "actors/teardown_guard.hpp"
-#include "actors/tls_files.hpp"
+#include "comm/tls_files.hpp"
 #include "kernels/blas_runtime.hpp"
 
 namespace troupe {

@@ -1,4 +1,4 @@
-// Cross-process all-reduce bus bandwidth on one machine: troupe's TCP ring (actors/tcp_ring) or
+// Cross-process all-reduce bus bandwidth on one machine: troupe's TCP ring (comm/tcp_ring) or
 // Gloo's ring over its TCP transport, WORLD processes forked by this program, float sums of 1,
 // 16 and 64 MiB by default. Rank 0 prints one line per size. Bus bandwidth is NCCL's
 // definition, bytes × 2(N−1)/N / time. It deliberately does not run Open MPI: mpirun starts
@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/tcp_ring.hpp"
+#include "comm/tcp_ring.hpp"
 #include "bench/gloo_peer.hpp"
 
 

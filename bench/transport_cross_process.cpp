@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "actors/tcp_socket.hpp"
+#include "comm/tcp_socket.hpp"
 
 namespace {
 

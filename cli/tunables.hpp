@@ -3,7 +3,7 @@
 // where it lands in train_config. The CLI11 options, the TOML reader (config_file.cpp) and
 // --help are all made from this table, so a value is range-checked in one place whichever way
 // it arrives. It deliberately holds no launcher input (--rank, --world-size, RANK, MASTER_PORT,
-// ...): actors/launch_env.hpp checks those, because they also arrive from the environment.
+// ...): comm/launch_env.hpp checks those, because they also arrive from the environment.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -14,8 +14,8 @@
 #include <random>
 #include <thread>
 
-#include "actors/launch_env.hpp"
-#include "actors/tcp_auth.hpp"
+#include "comm/launch_env.hpp"
+#include "comm/tcp_auth.hpp"
 #include "cli/train_command.hpp"
 
 namespace troupe::cli {

@@ -1,4 +1,4 @@
-// libFuzzer target for the wire frame decoder (actors/wire_frame.hpp). Half of the inputs get
+// libFuzzer target for the wire frame decoder (comm/wire_frame.hpp). Half of the inputs get
 // their CRC fixed up before decoding, so mutations reach the Cap'n Proto body and the chunk
 // checks instead of all stopping at the checksum; decoded chunks also go through the assembler.
 // It deliberately asserts nothing beyond "no crash, no sanitizer report": every input must
@@ -8,7 +8,7 @@
 #include <cstring>
 #include <vector>
 
-#include "actors/wire_frame.hpp"
+#include "comm/wire_frame.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;

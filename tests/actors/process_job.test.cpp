@@ -23,7 +23,7 @@
 
 #include "actors/training_job.hpp"
 #include "tests/actors/process_job_config.hpp"
-#include "tests/actors/tcp_process_group.hpp"
+#include "tests/comm/tcp_process_group.hpp"
 
 namespace {
 

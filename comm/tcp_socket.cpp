@@ -1,6 +1,6 @@
 // TCP helpers: getaddrinfo for host names, poll for deadlines, MSG_NOSIGNAL so a dead peer is
 // an error, not a SIGPIPE that kills the process.
-#include "actors/tcp_socket.hpp"
+#include "comm/tcp_socket.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>

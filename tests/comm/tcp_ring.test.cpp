@@ -13,8 +13,8 @@
 #include <future>
 #include <thread>
 
-#include "actors/tcp_ring.hpp"
-#include "tests/actors/tcp_process_group.hpp"
+#include "comm/tcp_ring.hpp"
+#include "tests/comm/tcp_process_group.hpp"
 
 using namespace troupe::net;
 using troupe::test::process_group;

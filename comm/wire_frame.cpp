@@ -1,7 +1,7 @@
 // Wire frame encoder, decoder and in-order tensor reassembly. Every check happens before the
 // corresponding allocation; Cap'n Proto exceptions are caught at this boundary and become
 // malformed_body errors, so no input reaches the caller as an exception or a crash.
-#include "actors/wire_frame.hpp"
+#include "comm/wire_frame.hpp"
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "actors/wire/frame.capnp.h"
+#include "comm/wire/frame.capnp.h"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire frames are written in host order");
 

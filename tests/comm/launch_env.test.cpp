@@ -2,7 +2,7 @@
 // every bad value or contradiction giving an error that names the variable.
 #include <gtest/gtest.h>
 
-#include "actors/launch_env.hpp"
+#include "comm/launch_env.hpp"
 
 using troupe::launch_flags;
 using troupe::parse_launch_env;

@@ -1,5 +1,5 @@
 // auth_acceptor: one poll loop over the listener and every connection still proving itself.
-#include "actors/auth_acceptor.hpp"
+#include "comm/auth_acceptor.hpp"
 
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-#include "actors/tcp_auth.hpp"
+#include "comm/tcp_auth.hpp"
 
 namespace troupe::net {
 

@@ -2,7 +2,7 @@
 // middleman's loopback port. One thread per spliced connection (a job has a handful), plain
 // blocking copies: both far ends are CAF's non-blocking event loops, so neither direction can
 // wait on the other.
-#include "actors/net_gate.hpp"
+#include "comm/net_gate.hpp"
 
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -11,7 +11,7 @@
 
 #include <cerrno>
 
-#include "actors/tcp_auth.hpp"
+#include "comm/tcp_auth.hpp"
 
 namespace troupe::net {
 namespace {

@@ -1,4 +1,4 @@
-# Body of a troupe wire frame (actors/wire_frame.hpp). The 16-byte frame header outside this
+# Body of a troupe wire frame (comm/wire_frame.hpp). The 16-byte frame header outside this
 # message carries magic, version, frame type, body length and CRC-32; this schema only holds
 # what a frame of that type says. It deliberately has no union of all messages: the frame type
 # in the header selects the root struct, so an unknown type is refused before any parsing.

@@ -1,5 +1,5 @@
 // check_tls_files: OpenSSL parses each PEM file and verifies the certificate against the CA.
-#include "actors/tls_files.hpp"
+#include "comm/tls_files.hpp"
 
 #include <openssl/err.h>
 #include <openssl/pem.h>

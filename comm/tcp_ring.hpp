@@ -20,9 +20,9 @@
 #include <string>
 #include <vector>
 
-#include "actors/launch_env.hpp"
-#include "actors/rendezvous.hpp"
-#include "actors/tcp_socket.hpp"
+#include "comm/launch_env.hpp"
+#include "comm/rendezvous.hpp"
+#include "comm/tcp_socket.hpp"
 
 namespace troupe::net {
 

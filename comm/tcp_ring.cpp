@@ -4,7 +4,7 @@
 // may depend on one received chunk (the partial sum or gathered bytes it forwards), so one
 // thread with non-blocking sockets and poll keeps both directions busy and pipelines chunks
 // across ring steps without per-chunk headers: both sides know the schedule.
-#include "actors/tcp_ring.hpp"
+#include "comm/tcp_ring.hpp"
 
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -13,8 +13,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "actors/auth_acceptor.hpp"
-#include "actors/tcp_auth.hpp"
+#include "comm/auth_acceptor.hpp"
+#include "comm/tcp_auth.hpp"
 
 namespace troupe::net {
 namespace {

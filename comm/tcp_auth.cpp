@@ -1,6 +1,6 @@
 // Secret loading and the HMAC-SHA256 challenge-response. OpenSSL provides the MAC, the random
 // nonces and the constant-time comparison; nothing here is hand-rolled cryptography.
-#include "actors/tcp_auth.hpp"
+#include "comm/tcp_auth.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <vector>
 
-#include "actors/tcp_socket.hpp"
+#include "comm/tcp_socket.hpp"
 
 namespace troupe::net {
 namespace {

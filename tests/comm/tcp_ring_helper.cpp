@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/tcp_ring.hpp"
+#include "comm/tcp_ring.hpp"
 
 using troupe::net::reduce_op;
 using troupe::net::ring_segment;

@@ -2,14 +2,14 @@
 // each with its own short deadline, so a peer without the secret is refused (and logged) before
 // a single byte of its hello is read, and silent connections delay no real rank. Hellos come
 // only from authenticated ranks and are read one at a time.
-#include "actors/rendezvous.hpp"
+#include "comm/rendezvous.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <chrono>
 #include <cstring>
 
-#include "actors/tcp_auth.hpp"
+#include "comm/tcp_auth.hpp"
 
 namespace troupe::net {
 namespace {

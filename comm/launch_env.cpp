@@ -1,6 +1,6 @@
 // Launcher environment parsing: flags, torchrun, mpirun, srun. Every error names the variable
 // or flag it comes from, because the person reading it has to find which launcher set it.
-#include "actors/launch_env.hpp"
+#include "comm/launch_env.hpp"
 
 #include <cerrno>
 #include <climits>

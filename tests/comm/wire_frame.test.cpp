@@ -1,6 +1,6 @@
 // Wire frames: round trips (empty, one chunk, a 64 MiB+ tensor over many chunks) and every kind
 // of bad input the decoder must refuse with its error code, plus the fuzzer's crash corpus
-// (tests/actors/wire_corpus/) replayed as regression inputs.
+// (tests/comm/wire_corpus/) replayed as regression inputs.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -8,7 +8,7 @@
 #include <fstream>
 #include <numeric>
 
-#include "actors/wire_frame.hpp"
+#include "comm/wire_frame.hpp"
 
 namespace w = troupe::wire;
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <thread>
 
-#include "actors/tcp_socket.hpp"
+#include "comm/tcp_socket.hpp"
 
 namespace troupe::net {
 

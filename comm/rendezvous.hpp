@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/auth_acceptor.hpp"
-#include "actors/tcp_socket.hpp"
+#include "comm/auth_acceptor.hpp"
+#include "comm/tcp_socket.hpp"
 
 namespace troupe::net {
 
