@@ -58,10 +58,10 @@ function(troupe_add_gtest name)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES SKIP_RETURN_CODE 77)
 endfunction()
 
-# Tests that assert on wall-clock time run alone: on 2 cores a parallel neighbour would
-# measure the neighbour, not the code.
+# Tests that assert on wall-clock time run alone (on 2 cores a parallel neighbour would measure
+# the neighbour, not the code) and carry the `perf` label (`ctest -L perf` runs just them).
 function(troupe_add_timing_gtest name)
   add_executable(${name} ${ARGN})
   target_link_libraries(${name} PRIVATE GTest::gtest_main)
-  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES SKIP_RETURN_CODE 77 RUN_SERIAL TRUE)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES SKIP_RETURN_CODE 77 RUN_SERIAL TRUE LABELS perf)
 endfunction()
