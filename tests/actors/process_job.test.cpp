@@ -114,6 +114,30 @@ bool wait_for_steps(const std::string& dir, int steps) {
   }
 }
 
+// Reaps the processes `pids[i]` for every i in `which` until all are gone or `limit` passed since
+// `since`. For each: its exit code (128 + signal when killed; -1 while still running) and how many
+// seconds after `since` it was gone.
+struct reaped {
+  std::vector<int> code;
+  std::vector<double> after;
+};
+reaped reap(const std::vector<pid_t>& pids, const std::vector<size_t>& which, clock_type::time_point since,
+            std::chrono::milliseconds limit) {
+  reaped r{std::vector<int>(pids.size(), -1), std::vector<double>(pids.size(), -1)};
+  size_t left = which.size();
+  while (left > 0 && clock_type::now() - since < limit) {
+    for (size_t i : which) {
+      int status = 0;
+      if (r.code[i] != -1 || ::waitpid(pids[i], &status, WNOHANG) != pids[i]) continue;
+      r.code[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      r.after[i] = std::chrono::duration<double>(clock_type::now() - since).count();
+      --left;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return r;
+}
+
 std::vector<double> losses_in(const std::string& out) {
   std::vector<double> v;
   std::istringstream in(out);
@@ -126,6 +150,16 @@ std::vector<std::string> rank_args(int rank, int world, const std::string& host,
                                    const std::string& dir, int steps, double timeout, double straggle = 0) {
   return {helper, std::to_string(rank), std::to_string(world), host, std::to_string(port), secret, dir,
           std::to_string(steps), std::to_string(timeout), std::to_string(straggle)};
+}
+
+// Starts a job of `world` processes on loopback (rank 0 first, on a free port) and returns rank 0's
+// stdout, or -1 if rank 0 did not report its port.
+int start_ranks(process_group& g, int world, const std::string& dir, int steps, double timeout, double straggle) {
+  const int fd = g.spawn(rank_args(0, world, "127.0.0.1", 0, "s3cret", dir, steps, timeout, straggle), true);
+  const int port = g.read_port(fd, 20000);
+  if (port <= 0) return -1;
+  for (int r = 1; r < world; ++r) g.spawn(rank_args(r, world, "127.0.0.1", port, "s3cret", dir, steps, timeout, straggle));
+  return fd;
 }
 
 // Runs the job as `world` processes (optionally each behind a command prefix such as
@@ -179,10 +213,8 @@ TEST(ProcessJob, SigkillOfAWorkerMidStepIsReportedWithRankAndStepAndEveryProcess
   const double timeout = 3.0;
   process_group g;
   // Rank 1 sleeps 50 ms before each step, so a step is always in flight when rank 2 dies.
-  const int fd = g.spawn(rank_args(0, 4, "127.0.0.1", 0, "s3cret", dir, 1000, timeout, 50), true);
-  const int port = g.read_port(fd, 20000);
-  ASSERT_GT(port, 0);
-  for (int r = 1; r < 4; ++r) g.spawn(rank_args(r, 4, "127.0.0.1", port, "s3cret", dir, 1000, timeout, 50));
+  const int fd = start_ranks(g, 4, dir, 1000, timeout, 50);
+  ASSERT_GE(fd, 0) << "rank 0 did not start";
   // Wait for a few steps in rank 0's metrics, then kill rank 2.
   ASSERT_TRUE(wait_for_steps(dir, 3)) << "no training steps";
   const std::vector<pid_t> pids = g.pids();
@@ -196,24 +228,12 @@ TEST(ProcessJob, SigkillOfAWorkerMidStepIsReportedWithRankAndStepAndEveryProcess
   EXPECT_LT(reported_after, timeout) << out;
   std::printf("rank 0 reported %.3f s after the SIGKILL (peer timeout %.1f s)\n", reported_after, timeout);
   // Every process ends by itself (the survivors told by rank 0, or by losing it).
-  const auto deadline = clock_type::now() + std::chrono::milliseconds(static_cast<int>(timeout * 1000) + 10000);
-  std::vector<bool> gone(4, false);
-  int codes[4] = {0, 0, 0, 0};
-  while (clock_type::now() < deadline && std::count(gone.begin(), gone.end(), true) < 4) {
-    for (size_t i = 0; i < 4; ++i) {
-      int status = 0;
-      if (!gone[i] && ::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
-        gone[i] = true;
-        codes[i] = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  for (size_t i = 0; i < 4; ++i) EXPECT_TRUE(gone[i]) << "rank " << i << " still running";
-  EXPECT_EQ(codes[0], 1);
-  EXPECT_EQ(codes[2], 128 + SIGKILL);
-  EXPECT_EQ(codes[1], 1);  // a member of a failed job reports failure too
-  EXPECT_EQ(codes[3], 1);
+  const reaped r = reap(pids, {0, 1, 2, 3}, killed_at, std::chrono::milliseconds(static_cast<int>(timeout * 1000) + 10000));
+  for (size_t i = 0; i < 4; ++i) EXPECT_NE(r.code[i], -1) << "rank " << i << " still running";
+  EXPECT_EQ(r.code[0], 1);
+  EXPECT_EQ(r.code[2], 128 + SIGKILL);
+  EXPECT_EQ(r.code[1], 1);  // a member of a failed job reports failure too
+  EXPECT_EQ(r.code[3], 1);
 }
 
 // A worker that hangs (SIGSTOP: its connections stay open, it just never answers) is named at
@@ -223,10 +243,8 @@ TEST(ProcessJob, HungWorkerIsNamedAndTheOthersExitWithinThePeerTimeoutAndASecond
   const std::string dir = temp_dir("hung");
   const double timeout = 2.0;
   process_group g;
-  const int fd = g.spawn(rank_args(0, 3, "127.0.0.1", 0, "s3cret", dir, 1000, timeout, 20), true);
-  const int port = g.read_port(fd, 20000);
-  ASSERT_GT(port, 0);
-  for (int r = 1; r < 3; ++r) g.spawn(rank_args(r, 3, "127.0.0.1", port, "s3cret", dir, 1000, timeout, 20));
+  const int fd = start_ranks(g, 3, dir, 1000, timeout, 20);
+  ASSERT_GE(fd, 0) << "rank 0 did not start";
   ASSERT_TRUE(wait_for_steps(dir, 3)) << "no training steps";
   const std::vector<pid_t> pids = g.pids();
   ASSERT_EQ(pids.size(), 3u);
@@ -234,24 +252,13 @@ TEST(ProcessJob, HungWorkerIsNamedAndTheOthersExitWithinThePeerTimeoutAndASecond
   ::kill(pids[1], SIGSTOP);
   const std::string out = read_all_output(fd, 20000, "FAILED");
   EXPECT_NE(out.find("rank 1 stopped answering"), std::string::npos) << out;
-  std::vector<bool> gone(3, false);
-  std::vector<double> gone_after(3, -1);
-  while (clock_type::now() - stopped_at < std::chrono::seconds(15) && (!gone[0] || !gone[2])) {
-    for (size_t i : {size_t{0}, size_t{2}}) {
-      int status = 0;
-      if (!gone[i] && ::waitpid(pids[i], &status, WNOHANG) == pids[i]) {
-        gone[i] = true;
-        gone_after[i] = std::chrono::duration<double>(clock_type::now() - stopped_at).count();
-      }
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const reaped r = reap(pids, {0, 2}, stopped_at, std::chrono::seconds(15));
   ::kill(pids[1], SIGKILL);
-  std::printf("rank 0 gone %.2f s, rank 2 gone %.2f s after rank 1 hung (peer timeout %.1f s)\n", gone_after[0],
-              gone_after[2], timeout);
+  std::printf("rank 0 gone %.2f s, rank 2 gone %.2f s after rank 1 hung (peer timeout %.1f s)\n", r.after[0],
+              r.after[2], timeout);
   for (size_t i : {size_t{0}, size_t{2}}) {
-    EXPECT_TRUE(gone[i]) << "rank " << i << " still running";
-    EXPECT_LT(gone_after[i], timeout + 1.0) << "rank " << i;
+    EXPECT_NE(r.code[i], -1) << "rank " << i << " still running";
+    EXPECT_LT(r.after[i], timeout + 1.0) << "rank " << i;
   }
 }
 
@@ -289,10 +296,8 @@ TEST(ProcessJob, WrongSecretAndGarbageAtTheGateAreRefusedAndTheJobGoesOn) {
 TEST(ProcessJob, ClientWithoutTheSecretReachesNoActorOnAnyPortOfRankZeroOrAWorker) {
   const std::string dir = temp_dir("hostile");
   process_group g;
-  const int fd = g.spawn(rank_args(0, 2, "127.0.0.1", 0, "s3cret", dir, 80, 10, 50), true);
-  const int gate = g.read_port(fd, 20000);
-  ASSERT_GT(gate, 0);
-  g.spawn(rank_args(1, 2, "127.0.0.1", gate, "s3cret", dir, 80, 10, 50));
+  const int fd = start_ranks(g, 2, dir, 80, 10, 50);
+  ASSERT_GE(fd, 0) << "rank 0 did not start";
   ASSERT_TRUE(wait_for_steps(dir, 2)) << "no training steps";
   const std::vector<pid_t> pids = g.pids();
   ASSERT_EQ(pids.size(), 2u);
