@@ -20,11 +20,6 @@ namespace storage {
 class dataset;
 }
 
-// The builder named as on the command line ("gpipe", "1f1b", "interleaved", "zb-h1"), completed
-// with communication and the optimizer step, and validated. Throws std::invalid_argument with a
-// message meant for users (unknown name, M not a multiple of P for interleaved, ...).
-sched::schedule make_pipeline_schedule(const std::string& name, int stages, int microbatches, int virtual_stages);
-
 struct pipeline_job_args {
   model_spec model;
   optimizer_config optim;

@@ -11,39 +11,12 @@
 #include "actors/prepared_job.hpp"
 #include "actors/pipeline_timing.hpp"
 #include "kernels/train_step.hpp"
-#include "schedules/builders.hpp"
+#include "schedules/named.hpp"
 #include "schedules/passes.hpp"
 #include "schedules/render.hpp"
-#include "schedules/validate.hpp"
 #include "storage/dataset.hpp"
 
 namespace troupe {
-
-sched::schedule make_pipeline_schedule(const std::string& name, int P, int M, int v) {
-  auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
-  if (P < 1) bad("--pp must be >= 1, got " + std::to_string(P));
-  if (M < 1) bad("--micro-batches must be >= 1, got " + std::to_string(M));
-  sched::schedule s;
-  if (name == "gpipe") {
-    s = sched::gpipe(P, M);
-  } else if (name == "1f1b") {
-    s = sched::one_f_one_b(P, M);
-  } else if (name == "interleaved") {
-    if (v < 1) bad("--virtual-stages must be >= 1, got " + std::to_string(v));
-    if (M % P != 0)
-      bad("--micro-batches " + std::to_string(M) + " is not a multiple of --pp " + std::to_string(P) +
-          ": the interleaved schedule passes microbatches through its chunks in groups of P");
-    s = sched::interleaved_1f1b(P, M, v);
-  } else if (name == "zb-h1") {
-    s = sched::zb_h1(P, M);
-  } else {
-    bad("unknown schedule \"" + name + "\" (known: gpipe, 1f1b, interleaved, zb-h1)");
-  }
-  s = sched::complete(s);
-  const auto check = sched::validate(s);
-  if (!check.ok()) bad("schedule " + name + " is invalid: " + check.error);
-  return s;
-}
 
 namespace {
 
@@ -65,7 +38,7 @@ step_stats evaluate_params(const train_config& cfg, const prepared_job& d, const
 train_summary run_pipeline_training(const train_config& cfg) {
   validate(cfg);
   const prepared_job data = prepare_job(cfg);
-  const sched::schedule plan = make_pipeline_schedule(cfg.schedule, cfg.pp, cfg.micro_batches, cfg.virtual_stages);
+  const sched::schedule plan = sched::make_named_schedule(cfg.schedule, cfg.pp, cfg.micro_batches, cfg.virtual_stages);
   const int64_t steps_per_epoch = data.steps_per_epoch, total_steps = data.total_steps;
 
   pipeline_job_args a;

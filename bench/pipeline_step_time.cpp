@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "schedules/named.hpp"
 #include "actors/pipeline_job.hpp"
 #include "actors/pipeline_timing.hpp"
 #include "kernels/blas_runtime.hpp"
@@ -28,7 +29,7 @@ struct row {
 
 row measure(const std::string& schedule, int P, int M, int steps, const pipeline_job_args& base) {
   pipeline_job_args a = base;
-  a.plan = make_pipeline_schedule(schedule, P, M, 1);
+  a.plan = sched::make_named_schedule(schedule, P, M, 1);
   a.pin_threads = true;
   pipeline_job job(a);
   std::vector<sched::timeline> kept;

@@ -1,7 +1,8 @@
-// `troupe schedule`: make_pipeline_schedule (the same builders and checks `troupe train --pp`
+// `troupe schedule`: sched::make_named_schedule (the same builders and checks `troupe train --pp`
 // uses), then simulate with forward F, backward-input I and weight W of uniform cost (a full
 // backward costs I + W), then the schedules/ renderers. Exit 2 for a refused request; the flags
 // are checked by the same table as `troupe train`'s (tunables.hpp).
+#include "schedules/named.hpp"
 #include "cli/schedule_command.hpp"
 
 #include <spdlog/spdlog.h>
@@ -74,7 +75,7 @@ int run(const schedule_flags& f) {
     fwd = checked(forward_cost(), f.forward).number;
     input = checked(input_cost(), f.backward_input).number;
     weight = checked(weight_cost(), f.backward_weight).number;
-    s = make_pipeline_schedule(name, stages, micro, virt);
+    s = sched::make_named_schedule(name, stages, micro, virt);
   } catch (const std::exception& e) {
     spdlog::error("troupe schedule: {}", e.what());
     return 2;

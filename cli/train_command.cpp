@@ -1,4 +1,5 @@
 // `troupe train`. Precedence: built-in defaults, then --config FILE, then flags.
+#include "schedules/named.hpp"
 #include "cli/train_command.hpp"
 
 #include <spdlog/spdlog.h>
@@ -49,7 +50,7 @@ void check_pipeline_only(const train_config& c, const std::set<std::string>& fla
 
 // Refuses a pipeline the model or batch cannot carry before any data is loaded.
 void check_pipeline_flags(const train_config& c) {
-  const sched::schedule s = make_pipeline_schedule(c.schedule, c.pp, c.micro_batches, c.virtual_stages);
+  const sched::schedule s = sched::make_named_schedule(c.schedule, c.pp, c.micro_batches, c.virtual_stages);
   const int chunks = c.pp * s.virtual_stages;
   const int64_t layers = c.model.kind == "mlp" ? 2 * static_cast<int64_t>(c.model.hidden.size()) + 1
                                                : c.model.blocks + 3;

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <random>
 
+#include "schedules/named.hpp"
 #include "actors/pipeline_job.hpp"
 #include "kernels/train_step.hpp"
 #include "schedules/validate.hpp"
@@ -123,7 +124,7 @@ TEST_P(PipelineMatchesSingleDevice, TwentyStepsSameLossesAndParametersExactSched
   a.rows_per_sample = s.rows_per_sample;
   a.total_steps = kSteps;
   a.train = s.data;
-  a.plan = make_pipeline_schedule(c.schedule, c.P, c.M, 2);
+  a.plan = sched::make_named_schedule(c.schedule, c.P, c.M, 2);
   a.watchdog_seconds = 20;
   const auto predicted = sched::validate(a.plan).peak_live_activations;
 

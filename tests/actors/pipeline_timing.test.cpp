@@ -11,6 +11,7 @@
 #include <iostream>
 #include <random>
 
+#include "schedules/named.hpp"
 #include "actors/pipeline_job.hpp"
 #include "actors/pipeline_timing.hpp"
 #include "kernels/blas_runtime.hpp"
@@ -41,7 +42,7 @@ pipeline_job_args timing_job() {
   std::vector<int32_t> labels(static_cast<size_t>(n));
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>(i % 10);
   a.train = std::make_shared<storage::image_dataset>("synthetic", a.model.inputs, std::move(pixels), std::move(labels));
-  a.plan = make_pipeline_schedule("1f1b", 2, 8, 1);
+  a.plan = sched::make_named_schedule("1f1b", 2, 8, 1);
   a.pin_threads = true;
   a.watchdog_seconds = 30;
   return a;
