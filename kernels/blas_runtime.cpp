@@ -21,11 +21,8 @@ blas_kernels select_kernels() {
   blas_kernels k;
   k.loaded = blas_core_name();
   if (!std::getenv("OPENBLAS_CORETYPE")) {
-    __builtin_cpu_init();
-    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                        __builtin_cpu_supports("avx512vl");
-    const bool avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    const std::string better = preferred_blas_coretype(k.loaded, avx512, avx2_fma);
+    const cpu_vector_features f = this_cpu_features();
+    const std::string better = preferred_blas_coretype(k.loaded, f.avx512, f.avx2_fma);
     if (!better.empty()) switch_blas_kernels(better);
   }
   k.running = blas_core_name();
@@ -40,6 +37,14 @@ blas_kernels select_kernels() {
 const blas_kernels& ensure_blas_kernels() {
   static const blas_kernels k = select_kernels();
   return k;
+}
+
+cpu_vector_features this_cpu_features() {
+  __builtin_cpu_init();
+  cpu_vector_features f;
+  f.avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
+  f.avx2_fma = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return f;
 }
 
 std::string blas_core_name() { return openblas_get_corename(); }

@@ -25,6 +25,13 @@ void set_blas_threads(int threads);
 // Debian 12's). More than that hangs inside OpenBLAS, so the CLI refuses them.
 int blas_max_threads();
 
+// What this CPU offers the BLAS kernels (AVX-512 F/BW/VL; AVX2 with FMA).
+struct cpu_vector_features {
+  bool avx512 = false;
+  bool avx2_fma = false;
+};
+cpu_vector_features this_cpu_features();
+
 // The core worth switching to from `loaded`: "SkylakeX" with AVX-512, "Haswell" with AVX2 and
 // FMA, when `loaded` is a generic core without them. Empty when `loaded` is fine.
 std::string preferred_blas_coretype(const std::string& loaded, bool avx512, bool avx2_fma);
