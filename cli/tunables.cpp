@@ -18,15 +18,21 @@ namespace {
 
 using setter = std::function<void(train_config&, const value&)>;
 
-tunable integer(std::string flag, std::string key, std::string help, int64_t lo, int64_t hi, setter apply) {
+// What every kind of tunable has; the helpers below add the kind's checks.
+tunable base(std::string flag, std::string key, std::string help, value_kind kind, setter apply) {
   tunable t;
   t.flag = std::move(flag);
   t.key = std::move(key);
   t.help = std::move(help);
-  t.kind = value_kind::integer;
+  t.kind = kind;
+  t.apply = std::move(apply);
+  return t;
+}
+
+tunable integer(std::string flag, std::string key, std::string help, int64_t lo, int64_t hi, setter apply) {
+  tunable t = base(std::move(flag), std::move(key), std::move(help), value_kind::integer, std::move(apply));
   t.min_int = lo;
   t.max_int = hi;
-  t.apply = std::move(apply);
   return t;
 }
 
@@ -39,27 +45,16 @@ tunable integers(std::string flag, std::string key, std::string help, int64_t lo
 // Finite, in [lo, hi]; `open` excludes lo ("(0, 100]").
 tunable number(std::string flag, std::string key, std::string help, double lo, double hi, bool lo_open,
                setter apply, bool hi_open = false) {
-  tunable t;
-  t.flag = std::move(flag);
-  t.key = std::move(key);
-  t.help = std::move(help);
-  t.kind = value_kind::number;
+  tunable t = base(std::move(flag), std::move(key), std::move(help), value_kind::number, std::move(apply));
   t.min_num = lo;
   t.max_num = hi;
   t.min_open = lo_open;
   t.max_open = hi_open;
-  t.apply = std::move(apply);
   return t;
 }
 
 tunable text(std::string flag, std::string key, std::string help, setter apply) {
-  tunable t;
-  t.flag = std::move(flag);
-  t.key = std::move(key);
-  t.help = std::move(help);
-  t.kind = value_kind::text;
-  t.apply = std::move(apply);
-  return t;
+  return base(std::move(flag), std::move(key), std::move(help), value_kind::text, std::move(apply));
 }
 
 tunable choice(std::string flag, std::string key, std::string help, std::vector<std::string> choices, setter apply) {
