@@ -47,7 +47,7 @@ dp_rank_parts spawn_dp_rank(caf::actor_system& sys, const dp_job_args& a, int r,
   dp_rank_parts p;
   p.optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, a.num_params);
   const eval_plan eval = plan_evaluation(cfg, a.eval->size(), a.global_rows / cfg.batch_size);
-  p.loader = spawn_data_loader(sys, {a.train, a.eval, cfg.batch_size, eval, cfg.seed, r, cfg.dp});
+  p.loader = spawn_data_loader(sys, {a.train, a.eval, cfg.batch_size, eval, cfg.seed, r, cfg.mesh.dp});
   dp_stage_args sa;
   sa.base.model = a.model;
   sa.base.seed = cfg.seed;
@@ -57,7 +57,7 @@ dp_rank_parts spawn_dp_rank(caf::actor_system& sys, const dp_job_args& a, int r,
   sa.base.optimizer = p.optimizer;
   sa.base.coordinator = a.coordinator;
   sa.rank = r;
-  sa.ranks = cfg.dp;
+  sa.ranks = cfg.mesh.dp;
   sa.collective = std::move(collective);
   sa.buckets = buckets;
   for (const auto& st : cfg.stragglers)
@@ -71,8 +71,8 @@ dp_job_parts spawn_dp_job(caf::actor_system& sys, const dp_job_args& a) {
   const train_config& cfg = *a.cfg;
   dp_job_parts parts;
   parts.buckets = plan_dp_buckets(a.model, cfg.bucket_mb);
-  auto group = spawn_collective_group(sys, cfg.dp, collective_options_from_env());
-  for (int r = 0; r < cfg.dp; ++r) {
+  auto group = spawn_collective_group(sys, cfg.mesh.dp, collective_options_from_env());
+  for (int r = 0; r < cfg.mesh.dp; ++r) {
     dp_rank_parts p = spawn_dp_rank(sys, a, r, group[r], parts.buckets);
     parts.stages.push_back(p.stage);
     parts.members.insert(parts.members.end(), {p.stage, p.optimizer, p.loader, group[r]});

@@ -68,7 +68,7 @@ class pipeline_job {
   std::unique_ptr<impl> impl_;
 };
 
-// `troupe train` with cfg.pp > 1: the training loop over a pipeline_job, metrics, evaluation at
+// `troupe train` with cfg.mesh.pp > 1: the training loop over a pipeline_job, metrics, evaluation at
 // each epoch end, and the measured timeline of the last step (timeline.svg, timeline.json) with
 // its bubble next to the simulated one, in cfg.out_dir.
 train_summary run_pipeline_training(const train_config& cfg);

@@ -38,7 +38,7 @@ step_stats evaluate_params(const train_config& cfg, const prepared_job& d, const
 train_summary run_pipeline_training(const train_config& cfg) {
   validate(cfg);
   const prepared_job data = prepare_job(cfg);
-  const sched::schedule plan = sched::make_named_schedule(cfg.schedule, cfg.pp, cfg.micro_batches, cfg.virtual_stages);
+  const sched::schedule plan = sched::make_named_schedule(cfg.schedule, cfg.mesh.pp, cfg.micro_batches, cfg.virtual_stages);
   const int64_t steps_per_epoch = data.steps_per_epoch, total_steps = data.total_steps;
 
   pipeline_job_args a;

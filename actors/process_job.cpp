@@ -36,7 +36,7 @@ std::string describe_for_join(const train_config& c, const prepared_job& job) {
                      "{} ranks; eval {}x{}",
                      describe(job.model), c.optim.kind, c.optim.lr, c.optim.weight_decay, c.optim.momentum,
                      c.optim.beta1, c.optim.beta2, c.optim.eps, c.batch_size, c.seed, job.total_steps, c.bucket_mb,
-                     c.process.world, c.eval_batch_size, c.eval_max_batches);
+                     c.mesh.processes, c.eval_batch_size, c.eval_max_batches);
 }
 
 namespace {
@@ -100,7 +100,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
   // The data plane's rendezvous listens first (any port), so join replies can carry its port.
   auto ring_port = std::make_shared<std::promise<uint16_t>>();
   auto interrupt = std::make_shared<net::ring_interrupt>();
-  net_collective_args na{{0, pc.world, pc.master_addr, 0, "flags"}, pc.secret, ring_options_for(pc), interrupt};
+  net_collective_args na{{0, cfg.mesh.processes, pc.master_addr, 0, "flags"}, pc.secret, ring_options_for(pc), interrupt};
   na.ring.on_master_listening = [ring_port](uint16_t p) { ring_port->set_value(p); };
   auto collective = spawn_net_collective(sys, std::move(na));
   auto port_future = ring_port->get_future();
@@ -116,7 +116,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
   for (const auto& a : {p.stage, p.optimizer, collective}) drain.watch(a);
   const std::vector<caf::actor> local{p.stage, p.optimizer, p.loader, collective};
   auto connections = std::make_shared<net::connection_set>();
-  auto hub = spawn_job_hub(sys, {pc.world, describe_for_join(cfg, job), port_future.get(),
+  auto hub = spawn_job_hub(sys, {cfg.mesh.processes, describe_for_join(cfg, job), port_future.get(),
                                  to_ms(pc.peer_timeout_seconds), to_ms(pc.join_timeout_seconds), coordinator,
                                  p.stage, local, verdict, [connections] { connections->shutdown_all(); }});
   // Plain TCP: the middleman gets no port; the gate hands it each admitted socket (serve_over).
@@ -145,7 +145,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
             serve_over(sys, std::move(fd), hub);
         },
         auth_ms);
-    spdlog::info("rank 0 of {}: control gate on {}:{}{}, {} gradient buckets", pc.world, pc.master_addr, gate.port(),
+    spdlog::info("rank 0 of {}: control gate on {}:{}{}, {} gradient buckets", cfg.mesh.processes, pc.master_addr, gate.port(),
                  use_tls(pc) ? " (TLS)" : "", buckets.size());
     if (pc.on_listening) pc.on_listening(gate.port());
     caf::scoped_actor self{sys};
@@ -185,7 +185,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job) {
   const process_config& pc = cfg.process;
   const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
   net::socket_fd upstream =
-      net::connect_through_gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.rank), join_ms);
+      net::connect_through_gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.index), join_ms);
   auto report = std::make_shared<std::string>();
   teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
   caf::actor_system_config sys_cfg;
@@ -196,7 +196,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job) {
   if (use_tls(pc)) {
     bridge = std::make_unique<net::loopback_bridge>(std::move(upstream), join_ms);
     auto h = caf::openssl::remote_actor(sys, "127.0.0.1", bridge->local_port());
-    if (!h) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": cannot reach rank 0: " + sys.render(h.error()));
+    if (!h) throw std::runtime_error("rank " + std::to_string(pc.index) + ": cannot reach rank 0: " + sys.render(h.error()));
     hub = *h;
   } else {
     hub = remote_actor_over(sys, std::move(upstream), milliseconds(join_ms));
@@ -205,50 +205,45 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job) {
   std::string refused;
   {
     caf::scoped_actor self{sys};
-    self->request(hub, milliseconds(join_ms), join_request{pc.rank, describe_for_join(cfg, job)})
+    self->request(hub, milliseconds(join_ms), join_request{pc.index, describe_for_join(cfg, job)})
         .receive([&](join_reply& r) { joined = std::move(r); }, [&](caf::error& e) { refused = sys.render(e); });
   }
-  if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": rank 0 refused us: " + refused);
-  launch_env ring_env{pc.rank, pc.world, pc.master_addr, static_cast<uint16_t>(joined.ring_port), "flags"};
+  if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": rank 0 refused us: " + refused);
+  launch_env ring_env{pc.index, cfg.mesh.processes, pc.master_addr, static_cast<uint16_t>(joined.ring_port), "flags"};
   auto interrupt = std::make_shared<net::ring_interrupt>();
   auto collective = spawn_net_collective(sys, {ring_env, pc.secret, ring_options_for(pc), interrupt});
-  dp_rank_parts p = spawn_dp_rank(sys, job_args(cfg, job, joined.coordinator), pc.rank, collective,
+  dp_rank_parts p = spawn_dp_rank(sys, job_args(cfg, job, joined.coordinator), pc.index, collective,
                                   plan_dp_buckets(job.model, cfg.bucket_mb));
   middleman_drain drain;  // the detached actors, watched before their handles leave the process
   for (const auto& a : {p.stage, p.optimizer, collective}) drain.watch(a);
-  auto worker = spawn_worker_hub(sys, {pc.rank, hub, p.stage, to_ms(pc.peer_timeout_seconds), report});
+  auto worker = spawn_worker_hub(sys, {pc.index, hub, p.stage, to_ms(pc.peer_timeout_seconds), report});
   {
     caf::scoped_actor self{sys};
     self->wait_for(worker);
   }
   interrupt->fire();
-  if (!report->empty()) guard.arm("rank " + std::to_string(pc.rank) + ": " + *report, failed_job_grace);
-  spdlog::debug("rank {}: stopping its actors", pc.rank);
+  if (!report->empty()) guard.arm("rank " + std::to_string(pc.index) + ": " + *report, failed_job_grace);
+  spdlog::debug("rank {}: stopping its actors", pc.index);
   stop_all(sys, {p.stage, p.optimizer, p.loader, collective, worker});
-  spdlog::debug("rank {}: actors stopped; shutting the actor system down", pc.rank);
+  spdlog::debug("rank {}: actors stopped; shutting the actor system down", pc.index);
   drain.drain(sys);  // before ~actor_system (see middleman_link.hpp)
-  if (!report->empty()) throw std::runtime_error("rank " + std::to_string(pc.rank) + ": " + *report);
+  if (!report->empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": " + *report);
   return {};
 }
 
 }  // namespace
 
-train_summary run_process_training(const train_config& in) {
-  train_config cfg = in;
+train_summary run_process_training(const train_config& cfg) {
   const process_config& pc = cfg.process;
-  if (cfg.pp > 1) throw std::invalid_argument("a multi-process job is data parallel only: pp must be 1");
   if (pc.secret.empty())
-    throw std::invalid_argument("a job of " + std::to_string(pc.world) +
+    throw std::invalid_argument("a job of " + std::to_string(cfg.mesh.processes) +
                                 " processes needs a shared secret: --secret-file or TROUPE_SECRET");
-  if (pc.rank < 0 || pc.rank >= pc.world)
-    throw std::invalid_argument("rank " + std::to_string(pc.rank) + " is not in 0.." + std::to_string(pc.world - 1));
   if (!(pc.peer_timeout_seconds > 0)) throw std::invalid_argument("peer timeout must be positive");
-  cfg.dp = pc.world;  // one data-parallel rank per process
   validate(cfg);
   const prepared_job job = prepare_job(cfg);
-  spdlog::info("rank {} of {}: model {} ({} parameters), {} steps of {} samples", pc.rank, pc.world,
+  spdlog::info("rank {} of {}: model {} ({} parameters), {} steps of {} samples", pc.index, cfg.mesh.processes,
                describe(job.model), job.num_params, job.total_steps, cfg.batch_size);
-  return pc.rank == 0 ? run_rank0(cfg, job) : run_worker(cfg, job);
+  return pc.index == 0 ? run_rank0(cfg, job) : run_worker(cfg, job);
 }
 
 }  // namespace troupe

@@ -10,6 +10,7 @@
 #include "kernels/model.hpp"
 #include "kernels/optimizer.hpp"
 #include "kernels/tensor.hpp"
+#include "schedules/mesh.hpp"
 
 namespace troupe {
 
@@ -23,10 +24,10 @@ struct straggler_spec {
 // Parses "rank:ms" or "rank:ms:random"; throws std::invalid_argument naming the text.
 straggler_spec parse_straggler(const std::string& text);
 
-// One process per rank (actors/process_job.cpp). world == 1: everything in this process.
+// How this process takes part in a job whose mesh spans several processes (actors/process_job.cpp);
+// the number of processes is the mesh's (train_config::mesh.processes).
 struct process_config {
-  int rank = 0;
-  int world = 1;                        // processes in the job; each is one data-parallel rank
+  int index = 0;                        // this process among the mesh's processes (the launcher's RANK)
   std::string master_addr = "127.0.0.1";
   uint16_t master_port = 29500;         // rank 0's control gate (0: any free port, rank 0 only)
   std::string secret;                   // --secret-file or TROUPE_SECRET; required when world > 1
@@ -52,19 +53,20 @@ struct train_config {
   int64_t eval_batch_size = 1000;  // the unit of eval_max_batches (see plan_evaluation)
   int64_t eval_max_batches = 0;  // 0: the whole held-out set
   bool progress = true;       // progress bar on stderr
-  // Pipeline parallelism (actors/pipeline_job.hpp); pp == 1 is the single-stage job.
-  int pp = 1;                       // P: pipeline stages (devices)
+  // Where the ranks are: dp x pp (x tp) ranks over mesh.processes processes (schedules/mesh.hpp).
+  // dp: data-parallel replicas, each on 1/dp of every batch; pp: pipeline stages P per replica.
+  sched::mesh mesh;
+  // Pipeline parallelism (actors/pipeline_job.hpp); mesh.pp == 1 is the single-stage job.
   std::string schedule = "1f1b";    // gpipe, 1f1b, interleaved, zb-h1
   int micro_batches = 1;            // M: microbatches per global batch
   int virtual_stages = 2;           // v: chunks per device, for the interleaved schedule only
   std::vector<int64_t> cuts;        // first layers of model chunks 1..; empty: balanced by params
   double watchdog_seconds = 60;     // a step without progress this long is reported and stopped (any job)
-  // Data parallelism (actors/dp_job.cpp); dp == 1 is the single-stage job.
-  int dp = 1;                       // N: data-parallel ranks in this process
+  // Data parallelism (actors/dp_job.cpp).
   double bucket_mb = 25.0;          // gradient bucket cap in MiB (PyTorch DDP's default)
   std::vector<straggler_spec> stragglers;
   int64_t trace_step = -1;          // step written to trace.json (-1: the last one)
-  process_config process;           // multi-process: dp becomes process.world
+  process_config process;           // mesh.processes > 1: this process's part
 };
 
 // Throws std::invalid_argument naming the bad field.
@@ -90,8 +92,8 @@ struct train_summary {
   std::vector<double> test_loss;
   int64_t steps = 0;
   int64_t samples = 0;
-  double train_seconds = 0.0;
-  double compute_seconds = 0.0;       // of which the stage computed (the rest: runtime and waiting)          // wall time of the training steps, evaluation excluded
+  double train_seconds = 0.0;         // wall time of the training steps, evaluation excluded
+  double compute_seconds = 0.0;       // of which the stage computed (the rest: runtime and waiting)
   double samples_per_s = 0.0;
   tensor final_params;                 // the flat parameters after the last step
   std::string metrics_path;

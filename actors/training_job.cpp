@@ -34,10 +34,16 @@ void validate(const train_config& c) {
   if (c.eval_batch_size <= 0) bad("eval_batch_size must be positive");
   if (c.out_dir.empty()) bad("out must name a folder");
   if (c.model.kind != "mlp" && c.model.kind != "gpt") validate(c.model);
-  if (c.dp <= 0) bad("dp must be positive, got " + std::to_string(c.dp));
-  if (c.dp > c.batch_size)
-    bad("dp " + std::to_string(c.dp) + " exceeds batch_size " + std::to_string(c.batch_size) + ": a rank would get no rows");
-  if (c.dp > 1 && c.pp > 1) bad("dp and pp together are not supported yet");
+  if (const std::string m = sched::check(c.mesh); !m.empty()) bad("mesh " + sched::to_string(c.mesh) + ": " + m);
+  if (c.mesh.dp > c.batch_size)
+    bad("dp " + std::to_string(c.mesh.dp) + " exceeds batch_size " + std::to_string(c.batch_size) +
+        ": a rank would get no rows");
+  if (c.mesh.dp > 1 && c.mesh.pp > 1) bad("dp and pp together are not supported yet");
+  if (c.mesh.processes > 1 && (c.mesh.pp > 1 || c.mesh.ranks_per_process() != 1))
+    bad("mesh " + sched::to_string(c.mesh) + ": a job of several processes holds one data-parallel rank per process "
+        "for now (dp = processes, pp = 1)");
+  if (c.process.index < 0 || c.process.index >= c.mesh.processes)
+    bad("process " + std::to_string(c.process.index) + " is not in 0.." + std::to_string(c.mesh.processes - 1));
   // Not finite would be nonsense once converted to bytes or milliseconds (the CLI's table of
   // tunables gives the user-facing ranges; these guard the C++ API).
   if (!std::isfinite(c.bucket_mb) || c.bucket_mb < 0) bad("bucket_mb must be a finite number >= 0 (0: one bucket per layer)");
@@ -47,7 +53,8 @@ void validate(const train_config& c) {
     bad("process.peer_timeout_seconds must be a finite number in [0.001, 1e6]");
   net::check_tls_files(c.process.tls_cert, c.process.tls_key, c.process.tls_ca);
   for (const auto& st : c.stragglers)
-    if (st.rank >= c.dp) bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.dp));
+    if (st.rank >= c.mesh.dp)
+      bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.mesh.dp));
 }
 
 eval_plan plan_evaluation(const train_config& c, int64_t held_out, int64_t rows_per_sample) {
@@ -62,7 +69,7 @@ namespace {
 
 // The traced data-parallel step as Chrome trace JSON (opens in Perfetto), and its overlap share.
 void write_dp_trace(const train_config& cfg, const std::vector<dp_trace_event>& events, train_summary& summary) {
-  const sched::timeline t = to_timeline(events, cfg.dp, "data parallel step");
+  const sched::timeline t = to_timeline(events, cfg.mesh.dp, "data parallel step");
   summary.overlap_share = overlap_share(t);
   summary.trace_path = cfg.out_dir + "/trace.json";
   write_text_file(summary.trace_path, sched::render_chrome_trace(t));
@@ -73,8 +80,8 @@ void write_dp_trace(const train_config& cfg, const std::vector<dp_trace_event>& 
 }  // namespace
 
 train_summary run_training(const train_config& cfg) {
-  if (cfg.process.world > 1) return run_process_training(cfg);
-  if (cfg.pp > 1) return run_pipeline_training(cfg);
+  if (cfg.mesh.processes > 1) return run_process_training(cfg);
+  if (cfg.mesh.pp > 1) return run_pipeline_training(cfg);
   validate(cfg);
   const prepared_job data = prepare_job(cfg);
   const int64_t steps_per_epoch = data.steps_per_epoch, total_steps = data.total_steps;
@@ -94,11 +101,11 @@ train_summary run_training(const train_config& cfg) {
     caf::actor_system sys{sys_cfg};
     auto coordinator = spawn_coordinator(sys, {steps_per_epoch, cfg.epochs, total_steps, cfg.batch_size, log, summary,
                                                failure, trace, cfg.watchdog_seconds});
-    if (cfg.dp > 1) {
+    if (cfg.mesh.dp > 1) {
       dp_job_parts dp = spawn_dp_job(sys, {data.model, data.train, data.eval, &cfg, cfg.batch_size * rows_per_sample,
                                            total_steps, num_params, coordinator});
       summary->buckets = static_cast<int>(dp.buckets.size());
-      spdlog::info("data parallel: {} ranks, {} gradient buckets of up to {} MiB", cfg.dp, dp.buckets.size(),
+      spdlog::info("data parallel: {} ranks, {} gradient buckets of up to {} MiB", cfg.mesh.dp, dp.buckets.size(),
                    cfg.bucket_mb);
       caf::anon_send(coordinator, watch_atom::value, dp.collectives);
       caf::anon_send(coordinator, start_atom::value, dp.stages, dp.members);
@@ -126,7 +133,7 @@ train_summary run_training(const train_config& cfg) {
     if (!failure->what.empty()) guard.arm(failure->what, failed_job_grace);
   }
   if (!failure->what.empty()) throw std::runtime_error(failure->what);
-  if (cfg.dp > 1 && !trace->empty()) write_dp_trace(cfg, *trace, *summary);
+  if (cfg.mesh.dp > 1 && !trace->empty()) write_dp_trace(cfg, *trace, *summary);
   summary->samples_per_s =
       summary->train_seconds > 0 ? static_cast<double>(summary->samples) / summary->train_seconds : 0.0;
   return std::move(*summary);

@@ -38,9 +38,9 @@ void check_pipeline_only(const train_config& c, const std::set<std::string>& fla
                                         {"--virtual-stages", "pipeline.virtual_stages"},
                                         {"--cuts", "pipeline.cuts"}};
   for (const auto& [flag, key] : only) {
-    if (c.pp <= 1 && flagged.count(flag))
+    if (c.mesh.pp <= 1 && flagged.count(flag))
       throw std::invalid_argument(std::string(flag) + " needs a pipeline: add --pp N with N > 1");
-    if (c.pp <= 1 && in_file.count(key))
+    if (c.mesh.pp <= 1 && in_file.count(key))
       throw std::invalid_argument(file + ": " + key + " needs a pipeline: set pipeline.stages > 1 (or --pp)");
   }
   if (c.schedule != "interleaved" && (flagged.count("--virtual-stages") || in_file.count("pipeline.virtual_stages")))
@@ -50,12 +50,12 @@ void check_pipeline_only(const train_config& c, const std::set<std::string>& fla
 
 // Refuses a pipeline the model or batch cannot carry before any data is loaded.
 void check_pipeline_flags(const train_config& c) {
-  const sched::schedule s = sched::make_named_schedule(c.schedule, c.pp, c.micro_batches, c.virtual_stages);
-  const int chunks = c.pp * s.virtual_stages;
+  const sched::schedule s = sched::make_named_schedule(c.schedule, c.mesh.pp, c.micro_batches, c.virtual_stages);
+  const int chunks = c.mesh.pp * s.virtual_stages;
   const int64_t layers = c.model.kind == "mlp" ? 2 * static_cast<int64_t>(c.model.hidden.size()) + 1
                                                : c.model.blocks + 3;
   if (c.cuts.empty() && layers < chunks)
-    throw std::invalid_argument("--pp " + std::to_string(c.pp) + (s.virtual_stages > 1 ? " x --virtual-stages " +
+    throw std::invalid_argument("--pp " + std::to_string(c.mesh.pp) + (s.virtual_stages > 1 ? " x --virtual-stages " +
                                 std::to_string(s.virtual_stages) : std::string()) + " needs " +
                                 std::to_string(chunks) + " model chunks, but the " + c.model.kind + " has only " +
                                 std::to_string(layers) + " layers (" +
@@ -94,14 +94,11 @@ train_config resolve(const CLI::App& cmd, const train_flags& f) {
   src.addr_file = in_file.count("process.master_addr") > 0;
   src.port_file = in_file.count("process.master_port") > 0;
   spawn_local_ = resolve_process(src, c, f.worker);
-  if (c.process.world > 1) {
-    if (flagged.count("--dp") && c.dp != c.process.world)
-      throw std::invalid_argument("--dp " + std::to_string(c.dp) + " with " + std::to_string(c.process.world) +
-                                  " processes: a multi-process job has one rank per process");
-    c.dp = c.process.world;
-  }
+  // Several processes and no --dp: one data-parallel replica per process, as before meshes.
+  if (c.mesh.processes > 1 && !flagged.count("--dp") && !in_file.count("data_parallel.ranks"))
+    c.mesh.dp = c.mesh.processes;
   validate(c);
-  if (c.pp > 1) check_pipeline_flags(c);
+  if (c.mesh.pp > 1) check_pipeline_flags(c);
   return c;
 }
 
@@ -128,8 +125,8 @@ int run(const CLI::App& cmd, const train_flags& f) {
       spdlog::error("{}: a worker process failed (see its log above)", who);
       return 1;
     }
-    if (cfg.process.rank != 0) {
-      spdlog::info("rank {}: done", cfg.process.rank);
+    if (cfg.process.index != 0) {
+      spdlog::info("process {}: done", cfg.process.index);
       return 0;
     }
     const double acc = s.test_accuracy.empty() ? 0.0 : s.test_accuracy.back();

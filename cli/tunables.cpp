@@ -131,7 +131,7 @@ std::vector<tunable> make_table() {
                    [](train_config& c, const value& v) { c.corpus_path = v.text; }));
   // [pipeline]
   t.push_back(integer("--pp", "pipeline.stages", "Pipeline stages P (one device thread each); 1: no pipeline [1]", 1,
-                      max_ranks, [](train_config& c, const value& v) { c.pp = static_cast<int>(v.integer); }));
+                      max_ranks, [](train_config& c, const value& v) { c.mesh.pp = static_cast<int>(v.integer); }));
   t.push_back(choice("--schedule", "pipeline.schedule", "Pipeline schedule (with --pp > 1) [1f1b]",
                      {"gpipe", "1f1b", "interleaved", "zb-h1"},
                      [](train_config& c, const value& v) { c.schedule = v.text; }));
@@ -151,8 +151,8 @@ std::vector<tunable> make_table() {
                      false, [](train_config& c, const value& v) { c.watchdog_seconds = v.number; }));
   // [data_parallel]
   t.push_back(integer("--dp", "data_parallel.ranks",
-                      "Data-parallel ranks N in this process, each on 1/N of every batch [1]", 1, max_ranks,
-                      [](train_config& c, const value& v) { c.dp = static_cast<int>(v.integer); }));
+                      "Data-parallel replicas N, each on 1/N of every batch [1; with several processes: one per process]", 1, max_ranks,
+                      [](train_config& c, const value& v) { c.mesh.dp = static_cast<int>(v.integer); }));
   // Bytes are counted in int64: 1 TiB is far below the overflow and above any model here.
   t.push_back(number("--bucket-mb", "data_parallel.bucket_mb",
                      "Gradient bucket cap in MiB for the DP all-reduce (0: per layer) [25]", 0, 1 << 20, false,
@@ -168,9 +168,9 @@ std::vector<tunable> make_table() {
                       [](train_config& c, const value& v) { c.trace_step = v.integer; }));
   // [process]
   t.push_back(integer("--nodes", "process.nodes",
-                      "Processes (DP ranks) to run on this machine: this one is rank 0 and starts ranks 1..N-1 as "
-                      "`troupe worker` [1]",
-                      1, max_ranks, [](train_config& c, const value& v) { c.process.world = static_cast<int>(v.integer); }));
+                      "Processes to run the mesh on, all on this machine: this one is process 0 and starts 1..N-1 "
+                      "as `troupe worker` [1]",
+                      1, max_ranks, [](train_config& c, const value& v) { c.mesh.processes = static_cast<int>(v.integer); }));
   t.push_back(text("--master-addr", "process.master_addr", "Rank 0's address (flag, else MASTER_ADDR, else config) "
                    "[127.0.0.1]",
                    [](train_config& c, const value& v) {

@@ -52,18 +52,18 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker) {
   launch_result r = parse_launch_env(env, lf);
   bool spawn_local = false;
   if (r.env && r.env->source != "single") {
-    p.rank = r.env->rank;
-    p.world = r.env->world_size;
+    p.index = r.env->rank;
+    c.mesh.processes = r.env->world_size;
     p.master_addr = r.env->master_addr;
     p.master_port = r.env->master_port;
-  } else if (!r.env && p.world <= 1) {
+  } else if (!r.env && c.mesh.processes <= 1) {
     throw std::invalid_argument(r.error);
-  } else if (p.world > 1) {  // --nodes N alone: every rank on this machine, started from here
+  } else if (c.mesh.processes > 1) {  // --nodes N alone: every rank on this machine, started from here
     spawn_local = true;  // p.master_addr is the flag's, the file's or the default
     if (!lf.master_port) p.master_port = 0;  // none asked for: any free port, told to the children
   }
-  if (worker && p.rank == 0) throw std::invalid_argument("troupe worker: rank 0 is `troupe train`; give --rank >= 1");
-  if (p.world > 1) {
+  if (worker && p.index == 0) throw std::invalid_argument("troupe worker: rank 0 is `troupe train`; give --rank >= 1");
+  if (c.mesh.processes > 1) {
     auto secret = net::load_secret(env, p.secret_file.empty() ? std::nullopt : std::optional<std::string>(p.secret_file));
     if (secret) p.secret = *secret;
     else if (spawn_local) p.secret = random_secret();  // only this process and its children know it
@@ -91,13 +91,13 @@ void local_workers::start(uint16_t port) {
     child.push_back(args[i]);
   }
   const pid_t parent = ::getpid();
-  for (int r = 1; r < cfg_.process.world; ++r) {
+  for (int r = 1; r < cfg_.mesh.processes; ++r) {
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);
       ::setenv("RANK", std::to_string(r).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(cfg_.process.world).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(cfg_.mesh.processes).c_str(), 1);
       ::setenv("MASTER_ADDR", cfg_.process.master_addr.c_str(), 1);
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       ::setenv("TROUPE_SECRET", cfg_.process.secret.c_str(), 1);
@@ -109,7 +109,7 @@ void local_workers::start(uint16_t port) {
     }
     if (pid > 0) pids_.push_back(pid);
   }
-  spdlog::info("started ranks 1..{} on this machine (pids {})", cfg_.process.world - 1, fmt::join(pids_, ", "));
+  spdlog::info("started ranks 1..{} on this machine (pids {})", cfg_.mesh.processes - 1, fmt::join(pids_, ", "));
 }
 
 int local_workers::wait(int timeout_ms) {

@@ -37,7 +37,7 @@ train_config config(const std::string& model, const std::string& optimizer, int 
   cfg.eval_max_batches = 1;
   cfg.eval_batch_size = 64;
   cfg.progress = false;
-  cfg.dp = dp;
+  cfg.mesh.dp = dp;
   cfg.bucket_mb = 0.005;  // several buckets even for these small models
   cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-dp-" + model + optimizer + std::to_string(dp))).string();
   return cfg;

@@ -39,7 +39,7 @@ TEST(DataParallelTiming, GptFourBucketsHideMostAllReduceTimeBehindBackward) {
   cfg.model.kind = "gpt";  // context 64, 4 heads, 4 blocks
   cfg.model.channels = 256;
   cfg.batch_size = 8;
-  cfg.dp = 2;
+  cfg.mesh.dp = 2;
   cfg.max_steps = 4;
   cfg.eval_max_batches = 1;
   cfg.eval_batch_size = 8;
@@ -77,7 +77,7 @@ TEST(DataParallelTiming, StragglerSlowsEveryRanksStepByAboutItsDelay) {
   train_config cfg;
   cfg.model.hidden = {64, 32};
   cfg.batch_size = 64;
-  cfg.dp = 2;
+  cfg.mesh.dp = 2;
   cfg.max_steps = 9;
   cfg.eval_max_batches = 1;
   cfg.progress = false;
@@ -86,7 +86,7 @@ TEST(DataParallelTiming, StragglerSlowsEveryRanksStepByAboutItsDelay) {
   const double delay = 0.080;
   cfg.stragglers = {parse_straggler("1:80")};
   train_summary slow = run_training(cfg);
-  for (int r = 0; r < cfg.dp; ++r) {
+  for (int r = 0; r < cfg.mesh.dp; ++r) {
     const double added = median_after_first(slow.rank_step_seconds[r]) - median_after_first(base.rank_step_seconds[r]);
     std::printf("rank %d: median step %.1f ms -> %.1f ms with rank 1 delayed 80 ms (+%.1f ms)\n", r,
                 1e3 * median_after_first(base.rank_step_seconds[r]), 1e3 * median_after_first(slow.rank_step_seconds[r]),

@@ -19,7 +19,7 @@ TEST(DataParallelWatchdog, StalledStepIsReportedWithTheCollectivesStateAndTheJob
   cfg.max_steps = 4;
   cfg.eval_max_batches = 1;
   cfg.progress = false;
-  cfg.dp = 2;
+  cfg.mesh.dp = 2;
   cfg.bucket_mb = 0.01;
   cfg.stragglers = {straggler_spec{1, 3000, false}};  // rank 1 stalls 3 s before each step
   cfg.watchdog_seconds = 0.5;

@@ -21,7 +21,7 @@ inline train_config small_dp_config(int ranks, const std::string& out_dir, int64
   c.eval_batch_size = 200;
   c.progress = false;
   c.out_dir = out_dir;
-  c.dp = ranks;
+  c.mesh.dp = ranks;
   c.bucket_mb = 0.01;  // several buckets: the net collective sees more than one request per step
   if (straggle_ms > 0) c.stragglers.push_back({1, straggle_ms, false});
   return c;

@@ -23,8 +23,8 @@ int main(int argc, char** argv) {
   troupe::train_config cfg = troupe::test::small_dp_config(std::atoi(argv[2]), argv[6], std::atoll(argv[7]),
                                                            argc > 9 ? std::atof(argv[9]) : 0.0);
   auto& p = cfg.process;
-  p.rank = std::atoi(argv[1]);
-  p.world = std::atoi(argv[2]);
+  p.index = std::atoi(argv[1]);
+  cfg.mesh.processes = std::atoi(argv[2]);
   p.master_addr = argv[3];
   p.master_port = static_cast<uint16_t>(std::atoi(argv[4]));
   p.secret = argv[5];

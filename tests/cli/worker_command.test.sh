@@ -11,7 +11,7 @@ fail() { echo "FAIL: $*"; exit 1; }
   --peer-timeout 5 --out "$dir/a" >"$dir/a.log" 2>&1 || { cat "$dir/a.log"; fail "train --nodes 2"; }
 [ "$(grep -c '"loss"' "$dir/a/metrics.jsonl")" = 3 ] || fail "expected 3 step lines in metrics.jsonl"
 [ "$(ls "$dir/a" | wc -l)" = 1 ] || fail "rank 1 wrote files: $(ls "$dir/a")"
-grep -q "rank 1: done" "$dir/a.log" || fail "rank 1 did not finish"
+grep -q "process 1: done" "$dir/a.log" || fail "process 1 did not finish"
 pgrep -f "exe worker.*$dir/a" >/dev/null && fail "a worker outlived the job"
 cat >"$dir/p.toml" <<TOML
 [train]

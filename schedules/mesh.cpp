@@ -1,0 +1,93 @@
+// The mesh's arithmetic (see mesh.hpp).
+#include "schedules/mesh.hpp"
+
+#include <cstdio>
+#include <stdexcept>
+
+namespace troupe::sched {
+
+const char* to_string(axis a) {
+  switch (a) {
+    case axis::dp:
+      return "dp";
+    case axis::pp:
+      return "pp";
+    case axis::tp:
+      return "tp";
+  }
+  return "?";
+}
+
+int mesh::size(axis a) const {
+  switch (a) {
+    case axis::dp:
+      return dp;
+    case axis::pp:
+      return pp;
+    case axis::tp:
+      return tp;
+  }
+  return 1;
+}
+
+mesh_coords mesh::coords_of(int rank) const {
+  if (rank < 0 || rank >= ranks())
+    throw std::out_of_range("rank " + std::to_string(rank) + " is not in mesh " + to_string(*this));
+  return {rank / (pp * tp), (rank / tp) % pp, rank % tp};
+}
+
+int mesh::rank_of(const mesh_coords& c) const { return (c.dp * pp + c.pp) * tp + c.tp; }
+
+std::vector<int> mesh::group(axis a, int rank) const {
+  const mesh_coords at = coords_of(rank);
+  std::vector<int> out;
+  for (int i = 0; i < size(a); ++i) {
+    mesh_coords c = at;
+    (a == axis::dp ? c.dp : a == axis::pp ? c.pp : c.tp) = i;
+    out.push_back(rank_of(c));
+  }
+  return out;
+}
+
+std::vector<int> mesh::ranks_of_process(int process) const {
+  std::vector<int> out;
+  const int n = ranks_per_process();
+  for (int r = process * n; r < (process + 1) * n; ++r) out.push_back(r);
+  return out;
+}
+
+std::string to_string(const mesh& m) {
+  std::string s = "dp" + std::to_string(m.dp) + ".pp" + std::to_string(m.pp) + ".tp" + std::to_string(m.tp);
+  if (m.processes != 1) s += "/" + std::to_string(m.processes);
+  return s;
+}
+
+std::optional<mesh> parse_mesh(const std::string& text) {
+  mesh m;
+  int used = 0;
+  if (std::sscanf(text.c_str(), "dp%d.pp%d.tp%d%n", &m.dp, &m.pp, &m.tp, &used) != 3) return std::nullopt;
+  if (static_cast<size_t>(used) != text.size()) {
+    int more = 0;
+    if (std::sscanf(text.c_str() + used, "/%d%n", &m.processes, &more) != 1 ||
+        static_cast<size_t>(used + more) != text.size())
+      return std::nullopt;
+  }
+  if (!check(m).empty() || to_string(m) != text) return std::nullopt;  // one spelling per mesh
+  return m;
+}
+
+std::string check(const mesh& m) {
+  auto positive = [](const char* name, int v) {
+    return v >= 1 ? std::string() : std::string(name) + " must be >= 1, got " + std::to_string(v);
+  };
+  for (const std::string& e : {positive("dp", m.dp), positive("pp", m.pp), positive("tp", m.tp),
+                               positive("processes", m.processes)})
+    if (!e.empty()) return e;
+  if (m.tp != 1) return "tp " + std::to_string(m.tp) + ": tensor parallelism is not built yet (tp must be 1)";
+  if (m.ranks() % m.processes != 0)
+    return "the mesh's " + std::to_string(m.ranks()) + " ranks (dp " + std::to_string(m.dp) + " x pp " +
+           std::to_string(m.pp) + ") cannot be split evenly over " + std::to_string(m.processes) + " processes";
+  return {};
+}
+
+}  // namespace troupe::sched

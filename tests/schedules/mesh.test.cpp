@@ -1,0 +1,85 @@
+// The mesh (schedules/mesh.hpp): rank order is tp innermost, then pp, then dp; each axis's group
+// holds exactly the ranks that differ along it; processes hold contiguous equal blocks; the
+// text form round-trips and bad meshes are refused by name.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "schedules/mesh.hpp"
+
+namespace troupe::sched {
+namespace {
+
+TEST(schedules_mesh, ranks_are_numbered_tp_innermost_then_pp_then_dp) {
+  const mesh m{2, 3, 2, 1};
+  ASSERT_EQ(m.ranks(), 12);
+  // Hand-computed: rank = (d * pp + p) * tp + t.
+  EXPECT_EQ(m.rank_of({1, 2, 1}), (1 * 3 + 2) * 2 + 1);
+  EXPECT_EQ(m.rank_of({0, 1, 0}), 2);
+  for (int r = 0; r < m.ranks(); ++r) EXPECT_EQ(m.rank_of(m.coords_of(r)), r);
+  EXPECT_EQ(m.coords_of(7), (mesh_coords{1, 0, 1}));
+  EXPECT_THROW(m.coords_of(12), std::out_of_range);
+}
+
+TEST(schedules_mesh, each_group_is_the_ranks_that_differ_along_its_axis_only) {
+  const mesh m{2, 2, 1, 1};
+  // dp x pp = 2 x 2: ranks 0,1 are replica 0's stages 0,1; ranks 2,3 replica 1's.
+  EXPECT_EQ(m.group(axis::dp, 0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(m.group(axis::dp, 3), (std::vector<int>{1, 3}));
+  EXPECT_EQ(m.group(axis::pp, 2), (std::vector<int>{2, 3}));
+  EXPECT_EQ(m.group(axis::tp, 1), (std::vector<int>{1}));
+  const mesh big{4, 2, 2, 1};
+  for (axis a : {axis::dp, axis::pp, axis::tp})
+    for (int r = 0; r < big.ranks(); ++r) {
+      const auto g = big.group(a, r);
+      ASSERT_EQ(static_cast<int>(g.size()), big.size(a));
+      const mesh_coords me = big.coords_of(r);
+      for (size_t i = 0; i < g.size(); ++i) {
+        mesh_coords c = big.coords_of(g[i]);
+        const int along = a == axis::dp ? c.dp : a == axis::pp ? c.pp : c.tp;
+        EXPECT_EQ(along, static_cast<int>(i));
+        (a == axis::dp ? c.dp : a == axis::pp ? c.pp : c.tp) = a == axis::dp ? me.dp : a == axis::pp ? me.pp : me.tp;
+        EXPECT_EQ(c, me) << "group member differs along another axis";
+      }
+    }
+}
+
+TEST(schedules_mesh, processes_hold_contiguous_equal_blocks_of_ranks) {
+  const mesh m{2, 2, 1, 2};
+  EXPECT_EQ(m.ranks_per_process(), 2);
+  EXPECT_EQ(m.ranks_of_process(0), (std::vector<int>{0, 1}));  // replica 0's whole pipeline
+  EXPECT_EQ(m.ranks_of_process(1), (std::vector<int>{2, 3}));
+  EXPECT_EQ(m.process_of(3), 1);
+  const mesh four{2, 2, 1, 4};
+  std::set<int> seen;
+  for (int p = 0; p < 4; ++p)
+    for (int r : four.ranks_of_process(p)) {
+      EXPECT_EQ(four.process_of(r), p);
+      seen.insert(r);
+    }
+  EXPECT_EQ(seen.size(), 4u);
+}
+
+TEST(schedules_mesh, text_form_round_trips_and_has_one_spelling) {
+  for (const mesh& m : {mesh{1, 1, 1, 1}, mesh{2, 2, 1, 1}, mesh{4, 1, 1, 4}, mesh{2, 2, 1, 2}}) {
+    const auto back = parse_mesh(to_string(m));
+    ASSERT_TRUE(back.has_value()) << to_string(m);
+    EXPECT_EQ(*back, m);
+  }
+  EXPECT_EQ(to_string(mesh{2, 2, 1, 2}), "dp2.pp2.tp1/2");
+  EXPECT_FALSE(parse_mesh("dp2.pp2.tp1/1").has_value());  // one process is written without "/1"
+  EXPECT_FALSE(parse_mesh("dp2.pp2").has_value());
+  EXPECT_FALSE(parse_mesh("dp2.pp2.tp1x").has_value());
+  EXPECT_FALSE(parse_mesh("dp3.pp1.tp1/2").has_value());  // 3 ranks over 2 processes
+}
+
+TEST(schedules_mesh, a_bad_mesh_is_refused_naming_the_field) {
+  EXPECT_EQ(check(mesh{2, 2, 1, 4}), "");
+  EXPECT_NE(check(mesh{0, 1, 1, 1}).find("dp must be >= 1"), std::string::npos);
+  EXPECT_NE(check(mesh{1, 1, 1, 0}).find("processes must be >= 1"), std::string::npos);
+  EXPECT_NE(check(mesh{1, 1, 2, 1}).find("tensor parallelism"), std::string::npos);
+  EXPECT_NE(check(mesh{3, 1, 1, 2}).find("cannot be split evenly over 2 processes"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace troupe::sched
