@@ -7,7 +7,9 @@
 #include <memory>
 
 #include "actors/messages.hpp"
+#include "actors/job_outputs.hpp"
 #include "actors/train_config.hpp"
+#include "schedules/schedule.hpp"
 #include "storage/dataset.hpp"
 
 namespace troupe {
@@ -27,43 +29,38 @@ struct data_loader_args {
 };
 caf::actor spawn_data_loader(caf::actor_system& sys, data_loader_args args);
 
-// A stage holding the whole model (one stage, one device). Detached: it owns its thread, so its
-// compute never blocks a scheduler thread.
-struct stage_args {
-  model_spec model;
-  uint64_t seed = 42;
-  int64_t global_rows = 0;   // loss rows of the global batch (for the gradient scale)
-  int64_t total_steps = 0;   // steps it will be ordered to run (bounds the prefetch)
-  int prefetch = 2;          // batches requested ahead of the one being computed
-  caf::actor loader, optimizer, coordinator;
-};
-caf::actor spawn_stage(caf::actor_system& sys, stage_args args);
+// Evaluates the held-out set on the parameters it was last sent (params_msg, the whole model's
+// flat parameters in layer order), one eval_batch_msg at a time from `loader`, and answers
+// eval_order with an eval_report to `coordinator`. Detached: a forward pass is compute.
+caf::actor spawn_evaluator(caf::actor_system& sys, const model_spec& model, uint64_t seed, caf::actor loader,
+                           caf::actor coordinator);
 
 // Master parameters and optimizer state for the flat range it owns. Detached, like a stage.
 caf::actor spawn_optimizer_shard(caf::actor_system& sys, optimizer_config cfg, int64_t offset, int64_t size);
 
-// Drives the job: orders steps and evaluations, collects reports into the metrics log, and
-// fills `summary` before it quits. Started with (start_atom, stage, members), or with
-// (start_atom, std::vector<caf::actor> stages, members) for data parallelism: then it orders
-// every rank and sums their dp_step_reports; the first stage evaluates. It monitors every other
-// actor and stops the job with the reason when one of them dies; an error of its own (a metrics
-// line it cannot write) stops the job the same way, so the job ends even then.
-struct job_failure {
-  std::string what;   // empty while the job runs, and after it ended well
-  bool own = false;   // the coordinator's own error: a cause, not a symptom of a lost rank
-};
+// Drives the job, every shape of it: it orders runs of steps (up to the next evaluation) to every
+// stage of the mesh, collects one stage_step_record per rank and step, sums the loss in rank
+// order, writes metrics, and at each epoch's end gathers the first replica's parameters for the
+// evaluator. Started with (start_atom, stages by mesh rank, evaluator, members). It monitors
+// every member and stops the job with the reason when one dies; an error of its own (a metrics
+// line it cannot write) stops the job the same way. Its watchdog polls the stages when no step
+// finished for a while and stops the job, naming each stage's blocked action and the
+// collectives' recent operations, when none of them moved for watchdog_seconds.
 struct coordinator_args {
   int64_t steps_per_epoch = 0;
   int64_t epochs = 0;
   int64_t total_steps = 0;
   int64_t samples_per_step = 0;
+  sched::mesh mesh;
+  sched::schedule plan;         // the rows the stages run (for the watchdog's report)
+  int64_t trace_step = -1;      // -1: the last
   std::shared_ptr<metrics_log> log;
   std::shared_ptr<train_summary> summary;
   std::shared_ptr<job_failure> failure;  // set when the job stopped on an error
-  std::shared_ptr<std::vector<dp_trace_event>> trace;  // data parallel: the traced step's events
-  double watchdog_seconds = 0;  // no step finished this long: report and stop (0: never)
+  std::shared_ptr<job_record> record;
+  double watchdog_seconds = 0;  // no progress this long: report and stop (0: never)
 };
-// coordinator <- job: the collective group whose recent operations a watchdog report shows.
+// coordinator <- job: the collective group(s) whose recent operations a watchdog report shows.
 using watch_atom = caf::atom_constant<caf::atom("watch")>;
 caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_args args);
 

@@ -11,7 +11,6 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<eval_batch_request>("troupe::eval_batch_request");
   cfg.add_message_type<eval_batch_msg>("troupe::eval_batch_msg");
   cfg.add_message_type<step_order>("troupe::step_order");
-  cfg.add_message_type<step_report>("troupe::step_report");
   cfg.add_message_type<eval_order>("troupe::eval_order");
   cfg.add_message_type<eval_report>("troupe::eval_report");
   cfg.add_message_type<gradients_msg>("troupe::gradients_msg");
@@ -26,14 +25,9 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<collective_dump_request>("troupe::collective_dump_request");
   cfg.add_message_type<collective_log_entry>("troupe::collective_log_entry");
   cfg.add_message_type<collective_log>("troupe::collective_log");
-  cfg.add_message_type<dp_step_report>("troupe::dp_step_report");
-  cfg.add_message_type<dp_trace_event>("troupe::dp_trace_event");
-  cfg.add_message_type<std::vector<dp_trace_event>>("std::vector<troupe::dp_trace_event>");
-  cfg.add_message_type<dp_trace_msg>("troupe::dp_trace_msg");
   // pipeline
-  cfg.add_message_type<pipeline_step_order>("troupe::pipeline_step_order");
   cfg.add_message_type<pipeline_tensor_msg>("troupe::pipeline_tensor_msg");
-  cfg.add_message_type<pipeline_step_report>("troupe::pipeline_step_report");
+  cfg.add_message_type<stage_step_record>("troupe::stage_step_record");
   cfg.add_message_type<pipeline_status_request>("troupe::pipeline_status_request");
   cfg.add_message_type<pipeline_status>("troupe::pipeline_status");
   cfg.add_message_type<pipeline_failure>("troupe::pipeline_failure");

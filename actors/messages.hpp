@@ -11,7 +11,7 @@
 #include <cstring>
 #include <utility>
 
-#include "actors/dp_trace.hpp"
+#include "actors/step_trace.hpp"
 #include "kernels/batch.hpp"
 #include "kernels/tensor.hpp"
 
@@ -89,15 +89,6 @@ struct eval_batch_msg {
 struct step_order {
   int64_t step = 0;
   int64_t until = 0;
-};
-// stage -> coordinator: step `step` finished, parameters updated. Loss is summed over `count`
-// rows; seconds are the stage's own compute time for the step.
-struct step_report {
-  int64_t step = 0;
-  double loss_sum = 0.0;
-  int64_t count = 0;
-  int64_t correct = 0;
-  double compute_seconds = 0.0;
 };
 // coordinator -> stage: evaluate on the held-out set after epoch `epoch`.
 struct eval_order {
@@ -217,25 +208,6 @@ struct collective_log {
   std::vector<collective_log_entry> entries;
 };
 
-// ---- data-parallel stages -> coordinator ----
-
-// One rank's share of step `step`; step_seconds runs from the step order to updated parameters.
-struct dp_step_report {
-  int32_t rank = 0;
-  int64_t step = 0;
-  double loss_sum = 0.0;
-  int64_t count = 0;
-  int64_t correct = 0;
-  double compute_seconds = 0.0;
-  double step_seconds = 0.0;
-};
-// The measured events of the traced step (dp_trace.hpp).
-struct dp_trace_msg {
-  int32_t rank = 0;
-  int64_t step = 0;
-  std::vector<dp_trace_event> events;
-};
-
 #define TROUPE_INSPECT(type, ...)                                       \
   template <class Inspector>                                            \
   typename Inspector::result_type inspect(Inspector& f, type& x) {      \
@@ -246,7 +218,6 @@ TROUPE_INSPECT(batch_msg, x.step, x.data)
 TROUPE_INSPECT(eval_batch_request, x.epoch, x.index)
 TROUPE_INSPECT(eval_batch_msg, x.epoch, x.index, x.total, x.data)
 TROUPE_INSPECT(step_order, x.step, x.until)
-TROUPE_INSPECT(step_report, x.step, x.loss_sum, x.count, x.correct, x.compute_seconds)
 TROUPE_INSPECT(eval_order, x.epoch)
 TROUPE_INSPECT(eval_report, x.epoch, x.loss_sum, x.count, x.correct, x.samples)
 TROUPE_INSPECT(gradients_msg, x.step, x.offset, x.grads)
@@ -263,19 +234,14 @@ typename Inspector::result_type inspect(Inspector& f, collective_dump_request&) 
 TROUPE_INSPECT(collective_log_entry, x.seq, x.op, x.total, x.left, x.right, x.state, x.received, x.expected,
                x.started_at, x.finished_at)
 TROUPE_INSPECT(collective_log, x.rank, x.ranks, x.entries)
-TROUPE_INSPECT(dp_trace_event, x.rank, x.kind, x.index, x.start, x.end)
-TROUPE_INSPECT(dp_step_report, x.rank, x.step, x.loss_sum, x.count, x.correct, x.compute_seconds, x.step_seconds)
-TROUPE_INSPECT(dp_trace_msg, x.rank, x.step, x.events)
+// stage -> coordinator, once per step of every rank: the measured record (step_trace.hpp).
+TROUPE_INSPECT(stage_step_record, x.step, x.rank, x.loss_sum, x.count, x.correct, x.peak_live, x.step_start,
+               x.step_end, x.compute_seconds, x.actions, x.start_seconds, x.end_seconds, x.buckets, x.bucket_sent,
+               x.bucket_done)
 #undef TROUPE_INSPECT
 
-// ---- pipeline: driver <-> pipeline_stage, pipeline_stage <-> pipeline_stage ----
+// ---- stage <-> stage (pipeline peers), coordinator -> stage ----
 
-// driver -> pipeline_stage: run your action list once for `step`. origin_ns is the driver's
-// steady_clock (ns) when it ordered the step: every stage's timeline in one process shares it.
-struct pipeline_step_order {
-  int64_t step = 0;
-  int64_t origin_ns = 0;
-};
 // pipeline_stage -> pipeline_stage: the tensor crossing the cut between model chunks boundary
 // and boundary + 1 for one microbatch: an activation going up, or its gradient coming down
 // (the same shape: (rows, features) for the MLP, (B, T, C) for the GPT; f32).
@@ -286,20 +252,7 @@ struct pipeline_tensor_msg {
   int32_t boundary = 0;
   tensor value;
 };
-// pipeline_stage -> driver: the stage finished `step` (its optimizer step included). The loss is
-// summed over `count` rows, non-zero only on the stage holding the last chunk. actions[i] (text
-// form with stage, e.g. "1F3") ran from start_seconds[i] to end_seconds[i] after the origin.
-struct pipeline_step_report {
-  int64_t step = 0;
-  int32_t stage = 0;
-  double loss_sum = 0.0;
-  int64_t count = 0;
-  int64_t correct = 0;
-  int32_t peak_live = 0;
-  std::vector<std::string> actions;
-  std::vector<double> start_seconds, end_seconds;
-};
-// driver (watchdog) -> pipeline_stage, answered with pipeline_status.
+// coordinator (watchdog) -> stage, answered with pipeline_status.
 struct pipeline_status_request {
   int64_t step = 0;
 };
@@ -313,12 +266,12 @@ struct pipeline_status {
   std::string action;     // text form of the action at the cursor ("" when idle)
   std::string waiting_for;
 };
-// pipeline_stage -> driver: an action failed (its text names it); the stage has stopped.
+// stage -> coordinator: an action failed (its text names it); the stage has stopped.
 struct pipeline_failure {
   int32_t stage = 0;
   std::string what;
 };
-// driver -> pipeline_stage, answered with pipeline_params_msg: the stage's chunk parameters.
+// coordinator -> stage, answered with pipeline_params_msg: the stage's chunk parameters.
 struct pipeline_params_request {
   int32_t stage = 0;
 };
@@ -329,17 +282,8 @@ struct pipeline_params_msg {
 };
 
 template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, pipeline_step_order& x) {
-  return f(caf::meta::type_name("pipeline_step_order"), x.step, x.origin_ns);
-}
-template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pipeline_tensor_msg& x) {
   return f(caf::meta::type_name("pipeline_tensor_msg"), x.step, x.is_grad, x.microbatch, x.boundary, x.value);
-}
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, pipeline_step_report& x) {
-  return f(caf::meta::type_name("pipeline_step_report"), x.step, x.stage, x.loss_sum, x.count, x.correct,
-           x.peak_live, x.actions, x.start_seconds, x.end_seconds);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pipeline_status_request& x) {

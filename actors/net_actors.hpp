@@ -46,6 +46,7 @@ struct job_hub_args {
   std::chrono::milliseconds peer_timeout{30000}, join_timeout{120000};
   caf::actor coordinator;
   caf::actor local_stage;          // rank 0's stage: stages[0]
+  caf::actor evaluator;            // rank 0's, handed to the coordinator with the stages
   std::vector<caf::actor> local_members;
   std::shared_ptr<job_verdict> verdict;
   // Closes every worker's connection (the process layer holds the sockets); called once every

@@ -162,7 +162,7 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
         spdlog::info("job hub: all {} ranks joined ({:.1f} s); training starts", s.args.world,
                      seconds(clock_type::now() - s.started));
         s.running = true;
-        self->send(s.args.coordinator, start_atom::value, std::move(stages), s.args.local_members);
+        self->send(s.args.coordinator, start_atom::value, std::move(stages), s.args.evaluator, s.args.local_members);
       },
       [self](peer_pong_atom, int32_t rank) {
         auto it = self->state.ready.find(rank);

@@ -12,7 +12,10 @@ namespace troupe {
 namespace {
 
 void load_data(const train_config& cfg, prepared_job& p) {
-  if (cfg.model.kind == "mlp") {
+  if (cfg.train_data) {
+    p.train = cfg.train_data;
+    p.eval = cfg.eval_data ? cfg.eval_data : cfg.train_data;
+  } else if (cfg.model.kind == "mlp") {
     auto fm = storage::load_fashion_mnist(cfg.fashion_mnist_dir);
     if (p.model.inputs != fm.train->features())
       throw std::invalid_argument("model.inputs is " + std::to_string(p.model.inputs) +

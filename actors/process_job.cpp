@@ -6,7 +6,8 @@
 //    speaks caf_openssl mutual TLS on a loopback port that the gate splices to.
 //  * data: gradient buckets go through net_collective's tcp_ring, whose rendezvous port rank 0
 //    hands out in join_reply (so it too is only learnt over the authenticated channel).
-// It deliberately supports data parallelism only (one rank per process, pp == 1).
+// Each process spawns its block of the mesh's ranks (mesh_job.hpp) exactly as a job held in one
+// process does; for now a block is one data-parallel rank (validate() refuses other meshes).
 #include "actors/runtime_config.hpp"
 #include "actors/process_job.hpp"
 
@@ -22,7 +23,7 @@
 #include <thread>
 
 #include "actors/actors.hpp"
-#include "actors/dp_actors.hpp"
+#include "actors/mesh_job.hpp"
 #include "actors/metrics_log.hpp"
 #include "actors/net_actors.hpp"
 #include "actors/middleman_link.hpp"
@@ -33,10 +34,11 @@ namespace troupe {
 
 std::string describe_for_join(const train_config& c, const prepared_job& job) {
   return fmt::format("{}; {} lr {} wd {} momentum {} betas {},{} eps {}; batch {} seed {} steps {}; buckets {} MiB; "
-                     "{} ranks; eval {}x{}",
+                     "mesh {}; schedule {} M {} v {}; eval {}x{}",
                      describe(job.model), c.optim.kind, c.optim.lr, c.optim.weight_decay, c.optim.momentum,
                      c.optim.beta1, c.optim.beta2, c.optim.eps, c.batch_size, c.seed, job.total_steps, c.bucket_mb,
-                     c.mesh.processes, c.eval_batch_size, c.eval_max_batches);
+                     sched::to_string(c.mesh), c.user_schedule.stages.empty() ? c.schedule : c.user_schedule.name,
+                     c.micro_batches, c.virtual_stages, c.eval_batch_size, c.eval_max_batches);
 }
 
 namespace {
@@ -65,11 +67,6 @@ net::ring_options ring_options_for(const process_config& p) {
   return o;
 }
 
-dp_job_args job_args(const train_config& cfg, const prepared_job& job, caf::actor coordinator) {
-  return {job.model, job.train, job.eval, &cfg, cfg.batch_size * job.rows_per_sample, job.total_steps,
-          job.num_params, std::move(coordinator)};
-}
-
 // Stops the actors, waits until they are gone, and drops the registry entries the middleman
 // made when their handles crossed to another process. A detached actor still referenced from
 // there is never destroyed, and ~actor_system would wait for its thread forever (seen as a
@@ -84,14 +81,12 @@ void stop_all(caf::actor_system& sys, const std::vector<caf::actor>& actors) {
   }
 }
 
-train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
+train_summary run_rank0(const train_config& cfg, const prepared_job& job, const job_plan& plan) {
   const process_config& pc = cfg.process;
-  auto summary = std::make_shared<train_summary>();
-  auto failure = std::make_shared<job_failure>();
-  auto trace = std::make_shared<std::vector<dp_trace_event>>();
-  auto log = std::make_shared<metrics_log>(cfg.out_dir, job.steps_per_epoch, cfg.epochs, cfg.progress);
+  job_outputs out(cfg, job);
+  const auto& summary = out.summary;
+  const auto& failure = out.failure;
   auto verdict = std::make_shared<job_verdict>();
-  summary->metrics_path = log->path();
   teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
   caf::actor_system_config sys_cfg;
   configure(sys_cfg, pc);
@@ -108,17 +103,23 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
     caf::anon_send_exit(collective, caf::exit_reason::user_shutdown);
     throw std::runtime_error("rank 0: the data plane could not listen on " + pc.master_addr);
   }
-  auto coordinator = spawn_coordinator(sys, {job.steps_per_epoch, cfg.epochs, job.total_steps, cfg.batch_size, log,
-                                             summary, failure, trace, cfg.watchdog_seconds});
-  const auto buckets = plan_dp_buckets(job.model, cfg.bucket_mb);
-  dp_rank_parts p = spawn_dp_rank(sys, job_args(cfg, job, coordinator), 0, collective, buckets);
+  auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, job, plan, out));
+  rank_actors p = spawn_ranks(sys, cfg, job, plan, cfg.mesh.ranks_of_process(0), coordinator,
+                              [&](int) { return collective; });
+  auto evaluator = spawn_evaluator(sys, job.model, cfg.seed, p.loaders.at(0), coordinator);
   middleman_drain drain;  // the detached actors, watched before their handles leave the process
-  for (const auto& a : {p.stage, p.optimizer, collective}) drain.watch(a);
-  const std::vector<caf::actor> local{p.stage, p.optimizer, p.loader, collective};
+  for (const auto& a : p.detached) drain.watch(a);
+  drain.watch(collective);
+  drain.watch(evaluator);
+  std::vector<caf::actor> local = p.members;
+  local.push_back(collective);
+  local.push_back(evaluator);
+  caf::anon_send(coordinator, watch_atom::value, std::vector<caf::actor>{collective});
   auto connections = std::make_shared<net::connection_set>();
   auto hub = spawn_job_hub(sys, {cfg.mesh.processes, describe_for_join(cfg, job), port_future.get(),
                                  to_ms(pc.peer_timeout_seconds), to_ms(pc.join_timeout_seconds), coordinator,
-                                 p.stage, local, verdict, [connections] { connections->shutdown_all(); }});
+                                 p.stages.at(0), evaluator, local, verdict,
+                                 [connections] { connections->shutdown_all(); }});
   // Plain TCP: the middleman gets no port; the gate hands it each admitted socket (serve_over).
   // TLS: the TLS middleman listens on loopback, behind its mutual TLS and the gate's splices.
   std::unique_ptr<net::loopback_splices> splices;
@@ -145,8 +146,8 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
             serve_over(sys, std::move(fd), hub);
         },
         auth_ms);
-    spdlog::info("rank 0 of {}: control gate on {}:{}{}, {} gradient buckets", cfg.mesh.processes, pc.master_addr, gate.port(),
-                 use_tls(pc) ? " (TLS)" : "", buckets.size());
+    spdlog::info("process 0 of {}: control gate on {}:{}{}", cfg.mesh.processes, pc.master_addr, gate.port(),
+                 use_tls(pc) ? " (TLS)" : "");
     if (pc.on_listening) pc.on_listening(gate.port());
     caf::scoped_actor self{sys};
     self->wait_for(coordinator);
@@ -176,12 +177,10 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job) {
     drain.drain(sys);  // before ~actor_system (see middleman_link.hpp)
   }
   if (!ok) throw std::runtime_error(report);
-  summary->samples_per_s =
-      summary->train_seconds > 0 ? static_cast<double>(summary->samples) / summary->train_seconds : 0.0;
-  return std::move(*summary);
+  return finish_summary(cfg, plan, out);
 }
 
-train_summary run_worker(const train_config& cfg, const prepared_job& job) {
+train_summary run_worker(const train_config& cfg, const prepared_job& job, const job_plan& plan) {
   const process_config& pc = cfg.process;
   const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
   net::socket_fd upstream =
@@ -212,11 +211,12 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job) {
   launch_env ring_env{pc.index, cfg.mesh.processes, pc.master_addr, static_cast<uint16_t>(joined.ring_port), "flags"};
   auto interrupt = std::make_shared<net::ring_interrupt>();
   auto collective = spawn_net_collective(sys, {ring_env, pc.secret, ring_options_for(pc), interrupt});
-  dp_rank_parts p = spawn_dp_rank(sys, job_args(cfg, job, joined.coordinator), pc.index, collective,
-                                  plan_dp_buckets(job.model, cfg.bucket_mb));
+  rank_actors p = spawn_ranks(sys, cfg, job, plan, cfg.mesh.ranks_of_process(pc.index), joined.coordinator,
+                              [&](int) { return collective; });
   middleman_drain drain;  // the detached actors, watched before their handles leave the process
-  for (const auto& a : {p.stage, p.optimizer, collective}) drain.watch(a);
-  auto worker = spawn_worker_hub(sys, {pc.index, hub, p.stage, to_ms(pc.peer_timeout_seconds), report});
+  for (const auto& a : p.detached) drain.watch(a);
+  drain.watch(collective);
+  auto worker = spawn_worker_hub(sys, {pc.index, hub, p.stages.at(0), to_ms(pc.peer_timeout_seconds), report});
   {
     caf::scoped_actor self{sys};
     self->wait_for(worker);
@@ -224,7 +224,10 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job) {
   interrupt->fire();
   if (!report->empty()) guard.arm("rank " + std::to_string(pc.index) + ": " + *report, failed_job_grace);
   spdlog::debug("rank {}: stopping its actors", pc.index);
-  stop_all(sys, {p.stage, p.optimizer, p.loader, collective, worker});
+  std::vector<caf::actor> local = p.members;
+  local.push_back(collective);
+  local.push_back(worker);
+  stop_all(sys, local);
   spdlog::debug("rank {}: actors stopped; shutting the actor system down", pc.index);
   drain.drain(sys);  // before ~actor_system (see middleman_link.hpp)
   if (!report->empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": " + *report);
@@ -241,9 +244,11 @@ train_summary run_process_training(const train_config& cfg) {
   if (!(pc.peer_timeout_seconds > 0)) throw std::invalid_argument("peer timeout must be positive");
   validate(cfg);
   const prepared_job job = prepare_job(cfg);
+  const job_plan plan = plan_job(cfg, job);
+  if (pc.index == 0) log_plan(cfg, job, plan);
   spdlog::info("rank {} of {}: model {} ({} parameters), {} steps of {} samples", pc.index, cfg.mesh.processes,
                describe(job.model), job.num_params, job.total_steps, cfg.batch_size);
-  return pc.index == 0 ? run_rank0(cfg, job) : run_worker(cfg, job);
+  return pc.index == 0 ? run_rank0(cfg, job, plan) : run_worker(cfg, job, plan);
 }
 
 }  // namespace troupe

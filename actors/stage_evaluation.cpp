@@ -1,4 +1,4 @@
-// Held-out evaluation and final parameters, shared by stage.cpp and dp_stage.cpp.
+// Held-out evaluation and parameters of a whole-model actor (stage_evaluation.hpp).
 #include "actors/stage_evaluation.hpp"
 
 #include "actors/messages.hpp"

@@ -1,6 +1,6 @@
-// What a whole-model stage (the single-device stage, a data-parallel rank) answers besides
-// training: evaluation on the held-out set, walked one batch message at a time so the mailbox
-// stays responsive, and a copy of its parameters at the end. Pipeline stages evaluate elsewhere.
+// What an actor holding the whole model (the evaluator) answers: evaluation on the held-out set,
+// walked one batch message at a time so the mailbox stays responsive, and a copy of its
+// parameters.
 #pragma once
 
 #include <caf/all.hpp>

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -11,8 +12,14 @@
 #include "kernels/optimizer.hpp"
 #include "kernels/tensor.hpp"
 #include "schedules/mesh.hpp"
+#include "schedules/schedule.hpp"
+#include "schedules/timeline.hpp"
 
 namespace troupe {
+
+namespace storage {
+class dataset;
+}
 
 // An injected delay for stress tests: rank `rank` sleeps before each step's forward, `ms`
 // milliseconds (fixed) or uniformly in [0, 2 ms) (random, seeded per rank and step).
@@ -49,6 +56,10 @@ struct train_config {
   std::string out_dir = "runs/latest";
   std::string fashion_mnist_dir = "/usr/share/datasets/fashion-mnist";
   std::string corpus_path = "/usr/share/games/fortunes";
+  // Datasets already in memory (a program embedding troupe, the tests), used instead of the files
+  // above when train_data is set; eval_data empty: the held-out set is train_data. The model must
+  // fit them as it must fit the files (a GPT's vocab set, since no corpus tells it).
+  std::shared_ptr<const storage::dataset> train_data, eval_data;
   int64_t max_steps = 0;      // stop after this many steps (0: run every epoch)
   int64_t eval_batch_size = 1000;  // the unit of eval_max_batches (see plan_evaluation)
   int64_t eval_max_batches = 0;  // 0: the whole held-out set
@@ -56,11 +67,16 @@ struct train_config {
   // Where the ranks are: dp x pp (x tp) ranks over mesh.processes processes (schedules/mesh.hpp).
   // dp: data-parallel replicas, each on 1/dp of every batch; pp: pipeline stages P per replica.
   sched::mesh mesh;
-  // Pipeline parallelism (actors/pipeline_job.hpp); mesh.pp == 1 is the single-stage job.
+  // Pipeline parallelism: the schedule every replica runs (mesh.pp stages; 1: the one-stage `F B R O`).
   std::string schedule = "1f1b";    // gpipe, 1f1b, interleaved, zb-h1
   int micro_batches = 1;            // M: microbatches per global batch
   int virtual_stages = 2;           // v: chunks per device, for the interleaved schedule only
   std::vector<int64_t> cuts;        // first layers of model chunks 1..; empty: balanced by params
+  // A schedule of the user's own (a builder's output, completed by the passes) run instead of the
+  // named one: its stage count must be mesh.pp. Empty (no stages): the named schedule.
+  sched::schedule user_schedule;
+  std::string drop_send;            // fault injection for tests: a send ("0SA3>1") that is lost
+  bool pin_threads = false;         // pin stage d's thread to core d % cores
   double watchdog_seconds = 60;     // a step without progress this long is reported and stopped (any job)
   // Data parallelism (actors/dp_job.cpp).
   double bucket_mb = 25.0;          // gradient bucket cap in MiB (PyTorch DDP's default)
@@ -97,12 +113,18 @@ struct train_summary {
   double samples_per_s = 0.0;
   tensor final_params;                 // the flat parameters after the last step
   std::string metrics_path;
-  // Data parallelism: the traced step's Chrome trace, the share of all-reduce time hidden behind
-  // backward in it, and each rank's wall time per step (step order to updated parameters).
-  std::string trace_path;
+  // The traced step's Chrome trace (every rank: its actions, and its all-reduces beside them) and
+  // the measured timeline of the first replica's median recent step (SVG); the share of
+  // all-reduce time hidden behind backward in the traced step; the gradient buckets per rank of
+  // pipeline stage 0; each rank's wall time per step (step start to updated parameters), by
+  // mesh rank; each rank's most live activations at once, over all steps.
+  std::string trace_path, timeline_path;
   double overlap_share = 0.0;
   int buckets = 0;
   std::vector<std::vector<double>> rank_step_seconds;
+  std::vector<int> peak_live_activations;
+  sched::timeline measured;            // the traced step, every rank (lanes as in trace_path)
+  std::vector<sched::timeline> recent; // the first replica's last (up to 32) steps, one lane per stage
 };
 
 }  // namespace troupe

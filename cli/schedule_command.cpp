@@ -11,7 +11,6 @@
 #include <fstream>
 #include <memory>
 
-#include "actors/pipeline_job.hpp"
 #include "schedules/render.hpp"
 #include "schedules/simulate.hpp"
 #include "cli/tunables.hpp"

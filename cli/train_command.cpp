@@ -9,7 +9,6 @@
 #include <memory>
 #include <set>
 
-#include "actors/pipeline_job.hpp"
 #include "actors/training_job.hpp"
 #include "cli/config_file.hpp"
 #include "cli/tunables.hpp"

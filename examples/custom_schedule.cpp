@@ -8,7 +8,7 @@
 #include <memory>
 #include <random>
 
-#include "actors/pipeline_job.hpp"
+#include "actors/training_job.hpp"
 #include "schedules/builders.hpp"
 #include "schedules/passes.hpp"
 #include "schedules/render.hpp"
@@ -37,21 +37,20 @@ troupe::sched::schedule two_wave_gpipe(int stages, int microbatches) {
   return s;
 }
 
-// validate -> simulate -> execute, as for the built-in schedules.
-std::vector<double> run(const troupe::sched::schedule& compute_only, troupe::pipeline_job_args job) {
+// validate -> simulate -> execute, as for the built-in schedules: the job runs it on a
+// dp x pp mesh like any named schedule.
+std::vector<double> run(const troupe::sched::schedule& compute_only, troupe::train_config job) {
   using namespace troupe;
-  job.plan = sched::complete(compute_only);  // add send/recv and the optimizer step
-  const sched::validation check = sched::validate(job.plan);
+  job.user_schedule = sched::complete(compute_only);  // add send/recv and the optimizer step
+  const sched::validation check = sched::validate(job.user_schedule);
   if (!check.ok()) throw std::invalid_argument(check.error);
-  const sched::simulation sim = sched::simulate(job.plan, sched::uniform_costs(1, 2, 1, 1));
-  std::printf("%s: simulated bubble %.1f%%, peak live activations per stage:", job.plan.name.c_str(),
+  const sched::simulation sim = sched::simulate(job.user_schedule, sched::uniform_costs(1, 2, 1, 1));
+  std::printf("%s: simulated bubble %.1f%%, peak live activations per stage:", job.user_schedule.name.c_str(),
               sim.bubble_fraction * 100);
   for (int a : sim.peak_live_activations) std::printf(" %d", a);
   std::printf("\n");
-  pipeline_job pipeline(job);
-  std::vector<double> losses;
-  for (int64_t step = 0; step < job.total_steps; ++step) losses.push_back(pipeline.run_step(step).mean_loss());
-  return losses;
+  job.mesh.pp = compute_only.num_stages;
+  return run_training(job).losses;
 }
 // [example:custom_schedule]
 
@@ -68,15 +67,21 @@ std::shared_ptr<const troupe::storage::dataset> synthetic_images(int64_t n, int6
 }  // namespace
 
 int main() {
-  troupe::pipeline_job_args job;
+  troupe::train_config job;
   job.model.inputs = 16;
   job.model.hidden = {32, 32, 32};
   job.model.classes = 4;
   job.optim.kind = "adamw";
   job.optim.lr = 1e-2f;
   job.batch_size = 32;
-  job.total_steps = 10;
-  job.train = synthetic_images(job.batch_size * job.total_steps, job.model.inputs);
+  job.epochs = 1;
+  job.max_steps = 10;
+  job.train_data = synthetic_images(job.batch_size * job.max_steps, job.model.inputs);
+  job.eval_max_batches = 1;
+  job.eval_batch_size = 32;
+  job.progress = false;
+  job.mesh.dp = 2;  // two replicas of the 4-stage pipeline: 8 ranks
+  job.out_dir = "/tmp/troupe-custom-schedule";
   try {
     const auto custom = run(two_wave_gpipe(4, 8), job);
     const auto gpipe = run(troupe::sched::gpipe(4, 8), job);

@@ -28,11 +28,17 @@ tensor pipeline_chunk::forward(int microbatch, const tensor& x) {
 }
 
 tensor pipeline_chunk::backward(int microbatch, const tensor& dy, bool need_input_grad) {
+  return backward(microbatch, dy, need_input_grad, nullptr);
+}
+
+tensor pipeline_chunk::backward(int microbatch, const tensor& dy, bool need_input_grad,
+                                const layer_stack::layer_done_fn& layer_done) {
   stash& s = find(microbatch, "backward");
   if (s.input_done)
     throw std::logic_error("pipeline_chunk: full backward of microbatch " + std::to_string(microbatch) +
                            " after its backward_input");
-  tensor dx = stack_.backward(dy, s.ctx, need_input_grad);
+  tensor dx = layer_done ? stack_.backward(dy, s.ctx, need_input_grad, layer_done)
+                         : stack_.backward(dy, s.ctx, need_input_grad);
   live_.erase(microbatch);
   return dx;
 }
@@ -53,12 +59,17 @@ tensor pipeline_chunk::backward_input(int microbatch, const tensor& dy, bool nee
   return g;
 }
 
-void pipeline_chunk::backward_weight(int microbatch) {
+void pipeline_chunk::backward_weight(int microbatch) { backward_weight(microbatch, nullptr); }
+
+void pipeline_chunk::backward_weight(int microbatch, const layer_stack::layer_done_fn& layer_done) {
   stash& s = find(microbatch, "backward_weight");
   if (!s.input_done)
     throw std::logic_error("pipeline_chunk: backward_weight of microbatch " + std::to_string(microbatch) +
                            " before its backward_input");
-  for (size_t i = stack_.num_layers(); i-- > 0;) stack_.at(i).backward_weight(s.dys[i], s.ctx.saved[i]);
+  for (size_t i = stack_.num_layers(); i-- > 0;) {
+    stack_.at(i).backward_weight(s.dys[i], s.ctx.saved[i]);
+    if (layer_done) layer_done(i);
+  }
   live_.erase(microbatch);
 }
 

@@ -25,11 +25,15 @@ class pipeline_chunk {
   // Full backward: adds weight gradients into stack().grads(), frees the stash, returns dL/dx
   // (empty when need_input_grad is false: the model's first chunk).
   tensor backward(int microbatch, const tensor& dy, bool need_input_grad);
+  // The same, calling layer_done(i) once layer i's gradients are complete for this microbatch
+  // (layers last to first): data parallelism starts a bucket's all-reduce there (layer_stack.hpp).
+  tensor backward(int microbatch, const tensor& dy, bool need_input_grad, const layer_stack::layer_done_fn& layer_done);
   // Input-gradient half: returns dL/dx and keeps the stash (with each layer's output gradient)
   // for backward_weight.
   tensor backward_input(int microbatch, const tensor& dy, bool need_input_grad);
   // Weight-gradient half: adds into stack().grads() and frees the stash.
   void backward_weight(int microbatch);
+  void backward_weight(int microbatch, const layer_stack::layer_done_fn& layer_done);
 
   int live() const { return static_cast<int>(live_.size()); }  // stashed microbatches now
   int peak_live() const { return peak_; }                       // most at once since reset

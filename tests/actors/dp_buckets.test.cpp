@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/dp_buckets.hpp"
-#include "actors/dp_trace.hpp"
+#include "actors/step_trace.hpp"
 #include "actors/train_config.hpp"
 #include "kernels/layer_stack.hpp"
 #include "kernels/loss.hpp"
@@ -52,14 +52,40 @@ TEST(LayerStackHook, ReportsEveryLayerLastToFirstWithTheSameGradients) {
   EXPECT_EQ(a.grads().to_vector(), b.grads().to_vector());
 }
 
-TEST(DpTrace, OverlapShareCountsOnlyAllReduceTimeInsideBackward) {
-  // rank 0: backward 0..10 s; bucket 0 all-reduce 4..8 (hidden), bucket 1 10..14 (exposed).
-  std::vector<dp_trace_event> ev{{0, 1, 1, 100, 105}, {0, 1, 0, 105, 110}, {0, 2, 0, 104, 108}, {0, 2, 1, 110, 114}};
-  auto t = to_timeline(ev, 1, "t");
+TEST(StepTrace, OverlapShareCountsOnlyAllReduceTimeInsideBackward) {
+  // rank 0: backward 0..10 s (two microbatches); bucket 0 all-reduce 4..8 (hidden), bucket 1
+  // 10..14 (exposed).
+  stage_step_record r;
+  r.actions = {"0B0", "0B1"};
+  r.start_seconds = {100, 105};
+  r.end_seconds = {105, 110};
+  r.buckets = {0, 1};
+  r.bucket_sent = {104, 110};
+  r.bucket_done = {108, 114};
+  auto t = to_timeline({r}, 1, "t");
   ASSERT_EQ(t.stages.size(), 2u);
   EXPECT_EQ(t.stages[1].size(), 2u);
   EXPECT_DOUBLE_EQ(t.stages[0][0].start_seconds, 0.0);
+  EXPECT_DOUBLE_EQ(t.stages[1][1].end_seconds, 14.0);
   EXPECT_NEAR(overlap_share(t), 0.5, 1e-12);
+}
+
+TEST(StepTrace, AnAllReduceIsDrawnFromWhenTheLastRankOfItsGroupHandedItIn) {
+  // Two replicas of one stage: rank 1 hands bucket 0 in 3 s after rank 0; both get it back at 5.
+  stage_step_record a, b;
+  a.rank = 0;
+  b.rank = 1;
+  a.actions = b.actions = {"0F0"};
+  a.start_seconds = b.start_seconds = {0};
+  a.end_seconds = b.end_seconds = {1};
+  a.buckets = b.buckets = {0};
+  a.bucket_sent = {1};
+  b.bucket_sent = {4};
+  a.bucket_done = b.bucket_done = {5};
+  const auto t = to_timeline({a, b}, 1, "t");
+  ASSERT_EQ(t.stages.size(), 4u);
+  EXPECT_DOUBLE_EQ(t.stages[1][0].start_seconds, 4.0);
+  EXPECT_DOUBLE_EQ(t.stages[3][0].start_seconds, 4.0);
 }
 
 TEST(Straggler, ParsesFixedAndRandomAndRefusesNonsense) {

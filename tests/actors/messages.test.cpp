@@ -79,12 +79,6 @@ TEST_F(message_fixture, CoordinatorMessagesRoundTrip) {
   auto o = round_trip(step_order{123, 468});
   EXPECT_EQ(o.step, 123);
   EXPECT_EQ(o.until, 468);
-  auto r = round_trip(step_report{7, 12.5, 64, 50, 0.003});
-  EXPECT_EQ(r.step, 7);
-  EXPECT_EQ(r.loss_sum, 12.5);
-  EXPECT_EQ(r.count, 64);
-  EXPECT_EQ(r.correct, 50);
-  EXPECT_EQ(r.compute_seconds, 0.003);
   EXPECT_EQ(round_trip(eval_order{3}).epoch, 3);
   auto e = round_trip(eval_report{1, 99.0, 1000, 870, 1000});
   EXPECT_EQ(e.epoch, 1);

@@ -7,7 +7,12 @@
 #include <chrono>
 #include <random>
 
-#include "actors/pipeline_job.hpp"
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "actors/job_plan.hpp"
+#include "actors/training_job.hpp"
 #include "schedules/builders.hpp"
 #include "schedules/passes.hpp"
 #include "storage/dataset.hpp"
@@ -16,26 +21,34 @@ using namespace troupe;
 
 namespace {
 
-pipeline_job_args small_job(const sched::schedule& plan) {
-  pipeline_job_args a;
-  a.model.kind = "mlp";
-  a.model.inputs = 6;
-  a.model.hidden = {8, 8};
-  a.model.classes = 3;
-  a.optim.kind = "sgd";
-  a.optim.lr = 0.1f;
-  a.batch_size = 8;
-  a.total_steps = 2;
+train_config small_job(const sched::schedule& plan) {
+  train_config c;
+  c.model.kind = "mlp";
+  c.model.inputs = 6;
+  c.model.hidden = {8, 8};
+  c.model.classes = 3;
+  c.optim.kind = "sgd";
+  c.optim.lr = 0.1f;
+  c.batch_size = 8;
+  c.epochs = 1;
+  c.max_steps = 2;
+  c.eval_max_batches = 1;
+  c.eval_batch_size = 4;
+  c.progress = false;
   std::mt19937_64 rng(1);
   std::normal_distribution<float> px;
   std::vector<float> pixels(16 * 6);
   for (auto& p : pixels) p = px(rng);
   std::vector<int32_t> labels(16, 1);
-  a.train = std::make_shared<storage::image_dataset>("synthetic", 6, std::move(pixels), std::move(labels));
-  a.plan = plan;
-  a.watchdog_seconds = 0.3;
-  return a;
+  c.train_data = std::make_shared<storage::image_dataset>("synthetic", 6, std::move(pixels), std::move(labels));
+  c.mesh.pp = plan.num_stages;
+  c.user_schedule = plan;
+  c.watchdog_seconds = 0.3;
+  c.out_dir = (std::filesystem::temp_directory_path() / ("troupe-pp-watchdog-" + std::to_string(::getpid()))).string();
+  return c;
 }
+
+job_plan plan_of(const train_config& c) { return plan_job(c, prepare_job(c)); }
 
 std::string message_of(const std::function<void()>& f) {
   try {
@@ -54,7 +67,7 @@ TEST(PipelineRefuses, DeadlockingHandWrittenScheduleBeforeAnyActorRuns) {
       "schedule crossed stages=2 microbatches=1 virtual=1\n"
       "stage 0: RG0<1 F0 SA0>1 B0\n"
       "stage 1: RA0<0 F0 B0 SG0>0\n");
-  const std::string what = message_of([&] { pipeline_job job(small_job(plan)); });
+  const std::string what = message_of([&] { run_training(small_job(plan)); });
   EXPECT_NE(what.find("refused before it runs"), std::string::npos) << what;
   EXPECT_NE(what.find("deadlock: stage 0 waits at action 0 (RG0<1), stage 1 waits at action 0 (RA0<0)"),
             std::string::npos)
@@ -62,26 +75,38 @@ TEST(PipelineRefuses, DeadlockingHandWrittenScheduleBeforeAnyActorRuns) {
 }
 
 TEST(PipelineWatchdog, LostActivationIsReportedWithTheBlockedActionsInsteadOfAHang) {
-  auto a = small_job(sched::complete(sched::one_f_one_b(2, 4)));
-  a.drop_send = "0SA1>1";  // microbatch 1's activation never reaches stage 1
-  pipeline_job job(a);
+  auto c = small_job(sched::complete(sched::one_f_one_b(2, 4)));
+  c.drop_send = "0SA1>1";  // microbatch 1's activation never reaches stage 1
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string what = message_of([&] { job.run_step(0); });
+  const std::string what = message_of([&] { run_training(c); });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(seconds, 10.0);
-  EXPECT_NE(what.find("pipeline watchdog: no progress for 0.3 s in step 0 of schedule 1f1b (P=2, M=4)"), std::string::npos) << what;
+  EXPECT_NE(what.find("watchdog: no progress for"), std::string::npos) << what;
+  EXPECT_NE(what.find("in step 0 (steps done: 0 of 2); mesh dp1.pp2.tp1, schedule 1f1b (P=2, M=4)"), std::string::npos)
+      << what;
   // Stage 1 waits for the lost tensor; stage 0 ran ahead to the next gradient it needs, which
   // stage 1 sends only after the forward of the lost microbatch.
-  EXPECT_NE(what.find("stage 1: action 4 of 18 (1RA1<0): waits for the activation of microbatch 1 across "
-                      "boundary 0 from stage 0"),
+  EXPECT_NE(what.find("rank 1 (dp 0, pp 1): action 4 of 18 (1RA1<0): waits for the activation of microbatch 1 "
+                      "across boundary 0 from stage 0"),
             std::string::npos)
       << what;
-  EXPECT_NE(what.find("stage 0: action 8 of 18 (0RG1<1): waits for the gradient of microbatch 1 across "
-                      "boundary 0 from stage 1"),
+  EXPECT_NE(what.find("rank 0 (dp 0, pp 0): action 8 of 18 (0RG1<1): waits for the gradient of microbatch 1 "
+                      "across boundary 0 from stage 1"),
             std::string::npos)
       << what;
   EXPECT_NE(what.find("[RA1<0]"), std::string::npos) << what;  // the grid with the mark
-  EXPECT_THROW(job.run_step(1), std::runtime_error);         // a stopped job stays stopped
+}
+
+TEST(PipelineWatchdog, LostActivationInADpByPpMeshNamesTheBlockedRanksAndTheWaitingAllReduce) {
+  auto c = small_job(sched::complete(sched::one_f_one_b(2, 2)));
+  c.mesh.dp = 2;
+  c.drop_send = "0SA1>1";  // lost in both replicas: the dropped send is named by its action
+  c.bucket_mb = 0;
+  const std::string what = message_of([&] { run_training(c); });
+  EXPECT_NE(what.find("mesh dp2.pp2.tp1"), std::string::npos) << what;
+  EXPECT_NE(what.find("rank 1 (dp 0, pp 1): action"), std::string::npos) << what;
+  EXPECT_NE(what.find("rank 3 (dp 1, pp 1): action"), std::string::npos) << what;
+  EXPECT_NE(what.find("collectives:"), std::string::npos) << what;
 }
 
 TEST(PipelineRefuses, FetchParamsItCannotRunIsAnErrorNamingTheAction) {
@@ -90,33 +115,38 @@ TEST(PipelineRefuses, FetchParamsItCannotRunIsAnErrorNamingTheAction) {
     auto& row = plan.stages[static_cast<size_t>(d)];
     row.insert(row.begin(), sched::action{d, sched::op::fetch_params, -1, 0, -1});
   }
-  pipeline_job job(small_job(plan));
-  const std::string what = message_of([&] { job.run_step(0); });
+  const std::string what = message_of([&] { run_training(small_job(plan)); });
   EXPECT_NE(what.find("action 0 (FP): fetch_params needs ZeRO-3"), std::string::npos) << what;
 }
 
 TEST(PipelineCuts, GivenCutPointsAreUsedAndDefaultBalancesParameters) {
-  auto a = small_job(sched::complete(sched::one_f_one_b(2, 2)));
+  auto c = small_job(sched::complete(sched::one_f_one_b(2, 2)));
   // Layers: linear(6->8)=56, relu, linear(8->8)=72, relu, linear(8->3)=27.
   {
-    pipeline_job job(a);
-    ASSERT_EQ(job.chunks().size(), 2u);
-    EXPECT_EQ(job.chunks()[0].begin, 0);
-    EXPECT_EQ(job.chunks()[0].end, 2);  // 56 | 72+27 = 99; the ReLU stays with its linear
-    EXPECT_EQ(job.chunks()[1].end, 5);
+    const job_plan p = plan_of(c);
+    ASSERT_EQ(p.chunks.size(), 2u);
+    EXPECT_EQ(p.chunks[0].begin, 0);
+    EXPECT_EQ(p.chunks[0].end, 2);  // 56 | 72+27 = 99; the ReLU stays with its linear
+    EXPECT_EQ(p.chunks[1].end, 5);
+    EXPECT_EQ(p.stage_params, (std::vector<int64_t>{56, 99}));
   }
-  a.cuts = {4};
-  pipeline_job job(a);
-  EXPECT_EQ(job.chunks()[0].end, 4);
-  EXPECT_EQ(job.chunks()[1].begin, 4);
-  EXPECT_GT(job.run_step(0).count, 0);
+  c.cuts = {4};
+  const job_plan p = plan_of(c);
+  EXPECT_EQ(p.chunks[0].end, 4);
+  EXPECT_EQ(p.chunks[1].begin, 4);
+  EXPECT_EQ(run_training(c).losses.size(), 2u);
 }
 
 TEST(PipelineCuts, BadCutAndMoreChunksThanLayersAreRefusedByName) {
   auto a = small_job(sched::complete(sched::one_f_one_b(2, 2)));
   a.cuts = {5};
-  EXPECT_NE(message_of([&] { pipeline_job job(a); }).find("cut point 5 must lie in (0, 5)"), std::string::npos);
+  EXPECT_NE(message_of([&] { plan_of(a); }).find("cut point 5 must lie in (0, 5)"), std::string::npos);
   auto b = small_job(sched::complete(sched::interleaved_1f1b(4, 4, 2)));
-  EXPECT_NE(message_of([&] { pipeline_job job(b); }).find("5 layers, too few for 8 pipeline chunks"),
-            std::string::npos);
+  EXPECT_NE(message_of([&] { plan_of(b); }).find("5 layers, too few for 8 pipeline chunks"), std::string::npos);
+}
+
+TEST(PipelineRefuses, AScheduleForAnotherMeshIsRefusedNamingBoth) {
+  auto c = small_job(sched::complete(sched::one_f_one_b(2, 2)));
+  c.mesh.pp = 4;
+  EXPECT_NE(message_of([&] { plan_of(c); }).find("the schedule has 2 stages but the mesh has pp 4"), std::string::npos);
 }

@@ -201,11 +201,11 @@ TEST(ProcessJob, FourProcessesOnLoopbackEqualFourRanksInOneProcessBitwise) {
   const auto processes = run_processes(4, 6, dir + "/four");
   ASSERT_EQ(in_process.size(), 6u);
   expect_bitwise_equal(in_process, processes);
-  // Rank 0 writes the metrics; the other ranks write none.
-  EXPECT_TRUE(std::filesystem::exists(dir + "/four/metrics.jsonl"));
-  size_t files = 0;
-  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir + "/four")) ++files;
-  EXPECT_EQ(files, 1u);
+  // Process 0 writes the metrics, the trace of a measured step over every rank and its
+  // timeline; the other processes write nothing.
+  std::set<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir + "/four")) files.insert(e.path().filename().string());
+  EXPECT_EQ(files, (std::set<std::string>{"metrics.jsonl", "timeline.svg", "trace.json"}));
 }
 
 TEST(ProcessJob, SigkillOfAWorkerMidStepIsReportedWithRankAndStepAndEveryProcessEnds) {

@@ -33,6 +33,6 @@ if [ -d /usr/share/datasets/fashion-mnist ]; then
   check "train: 2-stage zb-h1 run" 0 "done: 6 steps" -- "$troupe" train --pp 2 --schedule zb-h1 --micro-batches 4 \
     --hidden 32,32 --batch-size 64 --max-steps 6 --eval-batches 1 --out "$tmp/run" --no-progress
   grep -q "<svg" "$tmp/run/timeline.svg" || { echo "FAIL measured timeline.svg"; fail=1; }
-  grep -q '"traceEvents"' "$tmp/run/timeline.json" || { echo "FAIL measured timeline.json"; fail=1; }
+  grep -q '"traceEvents"' "$tmp/run/trace.json" || { echo "FAIL measured trace.json"; fail=1; }
 fi
 exit $fail

@@ -13,7 +13,7 @@ job=(--hidden 32 --batch-size 64 --max-steps 4 --eval-batches 1 --no-progress --
 timed() {  # timed NAME MAX_SECONDS command...: the command must end within MAX_SECONDS
   local name=$1 max=$2; shift 2
   local t0; t0=$(date +%s)
-  check "$name" 1 "watchdog: no step finished.*|ending the process" -- timeout 60 "$@"
+  check "$name" 1 "watchdog: no progress.*|ending the process" -- timeout 60 "$@"
   local took=$(( $(date +%s) - t0 ))
   echo "     $name ended after $took s"
   [ "$took" -le "$max" ] || { echo "FAIL $name took $took s (at most $max)"; fail=1; }
