@@ -1,6 +1,6 @@
 // net_collective: a collective member over the TCP data plane (declared in net_actors.hpp). A
 // detached blocking actor, so the thread that blocks in tcp_ring is the actor's own and the
-// requester (dp_stage) keeps computing while a bucket is on the wire, as with the in-process
+// requester (the stage) keeps computing while a bucket is on the wire, as with the in-process
 // group. It deliberately pipelines nothing across requests: tcp_ring pipelines chunks within one.
 #include <spdlog/spdlog.h>
 
