@@ -10,7 +10,7 @@
 #include <utility>
 
 #include "actors/actor_failure.hpp"
-#include "actors/collective_ring.hpp"
+#include "comm/ring_schedule.hpp"
 #include "actors/dp_actors.hpp"
 #include "actors/stage_evaluation.hpp"
 #include "actors/step_feed.hpp"

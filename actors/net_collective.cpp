@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "actors/collective_ring.hpp"
+#include "comm/ring_schedule.hpp"
 #include "actors/messages.hpp"
 #include "actors/net_actors.hpp"
 

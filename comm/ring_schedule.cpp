@@ -1,5 +1,5 @@
 // Ring partition, schedule helpers, element-wise kernels and the serial replay of the ring.
-#include "actors/collective_ring.hpp"
+#include "comm/ring_schedule.hpp"
 
 #include <cstring>
 #include <stdexcept>

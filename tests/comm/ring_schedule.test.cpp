@@ -1,4 +1,4 @@
-// The plain ring arithmetic (collective_ring.hpp): segments cover any size exactly, chunks cover
+// The plain ring arithmetic (comm/ring_schedule.hpp): segments cover any size exactly, chunks cover
 // segments, the reduce schedule sums in a fixed order, and the serial ring replay agrees with a
 // plain serial reduction (exactly on integer-valued data, to rounding on random data).
 // No actors here: collective.test.cpp checks the actor group against serial_ring.
@@ -6,7 +6,7 @@
 
 #include <random>
 
-#include "actors/collective_ring.hpp"
+#include "comm/ring_schedule.hpp"
 
 using namespace troupe;
 using ring::op_kind;
