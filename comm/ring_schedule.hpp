@@ -1,8 +1,9 @@
-// The arithmetic of troupe's ring collectives as plain functions, with no CAF and no threads:
-// how a tensor is cut into per-rank segments and chunks, who sends which segment at which hop,
-// and the element-wise kernels. The collective actors (collective.cpp) drive exactly these
-// functions; serial_ring_* replay the same schedule in one thread as the unit-test reference.
-// It deliberately knows nothing of messages or peers.
+// The arithmetic of troupe's ring collectives as plain functions, with no CAF, threads or
+// sockets: how a tensor is cut into per-rank segments and chunks, which segment a rank sends and
+// receives at which hop, and the element-wise kernels. Both rings drive exactly these functions,
+// the in-process actor group (actors/collective.cpp) and the TCP ring across processes
+// (tcp_ring.cpp), so they give the same bits by construction; serial_ring is the one-thread
+// reference both are tested against. It deliberately knows nothing of messages or peers.
 #pragma once
 
 #include <cstdint>
@@ -40,23 +41,45 @@ range chunk(const range& seg, int64_t chunk_elems, int64_t c);
 inline int left_of(int r, int ranks) { return (r + ranks - 1) % ranks; }
 inline int right_of(int r, int ranks) { return (r + 1) % ranks; }
 
-// Reduce-scatter: at its first hop rank r sends segment (r - 1) mod N; segment j then travels
-// j+1 -> j+2 -> ... -> j, each rank adding its own values, so it is summed in the fixed order
-// x[j+1] + x[j+2] + ... + x[j] and ends complete at its owner j. All-gather: the owner sends its
-// final segment on around the ring; every other rank copies it and forwards it unchanged, so
-// every rank ends with the same bits.
-inline int first_reduce_segment(int r, int ranks) { return left_of(r, ranks); }
-// A rank forwards a gathered or broadcast segment unless its right neighbour is where it began.
-inline bool forwards(int r, int ranks, int origin) { return right_of(r, ranks) != origin; }
+// The two phases of a ring collective. Reduce: segment j starts at rank j+1 and travels
+// j+1 -> j+2 -> ... -> j, each rank adding its own values to the partial sum it received, so it
+// is summed in the fixed order x[j+1] + x[j+2] + ... + x[j] and ends complete at its owner j.
+// Gather: the owner sends its final segment on around the ring; every other rank copies it and
+// forwards it unchanged, so every rank ends with the same bits. Each phase has ranks - 1 hops.
+enum class phase : int32_t { reduce = 0, gather = 1 };
+
+// At hop h (0 <= h < ranks - 1) of phase p, rank r sends segment `send` to its right neighbour
+// and receives segment `recv` from its left one:
+//   reduce: send (r - 1 - h) mod ranks, recv (r - 2 - h) mod ranks
+//   gather: send (r - h) mod ranks,     recv (r - 1 - h) mod ranks
+// What a rank receives at hop h it sends at hop h + 1 (added to, in the reduce phase); at the
+// last reduce hop it receives its own segment, which it sends first in the gather phase. That is
+// what lets a send wait on exactly one earlier receive, chunk by chunk.
+struct hop_segments {
+  int send = 0;
+  int recv = 0;
+};
+hop_segments segments_at_hop(phase p, int r, int ranks, int hop);
+// The hop at which rank r receives segment j in phase p: the inverse of segments_at_hop's recv.
+int hop_receiving(phase p, int r, int ranks, int j);
+// The last hop: what arrives then is complete (reduce: the rank's own segment; gather: the
+// segment of the rank's right neighbour, which must not go back to where it began).
+inline bool is_last_hop(int hop, int ranks) { return hop == ranks - 2; }
+
+// Broadcast is no hop schedule: every chunk of the root's tensor travels the whole ring. A rank
+// forwards what it received unless its right neighbour is the root.
+inline bool forwards(int r, int ranks, int root) { return right_of(r, ranks) != root; }
 
 // out[i] = partial[i] + own[i]; partial is the sum of the earlier ranks in ring order. out may be
-// partial itself (in place); otherwise the three must not overlap.
+// partial itself (the in-process ring adds where the left neighbour left its sum) or own itself
+// (the TCP ring adds a received partial into the rank's buffer); otherwise none may overlap.
 void add(float* out, const float* partial, const float* own, int64_t n);
 void scale(float* x, int64_t n, float factor);
 void copy(float* out, const float* in, int64_t n);
 
-// One-thread replay of the ring schedule: results[r] is what rank r receives. Bitwise the same
-// as the actor group gives, so tests check the actors against it exactly.
+// One-thread evaluation of the reduction order written above (the formula, not a replay of
+// segments_at_hop): results[r] is what rank r receives. Bitwise the same as the actor group and
+// tcp_ring give, so tests check both against it exactly.
 // inputs[r]: for the reductions and broadcast a full tensor of n elements (broadcast reads
 // only inputs[root]); for all_gather rank r's segment of n.
 std::vector<std::vector<float>> serial_ring(op_kind kind, const std::vector<std::vector<float>>& inputs, int64_t n,

@@ -1,10 +1,13 @@
-// The plain ring arithmetic (comm/ring_schedule.hpp): segments cover any size exactly, chunks cover
-// segments, the reduce schedule sums in a fixed order, and the serial ring replay agrees with a
+// The plain ring arithmetic (comm/ring_schedule.hpp): segments cover any size exactly, chunks
+// cover segments, the hop schedule is the formula and moves every segment once around the ring,
+// replaying it gives serial_ring's bits, and serial_ring sums in the ring order and agrees with a
 // plain serial reduction (exactly on integer-valued data, to rounding on random data).
-// No actors here: collective.test.cpp checks the actor group against serial_ring.
+// No actors or sockets here: collective.test.cpp checks the actor group against serial_ring,
+// tcp_ring.test.cpp the TCP ring.
 #include <gtest/gtest.h>
 
 #include <random>
+#include <stdexcept>
 
 #include "comm/ring_schedule.hpp"
 
@@ -64,19 +67,131 @@ TEST(RingSegments, ChunksTileASegmentInOrder) {
   EXPECT_EQ(ring::chunk_count(0, 256), 0);
 }
 
-TEST(RingSchedule, EverySegmentVisitsEveryRankOnceAndEndsAtItsOwner) {
-  for (int ranks = 1; ranks <= 8; ++ranks) {
-    for (int j = 0; j < ranks; ++j) {
-      int holder = -1;  // who sends segment j first
-      for (int r = 0; r < ranks; ++r)
-        if (ring::first_reduce_segment(r, ranks) == j) holder = r;
-      ASSERT_EQ(holder, ring::right_of(j, ranks));
-      // after ranks-1 hops it reaches j, having passed through every other rank
-      int at = holder;
-      for (int hop = 0; hop + 1 < ranks; ++hop) at = ring::right_of(at, ranks);
-      EXPECT_EQ(at, j);
-    }
+// Worked out by hand for three ranks from "segment j starts at j+1 and ends at j".
+TEST(RingHops, ThreeRanksSendAndReceiveTheSegmentsWorkedOutByHand) {
+  using ring::phase;
+  struct row {
+    phase p;
+    int rank, hop, send, recv;
+  };
+  for (const row& w : {row{phase::reduce, 0, 0, 2, 1}, row{phase::reduce, 0, 1, 1, 0}, row{phase::reduce, 1, 0, 0, 2},
+                       row{phase::reduce, 1, 1, 2, 1}, row{phase::reduce, 2, 0, 1, 0}, row{phase::reduce, 2, 1, 0, 2},
+                       row{phase::gather, 0, 0, 0, 2}, row{phase::gather, 0, 1, 2, 1}, row{phase::gather, 1, 0, 1, 0},
+                       row{phase::gather, 1, 1, 0, 2}, row{phase::gather, 2, 0, 2, 1}, row{phase::gather, 2, 1, 1, 0}}) {
+    const ring::hop_segments got = ring::segments_at_hop(w.p, w.rank, 3, w.hop);
+    EXPECT_EQ(got.send, w.send) << "rank " << w.rank << " hop " << w.hop;
+    EXPECT_EQ(got.recv, w.recv) << "rank " << w.rank << " hop " << w.hop;
   }
+}
+
+TEST(RingHops, EveryRankCountFollowsTheFormula) {
+  for (int ranks = 2; ranks <= 9; ++ranks)
+    for (int r = 0; r < ranks; ++r)
+      for (int h = 0; h + 1 < ranks; ++h) {
+        const auto red = ring::segments_at_hop(ring::phase::reduce, r, ranks, h);
+        const auto gat = ring::segments_at_hop(ring::phase::gather, r, ranks, h);
+        EXPECT_EQ(red.send, ((r - 1 - h) % ranks + ranks) % ranks);
+        EXPECT_EQ(red.recv, ((r - 2 - h) % ranks + ranks) % ranks);
+        EXPECT_EQ(gat.send, ((r - h) % ranks + ranks) % ranks);
+        EXPECT_EQ(gat.recv, ((r - 1 - h) % ranks + ranks) % ranks);
+      }
+  EXPECT_THROW(ring::segments_at_hop(ring::phase::reduce, 0, 4, 3), std::invalid_argument);  // 3 hops: 0..2
+  EXPECT_THROW(ring::segments_at_hop(ring::phase::gather, 4, 4, 0), std::invalid_argument);
+}
+
+// The properties both rings lean on: what a rank receives is what its left neighbour sends at
+// the same hop, and what it sends next (so a send waits on one receive); the reduce phase ends
+// with the rank's own segment, which is the gather phase's first send; hop_receiving inverts it.
+TEST(RingHops, ARankSendsNextWhatItJustReceivedAndTheReduceEndsAtTheOwner) {
+  using ring::phase;
+  for (int ranks = 2; ranks <= 9; ++ranks)
+    for (int r = 0; r < ranks; ++r) {
+      for (phase p : {phase::reduce, phase::gather})
+        for (int h = 0; h + 1 < ranks; ++h) {
+          const auto here = ring::segments_at_hop(p, r, ranks, h);
+          EXPECT_EQ(here.recv, ring::segments_at_hop(p, ring::left_of(r, ranks), ranks, h).send);
+          if (!ring::is_last_hop(h, ranks)) {
+            EXPECT_EQ(here.recv, ring::segments_at_hop(p, r, ranks, h + 1).send);
+          }
+          EXPECT_EQ(ring::hop_receiving(p, r, ranks, here.recv), h);
+        }
+      EXPECT_EQ(ring::segments_at_hop(phase::reduce, r, ranks, ranks - 2).recv, r);
+      EXPECT_EQ(ring::segments_at_hop(phase::gather, r, ranks, 0).send, r);
+      // Never received: the segment a rank starts the phase with.
+      EXPECT_THROW(ring::hop_receiving(phase::reduce, r, ranks, ring::left_of(r, ranks)), std::invalid_argument);
+      EXPECT_THROW(ring::hop_receiving(phase::gather, r, ranks, r), std::invalid_argument);
+    }
+}
+
+TEST(RingHops, EverySegmentVisitsEveryRankOnceAndEndsAtItsOwner) {
+  for (int ranks = 2; ranks <= 9; ++ranks)
+    for (int j = 0; j < ranks; ++j) {
+      std::vector<int> visits(static_cast<size_t>(ranks), 0);
+      int holder = -1;  // who sends segment j at hop 0
+      for (int r = 0; r < ranks; ++r)
+        if (ring::segments_at_hop(ring::phase::reduce, r, ranks, 0).send == j) holder = r;
+      ASSERT_EQ(holder, ring::right_of(j, ranks));
+      ++visits[static_cast<size_t>(holder)];
+      for (int h = 0; h + 1 < ranks; ++h) {
+        ASSERT_EQ(ring::segments_at_hop(ring::phase::reduce, holder, ranks, h).send, j) << "hop " << h;
+        holder = ring::right_of(holder, ranks);
+        ++visits[static_cast<size_t>(holder)];
+      }
+      EXPECT_EQ(holder, j);
+      EXPECT_EQ(visits, std::vector<int>(static_cast<size_t>(ranks), 1));
+    }
+}
+
+// Both rings' loop in one thread: every rank keeps its own buffer, adds each received partial
+// into it (ring::add with out == own, as tcp_ring does) and copies each gathered segment. The
+// result must be serial_ring's, bit for bit, or the rings would not give serial_ring's bits.
+TEST(RingHops, ReplayingTheHopsGivesSerialRingsBits) {
+  for (int ranks = 2; ranks <= 7; ++ranks)
+    for (op_kind kind : {op_kind::all_reduce_sum, op_kind::all_reduce_average, op_kind::reduce_scatter_average}) {
+      const int64_t n = 1001;
+      const auto in = make_inputs(ranks, n, /*integers=*/false, 40 + ranks);
+      auto buf = in;
+      auto run_phase = [&](ring::phase p) {
+        for (int h = 0; h + 1 < ranks; ++h) {
+          std::vector<std::vector<float>> sent(static_cast<size_t>(ranks));
+          for (int r = 0; r < ranks; ++r) sent[r] = buf[r];  // what each rank holds when it sends
+          for (int r = 0; r < ranks; ++r) {
+            const ring::range seg = ring::segment(n, ranks, ring::segments_at_hop(p, r, ranks, h).recv);
+            const float* from = sent[ring::left_of(r, ranks)].data() + seg.offset;
+            float* own = buf[r].data() + seg.offset;
+            if (p == ring::phase::gather) {
+              ring::copy(own, from, seg.count);
+              continue;
+            }
+            ring::add(own, from, own, seg.count);
+            if (ring::is_average(kind) && ring::is_last_hop(h, ranks))
+              ring::scale(own, seg.count, 1.0f / static_cast<float>(ranks));
+          }
+        }
+      };
+      run_phase(ring::phase::reduce);
+      if (ring::gathers(kind)) run_phase(ring::phase::gather);
+      const auto want = ring::serial_ring(kind, in, n);
+      for (int r = 0; r < ranks; ++r) {
+        const ring::range mine = ring::gathers(kind) ? ring::range{0, n} : ring::segment(n, ranks, r);
+        const std::vector<float> got(buf[r].begin() + mine.offset, buf[r].begin() + mine.offset + mine.count);
+        ASSERT_EQ(got, want[r]) << ring::to_string(kind) << ", " << ranks << " ranks, rank " << r;
+      }
+    }
+}
+
+// Segment j is x[j+1] + x[j+2] + x[j]: with 1e8, -1e8 and 1 in that order every element is 1,
+// while the plain order x[0] + x[1] + x[2] loses the 1 wherever 1 is added to 1e8 first.
+TEST(SerialRing, SumsEachSegmentInTheRingOrder) {
+  std::vector<std::vector<float>> in(3, std::vector<float>(3));
+  for (int j = 0; j < 3; ++j) {
+    in[(j + 1) % 3][j] = 1e8f;
+    in[(j + 2) % 3][j] = -1e8f;
+    in[j][j] = 1.0f;
+  }
+  const auto out = ring::serial_ring(op_kind::all_reduce_sum, in, 3);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(out[r], (std::vector<float>{1, 1, 1})) << "rank " << r;
+  EXPECT_EQ((in[0][1] + in[1][1]) + in[2][1], 0.0f);  // the order matters for these inputs
 }
 
 TEST(SerialRing, AllReduceSumOfIntegersEqualsSerialSumExactlyForEveryRankCount) {
@@ -115,4 +230,11 @@ TEST(RingKernels, AddScaleCopy) {
   EXPECT_EQ(out, (std::vector<float>{5.5f, 11, 16.5f}));
   ring::copy(a.data(), out.data(), 3);
   EXPECT_EQ(a, out);
+  // in place on either operand: out == partial (the in-process ring), out == own (tcp_ring)
+  std::vector<float> p{1, 2, 3}, o{10, 20, 30};
+  ring::add(p.data(), p.data(), o.data(), 3);
+  EXPECT_EQ(p, (std::vector<float>{11, 22, 33}));
+  std::vector<float> q{1, 2, 3};
+  ring::add(o.data(), q.data(), o.data(), 3);
+  EXPECT_EQ(o, (std::vector<float>{11, 22, 33}));
 }

@@ -62,6 +62,9 @@ std::pair<std::unique_ptr<tcp_ring>, std::unique_ptr<tcp_ring>> ring_pair() {
 
 TEST(TcpRing, TwoProcessesMatchTheSerialRingBitwise) { EXPECT_EQ(run_ring(2, "4096"), 0); }
 
+// Three ranks: 1001, 4099 and 70001 floats leave remainders, so segments differ in length.
+TEST(TcpRing, ThreeProcessesMatchTheSerialRingBitwise) { EXPECT_EQ(run_ring(3, "4096"), 0); }
+
 TEST(TcpRing, FourProcessesMatchTheSerialRingBitwise) { EXPECT_EQ(run_ring(4, "4096"), 0); }
 
 TEST(TcpRing, FourProcessesWithLargeChunks) { EXPECT_EQ(run_ring(4, "1048576"), 0); }
