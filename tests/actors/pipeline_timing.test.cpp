@@ -1,5 +1,6 @@
 // Measured against simulated: a real 1F1B run, P = 2, M = 8, one core per stage, has a step time
-// within 20% of the simulation calibrated from its own per-stage action timings. The measured and
+// within 20% of the simulation calibrated from its own per-stage action timings, and the step
+// time its stages' timeline gives agrees with the driver's own clock around the step. The measured and
 // simulated bubbles are printed side by side and the measured timeline is drawn (SVG, Chrome
 // trace) by the same renderers the simulator uses. Robust to a loaded machine: medians over
 // several steps, and up to three attempts.
@@ -50,7 +51,9 @@ pipeline_job_args timing_job() {
 
 struct attempt {
   double measured = 0, simulated = 0;
+  double driver = 0;  // the median step's run_step wall time, on the driver's own clock
   std::vector<sched::timeline> steps;
+  std::vector<double> driver_seconds;
   sched::simulation sim;
 };
 
@@ -59,17 +62,21 @@ attempt run_once() {
   attempt out;
   for (int64_t step = 0; step < kWarmup + kMeasured; ++step) {
     pipeline_step_result r = job.run_step(step);
-    if (step >= kWarmup) out.steps.push_back(std::move(r.measured));
+    if (step < kWarmup) continue;
+    out.steps.push_back(std::move(r.measured));
+    out.driver_seconds.push_back(r.seconds);
   }
   out.sim = sched::simulate(job.plan(), calibrate_costs(job.plan(), out.steps));
-  out.measured = sched::end_seconds(out.steps[median_step(out.steps)]);
+  const size_t median = median_step(out.steps);
+  out.measured = sched::end_seconds(out.steps[median]);
+  out.driver = out.driver_seconds[median];
   out.simulated = out.sim.makespan_seconds;
   return out;
 }
 
 }  // namespace
 
-TEST(PipelineTiming, MeasuredOneFOneBStepIsWithinTwentyPercentOfCalibratedSimulation) {
+TEST(PipelineTiming, MeasuredOneFOneBStepAgreesWithTheDriversClockAndIsWithinTwentyPercentOfCalibratedSimulation) {
   set_blas_threads(1);  // one core per stage
   attempt a;
   for (int tries = 0; tries < 3; ++tries) {
@@ -84,7 +91,12 @@ TEST(PipelineTiming, MeasuredOneFOneBStepIsWithinTwentyPercentOfCalibratedSimula
             << " steps:\n"
             << compare_bubbles(m, a.sim);
   EXPECT_NEAR(a.measured, a.simulated, 0.2 * a.simulated);
-  EXPECT_DOUBLE_EQ(m.step_seconds, a.measured);
+  // The bubble's step time, read from the stages' timeline, against the driver's clock around
+  // the same step (same origin): the last action ends before its report reaches the driver,
+  // and the report's trip is small next to the step.
+  std::cout << "step: " << m.step_seconds << " s from the stages' timeline, " << a.driver << " s on the driver\n";
+  EXPECT_LE(m.step_seconds, a.driver);
+  EXPECT_GT(m.step_seconds, 0.8 * a.driver);
   EXPECT_GT(m.bubble_fraction, 0.0);
   EXPECT_LT(m.bubble_fraction, 0.6);
 
