@@ -142,6 +142,13 @@ TEST(RingHops, EverySegmentVisitsEveryRankOnceAndEndsAtItsOwner) {
     }
 }
 
+// Four ranks, root 1: the chunks go 1 -> 2 -> 3 -> 0 and stop there.
+TEST(RingHops, BroadcastStopsAtTheRankLeftOfTheRoot) {
+  EXPECT_TRUE(ring::forwards(2, 4, 1));
+  EXPECT_TRUE(ring::forwards(3, 4, 1));
+  EXPECT_FALSE(ring::forwards(0, 4, 1));
+}
+
 // Both rings' loop in one thread: every rank keeps its own buffer, adds each received partial
 // into it (ring::add with out == own, as tcp_ring does) and copies each gathered segment. The
 // result must be serial_ring's, bit for bit, or the rings would not give serial_ring's bits.
