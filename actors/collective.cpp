@@ -67,6 +67,9 @@ collective_log_entry& log_entry(self_ptr self, int64_t seq) {
   return s.log.emplace_back(std::move(e));
 }
 
+// The segment this rank sends at hop 0 of phase p; every later send forwards what arrived.
+int first_send(const collective_state& s, ring::phase p) { return ring::segments_at_hop(p, s.rank, s.ranks, 0).send; }
+
 void send_chunks(self_ptr self, int64_t seq, const op_record& op, int phase, int origin, ring::range span,
                  const tensor& base, int64_t base_at) {
   auto& s = self->state;
@@ -123,20 +126,26 @@ void on_chunk(self_ptr self, op_record& op, const ring_chunk& m) {
     // partial (the left neighbour's input, or the accumulator in place) + own -> accumulator
     float* acc = op.acc.data() + m.at;
     ring::add(acc, m.data.data(), std::as_const(op.input).data() + m.at, n);
-    if (m.origin != s.rank) {  // a partial sum: pass it on
+    // origin is the segment's index; before the last hop it is a partial sum to pass on.
+    if (!ring::is_last_hop(ring::hop_receiving(ring::phase::reduce, s.rank, s.ranks, m.origin), s.ranks)) {
       self->send(s.right, ring_chunk{m.seq, m.op, 0, m.origin, m.total, m.at, tensor_slice{op.acc, m.at, n}});
       return;
     }
     if (ring::is_average(op.kind)) ring::scale(acc, n, 1.0f / static_cast<float>(s.ranks));
-    if (ring::gathers(op.kind)) {
-      self->send(s.right, ring_chunk{m.seq, m.op, 1, s.rank, m.total, m.at, tensor_slice{op.acc, m.at, n}});
+    if (ring::gathers(op.kind)) {  // the complete segment is this rank's first gather send
+      self->send(s.right, ring_chunk{m.seq, m.op, 1, first_send(s, ring::phase::gather), m.total, m.at,
+                                     tensor_slice{op.acc, m.at, n}});
     } else {
       const int64_t at = m.at - ring::segment(op.total, s.ranks, s.rank).offset;
       ring::copy(op.result.data() + at, acc, n);
     }
   } else {
     take_final(op, m);
-    if (ring::forwards(s.rank, s.ranks, m.origin)) self->send(s.right, m);
+    const bool more = op.kind == ring::op_kind::broadcast
+                          ? ring::forwards(s.rank, s.ranks, m.origin)
+                          : !ring::is_last_hop(ring::hop_receiving(ring::phase::gather, s.rank, s.ranks, m.origin),
+                                               s.ranks);
+    if (more) self->send(s.right, m);
   }
 }
 
@@ -171,7 +180,7 @@ void start(self_ptr self, collective_request& r) {
     op.result = op.input;
     op.expected = 0;
   } else if (ring::is_reduction(op.kind)) {
-    const int first = ring::first_reduce_segment(s.rank, s.ranks);
+    const int first = first_send(s, ring::phase::reduce);
     const ring::range first_seg = ring::segment(op.total, s.ranks, first);
     op.expected = op.total - first_seg.count + (ring::gathers(op.kind) ? op.total - mine.count : 0);
     op.acc = s.pool->acquire(r.seq, op.total, s.ranks);
@@ -183,7 +192,7 @@ void start(self_ptr self, collective_request& r) {
     op.result = op.acc;
     // An empty segment is never written: the others may have finished (and frozen acc) already.
     if (mine.count > 0) ring::copy(op.acc.data() + mine.offset, std::as_const(op.input).data(), mine.count);
-    send_chunks(self, r.seq, op, 1, s.rank, mine, op.acc, 0);
+    send_chunks(self, r.seq, op, 1, first_send(s, ring::phase::gather), mine, op.acc, 0);
   } else {  // broadcast, not the root: the result comes with the root's chunks
     op.expected = op.total;
     if (op.total == 0) op.result = tensor::uninitialized({0});

@@ -2,7 +2,7 @@
 // reduce-scatter, all-gather and broadcast over actor messages (collective_request in,
 // collective_result out; messages.hpp). Chunks of each segment travel the ring independently, so
 // a large tensor pipelines; in one process they move by reference and reduce in place into one
-// accumulator the ranks share (collective_pool.hpp). The arithmetic is in collective_ring.hpp.
+// accumulator the ranks share (collective_pool.hpp). The arithmetic is in comm/ring_schedule.hpp.
 // It does not pick buckets or know about models: stages do that.
 #pragma once
 
@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/collective_ring.hpp"
+#include "comm/ring_schedule.hpp"
 #include "actors/messages.hpp"
 #include "kernels/tensor.hpp"
 

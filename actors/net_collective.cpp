@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
-#include "actors/collective_ring.hpp"
+#include "comm/ring_schedule.hpp"
 #include "actors/messages.hpp"
 #include "actors/net_actors.hpp"
 
@@ -23,7 +23,7 @@ double now_seconds() {
 collective_result run_one(net::tcp_ring& ring, const collective_request& q) {
   const auto kind = static_cast<ring::op_kind>(q.op);
   const int N = ring.world(), r = ring.rank();
-  const auto seg = net::ring_segment(q.total, N, r);
+  const auto seg = ring::segment(q.total, N, r);
   tensor full = tensor::uninitialized({q.total});
   switch (kind) {
     case ring::op_kind::all_reduce_sum:

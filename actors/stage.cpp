@@ -17,7 +17,7 @@
 #include <utility>
 
 #include "actors/actor_failure.hpp"
-#include "actors/collective_ring.hpp"
+#include "comm/ring_schedule.hpp"
 #include "kernels/loss.hpp"
 #include "kernels/pipeline_chunk.hpp"
 

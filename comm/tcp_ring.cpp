@@ -19,31 +19,18 @@
 namespace troupe::net {
 namespace {
 
-enum kind_id : int { k_all_reduce = 0, k_reduce_scatter = 1, k_all_gather = 2, k_broadcast = 3 };
-const char* kind_name(int k) {
-  static const char* names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
-  return k >= 0 && k < 4 ? names[k] : "unknown";
-}
-
 // First bytes of every collective, checked against the left neighbour's: mismatched calls
 // (another op, size or root, or a skipped call) fail loudly instead of mixing buffers.
 struct op_header {
   uint32_t magic = 0x474e5254;  // "TRNG"
-  int32_t kind = 0;
+  int32_t kind = 0;  // ring::op_kind, which also says sum or average
   uint64_t seq = 0;
   int64_t n = 0;
-  int32_t op = 0;
   int32_t root = 0;
+  int32_t zero = 0;  // no padding: every byte that goes on the wire is initialized
 };
 
-int mod(int a, int n) { return ((a % n) + n) % n; }
-
 }  // namespace
-
-span64 ring_segment(int64_t n, int ranks, int j) {
-  const int64_t base = n / ranks, extra = n % ranks;
-  return {j * base + std::min<int64_t>(j, extra), base + (j < extra ? 1 : 0)};
-}
 
 struct tcp_ring::impl {
   struct send_item {
@@ -86,8 +73,8 @@ std::unique_ptr<tcp_ring> tcp_ring::connect(const launch_env& env, const std::st
   }
   // The acceptor answers the left neighbour on its own thread while this one authenticates to
   // the right, so the ring cannot wait on itself; strangers at the listener delay neither.
-  const int left = mod(r - 1, N), timeout = o.rendezvous.timeout_ms;
-  const peer_addr& right = table[static_cast<size_t>(mod(r + 1, N))];
+  const int left = ring::left_of(r, N), timeout = o.rendezvous.timeout_ms;
+  const peer_addr& right = table[static_cast<size_t>(ring::right_of(r, N))];
   auth_acceptor from_left(std::move(listener), secret, "ring rank " + std::to_string(r),
                           o.rendezvous.auth_timeout_ms);
   ring->to_right_ = connect_tcp(right.host, right.port, timeout);
@@ -133,89 +120,87 @@ void ring_interrupt::fire() {
   if (auto r = ring_.lock()) r->abort();
 }
 
-void tcp_ring::all_reduce(float* data, int64_t n, reduce_op op) { run(k_all_reduce, data, n, op, 0); }
-void tcp_ring::reduce_scatter(float* data, int64_t n, reduce_op op) { run(k_reduce_scatter, data, n, op, 0); }
-void tcp_ring::all_gather(float* data, int64_t n) { run(k_all_gather, data, n, reduce_op::sum, 0); }
-void tcp_ring::broadcast(float* data, int64_t n, int root) { run(k_broadcast, data, n, reduce_op::sum, root); }
+void tcp_ring::all_reduce(float* data, int64_t n, reduce_op op) {
+  run(op == reduce_op::average ? ring::op_kind::all_reduce_average : ring::op_kind::all_reduce_sum, data, n, 0);
+}
+void tcp_ring::reduce_scatter(float* data, int64_t n, reduce_op op) {
+  run(op == reduce_op::average ? ring::op_kind::reduce_scatter_average : ring::op_kind::reduce_scatter_sum, data, n, 0);
+}
+void tcp_ring::all_gather(float* data, int64_t n) { run(ring::op_kind::all_gather, data, n, 0); }
+void tcp_ring::broadcast(float* data, int64_t n, int root) { run(ring::op_kind::broadcast, data, n, root); }
 
-void tcp_ring::run(int kind, float* data, int64_t n, reduce_op op, int root) {
+void tcp_ring::run(ring::op_kind kind, float* data, int64_t n, int root) {
   if (aborted_) broken_ = "stopped: the job is over";
   if (!broken_.empty()) throw net_error("tcp_ring rank " + std::to_string(rank_) + " is broken: " + broken_);
-  if (n < 0 || root < 0 || root >= world_) throw net_error(std::string("tcp_ring: bad arguments to ") + kind_name(kind));
+  if (n < 0 || root < 0 || root >= world_)
+    throw net_error(std::string("tcp_ring: bad arguments to ") + ring::to_string(kind));
   const int N = world_, r = rank_;
   if (N == 1) return;  // one rank: the sum is the input; 1/N == 1 needs no scaling
   const int64_t chunk_elems = std::max<int64_t>(1, static_cast<int64_t>(opts_.chunk_bytes / sizeof(float)));
   staging_.resize(static_cast<size_t>(chunk_elems));
-  const bool average = op == reduce_op::average;
   impl s;
   op_header mine{}, theirs{};
-  mine.kind = kind;
+  mine.kind = static_cast<int32_t>(kind);
   mine.seq = seq_++;
   mine.n = n;
-  mine.op = static_cast<int32_t>(op);
   mine.root = root;
   s.sends.push_back({reinterpret_cast<const uint8_t*>(&mine), sizeof mine, -1});
   s.recvs.push_back({reinterpret_cast<uint8_t*>(&theirs), sizeof theirs});
-  auto chunks = [&](int seg, auto&& fn) {
-    const span64 sp = ring_segment(n, N, seg);
-    for (int64_t c = 0; c * chunk_elems < sp.count; ++c)
-      fn(c, sp.offset + c * chunk_elems, std::min(chunk_elems, sp.count - c * chunk_elems));
+  auto bytes = [&](const ring::range& ch) { return reinterpret_cast<uint8_t*>(data + ch.offset); };
+  auto len = [](const ring::range& ch) { return static_cast<size_t>(ch.count) * sizeof(float); };
+  // Both phases follow ring::segments_at_hop. A send at hop h forwards what was received at hop
+  // h - 1 (the same segment, so chunk c waits on receive chunk c); the gather phase's first send
+  // is the segment completed by the reduce phase's last receive.
+  int64_t prev_recv = -1;  // index of the first receive item of the previous hop, or -1
+  auto run_phase = [&](ring::phase p) {
+    for (int hop = 0; hop < N - 1; ++hop) {
+      const ring::hop_segments seg = ring::segments_at_hop(p, r, N, hop);
+      const ring::range to_send = ring::segment(n, N, seg.send), to_recv = ring::segment(n, N, seg.recv);
+      for (int64_t c = 0; c < ring::chunk_count(to_send.count, chunk_elems); ++c) {
+        const ring::range ch = ring::chunk(to_send, chunk_elems, c);
+        s.sends.push_back({bytes(ch), len(ch), prev_recv < 0 ? -1 : prev_recv + c});
+      }
+      prev_recv = static_cast<int64_t>(s.recvs.size());
+      for (int64_t c = 0; c < ring::chunk_count(to_recv.count, chunk_elems); ++c) {
+        const ring::range ch = ring::chunk(to_recv, chunk_elems, c);
+        if (p == ring::phase::reduce)  // a partial sum: into staging, then added to ours
+          s.recvs.push_back({reinterpret_cast<uint8_t*>(staging_.data()), len(ch), data + ch.offset, ch.count,
+                             ring::is_average(kind) && ring::is_last_hop(hop, N)});
+        else
+          s.recvs.push_back({bytes(ch), len(ch)});
+      }
+    }
   };
-  auto bytes = [&](int64_t off) { return reinterpret_cast<uint8_t*>(data + off); };
-  int64_t prev_recv = -1;  // index of the first receive item of the previous ring step
-  if (kind == k_all_reduce || kind == k_reduce_scatter) {
-    for (int step = 0; step < N - 1; ++step) {
-      chunks(mod(r - 1 - step, N), [&](int64_t c, int64_t off, int64_t cnt) {
-        s.sends.push_back({bytes(off), static_cast<size_t>(cnt) * 4, step == 0 ? -1 : prev_recv + c});
-      });
-      prev_recv = static_cast<int64_t>(s.recvs.size());
-      chunks(mod(r - 2 - step, N), [&](int64_t, int64_t off, int64_t cnt) {
-        s.recvs.push_back({reinterpret_cast<uint8_t*>(staging_.data()), static_cast<size_t>(cnt) * 4, data + off, cnt,
-                           average && step == N - 2});
-      });
-    }
-  }
-  if (kind == k_all_reduce || kind == k_all_gather) {
-    for (int step = 0; step < N - 1; ++step) {
-      chunks(mod(r - step, N), [&](int64_t c, int64_t off, int64_t cnt) {
-        s.sends.push_back({bytes(off), static_cast<size_t>(cnt) * 4, prev_recv < 0 ? -1 : prev_recv + c});
-      });
-      prev_recv = static_cast<int64_t>(s.recvs.size());
-      chunks(mod(r - 1 - step, N), [&](int64_t, int64_t off, int64_t cnt) {
-        s.recvs.push_back({bytes(off), static_cast<size_t>(cnt) * 4});
-      });
-    }
-  }
-  if (kind == k_broadcast) {
+  if (ring::is_reduction(kind)) run_phase(ring::phase::reduce);
+  if (ring::gathers(kind)) run_phase(ring::phase::gather);
+  if (kind == ring::op_kind::broadcast) {
     const int64_t first = static_cast<int64_t>(s.recvs.size());
-    for (int64_t c = 0; c * chunk_elems < n; ++c) {
-      const int64_t off = c * chunk_elems, cnt = std::min(chunk_elems, n - off);
+    const ring::range all{0, n};
+    for (int64_t c = 0; c < ring::chunk_count(n, chunk_elems); ++c) {
+      const ring::range ch = ring::chunk(all, chunk_elems, c);
       if (r == root) {
-        s.sends.push_back({bytes(off), static_cast<size_t>(cnt) * 4, -1});
+        s.sends.push_back({bytes(ch), len(ch), -1});
       } else {
-        s.recvs.push_back({bytes(off), static_cast<size_t>(cnt) * 4});
-        if (mod(r + 1, N) != root) s.sends.push_back({bytes(off), static_cast<size_t>(cnt) * 4, first + c});
+        s.recvs.push_back({bytes(ch), len(ch)});
+        if (ring::forwards(r, N, root)) s.sends.push_back({bytes(ch), len(ch), first + c});
       }
     }
   }
-  const float inv = 1.0f / static_cast<float>(N);
   auto complete = [&](size_t i) {
     const auto& it = s.recvs[i];
     if (i == 0) {
       if (theirs.magic != mine.magic || theirs.kind != mine.kind || theirs.seq != mine.seq || theirs.n != mine.n ||
-          theirs.op != mine.op || theirs.root != mine.root)
-        throw net_error("collective mismatch: rank " + std::to_string(r) + " runs " + kind_name(kind) + " #" +
+          theirs.root != mine.root)
+        throw net_error("collective mismatch: rank " + std::to_string(r) + " runs " + ring::to_string(kind) + " #" +
                         std::to_string(mine.seq) + " of " + std::to_string(n) + " floats, its left rank " +
-                        std::to_string(mod(r - 1, N)) + " runs " + kind_name(theirs.kind) + " #" +
-                        std::to_string(theirs.seq) + " of " + std::to_string(theirs.n));
+                        std::to_string(ring::left_of(r, N)) + " runs " +
+                        ring::to_string(static_cast<ring::op_kind>(theirs.kind)) + " #" + std::to_string(theirs.seq) +
+                        " of " + std::to_string(theirs.n));
       return;
     }
     if (!it.reduce_into) return;
-    const float* partial = staging_.data();
-    float* own = it.reduce_into;
-    for (int64_t k = 0; k < it.count; ++k) own[k] = partial[k] + own[k];  // partial first: the ring's order
-    if (it.scale)
-      for (int64_t k = 0; k < it.count; ++k) own[k] *= inv;
+    ring::add(it.reduce_into, staging_.data(), it.reduce_into, it.count);  // partial first: the ring's order
+    if (it.scale) ring::scale(it.reduce_into, it.count, 1.0f / static_cast<float>(N));
   };
   try {
     const int out = to_right_.get(), in = from_left_.get();
@@ -236,7 +221,7 @@ void tcp_ring::run(int kind, float* data, int64_t n, reduce_op op, int root) {
         const ssize_t k = ::recv(in, it.dst + roff, it.len - roff, 0);
         if (k < 0 && (errno == EAGAIN || errno == EINTR)) break;
         if (k < 0) throw net_error(std::string("recv from left rank: ") + std::strerror(errno));
-        if (k == 0) throw net_error("left rank " + std::to_string(mod(r - 1, N)) + " closed the connection");
+        if (k == 0) throw net_error("left rank " + std::to_string(ring::left_of(r, N)) + " closed the connection");
         moved = true;
         if ((roff += static_cast<size_t>(k)) == it.len) complete(ri++), roff = 0;
       }
@@ -247,11 +232,11 @@ void tcp_ring::run(int kind, float* data, int64_t n, reduce_op op, int root) {
       const int rc = ::poll(p, 2, opts_.io_timeout_ms);
       if (rc == 0)
         throw net_error("no progress for " + std::to_string(opts_.io_timeout_ms) + " ms (left rank " +
-                        std::to_string(mod(r - 1, N)) + ", right rank " + std::to_string(mod(r + 1, N)) + ")");
+                        std::to_string(ring::left_of(r, N)) + ", right rank " + std::to_string(ring::right_of(r, N)) + ")");
       if (rc < 0 && errno != EINTR) throw net_error(std::string("poll: ") + std::strerror(errno));
     }
   } catch (const net_error& e) {
-    broken_ = std::string(kind_name(kind)) + ": " + (aborted_ ? "stopped: the job is over" : e.what());
+    broken_ = std::string(ring::to_string(kind)) + ": " + (aborted_ ? "stopped: the job is over" : e.what());
     throw net_error("tcp_ring rank " + std::to_string(r) + ": " + broken_);
   }
 }

@@ -5,11 +5,9 @@
 // thread); failures throw net_error and leave the ring broken. It deliberately knows nothing of
 // CAF, actors or tensors: completions become messages in the caller.
 //
-// Reduction order (bitwise the same on every rank, and the same as troupe::ring::serial_ring,
-// the in-process ring): n elements are cut into N segments, the first n % N one element longer;
-// segment j is summed x[j+1] + x[j+2] + ... + x[j] (indices mod N), each rank adding its own
-// values to the partial sum it received, and ends at rank j, which scales it by 1.0f/N for an
-// average; it then travels once around the ring and every rank copies the same bits.
+// Reduction order and hop schedule: troupe::ring's (comm/ring_schedule.hpp), the same functions
+// the in-process collective actors run, so the bits are the same on every rank and the same as
+// ring::serial_ring and the in-process group give.
 #pragma once
 
 #include <atomic>
@@ -22,6 +20,7 @@
 
 #include "comm/launch_env.hpp"
 #include "comm/rendezvous.hpp"
+#include "comm/ring_schedule.hpp"
 #include "comm/tcp_socket.hpp"
 
 namespace troupe::net {
@@ -37,13 +36,6 @@ struct ring_options {
   std::function<void(uint16_t)> on_master_listening;
 };
 
-// Segment j of n elements over `ranks` ranks (same cut as troupe::ring::segment).
-struct span64 {
-  int64_t offset = 0;
-  int64_t count = 0;
-};
-span64 ring_segment(int64_t n, int ranks, int j);
-
 class tcp_ring {
  public:
   // Rendezvous at env.master_addr:master_port (rank 0 listens there), then connect the ring.
@@ -57,10 +49,10 @@ class tcp_ring {
 
   // data[n] in, the reduction of all ranks' data[n] out, on every rank.
   void all_reduce(float* data, int64_t n, reduce_op op);
-  // data[n] in; on return ring_segment(n, world, rank) of data holds this rank's reduced segment
+  // data[n] in; on return ring::segment(n, world, rank) of data holds this rank's reduced segment
   // (the rest of data holds partial sums and is garbage to the caller).
   void reduce_scatter(float* data, int64_t n, reduce_op op);
-  // On entry ring_segment(n, world, rank) of data holds this rank's part; on return all of it.
+  // On entry ring::segment(n, world, rank) of data holds this rank's part; on return all of it.
   void all_gather(float* data, int64_t n);
   // data[n] of rank `root` copied to every rank.
   void broadcast(float* data, int64_t n, int root);
@@ -76,7 +68,7 @@ class tcp_ring {
 
  private:
   tcp_ring(int rank, int world, ring_options opts);
-  void run(int kind, float* data, int64_t n, reduce_op op, int root);
+  void run(ring::op_kind kind, float* data, int64_t n, int root);
 
   int rank_, world_;
   ring_options opts_;

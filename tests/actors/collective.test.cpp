@@ -213,7 +213,11 @@ TEST_F(CollectiveGroup, DumpListsRecentCollectivesWithSeqOpSizePeersAndWhereAStu
     EXPECT_EQ(log.entries[0].left, (r + 2) % 3);
     EXPECT_EQ(log.entries[0].right, (r + 1) % 3);
     EXPECT_EQ(log.entries[0].state, "done");
-    EXPECT_EQ(log.entries[0].received, log.entries[0].expected);
+    // 100 elements over 3 ranks are segments of 34, 33, 33; a rank receives every segment but
+    // the one it starts the reduce with (r - 1) and, gathering, every one but its own (r).
+    const int64_t want = (r == 0 ? 67 + 66 : r == 1 ? 66 + 67 : 67 + 67);
+    EXPECT_EQ(log.entries[0].expected, want);
+    EXPECT_EQ(log.entries[0].received, want);
     EXPECT_GT(log.entries[0].finished_at, log.entries[0].started_at);
     EXPECT_EQ(log.entries[1].seq, 11);
     EXPECT_EQ(log.entries[1].op, "all_gather");

@@ -1,5 +1,6 @@
 // Measured against simulated: a real 1F1B run, P = 2, M = 8, one core per stage, has a step time
-// within 20% of the simulation calibrated from its own per-stage action timings. The measured and
+// within 20% of the simulation calibrated from its own per-stage action timings, and the step
+// time its stages' timeline gives agrees with the ranks' own step clocks. The measured and
 // simulated bubbles are printed side by side and the measured timeline is drawn (SVG, Chrome
 // trace) by the same renderers the simulator uses. Robust to a loaded machine: medians over
 // several steps, and up to three attempts.
@@ -80,7 +81,7 @@ attempt run_once() {
 
 }  // namespace
 
-TEST(PipelineTiming, MeasuredOneFOneBStepIsWithinTwentyPercentOfCalibratedSimulation) {
+TEST(PipelineTiming, MeasuredOneFOneBStepAgreesWithTheRanksClocksAndIsWithinTwentyPercentOfCalibratedSimulation) {
   set_blas_threads(1);  // one core per stage
   attempt a;
   for (int tries = 0; tries < 3; ++tries) {
@@ -95,10 +96,10 @@ TEST(PipelineTiming, MeasuredOneFOneBStepIsWithinTwentyPercentOfCalibratedSimula
             << " steps:\n"
             << compare_bubbles(m, a.sim);
   EXPECT_NEAR(a.measured, a.simulated, 0.2 * a.simulated);
-  // The timeline's span against the ranks' own step clocks (from the step's start to their
-  // optimizer step): a stage also waits for its first input before its first action.
-  EXPECT_LE(a.measured, a.rank_seconds * 1.001);
-  EXPECT_GE(a.measured, 0.75 * a.rank_seconds);
+  // The timeline's span (first action of any stage to the last) against the longest of the
+  // ranks' own step clocks (each from its previous optimizer step to this one): in steady state
+  // every stage's step window is the pipeline's, so they differ by the stages' offsets only.
+  EXPECT_NEAR(a.measured, a.rank_seconds, 0.1 * a.rank_seconds);
   EXPECT_GT(m.bubble_fraction, 0.0);
   EXPECT_LT(m.bubble_fraction, 0.6);
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# A job whose output folder fills up fails: it exits 1 within seconds, names metrics.jsonl and
-# the system's reason, and leaves only whole JSON lines in metrics.jsonl.
-# Usage: disk_full.test.sh TROUPE single|dp|pp|nodes
+# A job whose output folder fills up fails: it exits 1 (before the 60 s kill), names
+# metrics.jsonl and the system's reason, and leaves only whole JSON lines in metrics.jsonl.
+# With "within SECONDS" it checks only that the failure came that soon: a wall-clock check,
+# registered apart with the perf label so the value checks never depend on a quiet machine.
+# Usage: disk_full.test.sh TROUPE single|dp|pp|nodes [within SECONDS]
 # The full disk is a 64 KiB tmpfs, 56 KiB taken by a filler, mounted in a private mount namespace
 # (needs root and unshare; CI has both). Where no tmpfs can be mounted, the same write error
 # comes from RLIMIT_FSIZE (8 KiB per file, SIGXFSZ ignored), whose reason reads "File too large".
 set -u
-troupe=$1 mode=$2
+troupe=$1 mode=$2 within=
+if [ $# -ge 4 ] && [ "$3" = within ]; then within=$4; fi
 dir=$(mktemp -d); trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL disk full ($mode): $*"; tail -15 "$dir/log"; exit 1; }
 [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "skip: no Fashion-MNIST"; exit 77; }
@@ -40,7 +43,11 @@ fi
 elapsed=$(( $(date +%s) - start ))
 [ "$rc" = 137 ] && fail "the job hung (killed after 60 s)"
 [ "$rc" = 1 ] || fail "exit code $rc, want 1"
-[ "$elapsed" -le 20 ] || fail "took $elapsed s to fail"
+if [ -n "$within" ]; then
+  [ "$elapsed" -le "$within" ] || fail "took $elapsed s to fail, want at most $within s"
+  echo "ok: exit 1 after $elapsed s (at most $within s)"
+  exit 0
+fi
 grep -q "metrics.jsonl.*$reason" "$dir/log" || fail "the log does not name metrics.jsonl and \"$reason\""
 grep -q "done:" "$dir/log" && fail "the log claims the job is done"
 [ -s "$dir/metrics.jsonl" ] || fail "no metrics were written before the disk filled"

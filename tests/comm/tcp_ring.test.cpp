@@ -1,6 +1,7 @@
-// tcp_ring across real processes on loopback (2 and 4 ranks, each checking its results bitwise
-// against the serial ring order), a refused wrong secret with the job going on, and in-process
-// rings (threads) for the failure paths: mismatched calls and a peer that goes away.
+// tcp_ring across real processes on loopback (2, 3 and 4 ranks, each checking its results bitwise
+// against ring::serial_ring), a refused wrong secret with the job going on, and in-process
+// rings (threads) for the failure paths: mismatched calls and a peer that goes away. No clock:
+// how soon a failure shows is tcp_ring_timing.test.cpp's (perf) business.
 // Every process a test starts is in one process group that is killed on any exit path.
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -9,15 +10,17 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <future>
 #include <thread>
 
 #include "comm/tcp_ring.hpp"
 #include "tests/comm/tcp_process_group.hpp"
+#include "tests/comm/tcp_ring_fixtures.hpp"
 
 using namespace troupe::net;
+using troupe::test::env_of;
 using troupe::test::process_group;
+using troupe::test::ring_pair;
 
 namespace {
 
@@ -35,32 +38,12 @@ int run_ring(int world, const std::string& chunk_bytes) {
   return g.wait_all(60000);
 }
 
-troupe::launch_env env_of(int rank, int world, uint16_t port) {
-  troupe::launch_env e;
-  e.rank = rank;
-  e.world_size = world;
-  e.master_addr = "127.0.0.1";
-  e.master_port = port;
-  return e;
-}
-
-// Two rings in threads of this process, for failure tests that need no fork.
-std::pair<std::unique_ptr<tcp_ring>, std::unique_ptr<tcp_ring>> ring_pair() {
-  std::promise<uint16_t> port;
-  ring_options o;
-  o.io_timeout_ms = 5000;
-  o.on_master_listening = [&](uint16_t p) { port.set_value(p); };
-  auto r0 = std::async(std::launch::async, [&] { return tcp_ring::connect(env_of(0, 2, 0), "k", o); });
-  const uint16_t p = port.get_future().get();
-  ring_options o1;
-  o1.io_timeout_ms = 5000;
-  auto r1 = tcp_ring::connect(env_of(1, 2, p), "k", o1);
-  return {r0.get(), std::move(r1)};
-}
-
 }  // namespace
 
 TEST(TcpRing, TwoProcessesMatchTheSerialRingBitwise) { EXPECT_EQ(run_ring(2, "4096"), 0); }
+
+// Three ranks: 1001, 4099 and 70001 floats leave remainders, so segments differ in length.
+TEST(TcpRing, ThreeProcessesMatchTheSerialRingBitwise) { EXPECT_EQ(run_ring(3, "4096"), 0); }
 
 TEST(TcpRing, FourProcessesMatchTheSerialRingBitwise) { EXPECT_EQ(run_ring(4, "4096"), 0); }
 
@@ -96,20 +79,14 @@ TEST(TcpRing, RendezvousCountsTheRefusedPeer) {
 }
 
 // Handshakes run concurrently: fifty connections that never answer the challenge (each would
-// hold a serial acceptor for its whole 5 s deadline) do not delay the real rank's join.
-TEST(TcpRing, FiftySilentConnectionsDoNotDelayTheRendezvous) {
-  rendezvous_options o;
-  o.timeout_ms = 20000;
-  rendezvous_server server("127.0.0.1", 0, 2, "right", o);
-  auto table = std::async(std::launch::async, [&] { return server.run({"127.0.0.1", 1}); });
-  std::vector<socket_fd> silent;
-  for (int i = 0; i < 50; ++i) silent.push_back(connect_tcp("127.0.0.1", server.port(), 2000));
-  const auto t0 = std::chrono::steady_clock::now();
-  rendezvous_client good("127.0.0.1", server.port(), 1, 2, "right", o);
-  auto t1 = good.join(4242);
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  EXPECT_EQ(table.get()[1].port, 4242);
-  EXPECT_LT(s, 2.0) << "the real rank waited behind the silent connections";
+// hold a serial acceptor for its whole 5 s deadline, 250 s in all) do not keep the real rank from
+// joining within its 20 s deadline. How soon it joins is tcp_ring_timing.test.cpp's check.
+TEST(TcpRing, RealRankJoinsPastFiftySilentConnections) {
+  troupe::test::crowded_rendezvous rv(50);
+  const auto joined = rv.join(4242);
+  ASSERT_EQ(joined.size(), 2u);
+  EXPECT_EQ(joined[0].port, 1);
+  EXPECT_EQ(rv.table()[1].port, 4242);
 }
 
 TEST(TcpRing, MismatchedCallsFailOnBothRanks) {
@@ -126,13 +103,18 @@ TEST(TcpRing, MismatchedCallsFailOnBothRanks) {
   EXPECT_THROW(a->all_reduce(x.data(), 10, reduce_op::sum), net_error);  // broken stays broken
 }
 
+// The error names the hang-up, not the 5 s io timeout: the ring noticed the peer leave instead of
+// waiting it out. How soon is tcp_ring_timing.test.cpp's check.
 TEST(TcpRing, PeerThatGoesAwayIsAnErrorNotAHang) {
   auto [a, b] = ring_pair();
   std::vector<float> x(1 << 20, 1.0f);
   b.reset();  // closes both of rank 1's sockets
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_THROW(a->all_reduce(x.data(), static_cast<int64_t>(x.size()), reduce_op::sum), net_error);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(4));
+  try {
+    a->all_reduce(x.data(), static_cast<int64_t>(x.size()), reduce_op::sum);
+    ADD_FAILURE() << "rank 0 did not notice";
+  } catch (const net_error& e) {
+    EXPECT_EQ(std::string(e.what()).find("no progress"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TcpRing, MultiProcessJobNeedsASecret) {

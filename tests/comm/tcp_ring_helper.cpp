@@ -1,7 +1,8 @@
 // One rank of a multi-process tcp_ring test, started by tcp_ring.test.cpp (fork/exec): joins the
 // ring, runs every collective on sizes around the chunk and segment boundaries, and compares each
-// result bitwise with a serial replay of the ring order computed from the same deterministic
-// inputs (so every rank also agrees with every other). Exit 0: all equal; 1: a mismatch; 2: an
+// result bitwise with ring::serial_ring (the reduction order evaluated in one thread, which the
+// in-process group is held to as well) on the same deterministic inputs, so every rank also
+// agrees with every other. Exit 0: all equal; 1: a mismatch; 2: an
 // error (message on stderr). It deliberately has no gtest: it is a process, not a test.
 //
 // usage: tcp_ring_helper RANK WORLD MASTER_ADDR MASTER_PORT SECRET [CHUNK_BYTES]
@@ -15,7 +16,7 @@
 #include "comm/tcp_ring.hpp"
 
 using troupe::net::reduce_op;
-using troupe::net::ring_segment;
+namespace ring = troupe::ring;
 
 namespace {
 
@@ -31,21 +32,10 @@ std::vector<float> inputs_of(int rank, int64_t n) {
   return x;
 }
 
-// Segment j summed x[j+1] + x[j+2] + ... + x[j], then scaled by 1/N at its owner (tcp_ring.hpp).
 std::vector<float> serial_reduce(int N, int64_t n, bool average) {
   std::vector<std::vector<float>> x;
   for (int r = 0; r < N; ++r) x.push_back(inputs_of(r, n));
-  std::vector<float> out(static_cast<size_t>(n));
-  for (int j = 0; j < N; ++j) {
-    const auto seg = ring_segment(n, N, j);
-    for (int64_t i = seg.offset; i < seg.offset + seg.count; ++i) {
-      float acc = x[static_cast<size_t>((j + 1) % N)][static_cast<size_t>(i)];
-      for (int k = 2; k <= N; ++k) acc = acc + x[static_cast<size_t>((j + k) % N)][static_cast<size_t>(i)];
-      if (average) acc *= 1.0f / static_cast<float>(N);
-      out[static_cast<size_t>(i)] = acc;
-    }
-  }
-  return out;
+  return ring::serial_ring(average ? ring::op_kind::all_reduce_average : ring::op_kind::all_reduce_sum, x, n)[0];
 }
 
 int failures = 0;
@@ -82,7 +72,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   };
   try {
-    auto ring = troupe::net::tcp_ring::connect(env, argv[5], opts);
+    auto tcp = troupe::net::tcp_ring::connect(env, argv[5], opts);
     const int N = env.world_size, r = env.rank;
     // 0 and sizes below N leave segments empty; 1001 and 4099 are not divisible by 2, 3 or 4;
     // 70001 floats span many 4 KiB chunks per segment.
@@ -90,26 +80,26 @@ int main(int argc, char** argv) {
       for (bool average : {false, true}) {
         const auto want = serial_reduce(N, n, average);
         auto x = inputs_of(r, n);
-        ring->all_reduce(x.data(), n, average ? reduce_op::average : reduce_op::sum);
+        tcp->all_reduce(x.data(), n, average ? reduce_op::average : reduce_op::sum);
         expect_equal(average ? "all_reduce average" : "all_reduce sum", n, x.data(), want.data(), n);
         auto y = inputs_of(r, n);
-        ring->reduce_scatter(y.data(), n, average ? reduce_op::average : reduce_op::sum);
-        const auto seg = ring_segment(n, N, r);
+        tcp->reduce_scatter(y.data(), n, average ? reduce_op::average : reduce_op::sum);
+        const auto seg = ring::segment(n, N, r);
         expect_equal("reduce_scatter", n, y.data() + seg.offset, want.data() + seg.offset, seg.count);
       }
       // all_gather: each rank contributes its own segment of its inputs.
       std::vector<float> g(static_cast<size_t>(n), -1.0f), full(static_cast<size_t>(n));
       for (int j = 0; j < N; ++j) {
-        const auto seg = ring_segment(n, N, j);
+        const auto seg = ring::segment(n, N, j);
         const auto xj = inputs_of(j, n);
         std::memcpy(full.data() + seg.offset, xj.data() + seg.offset, static_cast<size_t>(seg.count) * 4);
         if (j == r) std::memcpy(g.data() + seg.offset, xj.data() + seg.offset, static_cast<size_t>(seg.count) * 4);
       }
-      ring->all_gather(g.data(), n);
+      tcp->all_gather(g.data(), n);
       expect_equal("all_gather", n, g.data(), full.data(), n);
       const int root = N - 1;
       auto b = r == root ? inputs_of(root, n) : std::vector<float>(static_cast<size_t>(n), 0.0f);
-      ring->broadcast(b.data(), n, root);
+      tcp->broadcast(b.data(), n, root);
       expect_equal("broadcast", n, b.data(), inputs_of(root, n).data(), n);
     }
   } catch (const std::exception& e) {

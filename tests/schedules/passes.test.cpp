@@ -1,6 +1,6 @@
 // Tests of the passes, each on its own: add_communication inserts exactly the matched
 // transfers (including the wrap-around of interleaved chunks) and keeps the compute order;
-// add_optimizer_step appends the step; neither can be applied twice.
+// add_optimizer_step appends the step; complete() runs both; neither can be applied twice.
 #include "schedules/passes.hpp"
 
 #include <gtest/gtest.h>
@@ -71,7 +71,14 @@ TEST(schedules_passes, add_optimizer_step_appends_reduce_then_step) {
   EXPECT_EQ(row(s, 0), "F0 B0 R O");
   EXPECT_EQ(row(s, 1), "F0 B0 R O");
   EXPECT_EQ(s.stages[1][3], (action{1, op::optimizer_step, -1, 0, -1}));
-  EXPECT_EQ(complete(gpipe(2, 1)), add_optimizer_step(add_communication(gpipe(2, 1))));
+}
+
+// complete() is both passes in order: the transfers bracket the compute, and the reduce and step
+// come after the last transfer, rows written out by hand.
+TEST(schedules_passes, complete_adds_transfers_then_reduce_and_step) {
+  const schedule s = complete(gpipe(2, 1));
+  EXPECT_EQ(row(s, 0), "F0 SA0>1 RG0<1 B0 R O");
+  EXPECT_EQ(row(s, 1), "RA0<0 F0 B0 SG0>0 R O");
 }
 
 TEST(schedules_passes, passes_refuse_to_run_twice) {

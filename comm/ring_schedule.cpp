@@ -1,6 +1,7 @@
-// Ring partition, schedule helpers, element-wise kernels and the serial replay of the ring.
-#include "actors/collective_ring.hpp"
+// Ring partition, hop schedule, element-wise kernels and the serial evaluation of the ring order.
+#include "comm/ring_schedule.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <string>
@@ -46,6 +47,29 @@ range chunk(const range& seg, int64_t chunk_elems, int64_t c) {
 }
 
 namespace {
+int mod(int a, int n) { return ((a % n) + n) % n; }
+}  // namespace
+
+hop_segments segments_at_hop(phase p, int r, int ranks, int hop) {
+  if (ranks <= 0 || r < 0 || r >= ranks || hop < 0 || hop >= ranks - 1)
+    throw std::invalid_argument("ring::segments_at_hop: rank " + std::to_string(r) + " of " + std::to_string(ranks) +
+                                ", hop " + std::to_string(hop));
+  const int first = p == phase::reduce ? r - 1 : r;
+  return {mod(first - hop, ranks), mod(first - 1 - hop, ranks)};
+}
+
+int hop_receiving(phase p, int r, int ranks, int j) {
+  const int first = p == phase::reduce ? r - 1 : r;
+  const int hop = mod(first - 1 - j, ranks);
+  // hop ranks - 1 is no hop: the segment this rank starts the phase with never comes back to it.
+  if (ranks <= 0 || r < 0 || r >= ranks || j < 0 || j >= ranks || hop >= ranks - 1)
+    throw std::invalid_argument("ring::hop_receiving: rank " + std::to_string(r) + " of " + std::to_string(ranks) +
+                                " never receives segment " + std::to_string(j) + " in the " +
+                                (p == phase::reduce ? "reduce" : "gather") + " phase");
+  return hop;
+}
+
+namespace {
 // Separate loops for the in-place and the three-buffer case: with __restrict the compiler
 // vectorizes each without a runtime overlap check (which out == partial would fail).
 void add_distinct(float* __restrict out, const float* __restrict partial, const float* __restrict own, int64_t n) {
@@ -54,11 +78,16 @@ void add_distinct(float* __restrict out, const float* __restrict partial, const 
 void add_in_place(float* __restrict acc, const float* __restrict own, int64_t n) {
   for (int64_t i = 0; i < n; ++i) acc[i] = acc[i] + own[i];
 }
+void add_into_own(float* __restrict own, const float* __restrict partial, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) own[i] = partial[i] + own[i];
+}
 }  // namespace
 
 void add(float* out, const float* partial, const float* own, int64_t n) {
   if (out == partial)
     add_in_place(out, own, n);
+  else if (out == own)
+    add_into_own(out, partial, n);
   else
     add_distinct(out, partial, own, n);
 }
