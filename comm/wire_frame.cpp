@@ -202,14 +202,6 @@ class scratch_builder final : public capnp::MessageBuilder {
   bool given_ = false;
 };
 
-void check_tensor(const tensor_meta& meta, size_t nbytes, const limits& lim) {
-  if (meta.name.size() > max_name_bytes) throw std::invalid_argument("wire: tensor name over 256 bytes");
-  if (meta.shape.size() > max_rank) throw std::invalid_argument("wire: tensor rank over 16");
-  const auto expect = tensor_bytes(meta.shape, meta.type);
-  if (!expect || *expect != nbytes || nbytes > lim.max_tensor_bytes)
-    throw std::invalid_argument("wire: " + std::to_string(nbytes) + " bytes do not match the shape or the limit");
-}
-
 }  // namespace
 
 result<tensor_chunk> decode_frame(const uint8_t* b, size_t n, const limits& lim) {
@@ -245,6 +237,14 @@ result<tensor_chunk_view> decode_frame_view(const uint8_t* b, size_t n, const li
   if (!h.ok()) return fail<tensor_chunk_view>(h.err->code, h.err->message);
   return parse_body(reinterpret_cast<const capnp::word*>(b + header_bytes), h.value->body_bytes / sizeof(capnp::word),
                     lim);
+}
+
+void check_tensor(const tensor_meta& meta, size_t nbytes, const limits& lim) {
+  if (meta.name.size() > max_name_bytes) throw std::invalid_argument("wire: tensor name over 256 bytes");
+  if (meta.shape.size() > max_rank) throw std::invalid_argument("wire: tensor rank over 16");
+  const auto expect = tensor_bytes(meta.shape, meta.type);
+  if (!expect || *expect != nbytes || nbytes > lim.max_tensor_bytes)
+    throw std::invalid_argument("wire: " + std::to_string(nbytes) + " bytes do not match the shape or the limit");
 }
 
 frame_encoder::frame_encoder(limits lim) : lim_(lim), payload_(chunk_payload_bytes(lim)) {}

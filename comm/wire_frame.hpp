@@ -144,6 +144,10 @@ class frame_encoder {
 std::vector<std::vector<uint8_t>> encode_tensor(const tensor_meta& meta, const void* data, size_t nbytes,
                                                 const limits& lim = {});
 
+// Throws std::invalid_argument, naming the problem, for a name, shape or byte count the decoder
+// would refuse; what the encoders check before they write, for a sender that checks earlier.
+void check_tensor(const tensor_meta& meta, size_t nbytes, const limits& lim = {});
+
 // Payload bytes per chunk at this frame size (what encode_tensor uses).
 size_t chunk_payload_bytes(const limits& lim);
 
