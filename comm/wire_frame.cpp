@@ -6,7 +6,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/io.h>
-#include <zlib.h>
+#include <libdeflate.h>
 
 #include <cstring>
 #include <stdexcept>
@@ -18,7 +18,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire frames are writte
 namespace troupe::wire {
 namespace {
 
-uint32_t crc_of(const uint8_t* p, size_t n) { return static_cast<uint32_t>(crc32_z(0, p, n)); }
+uint32_t crc_of(const uint8_t* p, size_t n) { return libdeflate_crc32(0, p, n); }
 
 template <class T>
 result<T> fail(error_code c, std::string msg) {
@@ -298,17 +298,17 @@ frame_parts frame_encoder::encode(const tensor_meta& meta, const void* data, siz
   const size_t body = sizeof(uint32_t) * 2 + segment;
   if (header_bytes + body > lim_.max_frame_bytes) throw std::logic_error("wire: frame overhead over its reserve");
   static const uint8_t zeros[8] = {};
-  uLong crc = crc32_z(0, f.head.data() + header_bytes, f.head.size() - header_bytes);
-  // Only non-empty pieces: crc32_z with a null buffer returns the initial value, not the CRC so far.
-  if (len > 0) crc = crc32_z(crc, f.payload, len);
-  if (f.pad_bytes > 0) crc = crc32_z(crc, zeros, f.pad_bytes);
-  const uint32_t magic = frame_magic, body32 = static_cast<uint32_t>(body), crc32 = static_cast<uint32_t>(crc);
+  uint32_t crc = crc_of(f.head.data() + header_bytes, f.head.size() - header_bytes);
+  // Only non-empty pieces: a CRC update with a null buffer returns the initial value, not the CRC so far.
+  if (len > 0) crc = libdeflate_crc32(crc, f.payload, len);
+  if (f.pad_bytes > 0) crc = libdeflate_crc32(crc, zeros, f.pad_bytes);
+  const uint32_t magic = frame_magic, body32 = static_cast<uint32_t>(body);
   const uint16_t version = frame_version, type = static_cast<uint16_t>(frame_type::tensor_chunk);
   std::memcpy(f.head.data(), &magic, 4);
   std::memcpy(f.head.data() + 4, &version, 2);
   std::memcpy(f.head.data() + 6, &type, 2);
   std::memcpy(f.head.data() + 8, &body32, 4);
-  std::memcpy(f.head.data() + 12, &crc32, 4);
+  std::memcpy(f.head.data() + 12, &crc, 4);
   return f;
 }
 

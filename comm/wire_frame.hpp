@@ -15,7 +15,8 @@ namespace troupe::wire {
 
 // Frame layout, little-endian: magic u32 | version u16 | type u16 | body_bytes u32 | crc32 u32,
 // then body_bytes of a flat Cap'n Proto message (a multiple of 8). crc32 is zlib's CRC-32 of the
-// body: TCP's 16-bit checksum misses corruptions a 32-bit CRC catches, and zlib has it.
+// body: TCP's 16-bit checksum misses corruptions a 32-bit CRC catches. libdeflate computes the
+// same value with carry-less multiplication, ~4x zlib 1.2.13's speed (which is about loopback's).
 constexpr uint32_t frame_magic = 0x46505254;  // "TRPF"
 constexpr uint16_t frame_version = 1;
 constexpr size_t header_bytes = 16;

@@ -2,6 +2,7 @@
 // of bad input the decoder must refuse with its error code, plus the fuzzer's crash corpus
 // (tests/comm/wire_corpus/) replayed as regression inputs.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <cstring>
 #include <filesystem>
@@ -187,6 +188,18 @@ TEST(WireFrame, EncoderRefusesWhatTheDecoderWould) {
   w::limits tiny;
   tiny.max_frame_bytes = 100;
   EXPECT_THROW(w::encode_tensor(meta_of({4}), x.data(), 16, tiny), std::invalid_argument);
+}
+
+// The header's checksum is zlib's CRC-32 of the body (the format's definition), whichever library
+// computes it: frames from an older build, and the fuzz corpus, stay valid.
+TEST(WireFrame, ChecksumIsZlibsCrc32OfTheBody) {
+  std::vector<uint8_t> x(100003);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>(i * 131 + (i >> 9));
+  for (const auto& f : w::encode_tensor({9, "crc", w::dtype::u8, {100003}}, x.data(), x.size())) {
+    uint32_t in_header = 0;
+    std::memcpy(&in_header, f.data() + 12, 4);
+    EXPECT_EQ(in_header, static_cast<uint32_t>(crc32_z(0, f.data() + w::header_bytes, f.size() - w::header_bytes)));
+  }
 }
 
 // The encoder leaves the payload where the caller has it: the parts point into the tensor, the
