@@ -26,7 +26,7 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 constexpr auto retry_delay = std::chrono::milliseconds(20);  // a peer not listening yet, as connect_tcp
-constexpr size_t read_turn_bytes = size_t{16} << 20;         // then poll again: one sender cannot starve the rest
+constexpr size_t turn_bytes = size_t{16} << 20;  // per connection, then poll again: one peer cannot starve the rest
 const char* const stopped_msg = "stopped: the endpoint was aborted";
 
 int64_t ms_between(clock_type::time_point a, clock_type::time_point b) {
@@ -187,7 +187,7 @@ void p2p_transport::loop() {
   };
   auto read_in = [&](peer_in& c, clock_type::time_point now) {
     size_t turn = 0;
-    while (c.fd && turn < read_turn_bytes) {
+    while (c.fd && turn < turn_bytes) {
       const ssize_t k = ::recv(c.fd.get(), c.bytes() + c.got, c.want - c.got, 0);
       if (k < 0 && (errno == EAGAIN || errno == EINTR)) return;
       if (k <= 0) {
@@ -291,7 +291,7 @@ void p2p_transport::loop() {
       }
       return;
     }
-    while (!p.queue.empty()) {
+    for (size_t turn = 0; !p.queue.empty() && turn < turn_bytes;) {
       send_req& r = p.queue.front();
       if (!p.frame) {
         if (p.chunk == 0) p.chunks = encoder.chunk_count(r.n);
@@ -302,6 +302,7 @@ void p2p_transport::loop() {
       if (k < 0 && (errno == EAGAIN || errno == EINTR)) return;
       if (k < 0) return fail_out(p, "send to " + p.where() + ": " + std::strerror(errno));
       p.last_progress = now;
+      turn += static_cast<size_t>(k);
       if ((p.frame_off += static_cast<size_t>(k)) < p.frame->size()) continue;
       p.frame.reset();
       if (++p.chunk < p.chunks) continue;

@@ -15,11 +15,13 @@
 #include "comm/net_gate.hpp"
 #include "comm/p2p_transport.hpp"
 #include "comm/tcp_auth.hpp"
+#include "tests/comm/p2p_test_peers.hpp"
 #include "tests/comm/tcp_process_group.hpp"
 
 using namespace troupe;
 using namespace troupe::net;
 using troupe::test::process_group;
+using troupe::test::silent_peer;
 
 namespace {
 
@@ -184,6 +186,15 @@ TEST(P2pTransport, WrongSecretIsRefusedAndCountedAndARealPeerGetsThrough) {
   while (b.refused() < 1 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(b.refused(), 1);
+  {  // an endpoint with the wrong secret: its send fails, saying why
+    p2p_transport intruder(0, "127.0.0.1", 0, "guess", {}, {});
+    uint8_t one = 1;
+    completion refused;
+    intruder.send(1, "127.0.0.1", b.port(), {1, "x", wire::dtype::u8, {1}}, &one, 1, refused.fn());
+    const std::string r = refused.get();
+    EXPECT_NE(r.find("secret"), std::string::npos) << r;
+  }
+  EXPECT_EQ(b.refused(), 2);
   p2p_transport a(0, "127.0.0.1", 0, secret, {}, {});
   const auto x = pattern(4096, 9);
   completion done;
@@ -248,15 +259,8 @@ TEST(P2pTransport, PeerClosingMidTensorIsTruncatedAndAStallMidFrameTimesOut) {
 // A peer that proves the secret and then never reads: the send fills the socket buffers and
 // blocks; abort() from this thread completes it with "stopped", and later sends fail at once.
 TEST(P2pTransport, AbortEndsASendBlockedOnAPeerThatNeverReads) {
-  socket_fd listener = listen_tcp("127.0.0.1", 0);
-  const uint16_t port = local_port(listener.get());
-  std::promise<void> release;
-  auto silent = std::async(std::launch::async, [&] {
-    socket_fd c = accept_tcp(listener.get(), 10000);
-    const nonce n = auth_challenge(c.get(), 5000);
-    auth_verify(c.get(), secret, n, 5000);
-    release.get_future().wait();  // holds the connection open, reading nothing
-  });
+  silent_peer peer(secret);
+  const uint16_t port = peer.port();
   auto a = std::make_unique<p2p_transport>(0, "127.0.0.1", 0, secret, nullptr, nullptr);
   const auto x = pattern(size_t{64} << 20, 13);  // far more than both socket buffers hold
   completion done;
@@ -270,8 +274,6 @@ TEST(P2pTransport, AbortEndsASendBlockedOnAPeerThatNeverReads) {
   a->send(1, "127.0.0.1", port, {2, "y", wire::dtype::u8, {1}}, x.data(), 1, after.fn());
   EXPECT_NE(after.get().find("stopped"), std::string::npos);
   a.reset();  // joins its thread: must return, though the peer still holds the connection
-  release.set_value();
-  silent.get();
 }
 
 TEST(P2pTransport, SendToAPortNobodyListensOnFailsNamingThePeer) {
