@@ -220,11 +220,7 @@ result<tensor_chunk> decode_frame(const uint8_t* b, size_t n, const limits& lim)
   auto v = parse_body(in, words, lim);
   if (!v.ok()) return fail<tensor_chunk>(v.err->code, v.err->message);
   tensor_chunk c;
-  c.meta = std::move(v.value->meta);
-  c.total_bytes = v.value->total_bytes;
-  c.index = v.value->index;
-  c.count = v.value->count;
-  c.offset = v.value->offset;
+  static_cast<chunk_info&>(c) = std::move(static_cast<chunk_info&>(*v.value));
   c.data.assign(v.value->data, v.value->data + v.value->size);
   result<tensor_chunk> r;
   r.value = std::move(c);
@@ -374,11 +370,7 @@ std::optional<error> tensor_assembler::add(const tensor_chunk_view& c) {
 
 std::optional<error> tensor_assembler::add(tensor_chunk&& c) {
   tensor_chunk_view v;
-  v.meta = std::move(c.meta);
-  v.total_bytes = c.total_bytes;
-  v.index = c.index;
-  v.count = c.count;
-  v.offset = c.offset;
+  static_cast<chunk_info&>(v) = std::move(static_cast<chunk_info&>(c));
   v.data = c.data.data();
   v.size = c.data.size();
   return add(v);

@@ -66,12 +66,16 @@ struct tensor_meta {
   std::vector<int64_t> shape;
 };
 
-struct tensor_chunk {
+// Which tensor a chunk belongs to and where in it it goes.
+struct chunk_info {
   tensor_meta meta;
   uint64_t total_bytes = 0;
   uint32_t index = 0;
   uint32_t count = 0;
   uint64_t offset = 0;
+};
+
+struct tensor_chunk : chunk_info {
   std::vector<uint8_t> data;
 };
 
@@ -92,12 +96,7 @@ result<tensor_chunk> decode_frame(const uint8_t* bytes, size_t n, const limits& 
 
 // A decoded chunk whose data points into the frame it came from (valid while that buffer is):
 // a transport reading frames into word-aligned storage hands the payload on without a copy.
-struct tensor_chunk_view {
-  tensor_meta meta;
-  uint64_t total_bytes = 0;
-  uint32_t index = 0;
-  uint32_t count = 0;
-  uint64_t offset = 0;
+struct tensor_chunk_view : chunk_info {
   const uint8_t* data = nullptr;
   size_t size = 0;
 };
