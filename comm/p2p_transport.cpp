@@ -98,7 +98,7 @@ p2p_transport::p2p_transport(int rank, const std::string& host, uint16_t port, s
     : rank_(rank), secret_(std::move(secret)), on_receive_(std::move(on_receive)), on_error_(std::move(on_error)),
       opts_(opts), name_("p2p rank " + std::to_string(rank)) {
   if (secret_.empty()) throw net_error(name_ + ": the point-to-point transport needs the job's secret");
-  if (rank < 0) throw net_error(name_ + ": a rank is not negative");
+  if (rank < 0) throw net_error(name_ + ": a rank cannot be negative");
   wire::chunk_payload_bytes(opts_.limits);  // throws for a frame size the encoder cannot use
   wake_fd_ = socket_fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!wake_fd_) throw net_error(name_ + ": eventfd: " + std::strerror(errno));

@@ -33,7 +33,8 @@ struct p2p_options {
 };
 
 // Every callback runs on the endpoint's I/O thread, one at a time, in the order the events
-// happened; none may block (the owning actor turns them into messages). They may call send().
+// happened; none may block or throw (the owning actor turns them into messages). They may call
+// send() and abort(), never the destructor (it joins the thread they run on).
 // Tensors from one sender arrive in the order it sent them.
 using p2p_receive_fn = std::function<void(int from_rank, wire::tensor_meta meta, std::vector<uint8_t> bytes)>;
 // Bad input from a peer (bad magic, checksum, oversized, truncated: a close or a stall
