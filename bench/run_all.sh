@@ -13,6 +13,8 @@ echo "== In-process all-reduce: troupe collectives against Gloo and memcpy"
 "$build/bench/allreduce_bench"
 echo "== Cross-process all-reduce: troupe TCP ring against Gloo and Open MPI"
 "$here/cross_process_allreduce.sh" "$build"
+echo "== Activation transfer between processes: troupe p2p transport against a plain TCP socket"
+"$build/bench/p2p_bench"
 echo "== Pipeline step time against the ideal (P=2)"
 "$build/bench/pipeline_step_time" 20
 echo "== Actor message round trip against a mutex and condition variable"

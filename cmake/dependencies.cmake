@@ -11,6 +11,7 @@ find_package(CapnProto REQUIRED)
 find_package(tomlplusplus REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
+pkg_check_modules(LIBDEFLATE REQUIRED IMPORTED_TARGET libdeflate)  # the wire frames' CRC-32
 
 find_package(OpenBLAS CONFIG REQUIRED)
 add_library(troupe_blas INTERFACE IMPORTED)

@@ -30,9 +30,10 @@ struct pending_conn {
 
 }  // namespace
 
-auth_acceptor::auth_acceptor(socket_fd listener, std::string secret, std::string name, int auth_timeout_ms)
+auth_acceptor::auth_acceptor(socket_fd listener, std::string secret, std::string name, int auth_timeout_ms,
+                             std::function<void()> on_ready)
     : listener_(std::move(listener)), secret_(std::move(secret)), name_(std::move(name)),
-      auth_timeout_ms_(auth_timeout_ms) {
+      auth_timeout_ms_(auth_timeout_ms), on_ready_(std::move(on_ready)) {
   port_ = local_port(listener_.get());
   set_nonblocking(listener_.get(), true);
   thread_ = std::thread([this] { loop(); });
@@ -92,9 +93,12 @@ void auth_acceptor::loop() {
             refuse(c, "it does not know the job's secret");
             continue;
           }
-          std::lock_guard<std::mutex> lock(mu_);
-          ready_.push_back(admitted{std::move(c.fd), *claim, c.who});
-          cv_.notify_all();
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            ready_.push_back(admitted{std::move(c.fd), *claim, c.who});
+            cv_.notify_all();
+          }
+          if (on_ready_) on_ready_();
         } catch (const net_error& e) {
           refuse(c, e.what());
         }

@@ -11,6 +11,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -32,7 +33,10 @@ class auth_acceptor {
   static constexpr size_t max_pending = 512;
 
   // Takes over `listener` and starts admitting on a thread of its own. `name` prefixes the logs.
-  auth_acceptor(socket_fd listener, std::string secret, std::string name, int auth_timeout_ms);
+  // `on_ready`, if set, runs on that thread each time a connection is admitted, so that a poll
+  // loop can be woken to call next(0) instead of keeping a thread blocked in next().
+  auth_acceptor(socket_fd listener, std::string secret, std::string name, int auth_timeout_ms,
+                std::function<void()> on_ready = {});
   ~auth_acceptor();  // stops, closes every pending and unclaimed connection, joins the thread
 
   uint16_t port() const { return port_; }
@@ -52,6 +56,7 @@ class auth_acceptor {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<admitted> ready_;
+  std::function<void()> on_ready_;
   std::thread thread_;
 };
 

@@ -64,17 +64,24 @@ nonce auth_challenge(int fd, int timeout_ms) {
   return n;
 }
 
-auth_pending auth_respond(int fd, const std::string& secret, uint32_t claim, int timeout_ms) {
+auth_pending auth_answer_for(const std::string& secret, uint32_t claim, const nonce& challenge, auth_answer& out) {
   auth_pending p;
   p.claim = claim;
-  read_all(fd, p.challenge.data(), p.challenge.size(), timeout_ms, "auth challenge");
+  p.challenge = challenge;
   p.mine = fresh_nonce();
   const mac m = hmac(secret, 'C', p.challenge, p.mine, claim);
-  uint8_t out[32 + 4 + 32];
-  std::memcpy(out, p.mine.data(), 32);
-  std::memcpy(out + 32, &claim, 4);
-  std::memcpy(out + 36, m.data(), 32);
-  write_all(fd, out, sizeof out, timeout_ms, "auth response");
+  std::memcpy(out.data(), p.mine.data(), 32);
+  std::memcpy(out.data() + 32, &claim, 4);
+  std::memcpy(out.data() + 36, m.data(), 32);
+  return p;
+}
+
+auth_pending auth_respond(int fd, const std::string& secret, uint32_t claim, int timeout_ms) {
+  nonce challenge{};
+  read_all(fd, challenge.data(), challenge.size(), timeout_ms, "auth challenge");
+  auth_answer out{};
+  const auth_pending p = auth_answer_for(secret, claim, challenge, out);
+  write_all(fd, out.data(), out.size(), timeout_ms, "auth response");
   return p;
 }
 
@@ -97,16 +104,19 @@ std::optional<uint32_t> auth_check_answer(int fd, const std::string& secret, con
   return claim;
 }
 
+bool auth_proof_ok(const std::string& secret, const auth_pending& p, const auth_proof& proof) {
+  const mac want = hmac(secret, 'A', p.mine, p.challenge, p.claim);
+  return CRYPTO_memcmp(want.data(), proof.data(), want.size()) == 0;
+}
+
 void auth_finish(int fd, const std::string& secret, const auth_pending& p, int timeout_ms) {
-  mac got{};
+  auth_proof got{};
   try {
     read_all(fd, got.data(), got.size(), timeout_ms, "auth proof");
   } catch (const net_error& e) {  // an acceptor closes on a wrong MAC without saying why
     throw net_error(std::string("auth: refused by the peer (wrong secret?): ") + e.what());
   }
-  const mac want = hmac(secret, 'A', p.mine, p.challenge, p.claim);
-  if (CRYPTO_memcmp(want.data(), got.data(), want.size()) != 0)
-    throw net_error("auth: " + peer_name(fd) + " does not know the job's secret");
+  if (!auth_proof_ok(secret, p, got)) throw net_error("auth: " + peer_name(fd) + " does not know the job's secret");
 }
 
 }  // namespace troupe::net

@@ -48,5 +48,11 @@ std::optional<uint32_t> auth_check_answer(int fd, const std::string& secret, con
                                           const auth_answer& answer, int timeout_ms);
 // Connector, step 4: check the acceptor's proof (it knows the secret too). Throws net_error.
 void auth_finish(int fd, const std::string& secret, const auth_pending& p, int timeout_ms);
+// Steps 2 and 4 for a connector that does its own non-blocking I/O (p2p_transport's poll loop,
+// which must not block on one peer's handshake): the answer to the challenge it read, and the
+// check of the proof it read back.
+using auth_proof = std::array<uint8_t, 32>;
+auth_pending auth_answer_for(const std::string& secret, uint32_t claim, const nonce& challenge, auth_answer& out);
+bool auth_proof_ok(const std::string& secret, const auth_pending& p, const auth_proof& proof);
 
 }  // namespace troupe::net

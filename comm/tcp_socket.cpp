@@ -112,6 +112,26 @@ socket_fd connect_tcp(const std::string& host, uint16_t port, int timeout_ms) {
   }
 }
 
+socket_fd start_connect(const std::string& host, uint16_t port) {
+  addrinfo* res = resolve(host, port, false);
+  socket_fd s(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!s) {
+    ::freeaddrinfo(res);
+    fail_errno("socket");
+  }
+  const int rc = ::connect(s.get(), res->ai_addr, res->ai_addrlen);
+  ::freeaddrinfo(res);
+  if (rc != 0 && errno != EINPROGRESS) fail_errno("connect " + host + ":" + std::to_string(port));
+  return s;
+}
+
+int connect_error(int fd) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) return errno;
+  return err;
+}
+
 socket_fd accept_tcp(int listen_fd, int timeout_ms) {
   const auto deadline = clock_type::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {

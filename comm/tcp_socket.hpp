@@ -41,6 +41,11 @@ class socket_fd {
 socket_fd listen_tcp(const std::string& host, uint16_t port, int backlog = 64);
 // Connects, retrying refused connections until timeout_ms: the peer may not listen yet.
 socket_fd connect_tcp(const std::string& host, uint16_t port, int timeout_ms);
+// A connect for a poll loop: returns a non-blocking socket whose connection is in progress (or
+// made). Poll it for POLLOUT, then connect_error says how it went. Throws net_error if the host
+// does not resolve or the attempt fails at once.
+socket_fd start_connect(const std::string& host, uint16_t port);
+int connect_error(int fd);  // 0 once connected, else the errno the attempt failed with
 // Waits up to timeout_ms for a connection; throws net_error on timeout.
 socket_fd accept_tcp(int listen_fd, int timeout_ms);
 

@@ -6,7 +6,7 @@
 #include <capnp/message.h>
 #include <capnp/serialize.h>
 #include <kj/io.h>
-#include <zlib.h>
+#include <libdeflate.h>
 
 #include <cstring>
 #include <stdexcept>
@@ -18,7 +18,7 @@ static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "wire frames are writte
 namespace troupe::wire {
 namespace {
 
-uint32_t crc_of(const uint8_t* p, size_t n) { return static_cast<uint32_t>(crc32_z(0, p, n)); }
+uint32_t crc_of(const uint8_t* p, size_t n) { return libdeflate_crc32(0, p, n); }
 
 template <class T>
 result<T> fail(error_code c, std::string msg) {
@@ -108,41 +108,43 @@ result<header> parse_header(const uint8_t* b, size_t n, const limits& lim) {
   return r;
 }
 
-result<tensor_chunk> decode_frame(const uint8_t* b, size_t n, const limits& lim) {
+namespace {
+
+// Header, length and checksum of one complete frame; the body is not parsed yet.
+result<header> check_frame(const uint8_t* b, size_t n, const limits& lim) {
   auto h = parse_header(b, n, lim);
-  if (!h.ok()) return fail<tensor_chunk>(h.err->code, h.err->message);
+  if (!h.ok()) return h;
   const size_t want = header_bytes + h.value->body_bytes;
   if (n < want)
-    return fail<tensor_chunk>(error_code::truncated, "frame of " + std::to_string(want) + " bytes cut at " +
-                                                         std::to_string(n));
-  if (n > want)
-    return fail<tensor_chunk>(error_code::malformed_body, std::to_string(n - want) + " bytes after the frame body");
-  const uint8_t* body = b + header_bytes;
-  const uint32_t crc = crc_of(body, h.value->body_bytes);
+    return fail<header>(error_code::truncated, "frame of " + std::to_string(want) + " bytes cut at " +
+                                                   std::to_string(n));
+  if (n > want) return fail<header>(error_code::malformed_body, std::to_string(n - want) + " bytes after the frame body");
+  const uint32_t crc = crc_of(b + header_bytes, h.value->body_bytes);
   if (crc != h.value->crc32)
-    return fail<tensor_chunk>(error_code::bad_checksum, "frame crc32 " + std::to_string(h.value->crc32) +
-                                                            ", body has " + std::to_string(crc));
-  // Cap'n Proto needs word-aligned input; the body is copied once into aligned storage.
-  const size_t words = h.value->body_bytes / sizeof(capnp::word);
-  auto aligned = kj::heapArray<capnp::word>(words);
-  std::memcpy(aligned.begin(), body, h.value->body_bytes);
+    return fail<header>(error_code::bad_checksum, "frame crc32 " + std::to_string(h.value->crc32) + ", body has " +
+                                                      std::to_string(crc));
+  return h;
+}
+
+// Parses a checked body that lies in word-aligned memory; the view's data points into it.
+result<tensor_chunk_view> parse_body(const capnp::word* body, size_t words, const limits& lim) {
   capnp::ReaderOptions opts;
   opts.traversalLimitInWords = 4 * words + 1024;  // each field is read once, data included
   opts.nestingLimit = 8;
-  tensor_chunk c;
+  tensor_chunk_view c;
   try {
-    capnp::FlatArrayMessageReader reader(aligned.asPtr(), opts);
-    if (reader.getEnd() != aligned.end())
-      return fail<tensor_chunk>(error_code::malformed_body, "Cap'n Proto message shorter than body_bytes");
+    capnp::FlatArrayMessageReader reader(kj::arrayPtr(body, words), opts);
+    if (reader.getEnd() != body + words)
+      return fail<tensor_chunk_view>(error_code::malformed_body, "Cap'n Proto message shorter than body_bytes");
     auto root = reader.getRoot<schema::TensorChunk>();
     auto name = root.getName();
     if (name.size() > max_name_bytes)
-      return fail<tensor_chunk>(error_code::malformed_body, "tensor name of " + std::to_string(name.size()) +
-                                                                " bytes, at most 256");
+      return fail<tensor_chunk_view>(error_code::malformed_body, "tensor name of " + std::to_string(name.size()) +
+                                                                     " bytes, at most 256");
     auto shape = root.getShape();
     if (shape.size() > max_rank)
-      return fail<tensor_chunk>(error_code::malformed_body, "tensor rank " + std::to_string(shape.size()) +
-                                                                ", at most 16");
+      return fail<tensor_chunk_view>(error_code::malformed_body, "tensor rank " + std::to_string(shape.size()) +
+                                                                     ", at most 16");
     c.meta.tensor_id = root.getTensorId();
     c.meta.name.assign(name.cStr(), name.size());
     c.meta.type = static_cast<dtype>(root.getDtype());
@@ -153,47 +155,118 @@ result<tensor_chunk> decode_frame(const uint8_t* b, size_t n, const limits& lim)
     c.offset = root.getOffset();
     auto data = root.getData();
     if (dtype_size(c.meta.type) == 0)
-      return fail<tensor_chunk>(error_code::malformed_body, "dtype " + std::to_string(root.getDtype()) + " unknown");
+      return fail<tensor_chunk_view>(error_code::malformed_body, "dtype " + std::to_string(root.getDtype()) +
+                                                                     " unknown");
     const auto expect = tensor_bytes(c.meta.shape, c.meta.type);
     if (!expect || *expect != c.total_bytes)
-      return fail<tensor_chunk>(error_code::malformed_body,
-                                "totalBytes " + std::to_string(c.total_bytes) + " does not match shape and dtype");
+      return fail<tensor_chunk_view>(error_code::malformed_body, "totalBytes " + std::to_string(c.total_bytes) +
+                                                                     " does not match shape and dtype");
     if (c.total_bytes > lim.max_tensor_bytes)
-      return fail<tensor_chunk>(error_code::oversized, "tensor of " + std::to_string(c.total_bytes) +
-                                                           " bytes over the limit " +
-                                                           std::to_string(lim.max_tensor_bytes));
+      return fail<tensor_chunk_view>(error_code::oversized, "tensor of " + std::to_string(c.total_bytes) +
+                                                                " bytes over the limit " +
+                                                                std::to_string(lim.max_tensor_bytes));
     if (c.count == 0 || c.index >= c.count)
-      return fail<tensor_chunk>(error_code::bad_chunk, "chunk index " + std::to_string(c.index) + " of count " +
-                                                           std::to_string(c.count));
+      return fail<tensor_chunk_view>(error_code::bad_chunk, "chunk index " + std::to_string(c.index) + " of count " +
+                                                                std::to_string(c.count));
     if (c.offset > c.total_bytes || data.size() > c.total_bytes - c.offset)
-      return fail<tensor_chunk>(error_code::bad_chunk, "chunk [" + std::to_string(c.offset) + ", +" +
-                                                           std::to_string(data.size()) + ") outside tensor of " +
-                                                           std::to_string(c.total_bytes) + " bytes");
-    c.data.assign(data.begin(), data.end());
+      return fail<tensor_chunk_view>(error_code::bad_chunk, "chunk [" + std::to_string(c.offset) + ", +" +
+                                                                std::to_string(data.size()) + ") outside tensor of " +
+                                                                std::to_string(c.total_bytes) + " bytes");
+    c.data = data.begin();
+    c.size = data.size();
   } catch (const kj::Exception& e) {
-    return fail<tensor_chunk>(error_code::malformed_body, std::string("Cap'n Proto: ") + e.getDescription().cStr());
+    return fail<tensor_chunk_view>(error_code::malformed_body,
+                                   std::string("Cap'n Proto: ") + e.getDescription().cStr());
   }
+  result<tensor_chunk_view> r;
+  r.value = std::move(c);
+  return r;
+}
+
+bool word_aligned(const void* p) { return reinterpret_cast<uintptr_t>(p) % sizeof(capnp::word) == 0; }
+
+// Cap'n Proto's builder over the encoder's scratch, as one segment and never a second: the data
+// field, allocated last, is then the message's tail, which frame_parts leaves in the caller's
+// buffer. The scratch's data region is never written, so only the prefix needs re-zeroing.
+class scratch_builder final : public capnp::MessageBuilder {
+ public:
+  explicit scratch_builder(kj::ArrayPtr<capnp::word> space) : space_(space) {}
+  kj::ArrayPtr<capnp::word> allocateSegment(unsigned int minimum) override {
+    if (given_ || minimum > space_.size()) throw std::logic_error("wire: frame overhead over its reserve");
+    given_ = true;
+    return space_;
+  }
+
+ private:
+  kj::ArrayPtr<capnp::word> space_;
+  bool given_ = false;
+};
+
+}  // namespace
+
+result<tensor_chunk> decode_frame(const uint8_t* b, size_t n, const limits& lim) {
+  auto h = check_frame(b, n, lim);
+  if (!h.ok()) return fail<tensor_chunk>(h.err->code, h.err->message);
+  const uint8_t* body = b + header_bytes;
+  const size_t words = h.value->body_bytes / sizeof(capnp::word);
+  // Cap'n Proto needs word-aligned input: an unaligned body is copied once into aligned storage.
+  kj::Array<capnp::word> aligned;
+  const capnp::word* in = reinterpret_cast<const capnp::word*>(body);
+  if (!word_aligned(body)) {
+    aligned = kj::heapArray<capnp::word>(words);
+    std::memcpy(aligned.begin(), body, h.value->body_bytes);
+    in = aligned.begin();
+  }
+  auto v = parse_body(in, words, lim);
+  if (!v.ok()) return fail<tensor_chunk>(v.err->code, v.err->message);
+  tensor_chunk c;
+  static_cast<chunk_info&>(c) = std::move(static_cast<chunk_info&>(*v.value));
+  c.data.assign(v.value->data, v.value->data + v.value->size);
   result<tensor_chunk> r;
   r.value = std::move(c);
   return r;
 }
 
-std::vector<std::vector<uint8_t>> encode_tensor(const tensor_meta& meta, const void* data, size_t nbytes,
-                                                const limits& lim) {
-  const size_t payload = chunk_payload_bytes(lim);
+result<tensor_chunk_view> decode_frame_view(const uint8_t* b, size_t n, const limits& lim) {
+  if (!word_aligned(b)) throw std::invalid_argument("wire: decode_frame_view needs an 8-byte aligned frame");
+  auto h = check_frame(b, n, lim);
+  if (!h.ok()) return fail<tensor_chunk_view>(h.err->code, h.err->message);
+  return parse_body(reinterpret_cast<const capnp::word*>(b + header_bytes), h.value->body_bytes / sizeof(capnp::word),
+                    lim);
+}
+
+void check_tensor(const tensor_meta& meta, size_t nbytes, const limits& lim) {
   if (meta.name.size() > max_name_bytes) throw std::invalid_argument("wire: tensor name over 256 bytes");
   if (meta.shape.size() > max_rank) throw std::invalid_argument("wire: tensor rank over 16");
   const auto expect = tensor_bytes(meta.shape, meta.type);
   if (!expect || *expect != nbytes || nbytes > lim.max_tensor_bytes)
     throw std::invalid_argument("wire: " + std::to_string(nbytes) + " bytes do not match the shape or the limit");
-  const uint64_t count = nbytes == 0 ? 1 : (nbytes + payload - 1) / payload;
+}
+
+frame_encoder::frame_encoder(limits lim) : lim_(lim), payload_(chunk_payload_bytes(lim)) {}
+frame_encoder::~frame_encoder() = default;
+
+uint32_t frame_encoder::chunk_count(size_t nbytes) const {
+  const uint64_t count = nbytes == 0 ? 1 : (nbytes + payload_ - 1) / payload_;
   if (count > UINT32_MAX) throw std::invalid_argument("wire: too many chunks");
-  std::vector<std::vector<uint8_t>> frames;
-  frames.reserve(count);
-  const auto* src = static_cast<const uint8_t*>(data);
-  for (uint64_t i = 0; i < count; ++i) {
-    const size_t off = i * payload, len = std::min(payload, nbytes - off);
-    capnp::MallocMessageBuilder mb(static_cast<unsigned>(len / 8 + 256));
+  return static_cast<uint32_t>(count);
+}
+
+frame_parts frame_encoder::encode(const tensor_meta& meta, const void* data, size_t nbytes, uint32_t index) {
+  check_tensor(meta, nbytes, lim_);
+  const uint32_t count = chunk_count(nbytes);
+  if (index >= count)
+    throw std::invalid_argument("wire: chunk " + std::to_string(index) + " of a tensor of " + std::to_string(count));
+  const size_t off = size_t{index} * payload_, len = std::min(payload_, nbytes - off);
+  if (scratch_.empty()) scratch_.resize(lim_.max_frame_bytes / sizeof(capnp::word));
+  kj::ArrayPtr<capnp::word> space(reinterpret_cast<capnp::word*>(scratch_.data()), scratch_.size());
+  frame_parts f;
+  f.payload = static_cast<const uint8_t*>(data) + off;
+  f.payload_bytes = len;
+  f.pad_bytes = (8 - len % 8) % 8;
+  size_t prefix = 0, segment = 0;
+  {
+    scratch_builder mb(space);
     auto root = mb.initRoot<schema::TensorChunk>();
     root.setTensorId(meta.tensor_id);
     root.setName(meta.name);
@@ -201,25 +274,52 @@ std::vector<std::vector<uint8_t>> encode_tensor(const tensor_meta& meta, const v
     auto shape = root.initShape(static_cast<unsigned>(meta.shape.size()));
     for (size_t d = 0; d < meta.shape.size(); ++d) shape.set(static_cast<unsigned>(d), meta.shape[d]);
     root.setTotalBytes(nbytes);
-    root.setChunkIndex(static_cast<uint32_t>(i));
-    root.setChunkCount(static_cast<uint32_t>(count));
+    root.setChunkIndex(index);
+    root.setChunkCount(count);
     root.setOffset(off);
     auto d = root.initData(static_cast<unsigned>(len));
-    if (len > 0) std::memcpy(d.begin(), src + off, len);
-    // Serialize straight behind the header: one copy of the payload, not two.
-    const size_t body = capnp::computeSerializedSizeInWords(mb) * sizeof(capnp::word);
-    if (header_bytes + body > lim.max_frame_bytes) throw std::logic_error("wire: frame overhead over its reserve");
-    std::vector<uint8_t> f(header_bytes + body);
-    kj::ArrayOutputStream out(kj::arrayPtr(reinterpret_cast<kj::byte*>(f.data() + header_bytes), body));
-    capnp::writeMessage(out, mb);
-    const uint32_t magic = frame_magic, body32 = static_cast<uint32_t>(body);
-    const uint16_t version = frame_version, type = static_cast<uint16_t>(frame_type::tensor_chunk);
-    const uint32_t crc = crc_of(f.data() + header_bytes, body);
-    std::memcpy(f.data(), &magic, 4);
-    std::memcpy(f.data() + 4, &version, 2);
-    std::memcpy(f.data() + 6, &type, 2);
-    std::memcpy(f.data() + 8, &body32, 4);
-    std::memcpy(f.data() + 12, &crc, 4);
+    auto segs = mb.getSegmentsForOutput();
+    const auto* seg = reinterpret_cast<const uint8_t*>(segs[0].begin());
+    segment = segs[0].size() * sizeof(capnp::word);
+    prefix = len == 0 ? segment : static_cast<size_t>(d.begin() - seg);
+    if (segs.size() != 1 || prefix + len + f.pad_bytes != segment)
+      throw std::logic_error("wire: chunk data is not the tail of its message");
+    // Flat form of a one-segment message: segment count - 1 (0) and its size in words.
+    const uint32_t table[2] = {0, static_cast<uint32_t>(segs[0].size())};
+    f.head.resize(header_bytes + sizeof table + prefix);
+    std::memcpy(f.head.data() + header_bytes, table, sizeof table);
+    std::memcpy(f.head.data() + header_bytes + sizeof table, seg, prefix);
+  }
+  std::memset(scratch_.data(), 0, prefix);  // what the builder wrote; the next frame needs it zero
+  const size_t body = sizeof(uint32_t) * 2 + segment;
+  if (header_bytes + body > lim_.max_frame_bytes) throw std::logic_error("wire: frame overhead over its reserve");
+  static const uint8_t zeros[8] = {};
+  uint32_t crc = crc_of(f.head.data() + header_bytes, f.head.size() - header_bytes);
+  // Only non-empty pieces: a CRC update with a null buffer returns the initial value, not the CRC so far.
+  if (len > 0) crc = libdeflate_crc32(crc, f.payload, len);
+  if (f.pad_bytes > 0) crc = libdeflate_crc32(crc, zeros, f.pad_bytes);
+  const uint32_t magic = frame_magic, body32 = static_cast<uint32_t>(body);
+  const uint16_t version = frame_version, type = static_cast<uint16_t>(frame_type::tensor_chunk);
+  std::memcpy(f.head.data(), &magic, 4);
+  std::memcpy(f.head.data() + 4, &version, 2);
+  std::memcpy(f.head.data() + 6, &type, 2);
+  std::memcpy(f.head.data() + 8, &body32, 4);
+  std::memcpy(f.head.data() + 12, &crc, 4);
+  return f;
+}
+
+std::vector<std::vector<uint8_t>> encode_tensor(const tensor_meta& meta, const void* data, size_t nbytes,
+                                                const limits& lim) {
+  frame_encoder enc(lim);
+  check_tensor(meta, nbytes, lim);
+  const uint32_t count = enc.chunk_count(nbytes);
+  std::vector<std::vector<uint8_t>> frames;
+  frames.reserve(count);
+  for (uint32_t i = 0; i < count; ++i) {
+    const frame_parts p = enc.encode(meta, data, nbytes, i);
+    std::vector<uint8_t> f(p.size());  // zero-filled: the pad bytes
+    std::memcpy(f.data(), p.head.data(), p.head.size());
+    if (p.payload_bytes > 0) std::memcpy(f.data() + p.head.size(), p.payload, p.payload_bytes);
     frames.push_back(std::move(f));
   }
   return frames;
@@ -233,7 +333,7 @@ void tensor_assembler::reset() {
   bytes_ = {};
 }
 
-std::optional<error> tensor_assembler::add(tensor_chunk&& c) {
+std::optional<error> tensor_assembler::add(const tensor_chunk_view& c) {
   auto refuse = [&](std::string msg) {
     reset();
     return std::optional<error>(error{error_code::bad_chunk, std::move(msg)});
@@ -259,13 +359,21 @@ std::optional<error> tensor_assembler::add(tensor_chunk&& c) {
                   std::to_string(next_index_) + " at " + std::to_string(bytes_.size()));
   }
   const bool last = c.index + 1 == count_;
-  const uint64_t end = c.offset + c.data.size();
-  if ((last && end != total_bytes_) || (!last && (c.data.empty() || end >= total_bytes_)))
+  const uint64_t end = c.offset + c.size;
+  if ((last && end != total_bytes_) || (!last && (c.size == 0 || end >= total_bytes_)))
     return refuse("chunk " + std::to_string(c.index) + " of " + std::to_string(count_) + " ends at " +
                   std::to_string(end) + " of " + std::to_string(total_bytes_) + " bytes");
-  bytes_.insert(bytes_.end(), c.data.begin(), c.data.end());
+  bytes_.insert(bytes_.end(), c.data, c.data + c.size);
   ++next_index_;
   return std::nullopt;
+}
+
+std::optional<error> tensor_assembler::add(tensor_chunk&& c) {
+  tensor_chunk_view v;
+  static_cast<chunk_info&>(v) = std::move(static_cast<chunk_info&>(c));
+  v.data = c.data.data();
+  v.size = c.data.size();
+  return add(v);
 }
 
 std::pair<tensor_meta, std::vector<uint8_t>> tensor_assembler::take() {

@@ -12,7 +12,7 @@ mkdir -p "$out/gen/comm/wire" "$out/corpus" "$out/crashes"
 capnp compile --src-prefix=. -oc++:"$out/gen" comm/wire/frame.capnp
 clang++ -std=c++17 -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I. -I"$out/gen" bench/fuzz/frame_fuzzer.cpp comm/wire_frame.cpp "$out/gen/comm/wire/frame.capnp.c++" \
-  $(pkg-config --cflags --libs capnp) -lz -o "$out/frame_fuzzer"
+  $(pkg-config --cflags --libs capnp libdeflate) -lz -o "$out/frame_fuzzer"
 # The committed corpus holds frames, the fuzzer's inputs a flag byte first: 0x01 = fix the CRC.
 for f in tests/comm/wire_corpus/*.bin; do
   [ -f "$f" ] || continue

@@ -2,6 +2,7 @@
 // of bad input the decoder must refuse with its error code, plus the fuzzer's crash corpus
 // (tests/comm/wire_corpus/) replayed as regression inputs.
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <cstring>
 #include <filesystem>
@@ -187,6 +188,95 @@ TEST(WireFrame, EncoderRefusesWhatTheDecoderWould) {
   w::limits tiny;
   tiny.max_frame_bytes = 100;
   EXPECT_THROW(w::encode_tensor(meta_of({4}), x.data(), 16, tiny), std::invalid_argument);
+}
+
+// The header's checksum is zlib's CRC-32 of the body (the format's definition), whichever library
+// computes it: frames from an older build, and the fuzz corpus, stay valid.
+TEST(WireFrame, ChecksumIsZlibsCrc32OfTheBody) {
+  std::vector<uint8_t> x(100003);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>(i * 131 + (i >> 9));
+  for (const auto& f : w::encode_tensor({9, "crc", w::dtype::u8, {100003}}, x.data(), x.size())) {
+    uint32_t in_header = 0;
+    std::memcpy(&in_header, f.data() + 12, 4);
+    EXPECT_EQ(in_header, static_cast<uint32_t>(crc32_z(0, f.data() + w::header_bytes, f.size() - w::header_bytes)));
+  }
+}
+
+// The encoder leaves the payload where the caller has it: the parts point into the tensor, the
+// head holds only the header and the fields, and the joined parts are the frame encode_tensor gives.
+TEST(WireFrame, EncoderPartsPointIntoTheCallersBytes) {
+  std::vector<uint8_t> x(10001);  // odd: the last chunk needs padding to the word
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>(i * 31 + 7);
+  w::limits lim;
+  lim.max_frame_bytes = 4096;
+  w::tensor_meta m{3, "act", w::dtype::u8, {10001}};
+  w::frame_encoder enc(lim);
+  const auto frames = w::encode_tensor(m, x.data(), x.size(), lim);
+  ASSERT_EQ(enc.chunk_count(x.size()), frames.size());
+  const size_t payload = w::chunk_payload_bytes(lim);
+  for (uint32_t i = 0; i < frames.size(); ++i) {
+    const auto p = enc.encode(m, x.data(), x.size(), i);
+    EXPECT_EQ(p.payload, x.data() + i * payload);
+    EXPECT_LT(p.head.size(), w::frame_overhead_bytes);
+    EXPECT_EQ((p.head.size() + p.payload_bytes + p.pad_bytes) % 8, 0u);
+    std::vector<uint8_t> joined(p.head);
+    joined.insert(joined.end(), p.payload, p.payload + p.payload_bytes);
+    joined.resize(p.size(), 0);
+    EXPECT_EQ(joined, frames[i]) << "frame " << i;
+  }
+  EXPECT_GT(enc.encode(m, x.data(), x.size(), static_cast<uint32_t>(frames.size() - 1)).pad_bytes, 0u);
+  EXPECT_THROW(enc.encode(m, x.data(), x.size(), static_cast<uint32_t>(frames.size())), std::invalid_argument);
+}
+
+// The encoder's scratch is reused: a frame after a longer name and a higher rank must come out
+// exactly as from a fresh encoder (no field of the previous message may leak into it).
+TEST(WireFrame, ReusedEncoderGivesTheSameFrameAsAFreshOne) {
+  std::vector<float> big(64, 1.0f), small = {2.0f, 3.0f};
+  w::frame_encoder reused;
+  w::tensor_meta first{1, std::string(200, 'n'), w::dtype::f32, {2, 2, 2, 8}};
+  w::tensor_meta second{2, "b", w::dtype::f32, {2}};
+  reused.encode(first, big.data(), 256, 0);
+  const auto again = reused.encode(second, small.data(), 8, 0);
+  w::frame_encoder fresh;
+  const auto want = fresh.encode(second, small.data(), 8, 0);
+  EXPECT_EQ(again.head, want.head);
+  auto frames = w::encode_tensor(second, small.data(), 8);
+  auto c = w::decode_frame(frames[0].data(), frames[0].size());
+  ASSERT_TRUE(c.ok()) << c.err->message;
+  EXPECT_EQ(c.value->meta.name, "b");
+}
+
+// decode_frame_view reads an aligned frame in place: its data points into the frame, and the
+// assembler takes views to the same tensor bitwise. An unaligned buffer is refused loudly.
+TEST(WireFrame, ViewDecodesInPlaceAndAssemblesBitwise) {
+  std::vector<float> x(5000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.25f - 7.0f;
+  w::limits lim;
+  lim.max_frame_bytes = 4096;
+  const auto frames = w::encode_tensor(meta_of({5000}), x.data(), x.size() * 4, lim);
+  ASSERT_GT(frames.size(), 4u);
+  w::tensor_assembler a(lim);
+  std::vector<uint64_t> buf(lim.max_frame_bytes / 8 + 1);
+  auto* b = reinterpret_cast<uint8_t*>(buf.data());
+  for (const auto& f : frames) {
+    std::memcpy(b, f.data(), f.size());
+    auto v = w::decode_frame_view(b, f.size(), lim);
+    ASSERT_TRUE(v.ok()) << v.err->message;
+    EXPECT_GE(v.value->data, b);
+    EXPECT_LE(v.value->data + v.value->size, b + f.size());
+    auto e = a.add(*v.value);
+    ASSERT_FALSE(e.has_value()) << e->message;
+  }
+  ASSERT_TRUE(a.complete());
+  auto [meta, bytes] = a.take();
+  ASSERT_EQ(bytes.size(), x.size() * 4);
+  EXPECT_EQ(std::memcmp(bytes.data(), x.data(), bytes.size()), 0);
+  std::memcpy(b, frames[0].data(), frames[0].size());
+  b[frames[0].size() - 9] ^= 0x10;
+  auto bad = w::decode_frame_view(b, frames[0].size(), lim);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.err->code, w::error_code::bad_checksum);
+  EXPECT_THROW(w::decode_frame_view(b + 1, frames[0].size(), lim), std::invalid_argument);
 }
 
 // Every input the fuzzer ever crashed on or found interesting is kept and must decode cleanly:
