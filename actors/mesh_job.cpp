@@ -4,7 +4,7 @@
 #include <thread>
 
 #include "actors/actors.hpp"
-#include "actors/collective.hpp"
+#include "actors/mesh_links.hpp"
 #include "actors/stage.hpp"
 
 namespace troupe {
@@ -55,28 +55,13 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
 
 rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                        const job_plan& plan, const caf::actor& coordinator) {
-  const sched::mesh& m = plan.mesh;
-  std::vector<std::vector<caf::actor>> groups;  // by pipeline stage: its dp replicas' members
-  if (m.dp > 1)
-    for (int p = 0; p < m.pp; ++p) groups.push_back(spawn_collective_group(sys, m.dp, collective_options_from_env()));
+  mesh_links links(sys, plan, {});  // one process: in-process groups, local peers, no transport
   std::vector<int> all;
-  for (int r = 0; r < m.ranks(); ++r) all.push_back(r);
-  rank_actors out = spawn_ranks(sys, cfg, data, plan, all, coordinator, [&](int rank) {
-    if (groups.empty()) return caf::actor();
-    const sched::mesh_coords at = m.coords_of(rank);
-    return groups[static_cast<size_t>(at.pp)][static_cast<size_t>(at.dp)];
-  });
-  for (const auto& g : groups)
-    for (const auto& member : g) {
-      out.members.push_back(member);
-      out.collectives.push_back(member);
-    }
-  if (m.pp > 1)
-    for (int d = 0; d < m.dp; ++d) {
-      std::vector<caf::actor> peers;
-      for (int p = 0; p < m.pp; ++p) peers.push_back(out.stages[static_cast<size_t>(m.rank_of({d, p, 0}))]);
-      for (const auto& s : peers) caf::anon_send(s, peers_atom::value, peers);
-    }
+  for (int r = 0; r < plan.mesh.ranks(); ++r) all.push_back(r);
+  rank_actors out = spawn_ranks(sys, cfg, data, plan, all, coordinator, [&](int rank) { return links.collective_of(rank); });
+  links.connect_pipelines(out.stages, coordinator);
+  out.members.insert(out.members.end(), links.actors().begin(), links.actors().end());
+  out.collectives = links.collectives();
   return out;
 }
 

@@ -36,7 +36,9 @@ void add_message_types(caf::actor_system_config& cfg) {
   // across processes
   cfg.add_message_type<join_request>("troupe::join_request");
   cfg.add_message_type<join_reply>("troupe::join_reply");
+  cfg.add_message_type<process_endpoints>("troupe::process_endpoints");
   cfg.add_message_type<worker_ready>("troupe::worker_ready");
+  cfg.add_message_type<mesh_addresses>("troupe::mesh_addresses");
   cfg.add_message_type<job_end>("troupe::job_end");
 }
 

@@ -323,13 +323,32 @@ struct join_request {
 // job hub -> rank r: whom its stage reports to, and where the data-plane ring meets.
 struct join_reply {
   caf::actor coordinator;
-  int32_t ring_port = 0;
 };
-// rank r -> job hub: rank r's actors are up; the hub monitors and pings them.
+// What one process serves to the others on the data plane: the rendezvous of each data-parallel
+// group whose first member it holds (group = pipeline stage), and its point-to-point endpoint
+// for activations (port 0: it has no pipeline peer in another process).
+struct process_endpoints {
+  std::vector<int32_t> ring_groups;
+  std::vector<std::string> ring_hosts;
+  std::vector<int32_t> ring_ports;
+  std::string p2p_host;
+  int32_t p2p_port = 0;
+};
+// process r -> job hub: its ranks' actors are up (its stages, in rank order) and what it serves;
+// the hub monitors and pings them.
 struct worker_ready {
-  int32_t rank = 0;
+  int32_t rank = 0;  // the process index
   caf::actor hub;
-  caf::actor stage;
+  std::vector<caf::actor> stages;
+  process_endpoints serves;
+};
+// job hub -> every process, once all are ready and before training starts: where each data-parallel
+// group's rendezvous listens (by group) and each process's point-to-point endpoint (by process).
+struct mesh_addresses {
+  std::vector<std::string> ring_hosts;
+  std::vector<int32_t> ring_ports;
+  std::vector<std::string> p2p_hosts;
+  std::vector<int32_t> p2p_ports;
 };
 // job hub -> each worker hub at the end (answered with job_end_ack): ok, or why the job stopped
 // (the report names the rank and the step).
@@ -338,8 +357,10 @@ struct job_end {
   std::string report;
 };
 TROUPE_INSPECT_NET(join_request, x.rank, x.config)
-TROUPE_INSPECT_NET(join_reply, x.coordinator, x.ring_port)
-TROUPE_INSPECT_NET(worker_ready, x.rank, x.hub, x.stage)
+TROUPE_INSPECT_NET(join_reply, x.coordinator)
+TROUPE_INSPECT_NET(process_endpoints, x.ring_groups, x.ring_hosts, x.ring_ports, x.p2p_host, x.p2p_port)
+TROUPE_INSPECT_NET(worker_ready, x.rank, x.hub, x.stages, x.serves)
+TROUPE_INSPECT_NET(mesh_addresses, x.ring_hosts, x.ring_ports, x.p2p_hosts, x.p2p_ports)
 TROUPE_INSPECT_NET(job_end, x.ok, x.report)
 #undef TROUPE_INSPECT_NET
 // Liveness: the job hub pings every worker hub, which answers with its rank; each side takes

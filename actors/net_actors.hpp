@@ -7,13 +7,16 @@
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <future>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "actors/messages.hpp"
 #include "comm/launch_env.hpp"
+#include "schedules/mesh.hpp"
 #include "comm/tcp_ring.hpp"
 
 namespace troupe {
@@ -29,6 +32,10 @@ struct net_collective_args {
   std::string secret;
   net::ring_options ring;
   std::shared_ptr<net::ring_interrupt> interrupt;  // fired by whoever ends the job (optional)
+  // A member other than the group's first: where the rendezvous listens, known once the job hub
+  // has every process's addresses. Valid: connect() waits for it (rendezvous_timeout_ms at most).
+  std::shared_future<std::pair<std::string, uint16_t>> rendezvous;
+  int rendezvous_timeout_ms = 120000;
 };
 caf::actor spawn_net_collective(caf::actor_system& sys, net_collective_args args);
 
@@ -40,13 +47,17 @@ struct job_verdict {
 };
 
 struct job_hub_args {
-  int world = 1;
+  int world = 1;                   // processes
+  sched::mesh mesh;                // which ranks each process holds
   std::string config;              // rank 0's describe_for_join()
-  int32_t ring_port = 0;
   std::chrono::milliseconds peer_timeout{30000}, join_timeout{120000};
   caf::actor coordinator;
-  caf::actor local_stage;          // rank 0's stage: stages[0]
-  caf::actor evaluator;            // rank 0's, handed to the coordinator with the stages
+  std::vector<caf::actor> local_stages;  // process 0's, in rank order
+  caf::actor evaluator;            // process 0's, handed to the coordinator with the stages
+  process_endpoints serves;        // what process 0 serves
+  // Called (on the hub's thread) with every process's addresses once all are ready, before the
+  // coordinator starts: process 0's mesh_links::apply.
+  std::function<void(const mesh_addresses&)> on_addresses;
   std::vector<caf::actor> local_members;
   std::shared_ptr<job_verdict> verdict;
   // Closes every worker's connection (the process layer holds the sockets); called once every
@@ -62,9 +73,11 @@ struct job_hub_args {
 caf::actor spawn_job_hub(caf::actor_system& sys, job_hub_args args);
 
 struct worker_hub_args {
-  int32_t rank = 0;
+  int32_t rank = 0;                // the process index
   caf::actor job_hub;              // remote
-  caf::actor stage;                // this rank's stage
+  std::vector<caf::actor> stages;  // this process's, in rank order
+  process_endpoints serves;
+  std::function<void(const mesh_addresses&)> on_addresses;  // mesh_links::apply
   std::chrono::milliseconds peer_timeout{30000};
   std::shared_ptr<std::string> report;  // "" when rank 0 said the job ended well
 };

@@ -72,6 +72,14 @@ void net_collective(caf::blocking_actor* self, net_collective_args a) {
   std::shared_ptr<net::tcp_ring> ring;
   std::string broken;
   try {
+    if (a.rendezvous.valid()) {
+      if (a.rendezvous.wait_for(std::chrono::milliseconds(a.rendezvous_timeout_ms)) != std::future_status::ready)
+        throw net::net_error("the address of its group's rendezvous did not arrive within " +
+                             std::to_string(a.rendezvous_timeout_ms) + " ms");
+      const auto [host, port] = a.rendezvous.get();  // a broken promise: the job ended first
+      a.env.master_addr = host;
+      a.env.master_port = port;
+    }
     ring = net::tcp_ring::connect(a.env, a.secret, a.ring);
     if (a.interrupt) a.interrupt->set(ring);
   } catch (const std::exception& e) {

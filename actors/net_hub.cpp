@@ -4,6 +4,7 @@
 // middleman. The hub decides only who is in, who is lost, and tells everyone when it is over.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 #include <utility>
 
@@ -33,7 +34,9 @@ std::chrono::milliseconds tick_of(std::chrono::milliseconds timeout) {
 double seconds(clock_type::duration d) { return std::chrono::duration<double>(d).count(); }
 
 struct peer {
-  caf::actor hub, stage;
+  caf::actor hub;
+  std::vector<caf::actor> stages;
+  process_endpoints serves;
   clock_type::time_point last_seen;
   bool gone = false;  // its process or connection is lost: nobody to tell at the end
 };
@@ -115,7 +118,8 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
   self->state.args = std::move(args);
   self->set_down_handler([self](caf::down_msg& dm) {
     for (auto& [rank, p] : self->state.ready) {
-      const bool hub = dm.source == p.hub.address(), stage = dm.source == p.stage.address();
+      const bool hub = dm.source == p.hub.address();
+      const bool stage = std::any_of(p.stages.begin(), p.stages.end(), [&](const caf::actor& a) { return dm.source == a.address(); });
       if (!hub && !stage) continue;
       const bool unreachable = dm.reason == caf::exit_reason::remote_link_unreachable;
       if (unreachable || hub) p.gone = true;
@@ -148,17 +152,42 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
           return caf::make_error(caf::sec::request_receiver_down, why);
         }
         s.admitted[j.rank] = true;
-        return join_reply{s.args.coordinator, s.args.ring_port};
+        return join_reply{s.args.coordinator};
       },
       [self](const worker_ready& w) {
         auto& s = self->state;
         if (!s.admitted.count(w.rank) || s.ready.count(w.rank)) return;
+        const auto want = static_cast<size_t>(s.args.mesh.ranks_per_process());
+        if (w.stages.size() != want) {
+          lost(self, "process " + std::to_string(w.rank) + " reported " + std::to_string(w.stages.size()) +
+                         " stages, its block of the mesh has " + std::to_string(want));
+          return;
+        }
         self->monitor(w.hub);
-        self->monitor(w.stage);
-        s.ready[w.rank] = {w.hub, w.stage, clock_type::now()};
+        for (const auto& st : w.stages) self->monitor(st);
+        s.ready[w.rank] = {w.hub, w.stages, w.serves, clock_type::now()};
         if (static_cast<int>(s.ready.size()) + 1 < s.args.world) return;
-        std::vector<caf::actor> stages{s.args.local_stage};
-        for (auto& [rank, p] : s.ready) stages.push_back(p.stage);
+        // Every process is in: the stages by mesh rank, and where each serves what.
+        std::vector<caf::actor> stages(static_cast<size_t>(s.args.mesh.ranks()));
+        mesh_addresses where;
+        where.ring_hosts.resize(static_cast<size_t>(s.args.mesh.pp));
+        where.ring_ports.resize(static_cast<size_t>(s.args.mesh.pp), 0);
+        where.p2p_hosts.resize(static_cast<size_t>(s.args.world));
+        where.p2p_ports.resize(static_cast<size_t>(s.args.world), 0);
+        auto place = [&](int process, const std::vector<caf::actor>& block, const process_endpoints& e) {
+          const auto ranks = s.args.mesh.ranks_of_process(process);
+          for (size_t i = 0; i < ranks.size(); ++i) stages[static_cast<size_t>(ranks[i])] = block.at(i);
+          for (size_t i = 0; i < e.ring_groups.size(); ++i) {
+            where.ring_hosts.at(static_cast<size_t>(e.ring_groups[i])) = e.ring_hosts.at(i);
+            where.ring_ports.at(static_cast<size_t>(e.ring_groups[i])) = e.ring_ports.at(i);
+          }
+          where.p2p_hosts[static_cast<size_t>(process)] = e.p2p_host;
+          where.p2p_ports[static_cast<size_t>(process)] = e.p2p_port;
+        };
+        place(0, s.args.local_stages, s.args.serves);
+        for (auto& [rank, p] : s.ready) place(rank, p.stages, p.serves);
+        for (auto& [rank, p] : s.ready) self->send(p.hub, where);
+        if (s.args.on_addresses) s.args.on_addresses(where);
         spdlog::info("job hub: all {} ranks joined ({:.1f} s); training starts", s.args.world,
                      seconds(clock_type::now() - s.started));
         s.running = true;
@@ -208,9 +237,12 @@ caf::behavior worker_hub(worker_ptr self, worker_hub_args args) {
     if (!self->state.ending) *self->state.args.report = "rank 0 lost: " + describe_exit(self->system(), dm.reason);
     self->quit();
   });
-  self->send(s.args.job_hub, worker_ready{s.args.rank, caf::actor_cast<caf::actor>(self), s.args.stage});
+  self->send(s.args.job_hub, worker_ready{s.args.rank, caf::actor_cast<caf::actor>(self), s.args.stages, s.args.serves});
   self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
   return {
+      [self](const mesh_addresses& a) {
+        if (self->state.args.on_addresses) self->state.args.on_addresses(a);
+      },
       [self](peer_ping_atom) {
         self->state.last_ping = clock_type::now();
         self->send(self->state.args.job_hub, peer_pong_atom::value, self->state.args.rank);

@@ -1,13 +1,15 @@
-// run_process_training: one data-parallel rank per process. Two planes:
+// run_process_training: a mesh spread over processes, each holding its block of ranks (spawned by
+// spawn_ranks exactly as a job held in one process is). Two planes:
 //  * control: CAF's middleman carries step orders, reports, evaluation and the hubs' messages.
 //    The middleman listens nowhere: the gate (net_gate) runs the job's HMAC challenge on every
 //    connection and only then hands the socket to the middleman (middleman_link), so a peer
 //    without the secret never reaches an actor. With --tls-cert/--tls-key/--tls-ca the middleman
 //    speaks caf_openssl mutual TLS on a loopback port that the gate splices to.
-//  * data: gradient buckets go through net_collective's tcp_ring, whose rendezvous port rank 0
-//    hands out in join_reply (so it too is only learnt over the authenticated channel).
-// Each process spawns its block of the mesh's ranks (mesh_job.hpp) exactly as a job held in one
-// process does; for now a block is one data-parallel rank (validate() refuses other meshes).
+//  * data (mesh_links): gradient buckets go through a tcp_ring per data-parallel group that spans
+//    processes, activations and their gradients through each process's point-to-point endpoint.
+//    Where they listen is learnt only over the authenticated control plane: every process tells
+//    the job hub what it serves (worker_ready), and the hub hands out every address
+//    (mesh_addresses) before training starts.
 #include "actors/runtime_config.hpp"
 #include "actors/process_job.hpp"
 
@@ -24,6 +26,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/mesh_job.hpp"
+#include "actors/mesh_links.hpp"
 #include "actors/metrics_log.hpp"
 #include "actors/net_actors.hpp"
 #include "actors/middleman_link.hpp"
@@ -59,12 +62,28 @@ void configure(caf::actor_system_config& sys_cfg, const process_config& p) {
   }
 }
 
+mesh_links_args links_args(const train_config& cfg, int process, const std::string& local_host);
+
 net::ring_options ring_options_for(const process_config& p) {
   net::ring_options o;
   // Twice the peer timeout: the hubs' pings name a silent rank first; the ring only unblocks.
   o.io_timeout_ms = static_cast<int>(2 * to_ms(p.peer_timeout_seconds).count());
   o.rendezvous.timeout_ms = static_cast<int>(to_ms(p.join_timeout_seconds).count());
   return o;
+}
+
+mesh_links_args links_args(const train_config& cfg, int process, const std::string& local_host) {
+  const process_config& pc = cfg.process;
+  mesh_links_args a;
+  a.process = process;
+  a.local_host = local_host;
+  a.secret = pc.secret;
+  a.ring = ring_options_for(pc);
+  // Twice the peer timeout, as for the ring: the hubs' pings name a silent process first.
+  a.p2p.io_timeout_ms = static_cast<int>(2 * to_ms(pc.peer_timeout_seconds).count());
+  a.p2p.connect_timeout_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
+  a.join_timeout_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
+  return a;
 }
 
 // Stops the actors, waits until they are gone, and drops the registry entries the middleman
@@ -92,34 +111,45 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
   configure(sys_cfg, pc);
   caf::actor_system sys{sys_cfg};
 
-  // The data plane's rendezvous listens first (any port), so join replies can carry its port.
-  auto ring_port = std::make_shared<std::promise<uint16_t>>();
-  auto interrupt = std::make_shared<net::ring_interrupt>();
-  net_collective_args na{{0, cfg.mesh.processes, pc.master_addr, 0, "flags"}, pc.secret, ring_options_for(pc), interrupt};
-  na.ring.on_master_listening = [ring_port](uint16_t p) { ring_port->set_value(p); };
-  auto collective = spawn_net_collective(sys, std::move(na));
-  auto port_future = ring_port->get_future();
-  if (port_future.wait_for(std::chrono::seconds(30)) != std::future_status::ready) {
-    caf::anon_send_exit(collective, caf::exit_reason::user_shutdown);
-    throw std::runtime_error("rank 0: the data plane could not listen on " + pc.master_addr);
-  }
+  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, 0, pc.master_addr));
   auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, job, plan, out));
   rank_actors p = spawn_ranks(sys, cfg, job, plan, cfg.mesh.ranks_of_process(0), coordinator,
-                              [&](int) { return collective; });
+                              [&](int rank) { return links->collective_of(rank); });
+  links->connect_pipelines(p.stages, coordinator);
   auto evaluator = spawn_evaluator(sys, job.model, cfg.seed, p.loaders.at(0), coordinator);
   middleman_drain drain;  // the detached actors, watched before their handles leave the process
   for (const auto& a : p.detached) drain.watch(a);
-  drain.watch(collective);
+  for (const auto& a : links->detached()) drain.watch(a);
   drain.watch(evaluator);
   std::vector<caf::actor> local = p.members;
-  local.push_back(collective);
+  local.insert(local.end(), links->actors().begin(), links->actors().end());
   local.push_back(evaluator);
-  caf::anon_send(coordinator, watch_atom::value, std::vector<caf::actor>{collective});
+  caf::anon_send(coordinator, watch_atom::value, links->collectives());
+  process_endpoints serves;
+  try {
+    serves = links->serves();  // its rendezvous listen before any process can ask where they are
+  } catch (const std::exception&) {
+    links->stop();
+    stop_all(sys, local);
+    stop_all(sys, {coordinator});
+    throw;
+  }
   auto connections = std::make_shared<net::connection_set>();
-  auto hub = spawn_job_hub(sys, {cfg.mesh.processes, describe_for_join(cfg, job), port_future.get(),
-                                 to_ms(pc.peer_timeout_seconds), to_ms(pc.join_timeout_seconds), coordinator,
-                                 p.stages.at(0), evaluator, local, verdict,
-                                 [connections] { connections->shutdown_all(); }});
+  job_hub_args ha;
+  ha.world = cfg.mesh.processes;
+  ha.mesh = cfg.mesh;
+  ha.config = describe_for_join(cfg, job);
+  ha.peer_timeout = to_ms(pc.peer_timeout_seconds);
+  ha.join_timeout = to_ms(pc.join_timeout_seconds);
+  ha.coordinator = coordinator;
+  ha.local_stages = p.stages;
+  ha.evaluator = evaluator;
+  ha.serves = serves;
+  ha.on_addresses = [links](const mesh_addresses& a) { links->apply(a); };
+  ha.local_members = local;
+  ha.verdict = verdict;
+  ha.disconnect = [connections] { connections->shutdown_all(); };
+  auto hub = spawn_job_hub(sys, std::move(ha));
   // Plain TCP: the middleman gets no port; the gate hands it each admitted socket (serve_over).
   // TLS: the TLS middleman listens on loopback, behind its mutual TLS and the gate's splices.
   std::unique_ptr<net::loopback_splices> splices;
@@ -170,7 +200,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
       for (const auto& l : verdict->later) spdlog::warn("also: {}", l);
     }
     self->request(hub, std::chrono::seconds(10), job_end{ok, report}).receive([](bool) {}, [](caf::error&) {});
-    interrupt->fire();  // a collective blocked on a lost peer returns now, not at the ring's timeout
+    links->stop();  // a collective or a link blocked on a lost peer returns now, not at its timeout
     if (!ok) guard.arm(report, failed_job_grace);
     stop_all(sys, local);
     stop_all(sys, {hub, coordinator});
@@ -185,6 +215,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
   const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
   net::socket_fd upstream =
       net::connect_through_gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.index), join_ms);
+  const std::string local_host = net::local_host(upstream.get());  // the interface that reaches process 0
   auto report = std::make_shared<std::string>();
   teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
   caf::actor_system_config sys_cfg;
@@ -208,24 +239,37 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
         .receive([&](join_reply& r) { joined = std::move(r); }, [&](caf::error& e) { refused = sys.render(e); });
   }
   if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": rank 0 refused us: " + refused);
-  launch_env ring_env{pc.index, cfg.mesh.processes, pc.master_addr, static_cast<uint16_t>(joined.ring_port), "flags"};
-  auto interrupt = std::make_shared<net::ring_interrupt>();
-  auto collective = spawn_net_collective(sys, {ring_env, pc.secret, ring_options_for(pc), interrupt});
+  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, pc.index, local_host));
   rank_actors p = spawn_ranks(sys, cfg, job, plan, cfg.mesh.ranks_of_process(pc.index), joined.coordinator,
-                              [&](int) { return collective; });
+                              [&](int rank) { return links->collective_of(rank); });
+  links->connect_pipelines(p.stages, joined.coordinator);
   middleman_drain drain;  // the detached actors, watched before their handles leave the process
   for (const auto& a : p.detached) drain.watch(a);
-  drain.watch(collective);
-  auto worker = spawn_worker_hub(sys, {pc.index, hub, p.stages.at(0), to_ms(pc.peer_timeout_seconds), report});
+  for (const auto& a : links->detached()) drain.watch(a);
+  std::vector<caf::actor> local = p.members;
+  local.insert(local.end(), links->actors().begin(), links->actors().end());
+  worker_hub_args wa;
+  wa.rank = pc.index;
+  wa.job_hub = hub;
+  wa.stages = p.stages;
+  try {
+    wa.serves = links->serves();
+  } catch (const std::exception&) {
+    links->stop();
+    stop_all(sys, local);
+    throw;
+  }
+  wa.on_addresses = [links](const mesh_addresses& a) { links->apply(a); };
+  wa.peer_timeout = to_ms(pc.peer_timeout_seconds);
+  wa.report = report;
+  auto worker = spawn_worker_hub(sys, std::move(wa));
   {
     caf::scoped_actor self{sys};
     self->wait_for(worker);
   }
-  interrupt->fire();
+  links->stop();
   if (!report->empty()) guard.arm("rank " + std::to_string(pc.index) + ": " + *report, failed_job_grace);
   spdlog::debug("rank {}: stopping its actors", pc.index);
-  std::vector<caf::actor> local = p.members;
-  local.push_back(collective);
   local.push_back(worker);
   stop_all(sys, local);
   spdlog::debug("rank {}: actors stopped; shutting the actor system down", pc.index);

@@ -52,9 +52,6 @@ void validate(const train_config& c) {
   if (c.mesh.dp > c.batch_size)
     bad("dp " + std::to_string(c.mesh.dp) + " exceeds batch_size " + std::to_string(c.batch_size) +
         ": a rank would get no rows");
-  if (c.mesh.processes > 1 && (c.mesh.pp > 1 || c.mesh.ranks_per_process() != 1))
-    bad("mesh " + sched::to_string(c.mesh) + ": a job of several processes holds one data-parallel rank per process "
-        "for now (dp = processes, pp = 1)");
   if (c.process.index < 0 || c.process.index >= c.mesh.processes)
     bad("process " + std::to_string(c.process.index) + " is not in 0.." + std::to_string(c.mesh.processes - 1));
   // Not finite would be nonsense once converted to bytes or milliseconds (the CLI's table of

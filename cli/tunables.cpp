@@ -151,7 +151,7 @@ std::vector<tunable> make_table() {
                      false, [](train_config& c, const value& v) { c.watchdog_seconds = v.number; }));
   // [data_parallel]
   t.push_back(integer("--dp", "data_parallel.ranks",
-                      "Data-parallel replicas N, each on 1/N of every batch [1; with several processes: one per process]", 1, max_ranks,
+                      "Data-parallel replicas N, each on 1/N of every batch [1; with --nodes K: K / pp]", 1, max_ranks,
                       [](train_config& c, const value& v) { c.mesh.dp = static_cast<int>(v.integer); }));
   // Bytes are counted in int64: 1 TiB is far below the overflow and above any model here.
   t.push_back(number("--bucket-mb", "data_parallel.bucket_mb",
