@@ -147,9 +147,18 @@ std::vector<double> losses_in(const std::string& out) {
 }
 
 std::vector<std::string> rank_args(int rank, int world, const std::string& host, int port, const std::string& secret,
-                                   const std::string& dir, int steps, double timeout, double straggle = 0) {
-  return {helper, std::to_string(rank), std::to_string(world), host, std::to_string(port), secret, dir,
-          std::to_string(steps), std::to_string(timeout), std::to_string(straggle)};
+                                   const std::string& dir, int steps, double timeout, double straggle = 0,
+                                   const std::string& mesh = "") {
+  std::vector<std::string> a{helper, std::to_string(rank), std::to_string(world), host, std::to_string(port), secret, dir,
+                             std::to_string(steps), std::to_string(timeout), std::to_string(straggle)};
+  if (!mesh.empty()) a.push_back(mesh);
+  return a;
+}
+
+// The PARAMS line of rank 0's output: the hash of its final parameters.
+std::string params_in(const std::string& out) {
+  const auto at = out.find("PARAMS ");
+  return at == std::string::npos ? "" : out.substr(at + 7, 16);
 }
 
 // Starts a job of `world` processes on loopback (rank 0 first, on a free port) and returns rank 0's
@@ -166,7 +175,8 @@ int start_ranks(process_group& g, int world, const std::string& dir, int steps, 
 // `ip netns exec X`) and returns rank 0's per-step losses; asserts every process exits 0.
 std::vector<double> run_processes(int world, int steps, const std::string& dir,
                                   const std::vector<std::vector<std::string>>& prefix = {},
-                                  const std::string& host = "127.0.0.1") {
+                                  const std::string& host = "127.0.0.1", const std::string& mesh = "",
+                                  std::string* params = nullptr) {
   auto with = [&](int r, std::vector<std::string> a) {
     if (prefix.empty()) return a;
     std::vector<std::string> p = prefix[static_cast<size_t>(r)];
@@ -174,12 +184,13 @@ std::vector<double> run_processes(int world, int steps, const std::string& dir,
     return p;
   };
   process_group g;
-  const int fd = g.spawn(with(0, rank_args(0, world, host, 0, "s3cret", dir, steps, 10)), true);
+  const int fd = g.spawn(with(0, rank_args(0, world, host, 0, "s3cret", dir, steps, 10, 0, mesh)), true);
   const int port = g.read_port(fd, 20000);
   EXPECT_GT(port, 0) << "rank 0 did not start";
   if (port <= 0) return {};
-  for (int r = 1; r < world; ++r) g.spawn(with(r, rank_args(r, world, host, port, "s3cret", dir, steps, 10)));
+  for (int r = 1; r < world; ++r) g.spawn(with(r, rank_args(r, world, host, port, "s3cret", dir, steps, 10, 0, mesh)));
   const std::string out = read_all_output(fd, 60000);
+  if (params) *params = params_in(out);
   EXPECT_EQ(g.wait_all(30000), 0) << out;
   EXPECT_NE(out.find("OK"), std::string::npos) << out;
   return losses_in(out);
@@ -206,6 +217,49 @@ TEST(ProcessJob, FourProcessesOnLoopbackEqualFourRanksInOneProcessBitwise) {
   std::set<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(dir + "/four")) files.insert(e.path().filename().string());
   EXPECT_EQ(files, (std::set<std::string>{"metrics.jsonl", "timeline.svg", "trace.json"}));
+}
+
+TEST(ProcessJob, DpByPpMeshAsTwoAndAsFourProcessesEqualsTheSameMeshInOneProcessBitwise) {
+  const std::string dir = temp_dir("mesh22");
+  const troupe::sched::mesh one{2, 2, 1, 1};
+  const troupe::train_summary in_process = troupe::run_training(troupe::test::small_mesh_config(one, dir + "/one", 6));
+  ASSERT_EQ(in_process.losses.size(), 6u);
+  char want[17];
+  std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(troupe::test::bytes_hash(in_process.final_params)));
+  for (int world : {2, 4}) {
+    std::string params;
+    const auto losses = run_processes(world, 6, dir + "/p" + std::to_string(world), {}, "127.0.0.1", "dp2.pp2.tp1", &params);
+    SCOPED_TRACE(std::to_string(world) + " processes");
+    expect_bitwise_equal(in_process.losses, losses);
+    EXPECT_EQ(params, want) << "final parameters differ";
+  }
+}
+
+TEST(ProcessJob, WedgedStageOfADpByPpMeshOverFourProcessesIsNamedByTheWatchdogAndEveryProcessEnds) {
+  const std::string dir = temp_dir("wedged");
+  process_group g;
+  // Replica 1 sleeps 10 minutes before its first forward: rank 2 (dp 1, pp 0), in process 2.
+  auto args = [&](int rank, int port) {
+    auto a = rank_args(rank, 4, "127.0.0.1", port, "s3cret", dir, 4, 3.0, 600000, "dp2.pp2.tp1");
+    a.push_back("1");  // watchdog seconds
+    return a;
+  };
+  const int fd = g.spawn(args(0, 0), true);
+  const int port = g.read_port(fd, 20000);
+  ASSERT_GT(port, 0) << "rank 0 did not start";
+  for (int r = 1; r < 4; ++r) g.spawn(args(r, port));
+  const auto t0 = clock_type::now();
+  const std::string out = read_all_output(fd, 30000, "FAILED");
+  EXPECT_NE(out.find("watchdog: no progress for"), std::string::npos) << out;
+  EXPECT_NE(out.find("mesh dp2.pp2.tp1/4"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank 2 (dp 1, pp 0): no answer within 1 s (busy in a long action, or gone)"), std::string::npos)
+      << out;
+  // Its pipeline peer waits for the activation the wedged stage never sends.
+  EXPECT_NE(out.find("rank 3 (dp 1, pp 1): action 0 of"), std::string::npos) << out;
+  EXPECT_NE(out.find("waits for the activation of microbatch 0"), std::string::npos) << out;
+  // Every process ends, the wedged one too (its computation never returns: the process is ended).
+  const reaped r = reap(g.pids(), {0, 1, 2, 3}, t0, std::chrono::seconds(30));
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(r.code[i], 1) << "process " << i;
 }
 
 TEST(ProcessJob, SigkillOfAWorkerMidStepIsReportedWithRankAndStepAndEveryProcessEnds) {

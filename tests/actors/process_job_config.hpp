@@ -27,4 +27,22 @@ inline train_config small_dp_config(int ranks, const std::string& out_dir, int64
   return c;
 }
 
+// The same job over a dp x pp mesh (pp > 1: 1F1B with two microbatches per replica).
+inline train_config small_mesh_config(const sched::mesh& m, const std::string& out_dir, int64_t steps,
+                                      double straggle_ms = 0) {
+  train_config c = small_dp_config(m.dp, out_dir, steps, straggle_ms);
+  c.mesh = m;
+  if (m.pp > 1) c.micro_batches = 2;
+  return c;
+}
+
+// A 64-bit FNV-1a hash of a tensor's bytes: equal tensors, equal hashes (the processes print
+// it, the test compares it with the in-process run's).
+inline uint64_t bytes_hash(const tensor& t) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* p = reinterpret_cast<const unsigned char*>(t.data());
+  for (size_t i = 0; i < static_cast<size_t>(t.numel()) * sizeof(float); ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
 }  // namespace troupe::test

@@ -3,7 +3,10 @@
 // "PORT <n>" (its control gate) on stdout first, and at the end "LOSS <hex double>" per step,
 // then "OK", or "FAILED <report>" and exit 1. It deliberately has no gtest: it is a process.
 //
-// usage: process_job_helper RANK WORLD MASTER_ADDR MASTER_PORT SECRET OUT_DIR STEPS PEER_TIMEOUT_S [STRAGGLE_MS]
+// usage: process_job_helper RANK WORLD MASTER_ADDR MASTER_PORT SECRET OUT_DIR STEPS PEER_TIMEOUT_S
+//                           [STRAGGLE_MS [MESH [WATCHDOG_S]]]
+// MESH ("dp2.pp2.tp1"): the mesh spread over the WORLD processes; default: dp = WORLD. Rank 0
+// also prints "PARAMS <hash>" of the final parameters.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -20,8 +23,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   spdlog::set_default_logger(spdlog::stderr_color_mt("stderr"));  // stdout carries PORT/LOSS lines
-  troupe::train_config cfg = troupe::test::small_dp_config(std::atoi(argv[2]), argv[6], std::atoll(argv[7]),
-                                                           argc > 9 ? std::atof(argv[9]) : 0.0);
+  const double straggle = argc > 9 ? std::atof(argv[9]) : 0.0;
+  troupe::train_config cfg = troupe::test::small_dp_config(std::atoi(argv[2]), argv[6], std::atoll(argv[7]), straggle);
+  if (argc > 10) {
+    const auto m = troupe::sched::parse_mesh(argv[10]);
+    if (!m) {
+      std::fprintf(stderr, "bad mesh %s\n", argv[10]);
+      return 2;
+    }
+    cfg = troupe::test::small_mesh_config(*m, argv[6], std::atoll(argv[7]), straggle);
+  }
+  if (argc > 11) cfg.watchdog_seconds = std::atof(argv[11]);
   auto& p = cfg.process;
   p.index = std::atoi(argv[1]);
   cfg.mesh.processes = std::atoi(argv[2]);
@@ -37,6 +49,7 @@ int main(int argc, char** argv) {
   try {
     troupe::train_summary s = troupe::run_training(cfg);
     for (double l : s.losses) std::printf("LOSS %a\n", l);
+    if (cfg.process.index == 0) std::printf("PARAMS %016llx\n", static_cast<unsigned long long>(troupe::test::bytes_hash(s.final_params)));
     std::printf("OK\n");
     return 0;
   } catch (const std::exception& e) {
