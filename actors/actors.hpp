@@ -7,8 +7,8 @@
 #include <memory>
 
 #include "actors/messages.hpp"
-#include "actors/job_outputs.hpp"
-#include "actors/train_config.hpp"
+#include "actors/job/job_outputs.hpp"
+#include "actors/job/train_config.hpp"
 #include "schedules/schedule.hpp"
 #include "storage/dataset.hpp"
 

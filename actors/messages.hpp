@@ -11,7 +11,7 @@
 #include <cstring>
 #include <utility>
 
-#include "actors/step_trace.hpp"
+#include "actors/job/step_trace.hpp"
 #include "kernels/batch.hpp"
 #include "kernels/tensor.hpp"
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/collective.hpp"
+#include "actors/collective/collective.hpp"
 #include "actors/messages.hpp"
 #include "bench/gloo_peer.hpp"
 

@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "actors/train_config.hpp"
+#include "actors/job/train_config.hpp"
 
 namespace troupe::cli {
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <set>
 
-#include "actors/training_job.hpp"
+#include "actors/job/training_job.hpp"
 #include "cli/config_file.hpp"
 #include "cli/tunables.hpp"
 #include "cli/worker_command.hpp"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/train_config.hpp"
+#include "actors/job/train_config.hpp"
 
 namespace troupe::cli {
 

@@ -11,7 +11,7 @@
 #include <sys/types.h>
 #include <vector>
 
-#include "actors/train_config.hpp"
+#include "actors/job/train_config.hpp"
 
 namespace troupe::cli {
 

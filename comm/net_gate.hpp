@@ -2,7 +2,7 @@
 // listens on, and reads a message header's length before anything else, so it never listens on
 // a port of its own: rank 0's gate_server on MASTER_ADDR:MASTER_PORT admits a connection only
 // after the job's HMAC challenge (auth_acceptor, all pending handshakes at once), then hands the
-// socket itself to the middleman (actors/middleman_link.hpp). A worker proves the secret
+// socket itself to the middleman (actors/process/middleman_link.hpp). A worker proves the secret
 // (connect_through_gate) and hands its socket to its own middleman the same way, so no rank
 // opens a port that a stranger could reach without the secret.
 // With TLS (caf_openssl) the middleman must make its own connections: there the admitted socket

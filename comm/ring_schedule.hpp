@@ -1,7 +1,7 @@
 // The arithmetic of troupe's ring collectives as plain functions, with no CAF, threads or
 // sockets: how a tensor is cut into per-rank segments and chunks, which segment a rank sends and
 // receives at which hop, and the element-wise kernels. Both rings drive exactly these functions,
-// the in-process actor group (actors/collective.cpp) and the TCP ring across processes
+// the in-process actor group (actors/collective/collective.cpp) and the TCP ring across processes
 // (tcp_ring.cpp), so they give the same bits by construction; serial_ring is the one-thread
 // reference both are tested against. It deliberately knows nothing of messages or peers.
 #pragma once

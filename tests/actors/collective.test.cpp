@@ -7,7 +7,7 @@
 #include <random>
 #include <thread>
 
-#include "actors/collective.hpp"
+#include "actors/collective/collective.hpp"
 #include "actors/messages.hpp"
 
 using namespace troupe;

@@ -4,7 +4,7 @@
 
 #include <stdexcept>
 
-#include "actors/collective_pool.hpp"
+#include "actors/collective/collective_pool.hpp"
 
 using namespace troupe;
 

@@ -3,9 +3,9 @@
 // once, last to first, with gradients equal to the plain backward's. Plus the trace maths.
 #include <gtest/gtest.h>
 
-#include "actors/dp_buckets.hpp"
-#include "actors/step_trace.hpp"
-#include "actors/train_config.hpp"
+#include "actors/stage/dp_buckets.hpp"
+#include "actors/job/step_trace.hpp"
+#include "actors/job/train_config.hpp"
 #include "kernels/layer_stack.hpp"
 #include "kernels/loss.hpp"
 

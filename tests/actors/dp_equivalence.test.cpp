@@ -8,7 +8,7 @@
 #include <map>
 #include <tuple>
 
-#include "actors/training_job.hpp"
+#include "actors/job/training_job.hpp"
 
 using namespace troupe;
 

@@ -11,7 +11,7 @@
 #include <map>
 #include <random>
 
-#include "actors/training_job.hpp"
+#include "actors/job/training_job.hpp"
 #include "kernels/train_step.hpp"
 #include "schedules/named.hpp"
 #include "schedules/validate.hpp"

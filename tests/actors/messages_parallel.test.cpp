@@ -3,7 +3,7 @@
 // fields and re-serializes to the same bytes, so any of these actors can live in another process.
 #include <gtest/gtest.h>
 
-#include "actors/step_trace.hpp"
+#include "actors/job/step_trace.hpp"
 #include "tests/actors/round_trip.hpp"
 
 using namespace troupe;

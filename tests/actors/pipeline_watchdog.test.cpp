@@ -12,8 +12,8 @@
 
 #include <filesystem>
 
-#include "actors/job_plan.hpp"
-#include "actors/training_job.hpp"
+#include "actors/job/job_plan.hpp"
+#include "actors/job/training_job.hpp"
 #include "schedules/builders.hpp"
 #include "schedules/passes.hpp"
 #include "storage/dataset.hpp"

@@ -14,7 +14,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "actors/training_job.hpp"
+#include "actors/job/training_job.hpp"
 #include "tests/actors/process_job_config.hpp"
 
 int main(int argc, char** argv) {

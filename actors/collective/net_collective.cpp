@@ -1,0 +1,118 @@
+// net_collective: a collective member over the TCP data plane (declared in net_actors.hpp). A
+// detached blocking actor, so the thread that blocks in tcp_ring is the actor's own and the
+// requester (the stage) keeps computing while a bucket is on the wire, as with the in-process
+// group. It deliberately pipelines nothing across requests: tcp_ring pipelines chunks within one.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "comm/ring_schedule.hpp"
+#include "actors/messages.hpp"
+#include "actors/process/net_actors.hpp"
+
+namespace troupe {
+
+namespace {
+
+double now_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// Runs one request on the ring; the reply is shaped like collective.cpp's.
+collective_result run_one(net::tcp_ring& ring, const collective_request& q) {
+  const auto kind = static_cast<ring::op_kind>(q.op);
+  const int N = ring.world(), r = ring.rank();
+  const auto seg = ring::segment(q.total, N, r);
+  tensor full = tensor::uninitialized({q.total});
+  switch (kind) {
+    case ring::op_kind::all_reduce_sum:
+    case ring::op_kind::all_reduce_average:
+    case ring::op_kind::reduce_scatter_sum:
+    case ring::op_kind::reduce_scatter_average:
+    case ring::op_kind::broadcast:
+      if (q.data.numel() == q.total && q.total > 0)
+        std::copy(q.data.data(), q.data.data() + q.total, full.data());
+      else if (kind != ring::op_kind::broadcast || r == q.root)
+        throw net::net_error("collective " + std::to_string(q.seq) + ": " + std::to_string(q.data.numel()) +
+                             " elements given, total is " + std::to_string(q.total));
+      break;
+    case ring::op_kind::all_gather:
+      if (q.data.numel() != seg.count)
+        throw net::net_error("all_gather " + std::to_string(q.seq) + ": segment of " +
+                             std::to_string(q.data.numel()) + " elements, expected " + std::to_string(seg.count));
+      std::copy(q.data.data(), q.data.data() + seg.count, full.data() + seg.offset);
+      break;
+  }
+  const auto op = ring::is_average(kind) ? net::reduce_op::average : net::reduce_op::sum;
+  switch (kind) {
+    case ring::op_kind::all_reduce_sum:
+    case ring::op_kind::all_reduce_average:
+      ring.all_reduce(full.data(), q.total, op);
+      break;
+    case ring::op_kind::reduce_scatter_sum:
+    case ring::op_kind::reduce_scatter_average: {
+      ring.reduce_scatter(full.data(), q.total, op);
+      tensor mine({seg.count}, std::vector<float>(full.data() + seg.offset, full.data() + seg.offset + seg.count));
+      full = std::move(mine);
+      break;
+    }
+    case ring::op_kind::all_gather:
+      ring.all_gather(full.data(), q.total);
+      break;
+    case ring::op_kind::broadcast:
+      ring.broadcast(full.data(), q.total, q.root);
+      break;
+  }
+  full.freeze();
+  return collective_result{q.seq, q.op, std::move(full), now_seconds()};
+}
+
+void net_collective(caf::blocking_actor* self, net_collective_args a) {
+  std::shared_ptr<net::tcp_ring> ring;
+  std::string broken;
+  try {
+    if (a.rendezvous.valid()) {
+      if (a.rendezvous.wait_for(std::chrono::milliseconds(a.rendezvous_timeout_ms)) != std::future_status::ready)
+        throw net::net_error("the address of its group's rendezvous did not arrive within " +
+                             std::to_string(a.rendezvous_timeout_ms) + " ms");
+      const auto [host, port] = a.rendezvous.get();  // a broken promise: the job ended first
+      a.env.master_addr = host;
+      a.env.master_port = port;
+    }
+    ring = net::tcp_ring::connect(a.env, a.secret, a.ring);
+    if (a.interrupt) a.interrupt->set(ring);
+  } catch (const std::exception& e) {
+    broken = std::string("data plane of rank ") + std::to_string(a.env.rank) + ": " + e.what();
+    spdlog::error("{}", broken);
+  }
+  bool running = true;
+  self->receive_while(running)(
+      [&](const collective_request& q) {
+        auto rp = self->make_response_promise();
+        if (broken.empty()) {
+          try {
+            rp.deliver(run_one(*ring, q));
+            return;
+          } catch (const std::exception& e) {
+            broken = "data plane of rank " + std::to_string(a.env.rank) + ", collective " + std::to_string(q.seq) +
+                     ": " + e.what();
+            spdlog::error("{}", broken);
+            ring.reset();  // close the sockets now: the neighbours fail at once instead of timing out
+          }
+        }
+        rp.deliver(caf::make_error(caf::sec::runtime_error, broken));
+      },
+      [&](caf::exit_msg& em) {
+        running = false;
+        self->fail_state(std::move(em.reason));
+      });
+}
+
+}  // namespace
+
+caf::actor spawn_net_collective(caf::actor_system& sys, net_collective_args args) {
+  return sys.spawn<caf::detached>(net_collective, std::move(args));
+}
+
+}  // namespace troupe

@@ -1,0 +1,343 @@
+// coordinator: the job's clock, for every job shape. It orders the steps up to each evaluation to
+// every stage of the mesh, sums each step's loss over the ranks (in rank order, so it is the same
+// on every run), gathers the first replica's parameters for the evaluator at the end of each
+// epoch, writes metrics, and ends the job - normally after the last step, or at once with the
+// reason when a monitored actor dies or the watchdog finds the job stuck.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <deque>
+#include <map>
+
+#include "actors/actor_failure.hpp"
+#include "actors/actors.hpp"
+#include "actors/collective/collective.hpp"
+#include "actors/job/metrics_log.hpp"
+#include "schedules/render.hpp"
+
+namespace troupe {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct coordinator_state {
+  coordinator_args args;
+  std::vector<caf::actor> stages;  // by mesh rank
+  caf::actor evaluator;
+  std::vector<caf::actor> members;
+  std::map<int64_t, std::vector<stage_step_record>> reports;  // by step: the ranks reported so far
+  clock_type::time_point step_start;
+  std::deque<clock_type::time_point> recent;  // when the last few steps ended (rate window)
+  clock_type::time_point last_progress = clock_type::now();
+  int64_t polled = -1;  // actions completed over all stages at the watchdog's last poll (-1: none since a step)
+  bool polling = false;
+  std::vector<caf::actor> collectives;  // dumped into a watchdog report
+  bool finishing = false;
+  static inline const char* name = "coordinator";
+};
+
+using self_ptr = caf::stateful_actor<coordinator_state>*;
+
+void stop_members(self_ptr self) {
+  auto& s = self->state;
+  s.finishing = true;
+  for (auto& m : s.members) self->send_exit(m, caf::exit_reason::user_shutdown);
+}
+
+void finish(self_ptr self) {
+  stop_members(self);
+  self->quit();
+}
+
+// The first reason the job stopped is the one reported; later ones are consequences.
+void fail(self_ptr self, const std::string& why, bool own) {
+  auto& f = *self->state.args.failure;
+  if (!f.what.empty()) return;
+  f.what = why;
+  f.own = own;
+  spdlog::error("{}", why);
+}
+
+// Orders every step up to the next evaluation at once; each rank reports each step.
+void order_steps(self_ptr self, int64_t step) {
+  auto& s = self->state;
+  s.last_progress = clock_type::now();
+  s.step_start = clock_type::now();
+  s.recent.assign(1, s.step_start);
+  const int64_t epoch_end = (step / s.args.steps_per_epoch + 1) * s.args.steps_per_epoch;
+  const int64_t until = std::min(epoch_end, s.args.total_steps);
+  for (auto& st : s.stages) self->send(st, step_order{step, until});
+}
+
+int first_replica_rank(const sched::mesh& m, int stage) { return m.rank_of({0, stage, 0}); }
+
+// The first replica's parameters, model chunk by model chunk, as one flat tensor in layer order.
+template <class Done>
+void gather_params(self_ptr self, Done done) {
+  auto& s = self->state;
+  const int P = s.args.mesh.pp;
+  auto parts = std::make_shared<std::vector<tensor>>(static_cast<size_t>(sched::num_model_chunks(s.args.plan)));
+  auto left = std::make_shared<int>(P);
+  for (int p = 0; p < P; ++p)
+    self->request(s.stages.at(static_cast<size_t>(first_replica_rank(s.args.mesh, p))), caf::infinite,
+                  pipeline_params_request{p})
+        .then(
+            [parts, left, done](pipeline_params_msg& m) {
+              for (size_t i = 0; i < m.params.size(); ++i)
+                parts->at(static_cast<size_t>(m.model_chunks[i])) = std::move(m.params[i]);
+              if (--*left > 0) return;
+              int64_t n = 0;
+              for (const auto& t : *parts) n += t.numel();
+              tensor flat({n});
+              int64_t at = 0;
+              for (const auto& t : *parts) {
+                std::copy(t.data(), t.data() + t.numel(), flat.data() + at);
+                at += t.numel();
+              }
+              flat.freeze();
+              done(std::move(flat));
+            },
+            [self](caf::error& e) {
+              fail(self, "parameters not delivered for evaluation: " + self->system().render(e), true);
+              finish(self);
+            });
+}
+
+void evaluate(self_ptr self, int64_t epoch) {
+  gather_params(self, [self, epoch](tensor flat) {
+    auto& s = self->state;
+    s.args.summary->final_params = flat;
+    self->send(s.evaluator, params_msg{-1, 0, std::move(flat)});
+    self->send(s.evaluator, eval_order{epoch});
+  });
+}
+
+void keep_record(self_ptr self, std::vector<stage_step_record>& ranks) {
+  auto& s = self->state;
+  auto& rec = *s.args.record;
+  rec.peak_live.resize(ranks.size(), 0);
+  for (size_t r = 0; r < ranks.size(); ++r) rec.peak_live[r] = std::max(rec.peak_live[r], static_cast<int>(ranks[r].peak_live));
+  const int64_t traced = s.args.trace_step >= 0 ? s.args.trace_step : s.args.total_steps - 1;
+  std::vector<stage_step_record> first(ranks.begin(), ranks.begin() + s.args.mesh.pp);
+  rec.recent.push_back(std::move(first));
+  if (rec.recent.size() > 32) rec.recent.erase(rec.recent.begin());  // enough for medians, bounded
+  if (ranks.front().step == traced) rec.traced = std::move(ranks);
+}
+
+// Every rank reported step r.step: one metrics line, and an evaluation at an epoch's end.
+void step_done(self_ptr self, std::vector<stage_step_record>& ranks) {
+  auto& s = self->state;
+  const int64_t step = ranks.front().step;
+  double loss_sum = 0, compute = 0;
+  int64_t count = 0;
+  auto& sum = *s.args.summary;
+  sum.rank_step_seconds.resize(ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r) {  // rank order: the same sum on every run
+    loss_sum += ranks[r].loss_sum;
+    count += ranks[r].count;
+    compute = std::max(compute, ranks[r].compute_seconds);  // the busiest device
+    sum.rank_step_seconds[r].push_back(ranks[r].step_end - ranks[r].step_start);
+  }
+  // The stages run on without waiting for us, so a step lasts from the previous step's end to this one.
+  const auto now = clock_type::now();
+  s.last_progress = now;
+  s.polled = -1;
+  const double seconds = std::chrono::duration<double>(now - s.step_start).count();
+  s.step_start = now;
+  const double loss = count ? loss_sum / static_cast<double>(count) : 0.0;
+  // Reports can arrive in bursts (a late rank, then the next step at once), so the logged rate
+  // is taken over a window of recent steps, not the last gap alone.
+  constexpr size_t window = 10;
+  s.recent.push_back(now);
+  if (s.recent.size() > window + 1) s.recent.pop_front();
+  const double span = std::chrono::duration<double>(s.recent.back() - s.recent.front()).count();
+  const double rate = static_cast<double>(s.args.samples_per_step * static_cast<int64_t>(s.recent.size() - 1)) /
+                      std::max(span, 1e-9);
+  const int64_t epoch = step / s.args.steps_per_epoch;
+  s.args.log->step(step, epoch, loss, rate);  // first: a step whose line failed is not counted done
+  sum.losses.push_back(loss);
+  sum.train_seconds += seconds;
+  sum.compute_seconds += compute;
+  sum.samples += s.args.samples_per_step;
+  sum.steps = step + 1;
+  keep_record(self, ranks);
+  if (step + 1 == s.args.total_steps || (step + 1) % s.args.steps_per_epoch == 0) evaluate(self, epoch);
+}
+
+void stage_reported(self_ptr self, stage_step_record& r) {
+  auto& s = self->state;
+  auto& got = s.reports[r.step];
+  got.resize(s.stages.size());
+  got.at(static_cast<size_t>(r.rank)) = std::move(r);
+  got[static_cast<size_t>(r.rank)].rank = r.rank;
+  s.last_progress = clock_type::now();
+  s.polled = -1;
+  // Steps complete in order on every rank, so the lowest step is always the next one to finish.
+  while (!s.reports.empty()) {
+    auto it = s.reports.begin();
+    const bool all = std::all_of(it->second.begin(), it->second.end(),
+                                 [](const stage_step_record& x) { return !x.actions.empty(); });
+    if (!all) return;
+    std::vector<stage_step_record> ranks = std::move(it->second);
+    s.reports.erase(it);
+    step_done(self, ranks);
+  }
+}
+
+using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
+
+std::chrono::milliseconds watchdog_period(double seconds) {
+  return std::chrono::milliseconds(std::max<int64_t>(10, static_cast<int64_t>(seconds * 250)));
+}
+
+std::string describe_rank(const sched::mesh& m, int rank) {
+  const sched::mesh_coords c = m.coords_of(rank);
+  return fmt::format("rank {} (dp {}, pp {})", rank, c.dp, c.pp);
+}
+
+// No progress for watchdog_seconds: stop the job with a report that names, per rank, the action
+// it is blocked on and what that action waits for, and what each collective member is doing.
+void report_stall(self_ptr self, const std::vector<pipeline_status>& st) {
+  auto& s = self->state;
+  const auto& plan = s.args.plan;
+  const double idle = std::chrono::duration<double>(clock_type::now() - s.last_progress).count();
+  std::string text = fmt::format(
+      "watchdog: no progress for {:.1f} s in step {} (steps done: {} of {}); mesh {}, schedule {} (P={}, M={})\n",
+      idle, s.args.summary->steps, s.args.summary->steps, s.args.total_steps, sched::to_string(s.args.mesh), plan.name,
+      plan.num_stages, plan.num_microbatches);
+  for (const auto& x : st) {
+    text += describe_rank(s.args.mesh, x.stage) + ": ";
+    if (x.completed < 0 || x.action.empty()) text += (x.waiting_for.empty() ? "no answer" : x.waiting_for) + "\n";
+    else text += fmt::format("action {} of {} ({}): waits for {}\n", x.cursor, x.actions, x.action, x.waiting_for);
+  }
+  for (const auto& x : st)
+    if (x.completed >= 0 && !x.action.empty())
+      text += describe_rank(s.args.mesh, x.stage) + " is blocked here:\n" +
+              sched::render_text(plan, s.args.mesh.coords_of(x.stage).pp, x.cursor);
+  // A stall is a cause in itself: a lost or hung process is named by the peer timeout, which a
+  // sensible watchdog exceeds.
+  if (s.collectives.empty()) {
+    fail(self, text, true);
+    finish(self);
+    return;
+  }
+  auto logs = std::make_shared<std::vector<std::string>>(s.collectives.size());
+  auto left = std::make_shared<size_t>(s.collectives.size());
+  auto done = [self, text, logs, left] {
+    if (--*left > 0) return;
+    std::string all = text + "collectives:";
+    for (const auto& l : *logs) all += "\n" + l;
+    fail(self, all, true);
+    finish(self);
+  };
+  for (size_t i = 0; i < s.collectives.size(); ++i)
+    self->request(s.collectives[i], std::chrono::seconds(2), collective_dump_request{})
+        .then([logs, i, done](collective_log& l) { (*logs)[i] = to_string(l), done(); },
+              [self, logs, i, done](caf::error& e) {
+                (*logs)[i] = "member " + std::to_string(i) + ": no answer (" + self->system().render(e) + ")";
+                done();
+              });
+}
+
+// Asks every stage where it stands. A stage busy in a long action cannot answer (it is detached):
+// it counts as not moving.
+void poll(self_ptr self) {
+  auto& s = self->state;
+  s.polling = true;
+  const size_t n = s.stages.size();
+  auto st = std::make_shared<std::vector<pipeline_status>>(n);
+  auto left = std::make_shared<size_t>(n);
+  auto done = [self, st, left] {
+    if (--*left > 0) return;
+    auto& s = self->state;
+    s.polling = false;
+    if (s.finishing) return;
+    int64_t completed = 0;
+    for (const auto& x : *st) completed += std::max<int64_t>(0, x.completed);
+    if (s.polled >= 0 && completed != s.polled) s.last_progress = clock_type::now();
+    s.polled = completed;
+    const double idle = std::chrono::duration<double>(clock_type::now() - s.last_progress).count();
+    if (idle > s.args.watchdog_seconds) report_stall(self, *st);
+  };
+  for (size_t r = 0; r < n; ++r) {
+    (*st)[r].stage = static_cast<int32_t>(r);
+    (*st)[r].completed = -1;
+    (*st)[r].waiting_for = "no answer within 1 s (busy in a long action, or gone)";
+    self->request(s.stages[r], std::chrono::seconds(1), pipeline_status_request{})
+        .then([st, r, done](pipeline_status& x) { (*st)[r] = std::move(x), done(); },
+              [done](caf::error&) { done(); });
+  }
+}
+
+void watch(self_ptr self) {
+  auto& s = self->state;
+  if (s.finishing) return;
+  const double idle = std::chrono::duration<double>(clock_type::now() - s.last_progress).count();
+  if (idle > s.args.watchdog_seconds / 2 && !s.polling) poll(self);
+  self->delayed_send(self, watchdog_period(s.args.watchdog_seconds), watchdog_atom::value);
+}
+
+void start(self_ptr self, std::vector<caf::actor> stages, caf::actor evaluator, std::vector<caf::actor> members) {
+  auto& s = self->state;
+  s.stages = std::move(stages);
+  s.evaluator = std::move(evaluator);
+  s.members = std::move(members);
+  for (auto& m : s.members) self->monitor(m);
+  order_steps(self, 0);
+  if (s.args.watchdog_seconds > 0)
+    self->delayed_send(self, watchdog_period(s.args.watchdog_seconds), watchdog_atom::value);
+}
+
+caf::behavior coordinator(self_ptr self, coordinator_args args) {
+  self->state.args = std::move(args);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    auto& s = self->state;
+    if (s.finishing) return;
+    fail(self, "an actor of the job stopped: " + describe_exit(self->system(), dm.reason), false);
+    finish(self);
+  });
+  // Its own error (a metrics line that cannot be written) ends the job like a member's death:
+  // the members are told to stop, or they would wait for orders that never come.
+  self->set_exception_handler([self](caf::scheduled_actor*, std::exception_ptr& e) -> caf::error {
+    const std::string why = describe_failure(e, "coordinator", -1);
+    fail(self, why, true);
+    stop_members(self);
+    return failure_error(why);
+  });
+  return {
+      [self](start_atom, std::vector<caf::actor> stages, caf::actor evaluator, std::vector<caf::actor> members) {
+        start(self, std::move(stages), std::move(evaluator), std::move(members));
+      },
+      [self](stage_step_record& r) { stage_reported(self, r); },
+      [self](const pipeline_failure& f) {
+        if (self->state.finishing) return;
+        fail(self, f.what, false);
+        finish(self);
+      },
+      [self](watch_atom, std::vector<caf::actor> group) { self->state.collectives = std::move(group); },
+      [self](watchdog_atom) { watch(self); },
+      [self](const eval_report& r) {
+        auto& s = self->state;
+        auto& sum = *s.args.summary;
+        const double acc = r.count ? static_cast<double>(r.correct) / static_cast<double>(r.count) : 0.0;
+        const double loss = r.count ? r.loss_sum / static_cast<double>(r.count) : 0.0;
+        s.last_progress = clock_type::now();
+        sum.test_accuracy.push_back(acc);
+        sum.test_loss.push_back(loss);
+        s.args.log->eval(r.epoch, sum.steps, loss, acc);
+        if (sum.steps < s.args.total_steps) order_steps(self, sum.steps);
+        else finish(self);
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_coordinator(caf::actor_system& sys, coordinator_args args) {
+  return sys.spawn(coordinator, std::move(args));
+}
+
+}  // namespace troupe

@@ -1,0 +1,75 @@
+// job_outputs: the metrics log, the plan's log line, and the trace files of a finished job.
+#include "actors/job/job_outputs.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "actors/job/metrics_log.hpp"
+#include "actors/coordinator/pipeline_timing.hpp"
+#include "schedules/render.hpp"
+#include "schedules/simulate.hpp"
+
+namespace troupe {
+
+job_outputs::job_outputs(const train_config& cfg, const prepared_job& data)
+    : summary(std::make_shared<train_summary>()),
+      log(std::make_shared<metrics_log>(cfg.out_dir, data.steps_per_epoch, cfg.epochs, cfg.progress)),
+      failure(std::make_shared<job_failure>()),
+      record(std::make_shared<job_record>()) {
+  summary->metrics_path = log->path();
+}
+
+void log_plan(const train_config& cfg, const prepared_job& data, const job_plan& plan) {
+  std::string cut;
+  for (const auto& r : plan.chunks) cut += fmt::format(" [{},{})", r.begin, r.end);
+  const auto& s = plan.schedule;
+  spdlog::info("model {} ({} parameters), {} steps of {} samples, optimizer {} lr {}", describe(data.model),
+               data.num_params, data.total_steps, cfg.batch_size, cfg.optim.kind, cfg.optim.lr);
+  spdlog::info("mesh {} ({} ranks: dp {} x pp {}), schedule {} P={} M={} v={}, layer chunks{}{}",
+               sched::to_string(plan.mesh), plan.mesh.ranks(), plan.mesh.dp, plan.mesh.pp, s.name, s.num_stages,
+               s.num_microbatches, s.virtual_stages, cut,
+               plan.mesh.dp > 1 ? fmt::format(", {} gradient buckets per replica of up to {} MiB",
+                                              [&] {
+                                                int n = 0;
+                                                for (int p = 0; p < plan.mesh.pp; ++p) n += plan.buckets_of_stage(p);
+                                                return n;
+                                              }(),
+                                              cfg.bucket_mb)
+                                : std::string());
+}
+
+train_summary finish_summary(const train_config& cfg, const job_plan& plan, job_outputs& out) {
+  train_summary& sum = *out.summary;
+  const job_record& rec = *out.record;
+  sum.samples_per_s = sum.train_seconds > 0 ? static_cast<double>(sum.samples) / sum.train_seconds : 0.0;
+  sum.buckets = plan.buckets_of_stage(0);
+  sum.peak_live_activations = rec.peak_live;
+  if (rec.traced.empty()) return std::move(sum);
+  std::filesystem::create_directories(cfg.out_dir);
+  const int64_t traced = rec.traced.front().step;
+  sum.measured = to_timeline(rec.traced, plan.mesh.pp,
+                             fmt::format("step {}, mesh {}, schedule {}", traced, sched::to_string(plan.mesh), plan.schedule.name));
+  sum.overlap_share = overlap_share(sum.measured);
+  sum.trace_path = cfg.out_dir + "/trace.json";
+  write_text_file(sum.trace_path, sched::render_chrome_trace(sum.measured));
+  for (const auto& r : rec.recent)
+    sum.recent.push_back(schedule_timeline(r, plan.schedule.name));
+  const sched::timeline& median = sum.recent[median_step(sum.recent)];
+  sum.timeline_path = cfg.out_dir + "/timeline.svg";
+  write_text_file(sum.timeline_path, sched::render_svg(median));
+  spdlog::info("trace of step {}: {} (lanes 2r: rank r's actions, 2r+1: its all-reduces){}; measured timeline of the "
+               "median of the last {} steps: {}",
+               traced, sum.trace_path,
+               plan.mesh.dp > 1 ? fmt::format("; all-reduce time hidden behind backward: {:.0f}%", 100.0 * sum.overlap_share)
+                                : std::string(),
+               sum.recent.size(), sum.timeline_path);
+  if (plan.mesh.pp > 1) {
+    const auto simulated = sched::simulate(plan.schedule, calibrate_costs(plan.schedule, sum.recent));
+    spdlog::info("{}", compare_bubbles(measure_bubble(median), simulated));
+  }
+  return std::move(sum);
+}
+
+}  // namespace troupe

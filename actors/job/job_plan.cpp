@@ -1,0 +1,52 @@
+// plan_job: schedule, model cut and buckets of a job (job_plan.hpp).
+#include "actors/job/job_plan.hpp"
+
+#include <stdexcept>
+
+#include "schedules/named.hpp"
+#include "schedules/validate.hpp"
+
+namespace troupe {
+
+int job_plan::buckets_of_stage(int stage) const {
+  int n = 0;
+  for (const auto& b : buckets.at(static_cast<size_t>(stage))) n += static_cast<int>(b.size());
+  return n;
+}
+
+job_plan plan_job(const train_config& cfg, const prepared_job& data) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
+  job_plan p;
+  p.mesh = cfg.mesh;
+  const int P = cfg.mesh.pp, N = cfg.mesh.dp;
+  if (cfg.user_schedule.stages.empty()) {
+    p.schedule = sched::make_named_schedule(cfg.schedule, P, cfg.micro_batches, cfg.virtual_stages);
+  } else {
+    p.schedule = cfg.user_schedule;
+    const sched::validation check = sched::validate(p.schedule);
+    if (!check.ok()) bad("the schedule is refused before it runs: " + check.error);
+    if (p.schedule.num_stages != P)
+      bad("the schedule has " + std::to_string(p.schedule.num_stages) + " stages but the mesh has pp " + std::to_string(P));
+  }
+  const int M = p.schedule.num_microbatches;
+  if (cfg.batch_size < static_cast<int64_t>(N) * M)
+    bad("batch_size " + std::to_string(cfg.batch_size) + " is too small for dp " + std::to_string(N) + " x " +
+        std::to_string(M) + " microbatches: every microbatch needs a sample");
+  const int K = sched::num_model_chunks(p.schedule);
+  const layer_list layers = build_layers(data.model);
+  const auto sizes = params_per_layer(layers);
+  p.chunks = cfg.cuts.empty() ? balanced_partition(sizes, K) : partition_at(static_cast<int64_t>(sizes.size()), cfg.cuts, K);
+  const auto cap = static_cast<int64_t>(cfg.bucket_mb * 1024.0 * 1024.0);
+  p.buckets.resize(static_cast<size_t>(P));
+  p.stage_params.assign(static_cast<size_t>(P), 0);
+  for (int d = 0; d < P; ++d)
+    for (int c = 0; c < p.schedule.virtual_stages; ++c) {
+      const layer_range r = p.chunks.at(static_cast<size_t>(sched::model_chunk(p.schedule, d, c)));
+      std::vector<int64_t> chunk_sizes(sizes.begin() + r.begin, sizes.begin() + r.end);
+      for (int64_t n : chunk_sizes) p.stage_params[static_cast<size_t>(d)] += n;
+      p.buckets[static_cast<size_t>(d)].push_back(N > 1 ? plan_buckets(chunk_sizes, cap) : std::vector<grad_bucket>{});
+    }
+  return p;
+}
+
+}  // namespace troupe

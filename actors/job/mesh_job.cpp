@@ -1,0 +1,68 @@
+// spawn_ranks / spawn_mesh: a mesh's ranks as actors (mesh_job.hpp).
+#include "actors/job/mesh_job.hpp"
+
+#include <thread>
+
+#include "actors/actors.hpp"
+#include "actors/job/mesh_links.hpp"
+#include "actors/stage/stage.hpp"
+
+namespace troupe {
+
+rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
+                        const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
+                        const collective_of& collective) {
+  rank_actors out;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  for (int rank : ranks) {
+    const sched::mesh_coords at = plan.mesh.coords_of(rank);
+    auto loader = out.loaders.find(at.dp);
+    if (loader == out.loaders.end()) {
+      const eval_plan eval = plan_evaluation(cfg, data.eval->size(), data.rows_per_sample);
+      auto l = spawn_data_loader(sys, {data.train, data.eval, cfg.batch_size, eval, cfg.seed, at.dp, plan.mesh.dp});
+      out.members.push_back(l);
+      loader = out.loaders.emplace(at.dp, l).first;
+    }
+    stage_args a;
+    a.rank = rank;
+    a.stage = at.pp;
+    a.plan = plan.schedule;
+    a.model = data.model;
+    a.model_chunks = plan.chunks;
+    a.seed = cfg.seed;
+    a.global_rows = cfg.batch_size * data.rows_per_sample;
+    a.total_steps = data.total_steps;
+    a.pin_cpu = cfg.pin_threads ? static_cast<int>(static_cast<unsigned>(rank) % cores) : -1;
+    a.drop_send = cfg.drop_send;
+    for (const auto& st : cfg.stragglers)
+      if (st.rank == at.dp && at.pp == 0) a.straggler = st;
+    a.buckets = plan.buckets.at(static_cast<size_t>(at.pp));
+    a.loader = loader->second;
+    a.collective = collective(rank);
+    a.coordinator = coordinator;
+    const int64_t n = plan.stage_params.at(static_cast<size_t>(at.pp));
+    if (n > 0) {  // a stage of ReLUs alone has nothing to optimize
+      a.optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, n);
+      out.members.push_back(a.optimizer);
+      out.detached.push_back(a.optimizer);
+    }
+    out.stages.push_back(spawn_stage(sys, std::move(a)));
+    out.members.push_back(out.stages.back());
+    out.detached.push_back(out.stages.back());
+  }
+  return out;
+}
+
+rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
+                       const job_plan& plan, const caf::actor& coordinator) {
+  mesh_links links(sys, plan, {});  // one process: in-process groups, local peers, no transport
+  std::vector<int> all;
+  for (int r = 0; r < plan.mesh.ranks(); ++r) all.push_back(r);
+  rank_actors out = spawn_ranks(sys, cfg, data, plan, all, coordinator, [&](int rank) { return links.collective_of(rank); });
+  links.connect_pipelines(out.stages, coordinator);
+  out.members.insert(out.members.end(), links.actors().begin(), links.actors().end());
+  out.collectives = links.collectives();
+  return out;
+}
+
+}  // namespace troupe

@@ -1,0 +1,44 @@
+// The ranks of a mesh as actors: for each rank a stage (stage.hpp) and its optimizer shard, for
+// each replica a data loader, wired to the coordinator. One function serves the job held in one
+// process and each process's share of a multi-process job; what differs is only who provides a
+// rank's data-parallel collective (an in-process group member, or a net_collective). Include
+// only from actors/ (CAF).
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <functional>
+#include <map>
+#include <vector>
+
+#include "actors/actors.hpp"
+#include "actors/job/job_outputs.hpp"
+#include "actors/job/job_plan.hpp"
+
+namespace troupe {
+
+struct rank_actors {
+  std::vector<caf::actor> stages;     // in the order of the ranks asked for
+  std::vector<caf::actor> members;    // every actor spawned: monitored and stopped by the job
+  std::vector<caf::actor> detached;   // stages and optimizer shards (their own threads)
+  std::map<int, caf::actor> loaders;  // by replica (dp coordinate)
+  std::vector<caf::actor> collectives;  // in-process groups' members (spawn_mesh only)
+};
+
+// rank -> its member of the data-parallel group of its pipeline stage; an empty handle: none.
+using collective_of = std::function<caf::actor(int rank)>;
+
+rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
+                        const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
+                        const collective_of& collective);
+
+// Every rank of the mesh in this process: one in-process collective group per pipeline stage
+// (over its dp replicas), and each replica's stages told their pipeline peers.
+rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
+                       const job_plan& plan, const caf::actor& coordinator);
+
+// The coordinator's arguments for this job (the same in one process and in process 0 of many).
+coordinator_args coordinator_args_for(const train_config& cfg, const prepared_job& data, const job_plan& plan,
+                                      const job_outputs& out);
+
+}  // namespace troupe

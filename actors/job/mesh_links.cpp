@@ -1,0 +1,234 @@
+// mesh_links: collectives and pipeline peers of one process's ranks (mesh_links.hpp).
+#include "actors/job/mesh_links.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <cstring>
+
+#include "actors/collective/collective.hpp"
+#include "actors/process/net_actors.hpp"
+#include "actors/stage/stage.hpp"
+
+namespace troupe {
+
+namespace {
+
+using address_atom = caf::atom_constant<caf::atom("p2paddr")>;
+
+// A tensor's identity on the wire: what pipeline_tensor_msg carries besides the values, and the
+// rank it is for. The decoder accepts exactly what the encoder writes.
+std::string wire_name(const pipeline_tensor_msg& m, int to_rank) {
+  return "pp s=" + std::to_string(m.step) + " g=" + (m.is_grad ? "1" : "0") + " m=" + std::to_string(m.microbatch) +
+         " b=" + std::to_string(m.boundary) + " to=" + std::to_string(to_rank);
+}
+
+bool parse_wire_name(const std::string& name, pipeline_tensor_msg& m, int& to_rank) {
+  long long step = 0;
+  int grad = 0, mb = 0, boundary = 0, to = 0, used = 0;
+  if (std::sscanf(name.c_str(), "pp s=%lld g=%d m=%d b=%d to=%d%n", &step, &grad, &mb, &boundary, &to, &used) != 5 ||
+      static_cast<size_t>(used) != name.size() || (grad != 0 && grad != 1))
+    return false;
+  m.step = step;
+  m.is_grad = grad == 1;
+  m.microbatch = mb;
+  m.boundary = boundary;
+  to_rank = to;
+  return wire_name(m, to) == name;  // one spelling only
+}
+
+struct proxy_state {
+  int to_rank = 0, to_process = 0;
+  std::shared_ptr<net::p2p_transport> transport;
+  caf::actor coordinator;
+  std::string host;
+  uint16_t port = 0;
+  uint64_t next_id = 0;
+  std::vector<pipeline_tensor_msg> waiting;  // sent before the address arrived
+  static inline const char* name = "pipeline_proxy";
+};
+
+void forward(caf::stateful_actor<proxy_state>* self, pipeline_tensor_msg m) {
+  auto& s = self->state;
+  wire::tensor_meta meta;
+  meta.tensor_id = s.next_id++;
+  meta.name = wire_name(m, s.to_rank);
+  meta.type = wire::dtype::f32;
+  meta.shape = m.value.shape();
+  const tensor keep = m.value;  // frozen; its bytes stay valid until the transport is done
+  const size_t bytes = static_cast<size_t>(keep.numel()) * sizeof(float);
+  s.transport->send(s.to_process, s.host, s.port, std::move(meta), keep.data(), bytes,
+                    [keep, coordinator = s.coordinator, to = s.to_rank](std::optional<std::string> err) {
+                      if (err && *err != "stopped")
+                        caf::anon_send(coordinator, pipeline_failure{to, "pipeline link to rank " + std::to_string(to) +
+                                                                             ": " + *err});
+                    });
+}
+
+// Stands for a stage in another process: what a local stage sends it crosses on the transport.
+caf::behavior pipeline_proxy(caf::stateful_actor<proxy_state>* self, int to_rank, int to_process,
+                             std::shared_ptr<net::p2p_transport> transport, caf::actor coordinator) {
+  auto& s = self->state;
+  s.to_rank = to_rank;
+  s.to_process = to_process;
+  s.transport = std::move(transport);
+  s.coordinator = std::move(coordinator);
+  return {
+      [self](pipeline_tensor_msg& m) {
+        if (self->state.port == 0) self->state.waiting.push_back(std::move(m));
+        else forward(self, std::move(m));
+      },
+      [self](address_atom, const std::string& host, int32_t port) {
+        auto& s = self->state;
+        s.host = host;
+        s.port = static_cast<uint16_t>(port);
+        for (auto& m : s.waiting) forward(self, std::move(m));
+        s.waiting.clear();
+      },
+  };
+}
+
+}  // namespace
+
+mesh_links::mesh_links(caf::actor_system& sys, const job_plan& plan, mesh_links_args args)
+    : sys_(sys), plan_(plan), args_(std::move(args)) {
+  const sched::mesh& m = plan_.mesh;
+  bool remote_peer = false;
+  for (int r : m.ranks_of_process(args_.process))
+    for (int q : m.group(sched::axis::pp, r)) remote_peer = remote_peer || m.process_of(q) != args_.process;
+  if (!remote_peer) return;
+  transport_ = std::make_shared<net::p2p_transport>(
+      args_.process, args_.local_host, 0, args_.secret,
+      [this](int from, wire::tensor_meta meta, std::vector<uint8_t> bytes) { on_receive(from, meta, std::move(bytes)); },
+      [this](int from, const wire::error& e) {
+        std::lock_guard<std::mutex> lock(mu_);
+        caf::anon_send(coordinator_, pipeline_failure{-1, "pipeline link from process " + std::to_string(from) + ": " +
+                                                              wire::to_string(e.code) + ": " + e.message});
+      },
+      args_.p2p);
+}
+
+mesh_links::~mesh_links() { stop(); }
+
+void mesh_links::on_receive(int from, const wire::tensor_meta& meta, std::vector<uint8_t> bytes) {
+  pipeline_tensor_msg m;
+  int to = -1;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto refuse = [&](const std::string& why) {
+    caf::anon_send(coordinator_, pipeline_failure{-1, "pipeline link from process " + std::to_string(from) + ": " + why});
+  };
+  if (!parse_wire_name(meta.name, m, to)) return refuse("a tensor named \"" + meta.name + "\" is no pipeline tensor");
+  auto it = local_.find(to);
+  if (it == local_.end()) return refuse("a tensor for rank " + std::to_string(to) + ", which is not in this process");
+  if (meta.type != wire::dtype::f32) return refuse("a tensor of another type than f32");
+  int64_t n = 1;
+  for (int64_t d : meta.shape) n *= d;
+  if (static_cast<uint64_t>(n) * sizeof(float) != bytes.size()) return refuse("a tensor whose shape does not match its bytes");
+  m.value = tensor::uninitialized(meta.shape);
+  if (n > 0) std::memcpy(m.value.data(), bytes.data(), bytes.size());
+  m.value.freeze();
+  caf::anon_send(it->second, std::move(m));
+}
+
+caf::actor mesh_links::collective_of(int rank) {
+  const sched::mesh& m = plan_.mesh;
+  if (m.dp == 1) return {};
+  const sched::mesh_coords at = m.coords_of(rank);
+  const auto members = m.group(sched::axis::dp, rank);
+  bool local = true;
+  for (int q : members) local = local && m.process_of(q) == args_.process;
+  if (local) {
+    auto& g = local_groups_[at.pp];
+    if (g.empty()) {
+      g = spawn_collective_group(sys_, m.dp, collective_options_from_env());
+      actors_.insert(actors_.end(), g.begin(), g.end());
+      collectives_.insert(collectives_.end(), g.begin(), g.end());
+    }
+    return g.at(static_cast<size_t>(at.dp));
+  }
+  net_collective_args a;
+  a.env = launch_env{at.dp, m.dp, args_.local_host, 0, "mesh"};
+  a.secret = args_.secret;
+  a.ring = args_.ring;
+  a.interrupt = std::make_shared<net::ring_interrupt>();
+  interrupts_.push_back(a.interrupt);
+  if (at.dp == 0) {  // the group's first member: its rendezvous listens here, on any port
+    auto port = std::make_shared<std::promise<uint16_t>>();
+    leaders_.push_back({at.pp, port->get_future().share()});
+    a.ring.on_master_listening = [port](uint16_t p) { port->set_value(p); };
+  } else {
+    a.rendezvous = rendezvous_[at.pp].future;
+    a.rendezvous_timeout_ms = args_.join_timeout_ms;
+  }
+  caf::actor c = spawn_net_collective(sys_, std::move(a));
+  actors_.push_back(c);
+  detached_.push_back(c);
+  collectives_.push_back(c);
+  return c;
+}
+
+void mesh_links::connect_pipelines(const std::vector<caf::actor>& local_stages, const caf::actor& coordinator) {
+  const sched::mesh& m = plan_.mesh;
+  const auto mine = m.ranks_of_process(args_.process);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    coordinator_ = coordinator;
+    for (size_t i = 0; i < mine.size(); ++i) local_[mine[i]] = local_stages.at(i);
+  }
+  if (m.pp == 1) return;
+  for (int r : mine) {
+    std::vector<caf::actor> peers;
+    for (int q : m.group(sched::axis::pp, r)) {
+      if (m.process_of(q) == args_.process) {
+        peers.push_back(local_.at(q));
+        continue;
+      }
+      auto& proxy = proxies_[q];
+      if (!proxy) {
+        proxy = sys_.spawn(pipeline_proxy, q, m.process_of(q), transport_, coordinator);
+        actors_.push_back(proxy);
+      }
+      peers.push_back(proxy);
+    }
+    caf::anon_send(local_.at(r), peers_atom::value, std::move(peers));
+  }
+}
+
+process_endpoints mesh_links::serves() {
+  process_endpoints out;
+  for (auto& l : leaders_) {
+    if (l.port.wait_for(std::chrono::milliseconds(args_.join_timeout_ms)) != std::future_status::ready)
+      throw std::runtime_error("process " + std::to_string(args_.process) + ": the rendezvous of data-parallel group " +
+                               std::to_string(l.group) + " did not listen on " + args_.local_host);
+    out.ring_groups.push_back(l.group);
+    out.ring_hosts.push_back(args_.local_host);
+    out.ring_ports.push_back(l.port.get());
+  }
+  if (transport_) {
+    out.p2p_host = args_.local_host;
+    out.p2p_port = transport_->port();
+  }
+  return out;
+}
+
+void mesh_links::apply(const mesh_addresses& a) {
+  for (auto& [group, wait] : rendezvous_) {
+    const auto g = static_cast<size_t>(group);
+    if (g < a.ring_hosts.size() && g < a.ring_ports.size())
+      wait.promise.set_value({a.ring_hosts[g], static_cast<uint16_t>(a.ring_ports[g])});
+  }
+  rendezvous_.clear();
+  for (auto& [rank, proxy] : proxies_) {
+    const auto p = static_cast<size_t>(plan_.mesh.process_of(rank));
+    if (p < a.p2p_hosts.size() && p < a.p2p_ports.size())
+      caf::anon_send(proxy, address_atom::value, a.p2p_hosts[p], a.p2p_ports[p]);
+  }
+}
+
+void mesh_links::stop() {
+  for (auto& i : interrupts_) i->fire();
+  rendezvous_.clear();  // a member still waiting for its address gives up at once (broken promise)
+  if (transport_) transport_->abort();
+}
+
+}  // namespace troupe

@@ -1,0 +1,86 @@
+// mesh_links: how the ranks of one process reach the ranks they work with, in this process or in
+// another. For each rank: its member of its data-parallel group (an in-process collective when
+// the whole group lives here, else a net_collective on a TCP ring of the group), and for each
+// replica: its pipeline peers (the local stage, or a proxy that carries activations and their
+// gradients to another process over the point-to-point transport, framed and checksummed).
+// A job held in one process and each process of a multi-process job wire their ranks the same
+// way; across processes the addresses come from the job hub (mesh_addresses) before training
+// starts. Include only from actors/ (CAF).
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "actors/job/job_plan.hpp"
+#include "actors/messages.hpp"
+#include "comm/p2p_transport.hpp"
+#include "comm/tcp_ring.hpp"
+
+namespace troupe {
+
+struct mesh_links_args {
+  int process = 0;
+  std::string local_host = "127.0.0.1";  // where this process's listeners bind
+  std::string secret;                    // the job's (needed once a link leaves the process)
+  net::ring_options ring;
+  net::p2p_options p2p;
+  int join_timeout_ms = 120000;  // the leaders' rendezvous must listen, and the addresses arrive, by then
+};
+
+class mesh_links {
+ public:
+  mesh_links(caf::actor_system& sys, const job_plan& plan, mesh_links_args args);
+  ~mesh_links();
+  mesh_links(const mesh_links&) = delete;
+  mesh_links& operator=(const mesh_links&) = delete;
+
+  // Before the ranks are spawned: rank's data-parallel collective (empty with one replica).
+  caf::actor collective_of(int rank);
+  // After: this process's stages in rank order; each is told its pipeline peers. Link failures
+  // (a bad frame, a peer that cannot be reached) go to `coordinator` as pipeline_failure.
+  void connect_pipelines(const std::vector<caf::actor>& local_stages, const caf::actor& coordinator);
+  // What this process serves to the others. Waits until its rendezvous listen; throws
+  // std::runtime_error when one cannot within join_timeout_ms.
+  process_endpoints serves();
+  // Where the others listen: starts the rings this process joins and opens the proxies.
+  void apply(const mesh_addresses& addresses);
+  // Nothing waits for a peer any more: rings interrupted, the transport stopped.
+  void stop();
+
+  const std::vector<caf::actor>& actors() const { return actors_; }      // to monitor and stop
+  const std::vector<caf::actor>& detached() const { return detached_; }  // net collectives
+  const std::vector<caf::actor>& collectives() const { return collectives_; }  // for the watchdog's dump
+
+ private:
+  void on_receive(int from_process, const wire::tensor_meta& meta, std::vector<uint8_t> bytes);
+
+  caf::actor_system& sys_;
+  job_plan plan_;
+  mesh_links_args args_;
+  std::map<int, std::vector<caf::actor>> local_groups_;  // pipeline stage -> in-process group
+  struct leader {
+    int group = 0;
+    std::shared_future<uint16_t> port;
+  };
+  std::vector<leader> leaders_;
+  struct address_wait {
+    std::promise<std::pair<std::string, uint16_t>> promise;
+    std::shared_future<std::pair<std::string, uint16_t>> future = promise.get_future().share();
+  };
+  std::map<int, address_wait> rendezvous_;  // group -> where its rendezvous listens (for its other members)
+  std::vector<std::shared_ptr<net::ring_interrupt>> interrupts_;
+  std::shared_ptr<net::p2p_transport> transport_;
+  std::map<int, caf::actor> proxies_;  // remote rank -> its proxy
+  std::mutex mu_;                       // guards local_, coordinator_ (the transport's thread reads them)
+  std::map<int, caf::actor> local_;     // local rank -> its stage
+  caf::actor coordinator_;
+  std::vector<caf::actor> actors_, detached_, collectives_;
+};
+
+}  // namespace troupe

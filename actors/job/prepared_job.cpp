@@ -1,0 +1,67 @@
+// prepare_job: dataset loading, job sizing and the BLAS set-up shared by every training path.
+#include "actors/job/prepared_job.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <stdexcept>
+
+#include "kernels/blas_runtime.hpp"
+
+namespace troupe {
+
+namespace {
+
+void load_data(const train_config& cfg, prepared_job& p) {
+  if (cfg.train_data) {
+    p.train = cfg.train_data;
+    p.eval = cfg.eval_data ? cfg.eval_data : cfg.train_data;
+  } else if (cfg.model.kind == "mlp") {
+    auto fm = storage::load_fashion_mnist(cfg.fashion_mnist_dir);
+    if (p.model.inputs != fm.train->features())
+      throw std::invalid_argument("model.inputs is " + std::to_string(p.model.inputs) +
+                                  " but Fashion-MNIST images have " + std::to_string(fm.train->features()) + " pixels");
+    p.train = fm.train;
+    p.eval = fm.test;
+  } else {
+    auto corpus = storage::load_text_corpus(cfg.corpus_path, cfg.model.context);
+    const auto vocab = static_cast<int64_t>(corpus.vocab.size());
+    if (p.model.vocab != 0 && p.model.vocab != vocab)
+      throw std::invalid_argument("model.vocab is " + std::to_string(p.model.vocab) + " but the corpus has " +
+                                  std::to_string(vocab) + " distinct characters (leave it 0 to take the corpus's)");
+    p.model.vocab = vocab;
+    p.train = corpus.train;
+    p.eval = corpus.validation;
+  }
+  validate(p.model);
+}
+
+int64_t count_params(const model_spec& spec) {
+  int64_t n = 0;
+  for (const auto& l : build_layers(spec)) n += l->num_params();
+  return n;
+}
+
+}  // namespace
+
+prepared_job prepare_job(const train_config& cfg) {
+  prepared_job p;
+  p.model = cfg.model;
+  load_data(cfg, p);
+  p.steps_per_epoch = p.train->size() / cfg.batch_size;
+  if (p.steps_per_epoch == 0)
+    throw std::invalid_argument("batch_size " + std::to_string(cfg.batch_size) + " is larger than the " +
+                                std::to_string(p.train->size()) + " training samples");
+  p.total_steps = p.steps_per_epoch * cfg.epochs;
+  if (cfg.max_steps > 0) p.total_steps = std::min(p.total_steps, cfg.max_steps);
+  p.rows_per_sample = cfg.model.kind == "gpt" ? p.model.context : 1;
+  p.num_params = count_params(p.model);
+  const blas_kernels& k = ensure_blas_kernels();
+  set_blas_threads(cfg.threads);
+  if (k.loaded != k.running)
+    spdlog::info("OpenBLAS kernels {} (OpenBLAS chose {} on this CPU), {} thread(s)", k.running, k.loaded, cfg.threads);
+  else
+    spdlog::info("OpenBLAS kernels {}, {} thread(s)", k.running, cfg.threads);
+  return p;
+}
+
+}  // namespace troupe

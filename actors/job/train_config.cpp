@@ -1,0 +1,78 @@
+// The checks and derived values of a train_config: plain functions, no CAF (train_config.hpp).
+#include "actors/job/train_config.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "comm/tls_files.hpp"
+#include "kernels/blas_runtime.hpp"
+
+namespace troupe {
+
+straggler_spec parse_straggler(const std::string& text) {
+  auto bad = [&]() -> straggler_spec {
+    throw std::invalid_argument("straggler \"" + text + "\": expected rank:ms or rank:ms:random, e.g. 1:50");
+  };
+  const auto c1 = text.find(':');
+  if (c1 == std::string::npos || c1 == 0) return bad();
+  const auto c2 = text.find(':', c1 + 1);
+  straggler_spec s;
+  try {
+    size_t used = 0;
+    s.rank = std::stoi(text.substr(0, c1), &used);
+    if (used != c1) return bad();
+    const std::string ms = text.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1);
+    s.ms = std::stod(ms, &used);
+    if (used != ms.size()) return bad();
+  } catch (const std::logic_error&) {
+    return bad();
+  }
+  if (c2 != std::string::npos) {
+    if (text.substr(c2 + 1) != "random") return bad();
+    s.random = true;
+  }
+  if (s.rank < 0 || s.ms < 0) return bad();
+  return s;
+}
+
+void validate(const train_config& c) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
+  validate(c.optim);
+  if (c.epochs <= 0) bad("epochs must be positive, got " + std::to_string(c.epochs));
+  if (c.batch_size <= 0) bad("batch_size must be positive, got " + std::to_string(c.batch_size));
+  if (c.threads <= 0) bad("threads must be positive, got " + std::to_string(c.threads));
+  if (c.threads > blas_max_threads())  // more hangs inside OpenBLAS
+    bad("threads " + std::to_string(c.threads) + " exceeds the " + std::to_string(blas_max_threads()) +
+        " this OpenBLAS was built for");
+  if (c.max_steps < 0) bad("max_steps must be >= 0");
+  if (c.eval_batch_size <= 0) bad("eval_batch_size must be positive");
+  if (c.out_dir.empty()) bad("out must name a folder");
+  if (c.model.kind != "mlp" && c.model.kind != "gpt") validate(c.model);
+  if (const std::string m = sched::check(c.mesh); !m.empty()) bad("mesh " + sched::to_string(c.mesh) + ": " + m);
+  if (c.mesh.dp > c.batch_size)
+    bad("dp " + std::to_string(c.mesh.dp) + " exceeds batch_size " + std::to_string(c.batch_size) +
+        ": a rank would get no rows");
+  if (c.process.index < 0 || c.process.index >= c.mesh.processes)
+    bad("process " + std::to_string(c.process.index) + " is not in 0.." + std::to_string(c.mesh.processes - 1));
+  // Not finite would be nonsense once converted to bytes or milliseconds (the CLI's table of
+  // tunables gives the user-facing ranges; these guard the C++ API).
+  if (!std::isfinite(c.bucket_mb) || c.bucket_mb < 0) bad("bucket_mb must be a finite number >= 0 (0: one bucket per layer)");
+  if (!std::isfinite(c.watchdog_seconds) || c.watchdog_seconds < 0) bad("watchdog_seconds must be a finite number >= 0");
+  const double peer = c.process.peer_timeout_seconds;
+  if (!std::isfinite(peer) || peer < 0.001 || peer > 1e6)  // milliseconds in an int, never 0
+    bad("process.peer_timeout_seconds must be a finite number in [0.001, 1e6]");
+  net::check_tls_files(c.process.tls_cert, c.process.tls_key, c.process.tls_ca);
+  for (const auto& st : c.stragglers)
+    if (st.rank >= c.mesh.dp)
+      bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.mesh.dp));
+}
+
+eval_plan plan_evaluation(const train_config& c, int64_t held_out, int64_t rows_per_sample) {
+  eval_plan p;
+  p.samples = c.eval_max_batches > 0 ? std::min(held_out, c.eval_max_batches * c.eval_batch_size) : held_out;
+  const int64_t rows = std::max<int64_t>(c.batch_size * rows_per_sample, 1000);
+  p.piece = std::max<int64_t>(1, std::min(c.eval_batch_size, rows / std::max<int64_t>(rows_per_sample, 1)));
+  return p;
+}
+
+}  // namespace troupe

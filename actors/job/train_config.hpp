@@ -1,0 +1,130 @@
+// What a training job is asked to do and what it reports back. Plain structs, no CAF: the CLI,
+// the examples and the tests build a train_config and call run_training (training_job.hpp).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/model.hpp"
+#include "kernels/optimizer.hpp"
+#include "kernels/tensor.hpp"
+#include "schedules/mesh.hpp"
+#include "schedules/schedule.hpp"
+#include "schedules/timeline.hpp"
+
+namespace troupe {
+
+namespace storage {
+class dataset;
+}
+
+// An injected delay for stress tests: rank `rank` sleeps before each step's forward, `ms`
+// milliseconds (fixed) or uniformly in [0, 2 ms) (random, seeded per rank and step).
+struct straggler_spec {
+  int rank = 0;
+  double ms = 0;
+  bool random = false;
+};
+// Parses "rank:ms" or "rank:ms:random"; throws std::invalid_argument naming the text.
+straggler_spec parse_straggler(const std::string& text);
+
+// How this process takes part in a job whose mesh spans several processes (actors/process/process_job.cpp);
+// the number of processes is the mesh's (train_config::mesh.processes).
+struct process_config {
+  int index = 0;                        // this process among the mesh's processes (the launcher's RANK)
+  std::string master_addr = "127.0.0.1";
+  uint16_t master_port = 29500;         // rank 0's control gate (0: any free port, rank 0 only)
+  std::string secret;                   // --secret-file or TROUPE_SECRET; required when world > 1
+  std::string secret_file;              // [process] secret_file: where the CLI reads `secret` from
+  double peer_timeout_seconds = 30;     // a peer silent this long is lost; the job stops
+  double join_timeout_seconds = 120;    // every rank must have joined by then
+  std::string tls_cert, tls_key, tls_ca;  // PEM files: control plane over caf_openssl TLS
+  // Rank 0: called with the gate's port once it listens (tests and --nodes start workers then).
+  std::function<void(uint16_t)> on_listening;
+};
+
+struct train_config {
+  model_spec model;           // kind "mlp" trains on Fashion-MNIST, "gpt" on the text corpus
+  optimizer_config optim;
+  int64_t epochs = 5;
+  int64_t batch_size = 128;   // global batch, in samples (sequences for the GPT)
+  uint64_t seed = 42;
+  int threads = 1;            // BLAS threads of the compute device
+  std::string out_dir = "runs/latest";
+  std::string fashion_mnist_dir = "/usr/share/datasets/fashion-mnist";
+  std::string corpus_path = "/usr/share/games/fortunes";
+  // Datasets already in memory (a program embedding troupe, the tests), used instead of the files
+  // above when train_data is set; eval_data empty: the held-out set is train_data. The model must
+  // fit them as it must fit the files (a GPT's vocab set, since no corpus tells it).
+  std::shared_ptr<const storage::dataset> train_data, eval_data;
+  int64_t max_steps = 0;      // stop after this many steps (0: run every epoch)
+  int64_t eval_batch_size = 1000;  // the unit of eval_max_batches (see plan_evaluation)
+  int64_t eval_max_batches = 0;  // 0: the whole held-out set
+  bool progress = true;       // progress bar on stderr
+  // Where the ranks are: dp x pp (x tp) ranks over mesh.processes processes (schedules/mesh.hpp).
+  // dp: data-parallel replicas, each on 1/dp of every batch; pp: pipeline stages P per replica.
+  sched::mesh mesh;
+  // Pipeline parallelism: the schedule every replica runs (mesh.pp stages; 1: the one-stage `F B R O`).
+  std::string schedule = "1f1b";    // gpipe, 1f1b, interleaved, zb-h1
+  int micro_batches = 1;            // M: microbatches per global batch
+  int virtual_stages = 2;           // v: chunks per device, for the interleaved schedule only
+  std::vector<int64_t> cuts;        // first layers of model chunks 1..; empty: balanced by params
+  // A schedule of the user's own (a builder's output, completed by the passes) run instead of the
+  // named one: its stage count must be mesh.pp. Empty (no stages): the named schedule.
+  sched::schedule user_schedule;
+  std::string drop_send;            // fault injection for tests: a send ("0SA3>1") that is lost
+  bool pin_threads = false;         // pin stage d's thread to core d % cores
+  double watchdog_seconds = 60;     // a step without progress this long is reported and stopped (any job)
+  // Data parallelism (actors/dp_job.cpp).
+  double bucket_mb = 25.0;          // gradient bucket cap in MiB (PyTorch DDP's default)
+  std::vector<straggler_spec> stragglers;
+  int64_t trace_step = -1;          // step written to trace.json (-1: the last one)
+  process_config process;           // mesh.processes > 1: this process's part
+};
+
+// Throws std::invalid_argument naming the bad field.
+void validate(const train_config& cfg);
+
+// Held-out evaluation: which samples, and how many go through one forward pass. The samples are
+// the first eval_max_batches x eval_batch_size of the held-out set (all of it when
+// eval_max_batches is 0). A forward pass holds every layer's activations, so its piece holds no
+// more rows than a training step does (batch_size x rows_per_sample), or 1000 rows when that is
+// more, and never more than eval_batch_size samples. Why: a fixed 1000 sequences of a GPT took
+// 2.5 GB while its training took 0.4 GB. The 1000-row floor keeps an MLP's pieces at 1000
+// samples. Pieces change the memory, not the result: the loss is a mean over the same samples.
+struct eval_plan {
+  int64_t samples = 0;  // held-out samples evaluated
+  int64_t piece = 1;    // samples per forward pass (one eval_batch_msg)
+  int64_t pieces() const { return (samples + piece - 1) / piece; }
+};
+eval_plan plan_evaluation(const train_config& cfg, int64_t held_out, int64_t rows_per_sample);
+
+struct train_summary {
+  std::vector<double> losses;          // mean training loss of each step
+  std::vector<double> test_accuracy;   // after each epoch (token accuracy for the GPT)
+  std::vector<double> test_loss;
+  int64_t steps = 0;
+  int64_t samples = 0;
+  double train_seconds = 0.0;         // wall time of the training steps, evaluation excluded
+  double compute_seconds = 0.0;       // of which the stage computed (the rest: runtime and waiting)
+  double samples_per_s = 0.0;
+  tensor final_params;                 // the flat parameters after the last step
+  std::string metrics_path;
+  // The traced step's Chrome trace (every rank: its actions, and its all-reduces beside them) and
+  // the measured timeline of the first replica's median recent step (SVG); the share of
+  // all-reduce time hidden behind backward in the traced step; the gradient buckets per rank of
+  // pipeline stage 0; each rank's wall time per step (step start to updated parameters), by
+  // mesh rank; each rank's most live activations at once, over all steps.
+  std::string trace_path, timeline_path;
+  double overlap_share = 0.0;
+  int buckets = 0;
+  std::vector<std::vector<double>> rank_step_seconds;
+  std::vector<int> peak_live_activations;
+  sched::timeline measured;            // the traced step, every rank (lanes as in trace_path)
+  std::vector<sched::timeline> recent; // the first replica's last (up to 32) steps, one lane per stage
+};
+
+}  // namespace troupe

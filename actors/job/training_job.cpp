@@ -1,0 +1,68 @@
+// run_training: the one runner. It loads the data, plans the job over its mesh (job_plan), spawns
+// every rank's actors (mesh_job) and the coordinator, waits for the coordinator, and writes the
+// measured trace. The training loop itself is the message flow: coordinator.cpp orders steps,
+// stage.cpp interprets each rank's schedule row. A mesh over several processes goes to
+// process_job, which spawns each process's ranks the same way.
+#include "actors/job/training_job.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+
+#include "actors/actors.hpp"
+#include "actors/job/job_outputs.hpp"
+#include "actors/job/mesh_job.hpp"
+#include "actors/job/metrics_log.hpp"
+#include "actors/process/process_job.hpp"
+#include "actors/job/runtime_config.hpp"
+#include "actors/job/teardown_guard.hpp"
+
+namespace troupe {
+
+coordinator_args coordinator_args_for(const train_config& cfg, const prepared_job& data, const job_plan& plan,
+                                      const job_outputs& out) {
+  coordinator_args a;
+  a.steps_per_epoch = data.steps_per_epoch;
+  a.epochs = cfg.epochs;
+  a.total_steps = data.total_steps;
+  a.samples_per_step = cfg.batch_size;
+  a.mesh = plan.mesh;
+  a.plan = plan.schedule;
+  a.trace_step = cfg.trace_step;
+  a.log = out.log;
+  a.summary = out.summary;
+  a.failure = out.failure;
+  a.record = out.record;
+  a.watchdog_seconds = cfg.watchdog_seconds;
+  return a;
+}
+
+train_summary run_training(const train_config& cfg) {
+  if (cfg.mesh.processes > 1) return run_process_training(cfg);
+  validate(cfg);
+  const prepared_job data = prepare_job(cfg);
+  const job_plan plan = plan_job(cfg, data);
+  log_plan(cfg, data, plan);
+  job_outputs out(cfg, data);
+  teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
+  {
+    caf::actor_system_config sys_cfg;
+    configure_runtime(sys_cfg);
+    caf::actor_system sys{sys_cfg};
+    auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, data, plan, out));
+    rank_actors ranks = spawn_mesh(sys, cfg, data, plan, coordinator);
+    auto evaluator = spawn_evaluator(sys, data.model, cfg.seed, ranks.loaders.at(0), coordinator);
+    ranks.members.push_back(evaluator);
+    caf::anon_send(coordinator, watch_atom::value, ranks.collectives);
+    caf::anon_send(coordinator, start_atom::value, ranks.stages, evaluator, ranks.members);
+    caf::scoped_actor self{sys};
+    self->wait_for(coordinator);
+    // The actor system's destructor waits for every stage; one wedged in a computation (what the
+    // watchdog reported) would hold the process forever.
+    if (!out.failure->what.empty()) guard.arm(out.failure->what, failed_job_grace);
+  }
+  if (!out.failure->what.empty()) throw std::runtime_error(out.failure->what);
+  return finish_summary(cfg, plan, out);
+}
+
+}  // namespace troupe

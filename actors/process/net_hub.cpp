@@ -1,0 +1,282 @@
+// job_hub (rank 0) and worker_hub (every other rank): admission, liveness and the end of a job
+// whose ranks are processes (declared in net_actors.hpp). Neither touches training messages:
+// step orders and reports go straight between the coordinator and the stages over the
+// middleman. The hub decides only who is in, who is lost, and tells everyone when it is over.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "actors/actor_failure.hpp"
+#include "actors/actors.hpp"
+#include "actors/process/net_actors.hpp"
+
+namespace troupe {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using tick_atom = caf::atom_constant<caf::atom("hubtick")>;
+using decide_atom = caf::atom_constant<caf::atom("hubdecide")>;
+
+// A rank that dies breaks its neighbours' ring connections at once, so a neighbour's stage may
+// fail a few milliseconds before the dead rank's own connection is seen to close. A stage error
+// therefore waits this long for a lost process to blame instead.
+constexpr std::chrono::milliseconds symptom_grace{500};
+
+// Pings go out four times per timeout, so one lost ping is no alarm and a silent peer is found
+// at most a quarter timeout after the timeout itself.
+std::chrono::milliseconds tick_of(std::chrono::milliseconds timeout) {
+  return std::max(std::chrono::milliseconds(10), timeout / 4);
+}
+
+double seconds(clock_type::duration d) { return std::chrono::duration<double>(d).count(); }
+
+struct peer {
+  caf::actor hub;
+  std::vector<caf::actor> stages;
+  process_endpoints serves;
+  clock_type::time_point last_seen;
+  bool gone = false;  // its process or connection is lost: nobody to tell at the end
+};
+
+struct job_hub_state {
+  job_hub_args args;
+  std::map<int32_t, bool> admitted;  // rank -> joined (join_request accepted)
+  std::map<int32_t, peer> ready;     // rank -> its actors
+  clock_type::time_point started = clock_type::now();
+  bool running = false, ended = false;
+  std::string symptom;  // a stage error waiting out symptom_grace
+  caf::response_promise end_promise;  // job_end: answered once every worker's connection closed
+  bool disconnecting = false;
+  static inline const char* name = "job_hub";
+};
+using hub_ptr = caf::stateful_actor<job_hub_state>*;
+
+// First failure: record it and stop the coordinator (run_process_training then shuts the rest
+// down and sends the report). Later ones are kept for the log. A symptom (a stage that stopped)
+// becomes the verdict only if no cause (a lost or silent process) turns up within symptom_grace.
+void lost(hub_ptr self, const std::string& why, bool symptom = false) {
+  auto& s = self->state;
+  if (s.ended) return;
+  std::lock_guard<std::mutex> lock(s.args.verdict->mu);
+  if (!s.args.verdict->first.empty() || (symptom && !s.symptom.empty())) {
+    s.args.verdict->later.push_back(why);
+    return;
+  }
+  if (symptom) {
+    s.symptom = why;
+    self->delayed_send(self, symptom_grace, decide_atom::value);
+    return;
+  }
+  if (!s.symptom.empty()) s.args.verdict->later.push_back(std::exchange(s.symptom, {}));
+  s.args.verdict->first = why;
+  spdlog::error("job hub: {}", why);
+  self->send_exit(s.args.coordinator, caf::exit_reason::user_shutdown);
+}
+
+// After job_end: every worker acknowledged (or could not), their connections are closed; the
+// answer waits until the middleman has reported each of them gone.
+void answer_when_all_gone(hub_ptr self) {
+  auto& s = self->state;
+  for (auto& [rank, p] : s.ready)
+    if (!p.gone) return;
+  if (s.end_promise.pending()) s.end_promise.deliver(true);
+}
+
+void disconnect_workers(hub_ptr self) {
+  auto& s = self->state;
+  if (s.disconnecting) return;
+  s.disconnecting = true;
+  if (s.args.disconnect) s.args.disconnect();
+  answer_when_all_gone(self);
+}
+
+void tick(hub_ptr self) {
+  auto& s = self->state;
+  const auto now = clock_type::now();
+  if (!s.running && now - s.started > s.args.join_timeout) {
+    std::string missing;
+    for (int r = 1; r < s.args.world; ++r)
+      if (!s.ready.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+    lost(self, "ranks " + missing + " did not join within " + std::to_string(seconds(s.args.join_timeout)) + " s");
+  }
+  for (auto& [rank, p] : s.ready) {
+    self->send(p.hub, peer_ping_atom::value);
+    if (now - p.last_seen > s.args.peer_timeout && !p.gone) {
+      p.gone = true;  // nobody to wait for at the end: a hung process will not acknowledge
+      lost(self, "rank " + std::to_string(rank) + " stopped answering (silent for " +
+                     fmt::format("{:.1f}", seconds(now - p.last_seen)) + " s, peer timeout " +
+                     fmt::format("{:.1f}", seconds(s.args.peer_timeout)) + " s)");
+    }
+  }
+  if (!s.ended) self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
+}
+
+caf::behavior job_hub(hub_ptr self, job_hub_args args) {
+  self->state.args = std::move(args);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    for (auto& [rank, p] : self->state.ready) {
+      const bool hub = dm.source == p.hub.address();
+      const bool stage = std::any_of(p.stages.begin(), p.stages.end(), [&](const caf::actor& a) { return dm.source == a.address(); });
+      if (!hub && !stage) continue;
+      const bool unreachable = dm.reason == caf::exit_reason::remote_link_unreachable;
+      if (unreachable || hub) p.gone = true;
+      if (self->state.disconnecting) {
+        answer_when_all_gone(self);
+        return;
+      }
+      lost(self,
+           "rank " + std::to_string(rank) +
+               (unreachable ? " lost: its connection closed (the process died or the network failed)"
+                            : std::string(hub ? " left: " : "'s stage stopped: ") + describe_exit(self->system(), dm.reason)),
+           /*symptom=*/!unreachable && !hub);
+      return;
+    }
+  });
+  self->delayed_send(self, tick_of(self->state.args.peer_timeout), tick_atom::value);
+  return {
+      [self](const join_request& j) -> caf::result<join_reply> {
+        auto& s = self->state;
+        std::string why;
+        if (j.rank <= 0 || j.rank >= s.args.world)
+          why = "rank " + std::to_string(j.rank) + " is not in 1.." + std::to_string(s.args.world - 1);
+        else if (s.admitted.count(j.rank))
+          why = "rank " + std::to_string(j.rank) + " joined already";
+        else if (j.config != s.args.config)
+          why = "rank " + std::to_string(j.rank) + " runs another configuration: \"" + j.config + "\", rank 0 runs \"" +
+                s.args.config + "\"";
+        if (!why.empty()) {
+          spdlog::error("job hub: refused a join: {}", why);
+          return caf::make_error(caf::sec::request_receiver_down, why);
+        }
+        s.admitted[j.rank] = true;
+        return join_reply{s.args.coordinator};
+      },
+      [self](const worker_ready& w) {
+        auto& s = self->state;
+        if (!s.admitted.count(w.rank) || s.ready.count(w.rank)) return;
+        const auto want = static_cast<size_t>(s.args.mesh.ranks_per_process());
+        if (w.stages.size() != want) {
+          lost(self, "process " + std::to_string(w.rank) + " reported " + std::to_string(w.stages.size()) +
+                         " stages, its block of the mesh has " + std::to_string(want));
+          return;
+        }
+        self->monitor(w.hub);
+        for (const auto& st : w.stages) self->monitor(st);
+        s.ready[w.rank] = {w.hub, w.stages, w.serves, clock_type::now()};
+        if (static_cast<int>(s.ready.size()) + 1 < s.args.world) return;
+        // Every process is in: the stages by mesh rank, and where each serves what.
+        std::vector<caf::actor> stages(static_cast<size_t>(s.args.mesh.ranks()));
+        mesh_addresses where;
+        where.ring_hosts.resize(static_cast<size_t>(s.args.mesh.pp));
+        where.ring_ports.resize(static_cast<size_t>(s.args.mesh.pp), 0);
+        where.p2p_hosts.resize(static_cast<size_t>(s.args.world));
+        where.p2p_ports.resize(static_cast<size_t>(s.args.world), 0);
+        auto place = [&](int process, const std::vector<caf::actor>& block, const process_endpoints& e) {
+          const auto ranks = s.args.mesh.ranks_of_process(process);
+          for (size_t i = 0; i < ranks.size(); ++i) stages[static_cast<size_t>(ranks[i])] = block.at(i);
+          for (size_t i = 0; i < e.ring_groups.size(); ++i) {
+            where.ring_hosts.at(static_cast<size_t>(e.ring_groups[i])) = e.ring_hosts.at(i);
+            where.ring_ports.at(static_cast<size_t>(e.ring_groups[i])) = e.ring_ports.at(i);
+          }
+          where.p2p_hosts[static_cast<size_t>(process)] = e.p2p_host;
+          where.p2p_ports[static_cast<size_t>(process)] = e.p2p_port;
+        };
+        place(0, s.args.local_stages, s.args.serves);
+        for (auto& [rank, p] : s.ready) place(rank, p.stages, p.serves);
+        for (auto& [rank, p] : s.ready) self->send(p.hub, where);
+        if (s.args.on_addresses) s.args.on_addresses(where);
+        spdlog::info("job hub: all {} ranks joined ({:.1f} s); training starts", s.args.world,
+                     seconds(clock_type::now() - s.started));
+        s.running = true;
+        self->send(s.args.coordinator, start_atom::value, std::move(stages), s.args.evaluator, s.args.local_members);
+      },
+      [self](peer_pong_atom, int32_t rank) {
+        auto it = self->state.ready.find(rank);
+        if (it != self->state.ready.end()) it->second.last_seen = clock_type::now();
+      },
+      [self](tick_atom) { tick(self); },
+      [self](decide_atom) {  // no cause turned up: the symptom is the verdict
+        auto& s = self->state;
+        if (!s.symptom.empty()) lost(self, std::exchange(s.symptom, {}));
+      },
+      // run_process_training, at the end: tell every worker; answer once all acknowledged.
+      [self](const job_end& e) {
+        auto& s = self->state;
+        s.ended = true;
+        s.end_promise = self->make_response_promise();
+        auto left = std::make_shared<size_t>(0);
+        for (auto& [rank, p] : s.ready) *left += p.gone ? 0 : 1;
+        if (*left == 0) disconnect_workers(self);
+        const auto wait = std::min<std::chrono::milliseconds>(std::chrono::seconds(5), s.args.peer_timeout);
+        for (auto& [rank, p] : s.ready)
+          if (!p.gone)
+            self->request(p.hub, wait, e)
+              .then([self, left](job_end_ack_atom) { if (--*left == 0) disconnect_workers(self); },
+                    [self, left](caf::error&) { if (--*left == 0) disconnect_workers(self); });
+      },
+  };
+}
+
+struct worker_hub_state {
+  worker_hub_args args;
+  clock_type::time_point last_ping = clock_type::now();
+  bool ending = false;  // job_end received: waiting for rank 0 to close the connection
+  static inline const char* name = "worker_hub";
+};
+using worker_ptr = caf::stateful_actor<worker_hub_state>*;
+
+caf::behavior worker_hub(worker_ptr self, worker_hub_args args) {
+  self->state.args = std::move(args);
+  auto& s = self->state;
+  self->monitor(s.args.job_hub);
+  self->set_down_handler([self](caf::down_msg& dm) {
+    if (dm.source != self->state.args.job_hub.address()) return;
+    if (!self->state.ending) *self->state.args.report = "rank 0 lost: " + describe_exit(self->system(), dm.reason);
+    self->quit();
+  });
+  self->send(s.args.job_hub, worker_ready{s.args.rank, caf::actor_cast<caf::actor>(self), s.args.stages, s.args.serves});
+  self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
+  return {
+      [self](const mesh_addresses& a) {
+        if (self->state.args.on_addresses) self->state.args.on_addresses(a);
+      },
+      [self](peer_ping_atom) {
+        self->state.last_ping = clock_type::now();
+        self->send(self->state.args.job_hub, peer_pong_atom::value, self->state.args.rank);
+      },
+      [self](tick_atom) {
+        auto& s = self->state;
+        const auto silent = clock_type::now() - s.last_ping;
+        if (silent > s.args.peer_timeout) {
+          const std::string what = s.ending ? "rank 0 did not close the connection after the job's end"
+                                            : "rank 0 stopped answering";
+          if (!s.ending || s.args.report->empty())
+            *s.args.report = what + " (no ping for " + fmt::format("{:.1f}", seconds(silent)) + " s)";
+          self->quit();
+          return;
+        }
+        self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
+      },
+      // The job is over; this process stops its actors once rank 0 has closed the connection
+      // (the down message of the job hub's proxy), so the middleman has cleaned it up first.
+      [self](const job_end& e) {
+        auto& s = self->state;
+        *s.args.report = e.ok ? "" : e.report;
+        s.ending = true;
+        return job_end_ack_atom::value;
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_job_hub(caf::actor_system& sys, job_hub_args args) { return sys.spawn(job_hub, std::move(args)); }
+
+caf::actor spawn_worker_hub(caf::actor_system& sys, worker_hub_args args) {
+  return sys.spawn(worker_hub, std::move(args));
+}
+
+}  // namespace troupe

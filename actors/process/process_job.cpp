@@ -1,0 +1,298 @@
+// run_process_training: a mesh spread over processes, each holding its block of ranks (spawned by
+// spawn_ranks exactly as a job held in one process is). Two planes:
+//  * control: CAF's middleman carries step orders, reports, evaluation and the hubs' messages.
+//    The middleman listens nowhere: the gate (net_gate) runs the job's HMAC challenge on every
+//    connection and only then hands the socket to the middleman (middleman_link), so a peer
+//    without the secret never reaches an actor. With --tls-cert/--tls-key/--tls-ca the middleman
+//    speaks caf_openssl mutual TLS on a loopback port that the gate splices to.
+//  * data (mesh_links): gradient buckets go through a tcp_ring per data-parallel group that spans
+//    processes, activations and their gradients through each process's point-to-point endpoint.
+//    Where they listen is learnt only over the authenticated control plane: every process tells
+//    the job hub what it serves (worker_ready), and the hub hands out every address
+//    (mesh_addresses) before training starts.
+#include "actors/job/runtime_config.hpp"
+#include "actors/process/process_job.hpp"
+
+#include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "actors/actors.hpp"
+#include "actors/job/mesh_job.hpp"
+#include "actors/job/mesh_links.hpp"
+#include "actors/job/metrics_log.hpp"
+#include "actors/process/net_actors.hpp"
+#include "actors/process/middleman_link.hpp"
+#include "comm/net_gate.hpp"
+#include "actors/job/teardown_guard.hpp"
+
+namespace troupe {
+
+std::string describe_for_join(const train_config& c, const prepared_job& job) {
+  return fmt::format("{}; {} lr {} wd {} momentum {} betas {},{} eps {}; batch {} seed {} steps {}; buckets {} MiB; "
+                     "mesh {}; schedule {} M {} v {}; eval {}x{}",
+                     describe(job.model), c.optim.kind, c.optim.lr, c.optim.weight_decay, c.optim.momentum,
+                     c.optim.beta1, c.optim.beta2, c.optim.eps, c.batch_size, c.seed, job.total_steps, c.bucket_mb,
+                     sched::to_string(c.mesh), c.user_schedule.stages.empty() ? c.schedule : c.user_schedule.name,
+                     c.micro_batches, c.virtual_stages, c.eval_batch_size, c.eval_max_batches);
+}
+
+namespace {
+
+using std::chrono::milliseconds;
+milliseconds to_ms(double s) { return milliseconds(static_cast<int64_t>(s * 1000.0)); }
+
+bool use_tls(const process_config& p) { return !p.tls_cert.empty(); }
+
+void configure(caf::actor_system_config& sys_cfg, const process_config& p) {
+  configure_runtime(sys_cfg);
+  sys_cfg.load<caf::io::middleman>();
+  if (use_tls(p)) {
+    sys_cfg.load<caf::openssl::manager>();
+    sys_cfg.set("openssl.certificate", p.tls_cert);
+    sys_cfg.set("openssl.key", p.tls_key);
+    sys_cfg.set("openssl.cafile", p.tls_ca);
+  }
+}
+
+mesh_links_args links_args(const train_config& cfg, int process, const std::string& local_host);
+
+net::ring_options ring_options_for(const process_config& p) {
+  net::ring_options o;
+  // Twice the peer timeout: the hubs' pings name a silent rank first; the ring only unblocks.
+  o.io_timeout_ms = static_cast<int>(2 * to_ms(p.peer_timeout_seconds).count());
+  o.rendezvous.timeout_ms = static_cast<int>(to_ms(p.join_timeout_seconds).count());
+  return o;
+}
+
+mesh_links_args links_args(const train_config& cfg, int process, const std::string& local_host) {
+  const process_config& pc = cfg.process;
+  mesh_links_args a;
+  a.process = process;
+  a.local_host = local_host;
+  a.secret = pc.secret;
+  a.ring = ring_options_for(pc);
+  // Twice the peer timeout, as for the ring: the hubs' pings name a silent process first.
+  a.p2p.io_timeout_ms = static_cast<int>(2 * to_ms(pc.peer_timeout_seconds).count());
+  a.p2p.connect_timeout_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
+  a.join_timeout_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
+  return a;
+}
+
+// Stops the actors, waits until they are gone, and drops the registry entries the middleman
+// made when their handles crossed to another process. A detached actor still referenced from
+// there is never destroyed, and ~actor_system would wait for its thread forever (seen as a
+// worker that finished its job but did not exit).
+void stop_all(caf::actor_system& sys, const std::vector<caf::actor>& actors) {
+  for (const auto& a : actors) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  caf::scoped_actor self{sys};
+  for (const auto& a : actors) {
+    if (!a) continue;
+    self->wait_for(a);
+    sys.registry().erase(a.id());
+  }
+}
+
+train_summary run_rank0(const train_config& cfg, const prepared_job& job, const job_plan& plan) {
+  const process_config& pc = cfg.process;
+  job_outputs out(cfg, job);
+  const auto& summary = out.summary;
+  const auto& failure = out.failure;
+  auto verdict = std::make_shared<job_verdict>();
+  teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
+  caf::actor_system_config sys_cfg;
+  configure(sys_cfg, pc);
+  caf::actor_system sys{sys_cfg};
+
+  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, 0, pc.master_addr));
+  auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, job, plan, out));
+  rank_actors p = spawn_ranks(sys, cfg, job, plan, cfg.mesh.ranks_of_process(0), coordinator,
+                              [&](int rank) { return links->collective_of(rank); });
+  links->connect_pipelines(p.stages, coordinator);
+  auto evaluator = spawn_evaluator(sys, job.model, cfg.seed, p.loaders.at(0), coordinator);
+  middleman_drain drain;  // the detached actors, watched before their handles leave the process
+  for (const auto& a : p.detached) drain.watch(a);
+  for (const auto& a : links->detached()) drain.watch(a);
+  drain.watch(evaluator);
+  std::vector<caf::actor> local = p.members;
+  local.insert(local.end(), links->actors().begin(), links->actors().end());
+  local.push_back(evaluator);
+  caf::anon_send(coordinator, watch_atom::value, links->collectives());
+  process_endpoints serves;
+  try {
+    serves = links->serves();  // its rendezvous listen before any process can ask where they are
+  } catch (const std::exception&) {
+    links->stop();
+    stop_all(sys, local);
+    stop_all(sys, {coordinator});
+    throw;
+  }
+  auto connections = std::make_shared<net::connection_set>();
+  job_hub_args ha;
+  ha.world = cfg.mesh.processes;
+  ha.mesh = cfg.mesh;
+  ha.config = describe_for_join(cfg, job);
+  ha.peer_timeout = to_ms(pc.peer_timeout_seconds);
+  ha.join_timeout = to_ms(pc.join_timeout_seconds);
+  ha.coordinator = coordinator;
+  ha.local_stages = p.stages;
+  ha.evaluator = evaluator;
+  ha.serves = serves;
+  ha.on_addresses = [links](const mesh_addresses& a) { links->apply(a); };
+  ha.local_members = local;
+  ha.verdict = verdict;
+  ha.disconnect = [connections] { connections->shutdown_all(); };
+  auto hub = spawn_job_hub(sys, std::move(ha));
+  // Plain TCP: the middleman gets no port; the gate hands it each admitted socket (serve_over).
+  // TLS: the TLS middleman listens on loopback, behind its mutual TLS and the gate's splices.
+  std::unique_ptr<net::loopback_splices> splices;
+  if (use_tls(pc)) {
+    auto tls_port = caf::openssl::publish(hub, 0, "127.0.0.1");
+    if (!tls_port) {
+      stop_all(sys, local);
+      stop_all(sys, {hub, coordinator});
+      throw std::runtime_error("rank 0: cannot publish the job hub over TLS: " + sys.render(tls_port.error()));
+    }
+    splices = std::make_unique<net::loopback_splices>(*tls_port);
+  }
+  const int auth_ms = static_cast<int>(std::min<int64_t>(5000, to_ms(pc.peer_timeout_seconds).count()));
+  std::string report;
+  bool ok = false;
+  {
+    net::gate_server gate(
+        pc.master_addr, pc.master_port, pc.secret,
+        [&](net::socket_fd fd, uint32_t, const std::string&) {
+          connections->add(fd.get());
+          if (splices)
+            splices->add(std::move(fd), auth_ms);
+          else
+            serve_over(sys, std::move(fd), hub);
+        },
+        auth_ms);
+    spdlog::info("process 0 of {}: control gate on {}:{}{}", cfg.mesh.processes, pc.master_addr, gate.port(),
+                 use_tls(pc) ? " (TLS)" : "");
+    if (pc.on_listening) pc.on_listening(gate.port());
+    caf::scoped_actor self{sys};
+    self->wait_for(coordinator);
+    ok = failure->what.empty() && summary->steps == job.total_steps;
+    if (!ok) {
+      // A rank that died shows as a closed connection within milliseconds, a silent one within
+      // the peer timeout: give the hub that long to name it before settling for the symptom.
+      // The coordinator's own error (a full disk) is a cause already: no rank to wait for.
+      const auto deadline = std::chrono::steady_clock::now() + to_ms(pc.peer_timeout_seconds * 1.25);
+      while (!failure->own && std::chrono::steady_clock::now() < deadline) {
+        {
+          std::lock_guard<std::mutex> lock(verdict->mu);
+          if (!verdict->first.empty()) break;
+        }
+        std::this_thread::sleep_for(milliseconds(10));
+      }
+      std::lock_guard<std::mutex> lock(verdict->mu);
+      report = "job stopped during step " + std::to_string(summary->steps) + ": " +
+               (failure->own || verdict->first.empty() ? failure->what : verdict->first);
+      for (const auto& l : verdict->later) spdlog::warn("also: {}", l);
+    }
+    self->request(hub, std::chrono::seconds(10), job_end{ok, report}).receive([](bool) {}, [](caf::error&) {});
+    links->stop();  // a collective or a link blocked on a lost peer returns now, not at its timeout
+    if (!ok) guard.arm(report, failed_job_grace);
+    stop_all(sys, local);
+    stop_all(sys, {hub, coordinator});
+    drain.drain(sys);  // before ~actor_system (see middleman_link.hpp)
+  }
+  if (!ok) throw std::runtime_error(report);
+  return finish_summary(cfg, plan, out);
+}
+
+train_summary run_worker(const train_config& cfg, const prepared_job& job, const job_plan& plan) {
+  const process_config& pc = cfg.process;
+  const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
+  net::socket_fd upstream =
+      net::connect_through_gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.index), join_ms);
+  const std::string local_host = net::local_host(upstream.get());  // the interface that reaches process 0
+  auto report = std::make_shared<std::string>();
+  teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
+  caf::actor_system_config sys_cfg;
+  configure(sys_cfg, pc);
+  caf::actor_system sys{sys_cfg};
+  caf::actor hub;
+  std::unique_ptr<net::loopback_bridge> bridge;  // TLS only: lives as long as the connection
+  if (use_tls(pc)) {
+    bridge = std::make_unique<net::loopback_bridge>(std::move(upstream), join_ms);
+    auto h = caf::openssl::remote_actor(sys, "127.0.0.1", bridge->local_port());
+    if (!h) throw std::runtime_error("rank " + std::to_string(pc.index) + ": cannot reach rank 0: " + sys.render(h.error()));
+    hub = *h;
+  } else {
+    hub = remote_actor_over(sys, std::move(upstream), milliseconds(join_ms));
+  }
+  join_reply joined;
+  std::string refused;
+  {
+    caf::scoped_actor self{sys};
+    self->request(hub, milliseconds(join_ms), join_request{pc.index, describe_for_join(cfg, job)})
+        .receive([&](join_reply& r) { joined = std::move(r); }, [&](caf::error& e) { refused = sys.render(e); });
+  }
+  if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": rank 0 refused us: " + refused);
+  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, pc.index, local_host));
+  rank_actors p = spawn_ranks(sys, cfg, job, plan, cfg.mesh.ranks_of_process(pc.index), joined.coordinator,
+                              [&](int rank) { return links->collective_of(rank); });
+  links->connect_pipelines(p.stages, joined.coordinator);
+  middleman_drain drain;  // the detached actors, watched before their handles leave the process
+  for (const auto& a : p.detached) drain.watch(a);
+  for (const auto& a : links->detached()) drain.watch(a);
+  std::vector<caf::actor> local = p.members;
+  local.insert(local.end(), links->actors().begin(), links->actors().end());
+  worker_hub_args wa;
+  wa.rank = pc.index;
+  wa.job_hub = hub;
+  wa.stages = p.stages;
+  try {
+    wa.serves = links->serves();
+  } catch (const std::exception&) {
+    links->stop();
+    stop_all(sys, local);
+    throw;
+  }
+  wa.on_addresses = [links](const mesh_addresses& a) { links->apply(a); };
+  wa.peer_timeout = to_ms(pc.peer_timeout_seconds);
+  wa.report = report;
+  auto worker = spawn_worker_hub(sys, std::move(wa));
+  {
+    caf::scoped_actor self{sys};
+    self->wait_for(worker);
+  }
+  links->stop();
+  if (!report->empty()) guard.arm("rank " + std::to_string(pc.index) + ": " + *report, failed_job_grace);
+  spdlog::debug("rank {}: stopping its actors", pc.index);
+  local.push_back(worker);
+  stop_all(sys, local);
+  spdlog::debug("rank {}: actors stopped; shutting the actor system down", pc.index);
+  drain.drain(sys);  // before ~actor_system (see middleman_link.hpp)
+  if (!report->empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": " + *report);
+  return {};
+}
+
+}  // namespace
+
+train_summary run_process_training(const train_config& cfg) {
+  const process_config& pc = cfg.process;
+  if (pc.secret.empty())
+    throw std::invalid_argument("a job of " + std::to_string(cfg.mesh.processes) +
+                                " processes needs a shared secret: --secret-file or TROUPE_SECRET");
+  if (!(pc.peer_timeout_seconds > 0)) throw std::invalid_argument("peer timeout must be positive");
+  validate(cfg);
+  const prepared_job job = prepare_job(cfg);
+  const job_plan plan = plan_job(cfg, job);
+  if (pc.index == 0) log_plan(cfg, job, plan);
+  spdlog::info("rank {} of {}: model {} ({} parameters), {} steps of {} samples", pc.index, cfg.mesh.processes,
+               describe(job.model), job.num_params, job.total_steps, cfg.batch_size);
+  return pc.index == 0 ? run_rank0(cfg, job, plan) : run_worker(cfg, job, plan);
+}
+
+}  // namespace troupe

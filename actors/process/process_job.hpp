@@ -1,0 +1,22 @@
+// A data-parallel job with one process per rank: run_training calls run_process_training when
+// cfg.mesh.processes > 1. Every rank derives the same data and sizes from the same config
+// (prepare_job, shared with every other path). No CAF in this header.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "actors/job/train_config.hpp"
+#include "actors/job/prepared_job.hpp"
+
+namespace troupe {
+
+// What must be equal on every rank for the ranks to train one model: compared at join.
+std::string describe_for_join(const train_config& cfg, const prepared_job& job);
+
+// Rank 0 hosts the coordinator and writes metrics.jsonl; the other ranks write no metrics and
+// return a summary without losses. Throws std::runtime_error with a report naming the lost rank
+// and the step when the job stops early.
+train_summary run_process_training(const train_config& cfg);
+
+}  // namespace troupe

@@ -1,0 +1,28 @@
+// plan_buckets: walk the layers last to first, closing a bucket when the next layer would overflow it.
+#include "actors/stage/dp_buckets.hpp"
+
+#include <cstddef>
+
+namespace troupe {
+
+std::vector<grad_bucket> plan_buckets(const std::vector<int64_t>& layer_params, int64_t cap_bytes) {
+  std::vector<int64_t> offsets(layer_params.size() + 1, 0);
+  for (std::size_t i = 0; i < layer_params.size(); ++i) offsets[i + 1] = offsets[i] + layer_params[i];
+  std::vector<grad_bucket> out;
+  int64_t top = static_cast<int64_t>(layer_params.size()) - 1;  // highest layer of the open bucket
+  for (int64_t i = top; i >= 0; --i) {
+    const int64_t open = offsets[top + 1] - offsets[i + 1];  // elements already in the open bucket
+    const int64_t with = open + layer_params[i];
+    if (open > 0 && with * static_cast<int64_t>(sizeof(float)) > cap_bytes) {  // layer i does not fit
+      int64_t first = i + 1;  // ready after its lowest layer with parameters
+      while (first < top && layer_params[first] == 0) ++first;
+      out.push_back({offsets[i + 1], open, first, top});
+      top = i;
+    }
+  }
+  if (offsets[top + 1] > 0) out.push_back({0, offsets[top + 1], 0, top});
+  else if (!out.empty()) out.back().first_layer = 0;  // parameter-free layers at the bottom
+  return out;
+}
+
+}  // namespace troupe

@@ -1,0 +1,490 @@
+// stage: one rank as a thin interpreter of its schedule row. It holds its chunks, its action list
+// and a cursor; every arriving message (order, batch, tensor, reduced bucket, params) is stored
+// by key and the cursor advances while the action there can run. It never reorders the list,
+// never skips an action, and refuses (by name) an action whose data is not where the schedule
+// says it is. Ordered a run of steps, it starts each as soon as the previous one's parameters
+// are back, and reports every step with the timing of each action.
+#include "actors/stage/stage.hpp"
+
+#include <pthread.h>
+#include <sched.h>
+
+#include <chrono>
+#include <map>
+#include <random>
+#include <thread>
+#include <tuple>
+#include <utility>
+
+#include "actors/actor_failure.hpp"
+#include "comm/ring_schedule.hpp"
+#include "kernels/loss.hpp"
+#include "kernels/pipeline_chunk.hpp"
+
+namespace troupe {
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using sched::op;
+using slot = std::pair<int, int>;  // (microbatch, local chunk)
+
+double now_seconds() { return std::chrono::duration<double>(clock_type::now().time_since_epoch()).count(); }
+
+struct stage_state {
+  stage_args args;
+  std::vector<std::unique_ptr<pipeline_chunk>> chunks;  // by local chunk
+  std::vector<size_t> last_weight_action;  // per local chunk: its last B or W in the row
+  // Weak: every stage holds every other, and strong handles in a cycle would keep the
+  // detached threads alive past the end of the job.
+  std::vector<caf::actor_addr> peers;
+  // The current step (-1 between runs) and the end of the ordered run.
+  int64_t step = -1, until = 0;
+  size_t cursor = 0;
+  int64_t completed = 0;
+  bool blocked = false;
+  double blocked_since = 0;
+  std::string waiting_for;
+  // Inputs by key; each is consumed by exactly one action of the list.
+  int64_t next_request = 0;
+  std::map<int64_t, batch> batches;  // global batches by step (stages with chunk 0 or the last)
+  std::vector<batch> micro;          // the current step's microbatches
+  std::map<std::tuple<int64_t, bool, int, int>, tensor> inbox;  // (step, is_grad, mb, boundary)
+  std::map<slot, tensor> forward_in, backward_in, act_out, grad_out;
+  int64_t buckets_pending = 0;
+  bool straggled = false;
+  enum class opt_phase { idle, sent, done } opt = opt_phase::idle;
+  stage_step_record record;  // what the step reports
+  int live = 0;
+  static inline const char* name = "stage";
+};
+
+using self_ptr = caf::stateful_actor<stage_state>*;
+
+const std::vector<sched::action>& row(const stage_state& s) {
+  return s.args.plan.stages[static_cast<size_t>(s.args.stage)];
+}
+
+int model_chunk_of(const stage_state& s, int chunk) { return sched::model_chunk(s.args.plan, s.args.stage, chunk); }
+int last_model_chunk(const stage_state& s) { return sched::num_model_chunks(s.args.plan) - 1; }
+bool needs_batch(const stage_state& s) {
+  for (int c = 0; c < s.args.plan.virtual_stages; ++c) {
+    const int k = model_chunk_of(s, c);
+    if (k == 0 || k == last_model_chunk(s)) return true;
+  }
+  return false;
+}
+int64_t buckets_per_step(const stage_state& s) {
+  int64_t n = 0;
+  for (const auto& b : s.args.buckets) n += static_cast<int64_t>(b.size());
+  return n;
+}
+
+[[noreturn]] void refuse(const stage_state& s, const std::string& why) {
+  const sched::action& a = row(s)[s.cursor];
+  throw std::runtime_error("rank " + std::to_string(s.args.rank) + " (stage " + std::to_string(s.args.stage) +
+                           "), action " + std::to_string(s.cursor) + " (" + sched::body_string(a) + "): " + why);
+}
+
+tensor take(stage_state& s, std::map<slot, tensor>& from, slot key, const std::string& what) {
+  auto it = from.find(key);
+  if (it == from.end()) refuse(s, "no " + what + " for microbatch " + std::to_string(key.first) + " on chunk " +
+                                      std::to_string(key.second) + " (the schedule never delivered it here)");
+  tensor t = std::move(it->second);
+  from.erase(it);
+  return t;
+}
+
+// Hands a chunk's output to the next chunk: locally when it is on this stage, else to the outbox
+// its send action empties. `toward_output`: activation (up) or gradient (down).
+void hand_off(stage_state& s, int microbatch, int chunk, tensor t, bool toward_output) {
+  const int k = model_chunk_of(s, chunk) + (toward_output ? 1 : -1);
+  if (sched::stage_of(s.args.plan, k) == s.args.stage)
+    (toward_output ? s.forward_in : s.backward_in)[{microbatch, sched::chunk_of(s.args.plan, k)}] = std::move(t);
+  else
+    (toward_output ? s.act_out : s.grad_out)[{microbatch, chunk}] = std::move(t);
+}
+
+// The replica's share of the step's batch, cut into the schedule's M microbatches (the first
+// rows % M one row longer, so any share of at least M rows works).
+bool have_batch(stage_state& s) {
+  if (!s.micro.empty()) return true;
+  auto it = s.batches.find(s.step);
+  if (it == s.batches.end()) {
+    s.waiting_for = "the batch of step " + std::to_string(s.step) + " from the data loader";
+    return false;
+  }
+  const int64_t M = s.args.plan.num_microbatches;
+  const int64_t rows = it->second.samples();
+  if (rows < M) refuse(s, "the batch share has " + std::to_string(rows) + " samples, fewer than the " +
+                              std::to_string(M) + " microbatches");
+  int64_t at = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    const int64_t n = rows / M + (m < rows % M ? 1 : 0);
+    s.micro.push_back(slice(it->second, at, at + n));
+    at += n;
+  }
+  s.batches.erase(it);
+  return true;
+}
+
+bool receive(stage_state& s, const sched::action& a, bool is_grad) {
+  const sched::message_key key = sched::key_of(s.args.plan, a);
+  auto it = s.inbox.find({s.step, is_grad, a.microbatch, key.boundary});
+  if (it == s.inbox.end()) {
+    s.waiting_for = std::string(is_grad ? "the gradient" : "the activation") + " of microbatch " +
+                    std::to_string(a.microbatch) + " across boundary " + std::to_string(key.boundary) +
+                    " from stage " + std::to_string(a.peer);
+    return false;
+  }
+  (is_grad ? s.backward_in : s.forward_in)[{a.microbatch, a.chunk}] = std::move(it->second);
+  s.inbox.erase(it);
+  return true;
+}
+
+void send(self_ptr self, const sched::action& a, bool is_grad) {
+  auto& s = self->state;
+  tensor t = take(s, is_grad ? s.grad_out : s.act_out, {a.microbatch, a.chunk},
+                  is_grad ? "input gradient to send" : "output activation to send");
+  if (!s.args.drop_send.empty() && sched::to_string(a) == s.args.drop_send) return;  // the injected loss
+  t.freeze();
+  const int32_t boundary = sched::key_of(s.args.plan, a).boundary;
+  self->send(caf::actor_cast<caf::actor>(s.peers.at(static_cast<size_t>(a.peer))),
+             pipeline_tensor_msg{s.step, is_grad, a.microbatch, boundary, t});
+}
+
+void straggle(stage_state& s) {
+  const straggler_spec& st = s.args.straggler;
+  if (st.ms <= 0 || s.straggled) return;
+  s.straggled = true;
+  double ms = st.ms;
+  if (st.random) {
+    std::seed_seq seq{s.args.seed, static_cast<uint64_t>(st.rank), static_cast<uint64_t>(s.step)};
+    std::mt19937_64 rng(seq);
+    ms = std::uniform_real_distribution<double>(0.0, 2.0 * st.ms)(rng);
+  }
+  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+}
+
+void advance_after_message(self_ptr self);
+
+// Bucket b of local chunk c has its reduced values back: they replace the local gradients.
+void bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index, double sent, collective_result& r) {
+  auto& s = self->state;
+  if (step != s.step) return;  // a late answer for a step that failed: the job is stopping
+  const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(chunk)][b];
+  const float* sum = std::as_const(r.data).data();
+  std::copy(sum, sum + bucket.count, s.chunks[static_cast<size_t>(chunk)]->stack().grads().data() + bucket.offset);
+  s.record.buckets.push_back(index);
+  s.record.bucket_sent.push_back(sent);
+  s.record.bucket_done.push_back(r.finished_at);
+  --s.buckets_pending;
+}
+
+// The hook for a chunk's last weight-gradient action: every bucket whose lowest layer is done
+// goes to the collective at once, while backward continues with the layers below.
+layer_stack::layer_done_fn bucket_launcher(self_ptr self, int chunk) {
+  auto& s = self->state;
+  if (!s.args.collective || s.args.buckets[static_cast<size_t>(chunk)].empty()) return nullptr;
+  int32_t first_index = 0;  // buckets are numbered over the stage's chunks, chunk 0 first
+  for (int c = 0; c < chunk; ++c) first_index += static_cast<int32_t>(s.args.buckets[static_cast<size_t>(c)].size());
+  auto next = std::make_shared<size_t>(0);
+  return [self, chunk, first_index, next](size_t layer) {
+    auto& s = self->state;
+    const auto& list = s.args.buckets[static_cast<size_t>(chunk)];
+    // Buckets become ready in order: bucket k's lowest layer is above bucket k+1's.
+    while (*next < list.size() && list[*next].first_layer == static_cast<int64_t>(layer)) {
+      const size_t b = (*next)++;
+      const grad_bucket& bucket = list[b];
+      const float* g = s.chunks[static_cast<size_t>(chunk)]->stack().grads().data() + bucket.offset;
+      tensor part({bucket.count}, std::vector<float>(g, g + bucket.count));
+      part.freeze();
+      const auto index = static_cast<int32_t>(first_index + static_cast<int32_t>(b));
+      const double sent = now_seconds();
+      const int64_t step = s.step;
+      ++s.buckets_pending;
+      self->request(s.args.collective, caf::infinite,
+                    collective_request{step * buckets_per_step(s) + index,
+                                       static_cast<int32_t>(ring::op_kind::all_reduce_sum), 0, bucket.count,
+                                       std::move(part)})
+          .then([self, step, chunk, b, index, sent](collective_result& r) {
+            bucket_done(self, step, chunk, b, index, sent, r);
+            advance_after_message(self);
+          });
+    }
+  };
+}
+
+// Runs the action at the cursor if its inputs are there; false (with waiting_for set) if not.
+bool execute(self_ptr self, const sched::action& a) {
+  auto& s = self->state;
+  const int k = model_chunk_of(s, a.chunk);
+  const float grad_scale = 1.0f / static_cast<float>(s.args.global_rows);
+  auto& chunk = *s.chunks.at(static_cast<size_t>(a.chunk));
+  const bool last_weight_action = s.cursor == s.last_weight_action.at(static_cast<size_t>(a.chunk));
+  switch (a.kind) {
+    case op::forward: {
+      if ((k == 0 || k == last_model_chunk(s)) && !have_batch(s)) return false;
+      straggle(s);
+      const batch* mb = s.micro.empty() ? nullptr : &s.micro.at(static_cast<size_t>(a.microbatch));
+      tensor x = k == 0 ? mb->inputs : take(s, s.forward_in, {a.microbatch, a.chunk}, "input activation");
+      tensor y = chunk.forward(a.microbatch, x);
+      s.record.peak_live = std::max(s.record.peak_live, ++s.live);
+      if (k == last_model_chunk(s)) {
+        loss_result r = cross_entropy(y, mb->targets, grad_scale);
+        s.record.loss_sum += r.loss_sum;
+        s.record.count += r.count;
+        s.record.correct += r.correct;
+        s.backward_in[{a.microbatch, a.chunk}] = std::move(r.dlogits);
+      } else {
+        hand_off(s, a.microbatch, a.chunk, std::move(y), true);
+      }
+      return true;
+    }
+    case op::backward:
+    case op::backward_input: {
+      tensor dy = take(s, s.backward_in, {a.microbatch, a.chunk}, "output gradient");
+      tensor dx = a.kind == op::backward_input ? chunk.backward_input(a.microbatch, dy, k > 0)
+                  : last_weight_action        ? chunk.backward(a.microbatch, dy, k > 0, bucket_launcher(self, a.chunk))
+                                              : chunk.backward(a.microbatch, dy, k > 0);
+      if (a.kind == op::backward) --s.live;
+      if (k > 0) hand_off(s, a.microbatch, a.chunk, std::move(dx), false);
+      return true;
+    }
+    case op::backward_weight:
+      if (last_weight_action) chunk.backward_weight(a.microbatch, bucket_launcher(self, a.chunk));
+      else chunk.backward_weight(a.microbatch);
+      --s.live;
+      return true;
+    case op::send_act: send(self, a, false); return true;
+    case op::send_grad: send(self, a, true); return true;
+    case op::recv_act: return receive(s, a, false);
+    case op::recv_grad: return receive(s, a, true);
+    case op::reduce_grads:
+      // One replica: the reduction over one peer is the identity. Several: every bucket went to
+      // the collective during the chunks' last backward; R waits for the sums.
+      if (s.buckets_pending == 0) return true;
+      s.waiting_for = "the all-reduce of " + std::to_string(s.buckets_pending) +
+                      " gradient bucket(s) over its data-parallel group";
+      return false;
+    case op::fetch_params:
+    case op::release_params:
+      refuse(s, sched::to_string(a.kind) + " needs ZeRO-3 parameter sharding, which this runtime does not have");
+    case op::optimizer_step: {
+      if (s.opt == stage_state::opt_phase::done) {
+        s.opt = stage_state::opt_phase::idle;
+        return true;
+      }
+      int64_t n = 0;
+      for (auto& c : s.chunks) n += c->stack().num_params();
+      if (n == 0) return true;  // only parameter-free layers (ReLUs) here: nothing to update
+      if (s.opt == stage_state::opt_phase::idle) {
+        tensor grads({n});
+        int64_t at = 0;
+        for (auto& c : s.chunks) {
+          const tensor& g = c->stack().grads();
+          std::copy(g.data(), g.data() + g.numel(), grads.data() + at);
+          at += g.numel();
+        }
+        grads.freeze();
+        self->send(s.args.optimizer, gradients_msg{s.step, 0, std::move(grads)});
+        s.opt = stage_state::opt_phase::sent;
+      }
+      s.waiting_for = "the updated parameters from its optimizer shard";
+      return false;
+    }
+  }
+  refuse(s, "unknown op");  // unreachable: the switch names every op
+}
+
+void begin_step(self_ptr self, int64_t step);
+
+void request_batches(self_ptr self, int64_t up_to) {
+  auto& s = self->state;
+  if (!needs_batch(s)) return;
+  for (; s.next_request < std::min(up_to, s.args.total_steps); ++s.next_request)
+    self->send(s.args.loader, batch_request{s.next_request});
+}
+
+void finish_step(self_ptr self) {
+  auto& s = self->state;
+  auto leftover = [&](const std::map<slot, tensor>& m, const char* what) {
+    if (!m.empty())
+      throw std::runtime_error("rank " + std::to_string(s.args.rank) + ": step " + std::to_string(s.step) +
+                               " ended with " + std::to_string(m.size()) + " unconsumed " + what);
+  };
+  leftover(s.forward_in, "input activations");
+  leftover(s.backward_in, "output gradients");
+  leftover(s.act_out, "activations never sent");
+  leftover(s.grad_out, "gradients never sent");
+  if (s.live != 0)
+    throw std::runtime_error("rank " + std::to_string(s.args.rank) + ": step " + std::to_string(s.step) +
+                             " ended with " + std::to_string(s.live) + " live activations");
+  s.record.step = s.step;
+  s.record.rank = s.args.rank;
+  s.record.step_end = now_seconds();
+  const double next_start = s.record.step_end;
+  self->send(s.args.coordinator, std::move(s.record));
+  s.record = {};
+  s.micro.clear();
+  const int64_t next = s.step + 1;
+  s.step = -1;
+  s.waiting_for = "no step ordered";
+  if (next < s.until) {
+    begin_step(self, next);
+    s.record.step_start = next_start;
+  }
+}
+
+// Executes actions from the cursor until one must wait or the run of steps is done.
+void advance(self_ptr self) {
+  auto& s = self->state;
+  while (s.step >= 0) {
+    while (s.cursor < row(s).size()) {
+      const sched::action& a = row(s)[s.cursor];
+      const double start = s.blocked ? s.blocked_since : now_seconds();
+      if (!execute(self, a)) {
+        if (!s.blocked) s.blocked_since = start;
+        s.blocked = true;
+        return;
+      }
+      // Sends take no device time, and a receive whose message was already there waited none.
+      const bool instant = sched::is_send(a.kind) || (sched::is_recv(a.kind) && !s.blocked);
+      const double end = instant ? start : now_seconds();
+      if (sched::is_compute(a.kind) || a.kind == op::optimizer_step) s.record.compute_seconds += end - start;
+      s.blocked = false;
+      s.record.actions.push_back(sched::to_string(a));
+      s.record.start_seconds.push_back(start);
+      s.record.end_seconds.push_back(end);
+      ++s.cursor;
+      ++s.completed;
+      s.waiting_for.clear();
+    }
+    finish_step(self);  // begins the next ordered step, if any
+  }
+}
+
+void fail(self_ptr self, const std::string& why) {
+  self->send(self->state.args.coordinator, pipeline_failure{self->state.args.rank, why});
+  self->quit(failure_error(why));
+}
+
+// Every handler that delivers an input ends here: the action waiting for it may run now.
+void advance_after_message(self_ptr self) {
+  auto& s = self->state;
+  try {
+    advance(self);
+  } catch (const std::bad_alloc&) {
+    fail(self, describe_failure(std::current_exception(), "the stage of rank " + std::to_string(s.args.rank), s.step));
+  } catch (const std::exception& e) {  // the action's error names the rank and the action already
+    fail(self, e.what());
+  }
+}
+
+void begin_step(self_ptr self, int64_t step) {
+  auto& s = self->state;
+  s.step = step;
+  s.cursor = 0;
+  s.blocked = false;
+  s.straggled = false;
+  s.record = {};
+  s.record.step_start = now_seconds();
+  for (auto& c : s.chunks) c->stack().zero_grads();
+  request_batches(self, step + 2);
+}
+
+caf::behavior stage(self_ptr self, stage_args args) {
+  auto& st = self->state;
+  name_failures(self, [self] {
+    return std::make_pair("the stage of rank " + std::to_string(self->state.args.rank), self->state.step);
+  });
+  st.args = std::move(args);
+  if (st.args.pin_cpu >= 0) {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(st.args.pin_cpu, &set);
+    pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort: a hint, not a contract
+  }
+  layer_list all = build_layers(st.args.model);
+  for (int c = 0; c < st.args.plan.virtual_stages; ++c) {
+    const layer_range r = st.args.model_chunks.at(static_cast<size_t>(model_chunk_of(st, c)));
+    st.chunks.push_back(std::make_unique<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed));
+  }
+  st.args.buckets.resize(st.chunks.size());
+  st.last_weight_action.assign(st.chunks.size(), row(st).size());
+  for (size_t i = 0; i < row(st).size(); ++i) {
+    const sched::action& a = row(st)[i];
+    if (a.kind == op::backward || a.kind == op::backward_weight)
+      st.last_weight_action.at(static_cast<size_t>(a.chunk)) = i;
+  }
+  int64_t n = 0;
+  for (auto& c : st.chunks) n += c->stack().num_params();
+  tensor initial({n});
+  int64_t at = 0;
+  for (auto& c : st.chunks) {
+    std::copy(c->stack().params().data(), c->stack().params().data() + c->stack().num_params(), initial.data() + at);
+    at += c->stack().num_params();
+    c->stack().zero_grads();
+  }
+  initial.freeze();
+  if (n > 0) self->send(st.args.optimizer, params_msg{-1, 0, std::move(initial)});
+  st.waiting_for = "no step ordered";
+  request_batches(self, 1);
+  return {
+      [self](peers_atom, const std::vector<caf::actor>& peers) {
+        for (const auto& p : peers) self->state.peers.push_back(p.address());
+      },
+      [self](const step_order& o) {
+        auto& s = self->state;
+        s.until = o.until;
+        if (s.step < 0) begin_step(self, o.step);
+        advance_after_message(self);
+      },
+      [self](batch_msg& m) {
+        self->state.batches.emplace(m.step, std::move(m.data));
+        advance_after_message(self);
+      },
+      [self](pipeline_tensor_msg& m) {
+        self->state.inbox[{m.step, m.is_grad, m.microbatch, m.boundary}] = std::move(m.value);
+        advance_after_message(self);
+      },
+      [self](const params_msg& m) {
+        auto& s = self->state;
+        int64_t at = 0;
+        for (auto& c : s.chunks) {
+          std::copy(m.params.data() + at, m.params.data() + at + c->stack().num_params(), c->stack().params().data());
+          at += c->stack().num_params();
+        }
+        if (m.step < 0) return;  // the shard's initial copy
+        s.opt = stage_state::opt_phase::done;
+        advance_after_message(self);
+      },
+      [self](const pipeline_status_request&) {
+        auto& s = self->state;
+        const bool active = s.step >= 0 && s.cursor < row(s).size();
+        return pipeline_status{s.args.rank, s.step, static_cast<int32_t>(s.cursor),
+                               static_cast<int32_t>(row(s).size()), s.completed,
+                               active ? sched::to_string(row(s)[s.cursor]) : std::string(), s.waiting_for};
+      },
+      [self](const pipeline_params_request&) {
+        auto& s = self->state;
+        pipeline_params_msg out;
+        out.stage = s.args.stage;
+        for (size_t c = 0; c < s.chunks.size(); ++c) {
+          tensor p = s.chunks[c]->stack().params().clone();
+          p.freeze();
+          out.model_chunks.push_back(model_chunk_of(s, static_cast<int>(c)));
+          out.params.push_back(std::move(p));
+        }
+        return out;
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_stage(caf::actor_system& sys, stage_args args) {
+  return sys.spawn<caf::detached>(stage, std::move(args));
+}
+
+}  // namespace troupe

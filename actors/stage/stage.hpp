@@ -1,0 +1,45 @@
+// The stage: every rank of every job runs one, a thin interpreter of its row of the job's
+// schedule. A single device is the one-stage schedule `F0 B0 R O`; a pipeline stage runs its
+// row of GPipe, 1F1B, interleaved or zero-bubble; a data-parallel replica turns R into an
+// all-reduce of its gradient buckets over its data-parallel group. Include only from actors/
+// (it pulls in CAF).
+#pragma once
+
+#include <caf/all.hpp>
+
+#include "actors/stage/dp_buckets.hpp"
+#include "actors/messages.hpp"
+#include "actors/job/train_config.hpp"
+#include "kernels/model.hpp"
+#include "kernels/partition.hpp"
+#include "schedules/schedule.hpp"
+
+namespace troupe {
+
+// coordinator -> stage, once after spawning: the stages of its replica, indexed by pipeline stage.
+using peers_atom = caf::atom_constant<caf::atom("pp_peers")>;
+
+struct stage_args {
+  int rank = 0;                           // mesh rank (reports and failures name it)
+  int stage = 0;                          // its pipeline coordinate: the row of `plan` it runs
+  sched::schedule plan;                   // complete and validated
+  model_spec model;
+  std::vector<layer_range> model_chunks;  // model chunk k -> its layers (all chunks, P * v)
+  uint64_t seed = 42;
+  int64_t global_rows = 0;   // loss rows of the global batch (all replicas): grad_scale = 1 / global_rows
+  int64_t total_steps = 0;   // bounds the batch prefetch
+  int pin_cpu = -1;          // pin the stage's thread to this core (-1: leave it)
+  std::string drop_send;     // fault injection: the text of a send that is lost
+  straggler_spec straggler;  // ms > 0: sleep before the step's first forward
+  // Data parallelism: per local chunk, its gradient buckets (offsets into that chunk's flat
+  // gradients); each goes to `collective` the moment the chunk's last backward finished its
+  // lowest layer, and R waits for all of them. No collective: R is the identity (one replica).
+  std::vector<std::vector<grad_bucket>> buckets;
+  caf::actor loader, optimizer, collective;
+  caf::actor coordinator;
+};
+
+// Detached: compute runs on the actor's own thread, never on a scheduler thread.
+caf::actor spawn_stage(caf::actor_system& sys, stage_args args);
+
+}  // namespace troupe
