@@ -97,37 +97,42 @@ mesh_links::mesh_links(caf::actor_system& sys, const job_plan& plan, mesh_links_
   for (int r : m.ranks_of_process(args_.process))
     for (int q : m.group(sched::axis::pp, r)) remote_peer = remote_peer || m.process_of(q) != args_.process;
   if (!remote_peer) return;
+  auto in = receiver_;
   transport_ = std::make_shared<net::p2p_transport>(
       args_.process, args_.local_host, 0, args_.secret,
-      [this](int from, wire::tensor_meta meta, std::vector<uint8_t> bytes) { on_receive(from, meta, std::move(bytes)); },
-      [this](int from, const wire::error& e) {
-        std::lock_guard<std::mutex> lock(mu_);
-        caf::anon_send(coordinator_, pipeline_failure{-1, "pipeline link from process " + std::to_string(from) + ": " +
-                                                              wire::to_string(e.code) + ": " + e.message});
-      },
+      [in](int from, wire::tensor_meta meta, std::vector<uint8_t> bytes) { in->deliver(from, meta, std::move(bytes)); },
+      [in](int from, const wire::error& e) { in->refuse(from, std::string(wire::to_string(e.code)) + ": " + e.message); },
       args_.p2p);
 }
 
 mesh_links::~mesh_links() { stop(); }
 
-void mesh_links::on_receive(int from, const wire::tensor_meta& meta, std::vector<uint8_t> bytes) {
+void mesh_links::receiver::refuse(int from, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu);
+  caf::anon_send(coordinator, pipeline_failure{-1, "pipeline link from process " + std::to_string(from) + ": " + why});
+}
+
+void mesh_links::receiver::deliver(int from, const wire::tensor_meta& meta, std::vector<uint8_t> bytes) {
   pipeline_tensor_msg m;
   int to = -1;
-  std::lock_guard<std::mutex> lock(mu_);
-  auto refuse = [&](const std::string& why) {
-    caf::anon_send(coordinator_, pipeline_failure{-1, "pipeline link from process " + std::to_string(from) + ": " + why});
-  };
-  if (!parse_wire_name(meta.name, m, to)) return refuse("a tensor named \"" + meta.name + "\" is no pipeline tensor");
-  auto it = local_.find(to);
-  if (it == local_.end()) return refuse("a tensor for rank " + std::to_string(to) + ", which is not in this process");
-  if (meta.type != wire::dtype::f32) return refuse("a tensor of another type than f32");
+  caf::actor stage;
+  const bool named = parse_wire_name(meta.name, m, to);
+  if (!named) return refuse(from, "a tensor named \"" + meta.name + "\" is no pipeline tensor");
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = local.find(to);
+    if (it != local.end()) stage = it->second;
+  }
+  if (!stage) return refuse(from, "a tensor for rank " + std::to_string(to) + ", which is not in this process");
+  if (meta.type != wire::dtype::f32) return refuse(from, "a tensor of another type than f32");
   int64_t n = 1;
   for (int64_t d : meta.shape) n *= d;
-  if (static_cast<uint64_t>(n) * sizeof(float) != bytes.size()) return refuse("a tensor whose shape does not match its bytes");
+  if (static_cast<uint64_t>(n) * sizeof(float) != bytes.size())
+    return refuse(from, "a tensor whose shape does not match its bytes");
   m.value = tensor::uninitialized(meta.shape);
   if (n > 0) std::memcpy(m.value.data(), bytes.data(), bytes.size());
   m.value.freeze();
-  caf::anon_send(it->second, std::move(m));
+  caf::anon_send(stage, std::move(m));
 }
 
 caf::actor mesh_links::collective_of(int rank) {
@@ -170,17 +175,19 @@ caf::actor mesh_links::collective_of(int rank) {
 void mesh_links::connect_pipelines(const std::vector<caf::actor>& local_stages, const caf::actor& coordinator) {
   const sched::mesh& m = plan_.mesh;
   const auto mine = m.ranks_of_process(args_.process);
+  std::map<int, caf::actor> local;
+  for (size_t i = 0; i < mine.size(); ++i) local[mine[i]] = local_stages.at(i);
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    coordinator_ = coordinator;
-    for (size_t i = 0; i < mine.size(); ++i) local_[mine[i]] = local_stages.at(i);
+    std::lock_guard<std::mutex> lock(receiver_->mu);
+    receiver_->coordinator = coordinator;
+    receiver_->local = local;
   }
   if (m.pp == 1) return;
   for (int r : mine) {
     std::vector<caf::actor> peers;
     for (int q : m.group(sched::axis::pp, r)) {
       if (m.process_of(q) == args_.process) {
-        peers.push_back(local_.at(q));
+        peers.push_back(local.at(q));
         continue;
       }
       auto& proxy = proxies_[q];
@@ -190,7 +197,7 @@ void mesh_links::connect_pipelines(const std::vector<caf::actor>& local_stages, 
       }
       peers.push_back(proxy);
     }
-    caf::anon_send(local_.at(r), peers_atom::value, std::move(peers));
+    caf::anon_send(local.at(r), peers_atom::value, std::move(peers));
   }
 }
 

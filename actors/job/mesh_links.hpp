@@ -21,6 +21,7 @@
 #include "actors/messages.hpp"
 #include "comm/p2p_transport.hpp"
 #include "comm/tcp_ring.hpp"
+#include "comm/wire_frame.hpp"
 
 namespace troupe {
 
@@ -58,8 +59,6 @@ class mesh_links {
   const std::vector<caf::actor>& collectives() const { return collectives_; }  // for the watchdog's dump
 
  private:
-  void on_receive(int from_process, const wire::tensor_meta& meta, std::vector<uint8_t> bytes);
-
   caf::actor_system& sys_;
   job_plan plan_;
   mesh_links_args args_;
@@ -77,9 +76,16 @@ class mesh_links {
   std::vector<std::shared_ptr<net::ring_interrupt>> interrupts_;
   std::shared_ptr<net::p2p_transport> transport_;
   std::map<int, caf::actor> proxies_;  // remote rank -> its proxy
-  std::mutex mu_;                       // guards local_, coordinator_ (the transport's thread reads them)
-  std::map<int, caf::actor> local_;     // local rank -> its stage
-  caf::actor coordinator_;
+  // Where received tensors go. Shared with the transport's callbacks, which run on its thread and
+  // may outlive this object by a moment.
+  struct receiver {
+    std::mutex mu;
+    std::map<int, caf::actor> local;  // local rank -> its stage
+    caf::actor coordinator;
+    void deliver(int from_process, const wire::tensor_meta& meta, std::vector<uint8_t> bytes);
+    void refuse(int from_process, const std::string& why);
+  };
+  std::shared_ptr<receiver> receiver_ = std::make_shared<receiver>();
   std::vector<caf::actor> actors_, detached_, collectives_;
 };
 

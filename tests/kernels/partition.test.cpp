@@ -109,6 +109,43 @@ TEST(PipelineChunk, SplitBackwardGivesTheFullBackwardsGradientsBitForBit) {
   }
 }
 
+// Data parallelism sends a bucket the moment its lowest layer is done: the hook must see every
+// layer once, last to first, and at that moment the layer's gradients must already be final
+// (what the hook copies is what the walk leaves), for the full and for the split backward.
+TEST(PipelineChunk, LayerDoneHookSeesEachLayerLastToFirstWithItsGradientsFinal) {
+  for (bool split : {false, true}) {
+    const model_spec spec = small_gpt();
+    layer_list all = build_layers(spec);
+    const layer_range r{1, 4};
+    pipeline_chunk c(take_layers(all, r), r.begin, 9);
+    const tensor x = random_tensor({2, 4, 8}, 1);
+    const tensor y = c.forward(0, x);
+    const tensor dy = random_tensor(y.shape(), 2);
+    const auto grads_of = [&](size_t layer) {
+      const layer_stack& st = c.stack();
+      const int64_t from = st.param_offset(layer);
+      const int64_t to = layer + 1 < st.num_layers() ? st.param_offset(layer + 1) : st.num_params();
+      return std::vector<float>(st.grads().data() + from, st.grads().data() + to);
+    };
+    std::vector<size_t> order;
+    std::vector<std::vector<float>> at_hook;  // each layer's gradients when the hook ran
+    const auto hook = [&](size_t layer) {
+      order.push_back(layer);
+      at_hook.push_back(grads_of(layer));
+    };
+    if (split) {
+      c.backward_input(0, dy, true);
+      c.backward_weight(0, hook);
+    } else {
+      c.backward(0, dy, true, hook);
+    }
+    EXPECT_EQ(order, (std::vector<size_t>{2, 1, 0})) << (split ? "split" : "full");
+    for (size_t i = 0; i < order.size(); ++i) {
+      EXPECT_EQ(at_hook[i], grads_of(order[i])) << "layer " << order[i] << (split ? " (split)" : " (full)");
+    }
+  }
+}
+
 TEST(PipelineChunk, CountsLiveStashesAndRefusesOutOfOrderUse) {
   layer_list layers;
   layers.push_back(std::make_unique<linear>(3, 2));
