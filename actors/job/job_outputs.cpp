@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include "actors/job/metrics_log.hpp"
 #include "actors/coordinator/pipeline_timing.hpp"
@@ -22,6 +24,14 @@ job_outputs::job_outputs(const train_config& cfg, const prepared_job& data)
 }
 
 void log_plan(const train_config& cfg, const prepared_job& data, const job_plan& plan) {
+  // Each rank's stage computes on its own thread with cfg.threads BLAS threads: more than the
+  // cores run slower, not wrong, so it is said rather than refused.
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  const int busy = plan.mesh.ranks_per_process() * cfg.threads;
+  if (busy > static_cast<int>(cores))
+    spdlog::warn("{} ranks x {} BLAS thread(s) in this process on {} cores: the job is oversubscribed and each step "
+                 "slower than the simulator predicts for one device per rank",
+                 plan.mesh.ranks_per_process(), cfg.threads, cores);
   std::string cut;
   for (const auto& r : plan.chunks) cut += fmt::format(" [{},{})", r.begin, r.end);
   const auto& s = plan.schedule;
