@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Mutual TLS on the control plane of a multi-process job: with certificates signed by the job's
-# CA, `troupe train --nodes 2 --tls-*` trains over TLS; a worker whose certificate another CA
+# CA, `troupe train --nodes 2 --tls-*` trains over TLS, and so does a dp x pp mesh over 4 processes; a worker whose certificate another CA
 # signed is refused (it exits non-zero) and never joins. A missing or invalid certificate, key or
 # CA file is refused before the job starts, on rank 0 and on a worker, with the flag and the file
 # named (exit code 2). Skipped (77) without the openssl tool.
@@ -28,6 +28,10 @@ short=(--max-steps 3 --eval-batches 1 --no-progress)
 
 check "two ranks over mutual TLS" 0 "done: 3 steps" -- "$troupe" train --nodes 2 "${short[@]}" --out "$tmp/ok" "${tls[@]}"
 grep -q '"step": 2' "$tmp/ok/metrics.jsonl" || { echo "FAIL no metrics from the TLS job"; fail=1; }
+# A dp x pp mesh over four processes: TLS carries the control plane, the rings and the pipeline
+# links keep their own authenticated connections.
+check "dp x pp over four processes, mutual TLS" 0 "done: 3 steps" -- "$troupe" train --nodes 4 --dp 2 --pp 2 \
+  --micro-batches 2 "${short[@]}" --out "$tmp/mesh" "${tls[@]}"
 
 # Rank 0 with the job's certificates; a worker with a certificate from another CA.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
