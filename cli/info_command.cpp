@@ -4,18 +4,20 @@
 #include <cstdio>
 #include <thread>
 
+#include "comm/collective_backend.hpp"
 #include "kernels/blas_runtime.hpp"
 
 namespace troupe::cli {
 
 void add_info_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("info", "Show the build's version, the BLAS kernels in use and the cores");
+  auto* cmd = app.add_subcommand("info", "Show the build's version, the BLAS kernels in use, the cores and the collective back ends");
   cmd->callback([&exit_code] {
     const blas_kernels& k = ensure_blas_kernels();
     std::printf("version: %s\n", TROUPE_VERSION);
     std::printf("blas kernels: %s\n", k.running.c_str());
     std::printf("blas kernels chosen by OpenBLAS at load: %s\n", k.loaded.c_str());
     std::printf("hardware threads: %u\n", std::thread::hardware_concurrency());
+    std::printf("collective back ends: %s\n", net::built_backends().c_str());
     exit_code = 0;
   });
 }

@@ -166,6 +166,11 @@ std::vector<tunable> make_table() {
   t.push_back(integer("--trace-step", "data_parallel.trace_step",
                       "DP step written to <out>/trace.json (-1: the last) [-1]", -1, big,
                       [](train_config& c, const value& v) { c.trace_step = v.integer; }));
+  // [comm]
+  t.push_back(choice("--backend", "comm.backend",
+                     "What reduces gradients between processes: tcp (troupe's ring) or mpi (jobs started by "
+                     "mpirun; where built) [tcp]",
+                     {"tcp", "mpi"}, [](train_config& c, const value& v) { c.backend = *net::parse_backend(v.text); }));
   // [process]
   t.push_back(integer("--nodes", "process.nodes",
                       "Processes to run the mesh on, all on this machine: this one is process 0 and starts 1..N-1 "

@@ -18,14 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "comm/collective_backend.hpp"
 #include "comm/launch_env.hpp"
 #include "comm/rendezvous.hpp"
 #include "comm/ring_schedule.hpp"
 #include "comm/tcp_socket.hpp"
 
 namespace troupe::net {
-
-enum class reduce_op { sum, average };
 
 struct ring_options {
   size_t chunk_bytes = size_t{512} << 10;  // pipelining unit (TROUPE_RING_CHUNK_BYTES)
@@ -36,26 +35,26 @@ struct ring_options {
   std::function<void(uint16_t)> on_master_listening;
 };
 
-class tcp_ring {
+class tcp_ring final : public group_backend {
  public:
   // Rendezvous at env.master_addr:master_port (rank 0 listens there), then connect the ring.
   // Blocks until every rank has joined. A world of 1 makes no connection at all.
   static std::unique_ptr<tcp_ring> connect(const launch_env& env, const std::string& secret,
                                            ring_options opts = {});
-  ~tcp_ring();
+  ~tcp_ring() override;
 
-  int rank() const { return rank_; }
-  int world() const { return world_; }
+  int rank() const override { return rank_; }
+  int world() const override { return world_; }
 
   // data[n] in, the reduction of all ranks' data[n] out, on every rank.
-  void all_reduce(float* data, int64_t n, reduce_op op);
+  void all_reduce(float* data, int64_t n, reduce_op op) override;
   // data[n] in; on return ring::segment(n, world, rank) of data holds this rank's reduced segment
   // (the rest of data holds partial sums and is garbage to the caller).
-  void reduce_scatter(float* data, int64_t n, reduce_op op);
+  void reduce_scatter(float* data, int64_t n, reduce_op op) override;
   // On entry ring::segment(n, world, rank) of data holds this rank's part; on return all of it.
-  void all_gather(float* data, int64_t n);
+  void all_gather(float* data, int64_t n) override;
   // data[n] of rank `root` copied to every rank.
-  void broadcast(float* data, int64_t n, int root);
+  void broadcast(float* data, int64_t n, int root) override;
 
   // Bytes this rank sent and received so far, for benchmarks.
   uint64_t bytes_sent() const { return bytes_sent_; }

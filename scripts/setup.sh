@@ -19,6 +19,8 @@ packages=(
   libtomlplusplus-dev libcli11-dev libssl-dev openssl python3 iproute2
   dataset-fashion-mnist fortunes
 )
+# The MPI collective back end (--backend mpi) is built and tested where Open MPI is installed.
+[ "$action" = test ] && packages+=(openmpi-bin libopenmpi-dev)
 # The benchmark's peer (PyTorch on CPU) is only needed to run bench/.
 [ "$action" = bench ] && packages+=(python3 python3-torch python3-numpy)
 # Cross-process peers (Gloo, Open MPI) and the wire fuzzer (bench/fuzz/run_frame_fuzzer.sh).

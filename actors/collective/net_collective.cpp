@@ -1,5 +1,6 @@
-// net_collective: a collective member over the TCP data plane (declared in net_actors.hpp). A
-// detached blocking actor, so the thread that blocks in tcp_ring is the actor's own and the
+// net_collective: a collective member over a back end across processes, the TCP ring or MPI
+// (declared in net_actors.hpp). A detached blocking actor, so the thread that blocks in the back
+// end is the actor's own and the
 // requester (the stage) keeps computing while a bucket is on the wire, as with the in-process
 // group. It deliberately pipelines nothing across requests: tcp_ring pipelines chunks within one.
 #include <spdlog/spdlog.h>
@@ -20,7 +21,7 @@ double now_seconds() {
 }
 
 // Runs one request on the ring; the reply is shaped like collective.cpp's.
-collective_result run_one(net::tcp_ring& ring, const collective_request& q) {
+collective_result run_one(net::group_backend& ring, const collective_request& q) {
   const auto kind = static_cast<ring::op_kind>(q.op);
   const int N = ring.world(), r = ring.rank();
   const auto seg = ring::segment(q.total, N, r);
@@ -69,19 +70,24 @@ collective_result run_one(net::tcp_ring& ring, const collective_request& q) {
 }
 
 void net_collective(caf::blocking_actor* self, net_collective_args a) {
-  std::shared_ptr<net::tcp_ring> ring;
+  std::shared_ptr<net::group_backend> ring;
   std::string broken;
   try {
-    if (a.rendezvous.valid()) {
-      if (a.rendezvous.wait_for(std::chrono::milliseconds(a.rendezvous_timeout_ms)) != std::future_status::ready)
-        throw net::net_error("the address of its group's rendezvous did not arrive within " +
-                             std::to_string(a.rendezvous_timeout_ms) + " ms");
-      const auto [host, port] = a.rendezvous.get();  // a broken promise: the job ended first
-      a.env.master_addr = host;
-      a.env.master_port = port;
+    if (a.make_backend) {
+      ring = a.make_backend();
+    } else {
+      if (a.rendezvous.valid()) {
+        if (a.rendezvous.wait_for(std::chrono::milliseconds(a.rendezvous_timeout_ms)) != std::future_status::ready)
+          throw net::net_error("the address of its group's rendezvous did not arrive within " +
+                               std::to_string(a.rendezvous_timeout_ms) + " ms");
+        const auto [host, port] = a.rendezvous.get();  // a broken promise: the job ended first
+        a.env.master_addr = host;
+        a.env.master_port = port;
+      }
+      std::shared_ptr<net::tcp_ring> tcp = net::tcp_ring::connect(a.env, a.secret, a.ring);
+      if (a.interrupt) a.interrupt->set(tcp);
+      ring = std::move(tcp);
     }
-    ring = net::tcp_ring::connect(a.env, a.secret, a.ring);
-    if (a.interrupt) a.interrupt->set(ring);
   } catch (const std::exception& e) {
     broken = std::string("data plane of rank ") + std::to_string(a.env.rank) + ": " + e.what();
     spdlog::error("{}", broken);

@@ -152,6 +152,16 @@ caf::actor mesh_links::collective_of(int rank) {
     return g.at(static_cast<size_t>(at.dp));
   }
   net_collective_args a;
+  if (args_.mpi) {
+    std::shared_ptr<net::group_backend> member = args_.mpi->take(at.pp);
+    a.env = launch_env{at.dp, m.dp, args_.local_host, 0, "mpi"};
+    a.make_backend = [member] { return member; };
+    caf::actor c = spawn_net_collective(sys_, std::move(a));
+    actors_.push_back(c);
+    detached_.push_back(c);
+    collectives_.push_back(c);
+    return c;
+  }
   a.env = launch_env{at.dp, m.dp, args_.local_host, 0, "mesh"};
   a.secret = args_.secret;
   a.ring = args_.ring;

@@ -19,6 +19,7 @@
 
 #include "actors/job/job_plan.hpp"
 #include "actors/messages.hpp"
+#include "comm/mpi_groups.hpp"
 #include "comm/p2p_transport.hpp"
 #include "comm/tcp_ring.hpp"
 #include "comm/wire_frame.hpp"
@@ -32,6 +33,9 @@ struct mesh_links_args {
   net::ring_options ring;
   net::p2p_options p2p;
   int join_timeout_ms = 120000;  // the leaders' rendezvous must listen, and the addresses arrive, by then
+  // Set: a data-parallel group that spans processes reduces through MPI (this process's
+  // communicators, made before anything else by every process), not a TCP ring.
+  std::shared_ptr<net::mpi_groups> mpi;
 };
 
 class mesh_links {

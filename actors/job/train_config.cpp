@@ -62,6 +62,22 @@ void validate(const train_config& c) {
   if (!std::isfinite(peer) || peer < 0.001 || peer > 1e6)  // milliseconds in an int, never 0
     bad("process.peer_timeout_seconds must be a finite number in [0.001, 1e6]");
   net::check_tls_files(c.process.tls_cert, c.process.tls_key, c.process.tls_ca);
+  if (c.backend != net::backend_kind::tcp) {
+    const std::string name = net::to_string(c.backend);
+    if (!net::backend_built(c.backend))
+      bad("backend " + name + ": this troupe was built without it (built: " + net::built_backends() + ")");
+    if (c.mesh.processes == 1) bad("backend " + name + " reduces between processes: the job has one (use --nodes or mpirun)");
+    // An MPI communicator holds each process once: a group with two ranks in one process cannot be one.
+    for (int p = 0; p < c.mesh.processes; ++p)
+      for (int g = 0; g < c.mesh.pp; ++g) {
+        int here = 0;
+        for (int r : c.mesh.group(sched::axis::dp, c.mesh.rank_of({0, g, 0}))) here += c.mesh.process_of(r) == p;
+        if (here > 1 && here < c.mesh.dp)
+          bad("backend " + name + ": process " + std::to_string(p) + " holds " + std::to_string(here) +
+              " ranks of data-parallel group " + std::to_string(g) + ", which spans processes; give each process "
+              "at most one (more processes, or --backend tcp)");
+      }
+  }
   for (const auto& st : c.stragglers)
     if (st.rank >= c.mesh.dp)
       bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.mesh.dp));

@@ -11,6 +11,7 @@
 #include "kernels/model.hpp"
 #include "kernels/optimizer.hpp"
 #include "kernels/tensor.hpp"
+#include "comm/collective_backend.hpp"
 #include "schedules/mesh.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/timeline.hpp"
@@ -83,6 +84,9 @@ struct train_config {
   std::vector<straggler_spec> stragglers;
   int64_t trace_step = -1;          // step written to trace.json (-1: the last one)
   process_config process;           // mesh.processes > 1: this process's part
+  // What reduces gradients between processes: the project's TCP ring, or MPI (for jobs started by
+  // mpirun; each data-parallel group then holds at most one rank per process).
+  net::backend_kind backend = net::backend_kind::tcp;
 };
 
 // Throws std::invalid_argument naming the bad field.

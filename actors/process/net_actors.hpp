@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "comm/collective_backend.hpp"
 #include "comm/launch_env.hpp"
 #include "schedules/mesh.hpp"
 #include "comm/tcp_ring.hpp"
@@ -36,6 +37,9 @@ struct net_collective_args {
   // has every process's addresses. Valid: connect() waits for it (rendezvous_timeout_ms at most).
   std::shared_future<std::pair<std::string, uint16_t>> rendezvous;
   int rendezvous_timeout_ms = 120000;
+  // Another back end than the TCP ring (MPI): made on the collective's own thread, instead of
+  // connecting the ring (env, secret, ring, rendezvous and interrupt are then unused).
+  std::function<std::shared_ptr<net::group_backend>()> make_backend;
 };
 caf::actor spawn_net_collective(caf::actor_system& sys, net_collective_args args);
 

@@ -37,11 +37,12 @@ namespace troupe {
 
 std::string describe_for_join(const train_config& c, const prepared_job& job) {
   return fmt::format("{}; {} lr {} wd {} momentum {} betas {},{} eps {}; batch {} seed {} steps {}; buckets {} MiB; "
-                     "mesh {}; schedule {} M {} v {}; eval {}x{}",
+                     "mesh {}; schedule {} M {} v {}; backend {}; eval {}x{}",
                      describe(job.model), c.optim.kind, c.optim.lr, c.optim.weight_decay, c.optim.momentum,
                      c.optim.beta1, c.optim.beta2, c.optim.eps, c.batch_size, c.seed, job.total_steps, c.bucket_mb,
                      sched::to_string(c.mesh), c.user_schedule.stages.empty() ? c.schedule : c.user_schedule.name,
-                     c.micro_batches, c.virtual_stages, c.eval_batch_size, c.eval_max_batches);
+                     c.micro_batches, c.virtual_stages, net::to_string(c.backend), c.eval_batch_size,
+                     c.eval_max_batches);
 }
 
 namespace {
@@ -62,7 +63,8 @@ void configure(caf::actor_system_config& sys_cfg, const process_config& p) {
   }
 }
 
-mesh_links_args links_args(const train_config& cfg, int process, const std::string& local_host);
+mesh_links_args links_args(const train_config& cfg, int process, const std::string& local_host,
+                           std::shared_ptr<net::mpi_groups> mpi);
 
 net::ring_options ring_options_for(const process_config& p) {
   net::ring_options o;
@@ -72,9 +74,11 @@ net::ring_options ring_options_for(const process_config& p) {
   return o;
 }
 
-mesh_links_args links_args(const train_config& cfg, int process, const std::string& local_host) {
+mesh_links_args links_args(const train_config& cfg, int process, const std::string& local_host,
+                           std::shared_ptr<net::mpi_groups> mpi) {
   const process_config& pc = cfg.process;
   mesh_links_args a;
+  a.mpi = std::move(mpi);
   a.process = process;
   a.local_host = local_host;
   a.secret = pc.secret;
@@ -84,6 +88,27 @@ mesh_links_args links_args(const train_config& cfg, int process, const std::stri
   a.p2p.connect_timeout_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
   a.join_timeout_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
   return a;
+}
+
+// --backend mpi: this process's communicators, one per data-parallel group, made by every process
+// in group order before any other MPI call (so before the control plane, whose order of events
+// differs between processes). A group held in one process needs none.
+std::shared_ptr<net::mpi_groups> mpi_for(const train_config& cfg) {
+  if (cfg.backend != net::backend_kind::mpi) return nullptr;
+  const sched::mesh& m = cfg.mesh;
+  std::vector<int> member_of(static_cast<size_t>(m.pp), -1);
+  for (int g = 0; g < m.pp; ++g) {
+    const auto members = m.group(sched::axis::dp, m.rank_of({0, g, 0}));
+    const bool spans = m.process_of(members.front()) != m.process_of(members.back());
+    for (int r : members)
+      if (spans && m.process_of(r) == cfg.process.index) member_of[static_cast<size_t>(g)] = m.coords_of(r).dp;
+  }
+  auto mpi = std::make_shared<net::mpi_groups>(member_of);
+  if (mpi->world_size() != m.processes || mpi->world_rank() != cfg.process.index)
+    throw std::runtime_error("--backend mpi: MPI says this is process " + std::to_string(mpi->world_rank()) + " of " +
+                             std::to_string(mpi->world_size()) + ", the job says " + std::to_string(cfg.process.index) +
+                             " of " + std::to_string(m.processes) + " (start every process with the same mpirun)");
+  return mpi;
 }
 
 // Stops the actors, waits until they are gone, and drops the registry entries the middleman
@@ -100,7 +125,8 @@ void stop_all(caf::actor_system& sys, const std::vector<caf::actor>& actors) {
   }
 }
 
-train_summary run_rank0(const train_config& cfg, const prepared_job& job, const job_plan& plan) {
+train_summary run_rank0(const train_config& cfg, const prepared_job& job, const job_plan& plan,
+                        std::shared_ptr<net::mpi_groups> mpi) {
   const process_config& pc = cfg.process;
   job_outputs out(cfg, job);
   const auto& summary = out.summary;
@@ -111,7 +137,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
   configure(sys_cfg, pc);
   caf::actor_system sys{sys_cfg};
 
-  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, 0, pc.master_addr));
+  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, 0, pc.master_addr, std::move(mpi)));
   auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, job, plan, out));
   rank_actors p = spawn_ranks(sys, cfg, job, plan, cfg.mesh.ranks_of_process(0), coordinator,
                               [&](int rank) { return links->collective_of(rank); });
@@ -210,7 +236,8 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
   return finish_summary(cfg, plan, out);
 }
 
-train_summary run_worker(const train_config& cfg, const prepared_job& job, const job_plan& plan) {
+train_summary run_worker(const train_config& cfg, const prepared_job& job, const job_plan& plan,
+                         std::shared_ptr<net::mpi_groups> mpi) {
   const process_config& pc = cfg.process;
   const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
   net::socket_fd upstream =
@@ -239,7 +266,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
         .receive([&](join_reply& r) { joined = std::move(r); }, [&](caf::error& e) { refused = sys.render(e); });
   }
   if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": rank 0 refused us: " + refused);
-  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, pc.index, local_host));
+  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, pc.index, local_host, std::move(mpi)));
   rank_actors p = spawn_ranks(sys, cfg, job, plan, cfg.mesh.ranks_of_process(pc.index), joined.coordinator,
                               [&](int rank) { return links->collective_of(rank); });
   links->connect_pipelines(p.stages, joined.coordinator);
@@ -292,7 +319,8 @@ train_summary run_process_training(const train_config& cfg) {
   if (pc.index == 0) log_plan(cfg, job, plan);
   spdlog::info("rank {} of {}: model {} ({} parameters), {} steps of {} samples", pc.index, cfg.mesh.processes,
                describe(job.model), job.num_params, job.total_steps, cfg.batch_size);
-  return pc.index == 0 ? run_rank0(cfg, job, plan) : run_worker(cfg, job, plan);
+  auto mpi = mpi_for(cfg);
+  return pc.index == 0 ? run_rank0(cfg, job, plan, std::move(mpi)) : run_worker(cfg, job, plan, std::move(mpi));
 }
 
 }  // namespace troupe

@@ -1,0 +1,34 @@
+// A collective back end: one member of one group (a data-parallel group of the mesh), driven from
+// one thread (the collective actor's own), each call blocking until its result is in place, so
+// the owning actor turns every completion into a message and the stages never wait on it. The
+// project's TCP ring and MPI implement it; the in-process group is actors of its own.
+// Data layout follows troupe::ring: a reduce-scatter leaves rank r's reduced ring::segment in
+// place, an all-gather starts from it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace troupe::net {
+
+enum class reduce_op { sum, average };
+
+enum class backend_kind { tcp, mpi };
+const char* to_string(backend_kind b);  // "tcp", "mpi"
+std::optional<backend_kind> parse_backend(const std::string& text);
+bool backend_built(backend_kind b);     // tcp always; mpi where CMake found Open MPI
+std::string built_backends();           // "tcp, mpi" or "tcp"
+
+class group_backend {
+ public:
+  virtual ~group_backend() = default;
+  virtual int rank() const = 0;
+  virtual int world() const = 0;
+  virtual void all_reduce(float* data, int64_t n, reduce_op op) = 0;
+  virtual void reduce_scatter(float* data, int64_t n, reduce_op op) = 0;
+  virtual void all_gather(float* data, int64_t n) = 0;
+  virtual void broadcast(float* data, int64_t n, int root) = 0;
+};
+
+}  // namespace troupe::net

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# --backend mpi: a job started by mpirun reduces its gradients through MPI (one communicator per
+# data-parallel group) and gives the losses of the same mesh in one process, for dp 4 over 4
+# processes and dp 2 x pp 2 over 4 and over 2; meshes MPI cannot carry are refused before anything
+# runs (exit 2, naming why). Skipped (77) where troupe was built without MPI or mpirun is missing.
+set -u
+troupe=$1
+source "$(dirname "$0")/check_lib.sh"
+"$troupe" info | grep -q "collective back ends: .*mpi" || { echo "built without MPI: skipped"; exit 77; }
+command -v mpirun > /dev/null || { echo "no mpirun: skipped"; exit 77; }
+[ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "no Fashion-MNIST: skipped"; exit 77; }
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+job=(--hidden 32,32 --batch-size 64 --max-steps 8 --eval-batches 1 --no-progress --peer-timeout 10)
+same_losses() {  # same_losses A B: per-step losses equal to float rounding (metrics print 6 digits)
+  python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'PY'
+import json, sys
+def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+ok = len(a) == len(b) == 8 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b))
+print("losses", "equal" if ok else "differ", a, b)
+sys.exit(0 if ok else 1)
+PY
+}
+run_mpi() {  # run_mpi NAME NP OUT flags...
+  local name=$1 np=$2 out=$3; shift 3
+  local port; port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  check "$name" 0 "done: 8 steps" -- timeout 120 mpirun --allow-run-as-root --oversubscribe -np "$np" \
+    -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" -x TROUPE_SECRET=mpi-test "$troupe" train --backend mpi \
+    "${job[@]}" --out "$out" "$@"
+}
+"$troupe" train "${job[@]}" --dp 4 --out "$tmp/dp4" > /dev/null 2>&1 || { echo "FAIL in-process dp 4"; fail=1; }
+"$troupe" train "${job[@]}" --dp 2 --pp 2 --micro-batches 2 --out "$tmp/mesh" > /dev/null 2>&1 || { echo "FAIL in-process mesh"; fail=1; }
+run_mpi "dp 4 over 4 MPI processes" 4 "$tmp/mpi_dp4" --dp 4
+same_losses "$tmp/dp4" "$tmp/mpi_dp4" || fail=1
+run_mpi "dp 2 x pp 2 over 4 MPI processes" 4 "$tmp/mpi_mesh4" --dp 2 --pp 2 --micro-batches 2
+same_losses "$tmp/mesh" "$tmp/mpi_mesh4" || fail=1
+run_mpi "dp 2 x pp 2 over 2 MPI processes" 2 "$tmp/mpi_mesh2" --dp 2 --pp 2 --micro-batches 2
+same_losses "$tmp/mesh" "$tmp/mpi_mesh2" || fail=1
+check "one process is refused" 2 "backend mpi reduces between processes" -- "$troupe" train --backend mpi "${job[@]}"
+check "two ranks of one group in a process are refused" 2 "holds 2 ranks of data-parallel group 0" -- \
+  env TROUPE_SECRET=x "$troupe" train --backend mpi --world-size 2 --rank 0 --master-addr 127.0.0.1 --dp 4 "${job[@]}"
+exit $fail
