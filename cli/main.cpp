@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/info_command.hpp"
+#include "cli/plan_command.hpp"
 #include "cli/schedule_command.hpp"
 #include "cli/train_command.hpp"
 #include "cli/worker_command.hpp"
@@ -22,6 +23,7 @@ int main(int argc, char** argv) {
   troupe::cli::add_schedule_command(app, exit_code);
   troupe::cli::add_worker_command(app, exit_code);
   troupe::cli::add_info_command(app, exit_code);
+  troupe::cli::add_plan_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

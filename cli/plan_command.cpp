@@ -1,0 +1,202 @@
+// `troupe plan` (see plan_command.hpp): loads the descriptions (plan_files.hpp), builds the plan
+// from the flags, prices it with schedules/plan/ and prints a report, a table of searched plans
+// or JSON. Bad input exits 2 with one line naming what is wrong.
+#include "cli/plan_command.hpp"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+
+#include "cli/plan_files.hpp"
+#include "schedules/render.hpp"
+
+namespace troupe::cli {
+
+namespace {
+
+namespace plan = sched::plan;
+
+struct plan_flags {
+  std::string model, cluster, schedule = "1f1b", recompute = "full", optimizer = "adam", offload = "none";
+  std::string precision = "bf16", svg;
+  int dp = 0, pp = 1, tp = 1, micro_batch = 1, micro_batches = 0, global_batch = 0, virtual_stages = 2, zero = 0;
+  int nodes = 0, top = 10;
+  bool search = false, json = false, sequence_parallel = false;
+};
+
+std::string json_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  return out;
+}
+
+std::string describe(const plan::plan_config& c) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%s b%d M%d %s%s zero%d recompute=%s", sched::to_string(c.m).c_str(), c.micro_batch,
+                c.microbatches(), c.schedule.c_str(),
+                c.schedule == "interleaved" ? (" v" + std::to_string(c.virtual_stages)).c_str() : "", c.zero,
+                plan::to_string(c.rc));
+  return buf;
+}
+
+std::string to_json(const plan::plan_result& r) {
+  const plan::plan_config& c = r.config;
+  std::string out = "{\"dp\":" + std::to_string(c.m.dp) + ",\"pp\":" + std::to_string(c.m.pp) +
+                    ",\"tp\":" + std::to_string(c.m.tp) + ",\"micro_batch\":" + std::to_string(c.micro_batch) +
+                    ",\"micro_batches\":" + std::to_string(c.microbatches()) + ",\"schedule\":\"" +
+                    json_escape(c.schedule) + "\",\"virtual_stages\":" + std::to_string(c.virtual_stages) +
+                    ",\"zero\":" + std::to_string(c.zero) + ",\"recompute\":\"" + plan::to_string(c.rc) + "\"";
+  out += ",\"memory_bytes\":{";
+  for (plan::memory_kind k : plan::all_memory_kinds)
+    out += std::string("\"") + plan::to_string(k) + "\":" + std::to_string(r.memory.of(k)) + ",";
+  out += "\"total\":" + std::to_string(r.memory.total()) + "},\"memory_stage\":" + std::to_string(r.memory_stage);
+  out += std::string(",\"fits\":") + (r.fits ? "true" : "false");
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                ",\"step_seconds\":%.6g,\"pipeline_seconds\":%.6g,\"dp_seconds\":%.6g,\"optimizer_seconds\":%.6g,"
+                "\"bubble_fraction\":%.6g,\"tflops_per_gpu\":%.6g,\"mfu\":%.6g}",
+                r.step_seconds, r.pipeline_seconds, r.dp_seconds, r.optimizer_seconds, r.bubble_fraction,
+                r.tflops_per_gpu, r.mfu);
+  return out + buf;
+}
+
+void print_report(const plan::model_desc& md, const plan::cluster_desc& cl, const plan::plan_result& r) {
+  std::printf("%s (%.1fB parameters) on %s: %d x %s\n", md.name.c_str(), md.parameters() / 1e9, cl.name.c_str(),
+              cl.gpus(), cl.device.name.c_str());
+  std::printf("plan: %s, global batch %d\n", describe(r.config).c_str(), r.config.global_batch);
+  std::printf("memory per device (stage %d, the most loaded), GiB:\n", r.memory_stage);
+  for (plan::memory_kind k : plan::all_memory_kinds)
+    std::printf("  %-16s %8.2f\n", plan::to_string(k), r.memory.of(k) / plan::gib);
+  std::printf("  %-16s %8.2f of %.2f: %s\n", "total", r.memory.total() / plan::gib, cl.device.memory_bytes / plan::gib,
+              r.fits ? "fits" : "DOES NOT FIT");
+  std::printf("step time %.3f s (pipeline %.3f, dp reduction %.3f, optimizer %.3f), bubble %.1f%%\n", r.step_seconds,
+              r.pipeline_seconds, r.dp_seconds, r.optimizer_seconds, r.bubble_fraction * 100);
+  std::printf("%.1f TFLOP/s per GPU (hardware FLOPs, recomputation counted), MFU %.1f%%\n", r.tflops_per_gpu,
+              r.mfu * 100);
+}
+
+void print_table(const std::vector<plan::plan_result>& found) {
+  std::printf("%-4s %-46s %9s %9s %7s %6s %8s\n", "rank", "plan", "step_s", "TFLOP/s", "MFU", "bubble", "mem_GiB");
+  int i = 0;
+  for (const auto& r : found)
+    std::printf("%-4d %-46s %9.3f %9.1f %6.1f%% %5.1f%% %8.1f\n", ++i, describe(r.config).c_str(), r.step_seconds,
+                r.tflops_per_gpu, r.mfu * 100, r.bubble_fraction * 100, r.memory.total() / plan::gib);
+}
+
+plan::plan_config build_config(const plan_flags& f, const model_file& mf, const plan::cluster_desc& cl) {
+  plan::plan_config c;
+  c.m = {f.dp, f.pp, f.tp, 1};
+  if (f.dp == 0) {
+    if (cl.gpus() % (f.pp * f.tp) != 0)
+      throw std::invalid_argument("--pp " + std::to_string(f.pp) + " x --tp " + std::to_string(f.tp) +
+                                  " does not divide the " + std::to_string(cl.gpus()) + " GPUs of " + cl.name);
+    c.m.dp = cl.gpus() / (f.pp * f.tp);
+  }
+  c.micro_batch = f.micro_batch;
+  c.global_batch = f.global_batch ? f.global_batch : f.micro_batches ? f.micro_batches * c.m.dp * f.micro_batch : mf.global_batch;
+  if (c.global_batch < 1)
+    throw std::invalid_argument(f.model + " gives no [train] global_batch: pass --global-batch or --micro-batches");
+  c.schedule = f.schedule;
+  c.virtual_stages = f.schedule == "interleaved" ? f.virtual_stages : 1;
+  c.zero = f.zero;
+  c.sequence_parallel = f.sequence_parallel;
+  if (!plan::parse_recompute(f.recompute, c.rc))
+    throw std::invalid_argument("--recompute \"" + f.recompute + "\": expected none, selective or full");
+  if (!plan::parse_dtype(f.precision, c.precision))
+    throw std::invalid_argument("--precision \"" + f.precision + "\": expected fp32, tf32, fp16 or bf16");
+  if (f.optimizer == "adam" || f.optimizer == "adamw") c.opt = plan::optimizer::adam;
+  else if (f.optimizer == "sgd") c.opt = plan::optimizer::sgd;
+  else throw std::invalid_argument("--optimizer \"" + f.optimizer + "\": expected adam, adamw or sgd");
+  if (f.offload == "optimizer") c.where.optimizer = true;
+  else if (f.offload == "all") c.where = {true, true};
+  else if (f.offload != "none") throw std::invalid_argument("--offload \"" + f.offload + "\": expected none, optimizer or all");
+  return c;
+}
+
+int run(const plan_flags& f) {
+  model_file mf;
+  plan::cluster_desc cl;
+  plan::plan_config c;
+  try {
+    mf = load_model_file(f.model);
+    cl = load_cluster_file(f.cluster);
+    if (f.nodes) cl.nodes = f.nodes;
+    if (!f.search) {
+      c = build_config(f, mf, cl);
+      if (const std::string err = plan::check(mf.model, cl, c); !err.empty()) throw std::invalid_argument(err);
+    }
+  } catch (const std::invalid_argument& e) {
+    spdlog::error("troupe plan: {}", e.what());
+    return 2;
+  }
+  try {
+    if (f.search) {
+      const int batch = f.global_batch ? f.global_batch : mf.global_batch;
+      if (batch < 1) throw std::invalid_argument(f.model + " gives no [train] global_batch: pass --global-batch");
+      const auto found = plan::search(mf.model, cl, batch, {}, f.top);
+      if (f.json) {
+        std::printf("[");
+        for (size_t i = 0; i < found.size(); ++i) std::printf("%s%s", i ? "," : "", to_json(found[i]).c_str());
+        std::printf("]\n");
+      } else {
+        std::printf("%s on %d x %s, global batch %d: the %zu fastest plans that fit\n", mf.model.name.c_str(),
+                    cl.gpus(), cl.device.name.c_str(), batch, found.size());
+        print_table(found);
+      }
+      if (found.empty()) {
+        spdlog::error("troupe plan: no plan of the search space fits {} on {}", mf.model.name, cl.name);
+        return 1;
+      }
+      return 0;
+    }
+    const plan::plan_result r = plan::evaluate(mf.model, cl, c);
+    if (f.json) std::printf("%s\n", to_json(r).c_str());
+    else print_report(mf.model, cl, r);
+    if (!f.svg.empty()) {
+      std::ofstream out(f.svg);
+      out << sched::render_svg(r.sim.events);
+      if (!out) {
+        spdlog::error("troupe plan: cannot write {}", f.svg);
+        return 1;
+      }
+    }
+  } catch (const std::invalid_argument& e) {
+    spdlog::error("troupe plan: {}", e.what());
+    return 2;
+  }
+  return 0;
+}
+
+}  // namespace
+
+void add_plan_command(CLI::App& app, int& exit_code) {
+  auto f = std::make_shared<plan_flags>();
+  auto* cmd = app.add_subcommand("plan", "Predict memory and step time of a training plan on a cluster, or search plans");
+  cmd->add_option("MODEL", f->model, "Model description (examples/plan/gpt3-175b.toml)")->required();
+  cmd->add_option("CLUSTER", f->cluster, "Cluster description (examples/plan/dgx-a100-1024.toml)")->required();
+  cmd->add_option("--dp", f->dp, "Data-parallel replicas [the GPUs left by pp x tp]");
+  cmd->add_option("--pp", f->pp, "Pipeline stages [1]")->check(CLI::PositiveNumber);
+  cmd->add_option("--tp", f->tp, "Tensor-parallel ranks [1]")->check(CLI::PositiveNumber);
+  cmd->add_option("--micro-batch-size", f->micro_batch, "Sequences per micro-batch [1]")->check(CLI::PositiveNumber);
+  cmd->add_option("--micro-batches", f->micro_batches, "Micro-batches per step; sets the global batch");
+  cmd->add_option("--global-batch", f->global_batch, "Sequences per step [the model file's]");
+  cmd->add_option("--schedule", f->schedule, "gpipe, 1f1b, interleaved, zb-h1 [1f1b]");
+  cmd->add_option("--virtual-stages", f->virtual_stages, "Chunks per stage for interleaved [2]");
+  cmd->add_option("--zero", f->zero, "ZeRO stage 0-3 [0]")->check(CLI::Range(0, 3));
+  cmd->add_option("--recompute", f->recompute, "none, selective, full [full]");
+  cmd->add_flag("--sequence-parallel", f->sequence_parallel, "Split norms and dropouts over tp (Korthikanti 2022)");
+  cmd->add_option("--optimizer", f->optimizer, "adam, adamw, sgd [adam]");
+  cmd->add_option("--offload", f->offload, "none, optimizer, all [none]");
+  cmd->add_option("--precision", f->precision, "Compute dtype: bf16, fp16, tf32, fp32 [bf16]");
+  cmd->add_option("--nodes", f->nodes, "Resize the cluster to this many nodes")->check(CLI::PositiveNumber);
+  cmd->add_flag("--search", f->search, "Search meshes, micro-batches, schedules, ZeRO and recomputation");
+  cmd->add_option("--top", f->top, "Plans --search prints [10]")->check(CLI::PositiveNumber);
+  cmd->add_flag("--json", f->json, "Print JSON instead of text");
+  cmd->add_option("--svg", f->svg, "Write the simulated pipeline timeline as SVG to this file");
+  cmd->callback([f, &exit_code] { exit_code = run(*f); });
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,178 @@
+// Loading plan descriptions with toml++ (see plan_files.hpp). Every table is read through one
+// reader that records which keys it consumed, so a key no one asked for is an error, not a typo
+// silently ignored.
+#include "cli/plan_files.hpp"
+
+#include <toml++/toml.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+namespace troupe::cli {
+
+namespace {
+
+[[noreturn]] void fail(const std::string& path, const toml::node* n, const std::string& key, const std::string& what) {
+  const std::string line = n ? ":" + std::to_string(n->source().begin.line) : "";
+  throw std::invalid_argument(path + line + ": " + key + ": " + what);
+}
+
+toml::table parse(const std::string& path) {
+  if (!std::ifstream(path)) throw std::invalid_argument(path + ": cannot read: no such file or not readable");
+  try {
+    return toml::parse_file(path);
+  } catch (const toml::parse_error& e) {
+    throw std::invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+}
+
+// One [table] of a file: typed getters that remember the keys they read; done() refuses the rest.
+class reader {
+ public:
+  reader(const std::string& path, const toml::table& root, const std::string& name, bool required)
+      : path_(path), name_(name) {
+    const toml::node* n = root.get(name);
+    if (!n && required) fail(path, nullptr, "[" + name + "]", "missing table");
+    if (n && !(table_ = n->as_table())) fail(path, n, name, "expected a table, e.g. [" + name + "]");
+  }
+  bool present() const { return table_ != nullptr; }
+
+  double number(const std::string& key, std::optional<double> fallback = std::nullopt) {
+    const toml::node* n = get(key, fallback.has_value());
+    if (!n) return *fallback;
+    if (!n->is_number()) fail(path_, n, full(key), "expected a number");
+    const double v = *n->value<double>();
+    if (!(v > 0)) fail(path_, n, full(key), "must be > 0");
+    return v;
+  }
+  int integer(const std::string& key, std::optional<int> fallback = std::nullopt) {
+    const toml::node* n = get(key, fallback.has_value());
+    if (!n) return *fallback;
+    if (!n->is_integer() || *n->value<int64_t>() < 1) fail(path_, n, full(key), "expected an integer >= 1");
+    return static_cast<int>(*n->value<int64_t>());
+  }
+  std::string text(const std::string& key, std::optional<std::string> fallback = std::nullopt) {
+    const toml::node* n = get(key, fallback.has_value());
+    if (!n) return *fallback;
+    if (!n->is_string()) fail(path_, n, full(key), "expected a string");
+    return *n->value<std::string>();
+  }
+  // Refuses every key not read: names it and lists the known ones.
+  void done() const {
+    if (!table_) return;
+    for (const auto& [k, n] : *table_) {
+      const std::string key(k.str());
+      if (read_.count(key)) continue;
+      std::string known;
+      for (const auto& r : read_) known += (known.empty() ? "" : ", ") + r;
+      fail(path_, &n, full(key), "unknown key (known in [" + name_ + "]: " + known + ")");
+    }
+  }
+
+ private:
+  std::string full(const std::string& key) const { return name_ + "." + key; }
+  const toml::node* get(const std::string& key, bool optional) {
+    read_.insert(key);
+    const toml::node* n = table_ ? table_->get(key) : nullptr;
+    if (!n && !optional) fail(path_, table_, full(key), "missing key");
+    return n;
+  }
+  std::string path_, name_;
+  const toml::table* table_ = nullptr;
+  std::set<std::string> read_;
+};
+
+void only_tables(const std::string& path, const toml::table& root, const std::set<std::string>& known) {
+  for (const auto& [k, n] : root) {
+    if (known.count(std::string(k.str()))) continue;
+    std::string list;
+    for (const auto& t : known) list += (list.empty() ? "[" : ", [") + t + "]";
+    fail(path, &n, std::string(k.str()), "unknown table (known: " + list + ")");
+  }
+}
+
+sched::plan::link_class read_link(reader& r) {
+  sched::plan::link_class l;
+  l.alpha_seconds = r.number("latency_us") * 1e-6;
+  l.bus_bytes_per_second = r.number("bus_bandwidth_gb_per_s") * 1e9;
+  r.done();
+  return l;
+}
+
+}  // namespace
+
+model_file load_model_file(const std::string& path) {
+  const toml::table root = parse(path);
+  only_tables(path, root, {"model", "train", "published"});
+  model_file f;
+  reader m(path, root, "model", true);
+  f.model.name = m.text("name");
+  f.model.layers = m.integer("layers");
+  f.model.hidden = m.integer("hidden");
+  f.model.heads = m.integer("heads");
+  f.model.sequence = m.integer("sequence");
+  f.model.vocab = m.integer("vocab");
+  m.done();
+  reader t(path, root, "train", false);
+  if (t.present()) f.global_batch = t.integer("global_batch");
+  t.done();
+  reader p(path, root, "published", false);
+  if (p.present()) {
+    published_run run;
+    run.tp = p.integer("tp");
+    run.pp = p.integer("pp");
+    run.dp = p.integer("dp");
+    run.global_batch = p.integer("global_batch");
+    run.tflops_per_gpu = p.number("tflops_per_gpu");
+    run.percent_of_peak = p.number("percent_of_peak");
+    run.source = p.text("source");
+    f.published = run;
+  }
+  p.done();
+  return f;
+}
+
+sched::plan::device_desc load_device_file(const std::string& path) {
+  const toml::table root = parse(path);
+  only_tables(path, root, {"device", "peak_tflops"});
+  sched::plan::device_desc d;
+  reader r(path, root, "device", true);
+  d.name = r.text("name");
+  d.memory_bytes = r.number("memory_gib") * sched::plan::gib;
+  d.memory_bandwidth = r.number("memory_bandwidth_gb_per_s") * 1e9;
+  d.gemm_efficiency = r.number("gemm_efficiency");
+  if (d.gemm_efficiency > 1) fail(path, nullptr, "device.gemm_efficiency", "must be <= 1");
+  d.sms = r.integer("sms");
+  d.tile_m = r.integer("tile_m", 128);
+  d.tile_n = r.integer("tile_n", 128);
+  r.done();
+  reader p(path, root, "peak_tflops", true);
+  for (auto dt : {sched::plan::dtype::fp32, sched::plan::dtype::tf32, sched::plan::dtype::fp16, sched::plan::dtype::bf16})
+    d.peak_flops[static_cast<int>(dt)] = p.number(sched::plan::to_string(dt), 0.0) * 1e12;
+  p.done();
+  return d;
+}
+
+sched::plan::cluster_desc load_cluster_file(const std::string& path) {
+  const toml::table root = parse(path);
+  only_tables(path, root, {"cluster", "intra_node", "inter_node"});
+  sched::plan::cluster_desc c;
+  reader r(path, root, "cluster", true);
+  c.name = r.text("name");
+  c.nodes = r.integer("nodes");
+  c.gpus_per_node = r.integer("gpus_per_node");
+  const std::string device = r.text("device");
+  r.done();
+  reader intra(path, root, "intra_node", true);
+  c.intra_node = read_link(intra);
+  reader inter(path, root, "inter_node", true);
+  c.inter_node = read_link(inter);
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  c.device = load_device_file((dir / device).string());
+  return c;
+}
+
+}  // namespace troupe::cli

@@ -1,0 +1,35 @@
+// The descriptions `troupe plan` reads (examples/plan/*.toml): a model, a device, a cluster. A
+// closed schema per file: an unknown table or key, a missing key or a value of the wrong type
+// is refused naming the file, line and key. Only the loading is here; the models are
+// schedules/plan/, which does no I/O.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "schedules/plan/plan.hpp"
+
+namespace troupe::cli {
+
+// What a paper measured for this model, kept beside it so the comparison reads the same file.
+struct published_run {
+  int tp = 1, pp = 1, dp = 1, global_batch = 1;
+  double tflops_per_gpu = 0;
+  double percent_of_peak = 0;
+  std::string source;
+};
+
+struct model_file {
+  sched::plan::model_desc model;
+  int global_batch = 0;                    // [train] global_batch; 0 when the file gives none
+  std::optional<published_run> published;  // [published]
+};
+
+// Each throws std::invalid_argument ("<file>:<line>: <key>: <problem>", or "<file>: cannot
+// read: ..." for a missing file).
+model_file load_model_file(const std::string& path);
+sched::plan::device_desc load_device_file(const std::string& path);
+// A cluster names its device file, relative to the cluster file's folder.
+sched::plan::cluster_desc load_cluster_file(const std::string& path);
+
+}  // namespace troupe::cli

@@ -1,0 +1,83 @@
+// Memory per device, by the kinds the runtime's device allocator counts (DESIGN.md, Memory):
+// parameters, gradients, optimizer state, activations, buffers. Model states follow the ZeRO
+// paper's accounting (bytes per parameter, sharded over data parallelism by stage); activations
+// follow Korthikanti et al. 2022 (bytes per transformer layer and micro-batch). Plain arithmetic:
+// which micro-batches are in flight comes from the schedule (validate()'s peak), not from here.
+#pragma once
+
+#include <string>
+
+namespace troupe::sched::plan {
+
+enum class memory_kind { parameters, gradients, optimizer_state, activations, buffers };
+const char* to_string(memory_kind k);  // "parameters", "gradients", "optimizer_state", ...
+constexpr memory_kind all_memory_kinds[] = {memory_kind::parameters, memory_kind::gradients,
+                                            memory_kind::optimizer_state, memory_kind::activations,
+                                            memory_kind::buffers};
+
+struct memory_by_kind {
+  double parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, buffers = 0;  // bytes
+  double of(memory_kind k) const;
+  double total() const { return parameters + gradients + optimizer_state + activations + buffers; }
+};
+
+// Bytes each parameter costs on a device before ZeRO shards it.
+struct state_bytes {
+  double parameters = 2;       // fp16/bf16 working copy
+  double gradients = 2;        // fp16/bf16 gradients
+  double optimizer_state = 12; // the ZeRO paper's K
+  // Full-size gradient bytes that no stage shards, counted as gradients: DeepSpeed's stage 1-2
+  // accumulate 16-bit gradients whole before reducing them into fp32 partitions.
+  double gradient_buffer = 0;
+};
+
+enum class optimizer { adam, sgd };
+const char* to_string(optimizer o);  // "adam" (Adam and AdamW cost the same), "sgd"
+// Mixed precision: Adam keeps an fp32 master copy, momentum and variance (K = 12, the ZeRO
+// paper's figure); SGD with momentum keeps the fp32 master copy and momentum (K = 8).
+state_bytes mixed_precision(optimizer o);
+
+// DeepSpeed's own estimator counts (estimate_zero{2,3}_model_states_mem_needs): 4P + 16P/N for
+// stage 2, 18P/N for stage 3. Read here as 2 bytes of parameters, 4 of fp32 gradients, 12 of
+// fp32 master, momentum and variance, and below stage 3 a whole 16-bit gradient buffer (2).
+state_bytes deepspeed_estimator(int zero_stage);
+
+// Where ZeRO-Offload puts state instead of the device. Offloading the optimizer also moves the
+// sharded gradients (the host runs the step); offloading parameters needs stage 3.
+struct offload {
+  bool optimizer = false;
+  bool parameters = false;
+};
+
+// Model states on one device holding `params` parameters (its share after tp and pp), sharded over
+// `dp` replicas: stage >= 1 shards optimizer state, >= 2 gradients, 3 parameters. Stage 3 also
+// holds one gathered layer (`gathered_layer_params`, parameters and gradients at working
+// precision) as a buffer, as DeepSpeed's estimator does. Throws std::invalid_argument for a
+// stage outside 0..3 or parameter offload below stage 3.
+memory_by_kind model_states(double params, int dp, int zero_stage, const state_bytes& bytes, offload where = {},
+                            double gathered_layer_params = 0);
+
+enum class recompute { none, selective, full };
+const char* to_string(recompute r);  // "none", "selective", "full"
+bool parse_recompute(const std::string& text, recompute& out);
+
+// The shape that sets activation size.
+struct layer_shape {
+  double sequence = 2048;  // s
+  double micro_batch = 1;  // b
+  double hidden = 1024;    // h
+  double heads = 16;       // a
+};
+
+// Bytes one transformer layer stashes for one micro-batch at 16-bit precision, tensor-parallel
+// over `tp` (Korthikanti et al. 2022, Table 2): sbh(10 + 24/t + 5as/(ht)) without sequence
+// parallelism, sbh(34/t + 5as/(ht)) with it; selective recomputation drops the 5as/(ht) term
+// (attention scores are recomputed); full recomputation keeps only the layer's input, 2sbh
+// (2sbh/t with sequence parallelism).
+double activation_bytes_per_layer(const layer_shape& s, int tp, bool sequence_parallel, recompute r);
+
+// 1e9 bytes, as the ZeRO paper prints GB, and 2^30 bytes, as DeepSpeed's estimator prints GB.
+constexpr double gb = 1e9;
+constexpr double gib = 1024.0 * 1024.0 * 1024.0;
+
+}  // namespace troupe::sched::plan

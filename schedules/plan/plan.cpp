@@ -1,0 +1,256 @@
+// Pricing and searching plans (see plan.hpp). Per-layer costs count the GEMMs of Megatron-LM's
+// layer (QKV, attention scores and context, projection, two MLP GEMMs), the elementwise passes
+// between them at memory bandwidth, and tensor parallelism's two all-reduces each way.
+#include "schedules/plan/plan.hpp"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+#include "schedules/named.hpp"
+#include "schedules/validate.hpp"
+
+namespace troupe::sched::plan {
+
+double model_desc::model_flops_per_sequence() const {
+  const double s = sequence, h = hidden, l = layers;
+  return 72 * s * l * h * h * (1 + s / (6 * h) + vocab / (12 * l * h));
+}
+
+double model_desc::hardware_flops_per_sequence(recompute r) const {
+  const double s = sequence, h = hidden, l = layers;
+  switch (r) {
+    case recompute::none:
+      return model_flops_per_sequence();
+    case recompute::selective:  // the two attention GEMMs run again: 4s^2h per layer
+      return model_flops_per_sequence() + 4 * s * s * h * l;
+    case recompute::full:
+      return 96 * s * l * h * h * (1 + s / (6 * h) + vocab / (16 * l * h));
+  }
+  return 0;
+}
+
+std::string check(const model_desc& model, const cluster_desc& cl, const plan_config& c) {
+  const mesh& m = c.m;
+  if (m.dp < 1 || m.pp < 1 || m.tp < 1) return "mesh " + to_string(m) + ": every axis must be >= 1";
+  if (m.ranks() != cl.gpus())
+    return "mesh " + to_string(m) + " has " + std::to_string(m.ranks()) + " ranks but cluster " + cl.name + " has " +
+           std::to_string(cl.gpus()) + " GPUs (" + std::to_string(cl.nodes) + " nodes x " +
+           std::to_string(cl.gpus_per_node) + "): dp x pp x tp must equal the GPUs";
+  if (model.heads % m.tp != 0)
+    return "--tp " + std::to_string(m.tp) + " does not divide the " + std::to_string(model.heads) + " heads of " + model.name;
+  if (m.tp > cl.gpus_per_node)
+    return "--tp " + std::to_string(m.tp) + " exceeds the " + std::to_string(cl.gpus_per_node) + " GPUs of a node";
+  if (c.virtual_stages < 1) return "--virtual-stages must be >= 1";
+  if (model.layers % (m.pp * c.virtual_stages) != 0)
+    return "--pp " + std::to_string(m.pp) + " x virtual stages " + std::to_string(c.virtual_stages) +
+           " does not divide the " + std::to_string(model.layers) + " layers of " + model.name;
+  if (c.micro_batch < 1 || c.global_batch % (m.dp * c.micro_batch) != 0)
+    return "global batch " + std::to_string(c.global_batch) + " is not a multiple of dp " + std::to_string(m.dp) +
+           " x micro-batch " + std::to_string(c.micro_batch);
+  if (c.zero < 0 || c.zero > 3) return "--zero must be 0, 1, 2 or 3, got " + std::to_string(c.zero);
+  if (c.where.parameters && c.zero < 3) return "offloading parameters needs --zero 3";
+  if (cl.device.peak(c.precision) <= 0) return "device " + cl.device.name + " gives no peak for " + to_string(c.precision);
+  return {};
+}
+
+namespace {
+
+struct priced {
+  cost_model costs;
+  double dp_seconds = 0, optimizer_seconds = 0;
+};
+
+// Parameters stage d holds on one GPU: its layers, plus the (vocabulary-parallel) embedding on
+// the first stage and its tied copy on the last; positions are not split over tp.
+double stage_parameters(const model_desc& md, const plan_config& c, int d) {
+  const mesh& m = c.m;
+  double p = md.layers / m.pp * md.layer_parameters() / m.tp;
+  if (d == 0) p += md.vocab * md.hidden / m.tp + md.sequence * md.hidden;
+  if (d == m.pp - 1 && m.pp > 1) p += md.vocab * md.hidden / m.tp;
+  return p;
+}
+
+priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c) {
+  const device_desc& dev = cl.device;
+  const mesh& m = c.m;
+  const dtype dt = c.precision;
+  const double t = m.tp, b = c.micro_batch, s = md.sequence, h = md.hidden, a = md.heads, V = md.vocab;
+  const double rows = b * s, sbh = s * b * h;
+  const double linear_gemms = gemm_seconds(dev, dt, rows, 3 * h / t, h) + gemm_seconds(dev, dt, rows, h, h / t) +
+                              gemm_seconds(dev, dt, rows, 4 * h / t, h) + gemm_seconds(dev, dt, rows, h, 4 * h / t);
+  const double heads = b * a / t;
+  const double attention_gemms = gemm_seconds(dev, dt, s, s, h / a, heads) + gemm_seconds(dev, dt, s, h / a, s, heads);
+  // Bytes read plus written by the unfused passes: two layer norms (4sbh each), two
+  // bias-dropout-adds (7sbh each: two inputs, output, mask), bias+GeLU on the 4h MLP (16sbh/t),
+  // scale-mask-softmax and dropout on the scores (9as^2b/t). Without sequence parallelism the
+  // norms and dropouts repeat on every tp rank.
+  const double linear_bytes = (c.sequence_parallel ? 22 / t : 22) * sbh + 16 * sbh / t;
+  const double attention_bytes = 9 * a * s * s * b / t;
+  const double tp_collective = group_collective_seconds(collective::all_reduce, 2 * sbh, m, axis::tp, cl);
+  const double forward = linear_gemms + attention_gemms + memory_seconds(dev, linear_bytes + attention_bytes) +
+                         2 * tp_collective;
+  // Backward: the input gradients of every GEMM (attention's two GEMMs have two inputs each and
+  // no weights), the elementwise passes twice over, two all-reduces; the weight gradients apart.
+  double input = linear_gemms + 2 * attention_gemms + memory_seconds(dev, 2 * (linear_bytes + attention_bytes)) +
+                 2 * tp_collective;
+  const double weight = linear_gemms;
+  if (c.rc == recompute::full) input += forward;
+  if (c.rc == recompute::selective) input += attention_gemms + memory_seconds(dev, attention_bytes);
+
+  const int chunks = m.pp * c.virtual_stages;
+  const double layers_per_chunk = double(md.layers) / chunks;
+  // ZeRO-3 gathers a chunk's parameters for its forward and again for its backward, and
+  // reduce-scatters its gradients, for every micro-batch.
+  const double chunk_params = layers_per_chunk * md.layer_parameters() / t;
+  double z3_forward = 0, z3_backward = 0;
+  if (c.zero == 3) {
+    z3_forward = group_collective_seconds(collective::all_gather, 2 * chunk_params, m, axis::dp, cl);
+    z3_backward = z3_forward + group_collective_seconds(collective::reduce_scatter, 2 * chunk_params, m, axis::dp, cl);
+  }
+  const chunk_cost layer_chunk{layers_per_chunk * forward + z3_forward,
+                               layers_per_chunk * (input + weight) + z3_backward,
+                               layers_per_chunk * input + z3_backward, layers_per_chunk * weight};
+  priced out;
+  out.costs.uniform = layer_chunk;
+  out.costs.per_chunk.assign(m.pp, std::vector<chunk_cost>(c.virtual_stages, layer_chunk));
+  // The logits GEMM and the cross-entropy passes (fp16 logits in, fp32 probabilities out) sit on
+  // the model's last chunk; the vocabulary-parallel embedding's all-reduce on its first.
+  const double logits = gemm_seconds(dev, dt, rows, V / t, h), ce_bytes = 6 * b * s * V / t;
+  chunk_cost& last = out.costs.per_chunk[(chunks - 1) % m.pp][(chunks - 1) / m.pp];
+  last.forward += logits + memory_seconds(dev, ce_bytes);
+  last.backward_input += logits + memory_seconds(dev, ce_bytes);
+  last.backward_weight += logits;
+  last.backward = last.backward_input + last.backward_weight;
+  out.costs.per_chunk[0][0].forward += tp_collective;
+
+  // Megatron's scatter-gather: each tp rank sends 1/t of the boundary activation over its own
+  // link, then the receivers all-gather it on NVLink.
+  const link_class& p2p = pipeline_crosses_nodes(m, cl) ? cl.inter_node : cl.intra_node;
+  out.costs.activation_bytes = out.costs.grad_bytes = 2 * sbh / t;
+  out.costs.link_bytes_per_second = p2p.bus_bytes_per_second;
+  out.costs.send_seconds = p2p.alpha_seconds + (t > 1 ? group_collective_seconds(collective::all_gather, 2 * sbh, m, axis::tp, cl) : 0);
+
+  // Per step: the gradients' reduction over dp (ZeRO 1-2: reduce-scatter then all-gather of the
+  // parameters, the same bytes), the tied embedding's all-reduce between first and last stage,
+  // and the optimizer step at memory bandwidth over the device's shard of the fp32 state.
+  const double params = stage_parameters(md, c, 0);
+  if (c.zero < 3) out.dp_seconds = group_collective_seconds(collective::all_reduce, 2 * params, m, axis::dp, cl);
+  if (m.pp > 1) {
+    const link_class& l = pipeline_crosses_nodes(m, cl) ? cl.inter_node : cl.intra_node;
+    out.dp_seconds += ring_seconds(collective::all_reduce, 2 * V * h / t, 2, l);
+  }
+  const double shard = c.zero >= 1 ? params / m.dp : params;
+  const state_bytes bytes = mixed_precision(c.opt);
+  // Read and write the fp32 state, read the gradient, write the 16-bit parameters.
+  const double step_bytes = shard * (2 * bytes.optimizer_state + bytes.gradients + bytes.parameters);
+  out.optimizer_seconds = c.where.optimizer ? 0 : memory_seconds(dev, step_bytes);
+  out.costs.reduce_grads_seconds = out.dp_seconds;
+  out.costs.optimizer_step_seconds = out.optimizer_seconds;
+  return out;
+}
+
+void size_memory(const model_desc& md, const cluster_desc& cl, const plan_config& c, const std::vector<int>& peak,
+                 plan_result& r) {
+  const mesh& m = c.m;
+  const layer_shape shape{md.sequence, double(c.micro_batch), md.hidden, double(md.heads)};
+  const double per_layer = activation_bytes_per_layer(shape, m.tp, c.sequence_parallel, c.rc);
+  const double layers_per_chunk = double(md.layers) / (m.pp * c.virtual_stages);
+  const double sbh = md.sequence * c.micro_batch * md.hidden;
+  r.memory = {};
+  for (int d = 0; d < m.pp; ++d) {
+    memory_by_kind mem = model_states(stage_parameters(md, c, d), m.dp, c.zero, mixed_precision(c.opt), c.where,
+                                      md.layer_parameters() / m.tp);
+    mem.activations = peak[d] * layers_per_chunk * per_layer;
+    // Recomputing a layer in backward rebuilds all of its activations at once.
+    if (c.rc != recompute::none)
+      mem.activations += activation_bytes_per_layer(shape, m.tp, c.sequence_parallel, recompute::none) - per_layer;
+    // The last stage's fp32 logits for a micro-batch; every stage a send and a receive buffer.
+    if (d == m.pp - 1) mem.buffers += 4 * c.micro_batch * md.sequence * md.vocab / m.tp;
+    if (m.pp > 1) mem.buffers += 2 * 2 * sbh;
+    if (d == 0 || mem.total() > r.memory.total()) {
+      r.memory = mem;
+      r.memory_stage = d;
+    }
+  }
+  r.fits = r.memory.total() <= cl.device.memory_bytes;
+}
+
+plan_result finish(const model_desc& md, const cluster_desc& cl, const plan_config& c, const schedule& s) {
+  plan_result r;
+  r.config = c;
+  const priced p = price(md, cl, c);
+  r.sim = simulate(s, p.costs);
+  r.pipeline_seconds = r.sim.makespan_seconds - p.dp_seconds - p.optimizer_seconds;
+  r.dp_seconds = p.dp_seconds;
+  r.optimizer_seconds = p.optimizer_seconds;
+  r.step_seconds = r.sim.makespan_seconds;
+  r.bubble_fraction = r.sim.bubble_fraction;
+  size_memory(md, cl, c, r.sim.peak_live_activations, r);
+  const double gpus = c.m.ranks(), seqs = c.global_batch;
+  r.tflops_per_gpu = md.hardware_flops_per_sequence(c.rc) * seqs / (r.step_seconds * gpus) / 1e12;
+  r.mfu = md.model_flops_per_sequence() * seqs / (r.step_seconds * gpus * cl.device.peak(c.precision));
+  return r;
+}
+
+}  // namespace
+
+plan_result evaluate(const model_desc& md, const cluster_desc& cl, const plan_config& c) {
+  if (const std::string err = check(md, cl, c); !err.empty()) throw std::invalid_argument(err);
+  const schedule s = make_named_schedule(c.schedule, c.m.pp, c.microbatches(), c.virtual_stages);
+  return finish(md, cl, c, s);
+}
+
+std::vector<plan_result> search(const model_desc& md, const cluster_desc& cl, int global_batch,
+                                const search_space& space, int top) {
+  std::vector<plan_result> found;
+  std::map<std::tuple<std::string, int, int, int>, schedule> schedules;
+  for (int tp : space.tp)
+    for (int pp = 1; pp <= std::min(space.max_pp, md.layers); ++pp) {
+      if (md.layers % pp != 0 || cl.gpus() % (tp * pp) != 0) continue;
+      const mesh m{cl.gpus() / (tp * pp), pp, tp, 1};
+      for (int b : space.micro_batch)
+        for (const std::string& name : space.schedules) {
+          if (pp == 1 && name != space.schedules.front()) continue;  // without a pipeline they are one
+          plan_config c;
+          c.m = m;
+          c.global_batch = global_batch;
+          c.micro_batch = b;
+          c.schedule = name;
+          c.virtual_stages = name == "interleaved" ? 2 : 1;
+          if (!check(md, cl, c).empty()) continue;
+          const auto key = std::make_tuple(name, pp, c.microbatches(), c.virtual_stages);
+          auto it = schedules.find(key);
+          if (it == schedules.end()) {
+            try {
+              it = schedules.emplace(key, make_named_schedule(name, pp, c.microbatches(), c.virtual_stages)).first;
+            } catch (const std::invalid_argument&) {
+              continue;  // e.g. interleaved with M not a multiple of P
+            }
+          }
+          const std::vector<int> peak = validate(it->second).peak_live_activations;
+          for (recompute rc : space.recomputes) {
+            c.rc = rc;
+            // Memory first: simulating a plan that cannot fit is wasted work.
+            bool any = false;
+            for (int z : space.zero) {
+              c.zero = z;
+              plan_result probe;
+              size_memory(md, cl, c, peak, probe);
+              if (probe.fits) {
+                any = true;
+                break;
+              }
+            }
+            if (any) found.push_back(finish(md, cl, c, it->second));
+          }
+        }
+    }
+  std::sort(found.begin(), found.end(),
+            [](const plan_result& x, const plan_result& y) { return x.step_seconds < y.step_seconds; });
+  if (static_cast<int>(found.size()) > top) found.resize(top);
+  return found;
+}
+
+}  // namespace troupe::sched::plan

@@ -1,0 +1,88 @@
+// A training plan for a GPT-style transformer on a cluster: the mesh, micro-batching, schedule,
+// ZeRO stage and recomputation, and what it costs. evaluate() prices every chunk of the pipeline
+// with time_model.hpp, runs the named schedule through simulate() for the step's pipeline part,
+// adds the data-parallel gradient reduction and the optimizer step (not overlapped with the
+// pipeline, as Megatron-LM 2021 runs them), and sizes memory on the most loaded device with
+// memory_model.hpp from the schedule's peak live activations. search() tries the space.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedules/mesh.hpp"
+#include "schedules/plan/memory_model.hpp"
+#include "schedules/plan/time_model.hpp"
+#include "schedules/simulate.hpp"
+
+namespace troupe::sched::plan {
+
+// A GPT decoder: L layers of width h with a heads, sequence s, vocabulary V (tied embeddings).
+struct model_desc {
+  std::string name;
+  int layers = 1;
+  double hidden = 1024;
+  int heads = 16;
+  double sequence = 2048;
+  double vocab = 51200;
+
+  double layer_parameters() const { return 12 * hidden * hidden + 13 * hidden; }
+  // Narayanan et al. 2021, eq. for P: 12lh^2 (1 + 13/(12h) + (V + s)/(12lh)).
+  double parameters() const { return layers * layer_parameters() + (vocab + sequence) * hidden; }
+  // FLOPs of one sequence's forward and backward (Narayanan et al. 2021: 72bslh^2 (1 + s/(6h) +
+  // V/(12lh)) per batch of b); with full recomputation the forward runs twice: 96, V/(16lh).
+  double model_flops_per_sequence() const;
+  double hardware_flops_per_sequence(recompute r) const;
+};
+
+struct plan_config {
+  mesh m;
+  int global_batch = 1;  // sequences per step
+  int micro_batch = 1;   // sequences per micro-batch
+  std::string schedule = "1f1b";
+  int virtual_stages = 1;  // chunks per stage (interleaved)
+  int zero = 0;
+  recompute rc = recompute::full;
+  bool sequence_parallel = false;
+  optimizer opt = optimizer::adam;
+  offload where;
+  dtype precision = dtype::bf16;
+
+  int microbatches() const { return global_batch / (m.dp * micro_batch); }
+};
+
+struct plan_result {
+  plan_config config;
+  memory_by_kind memory;  // the most loaded device
+  int memory_stage = 0;   // its pipeline stage
+  bool fits = false;      // memory.total() <= the device's memory
+  double step_seconds = 0, pipeline_seconds = 0, dp_seconds = 0, optimizer_seconds = 0;
+  double bubble_fraction = 0;
+  double tflops_per_gpu = 0;  // hardware FLOPs (recomputation counted), as Narayanan et al. report
+  double mfu = 0;             // model FLOPs over peak
+  simulation sim;             // the pipeline's simulated timeline
+};
+
+// Empty when the plan can be priced, else a message naming the offending field: the mesh must
+// use every GPU of the cluster, tp divide the heads and stay within a node, pp * v divide the
+// layers, dp * micro_batch divide the global batch, the schedule exist and accept M and P.
+std::string check(const model_desc& model, const cluster_desc& cl, const plan_config& c);
+
+// Throws std::invalid_argument carrying check()'s message.
+plan_result evaluate(const model_desc& model, const cluster_desc& cl, const plan_config& c);
+
+struct search_space {
+  std::vector<int> tp = {1, 2, 4, 8};
+  std::vector<int> micro_batch = {1, 2, 4, 8};
+  std::vector<std::string> schedules = {"1f1b", "interleaved", "zb-h1"};
+  std::vector<int> zero = {0, 1, 2, 3};
+  std::vector<recompute> recomputes = {recompute::none, recompute::selective, recompute::full};
+  int max_pp = 128;
+};
+
+// Every plan of the space that is valid and fits, fastest first (at most `top`). For each
+// mesh, micro-batch, schedule and recomputation it keeps the lowest ZeRO stage that fits: the
+// stages cost the same step time until 3, which adds gathers.
+std::vector<plan_result> search(const model_desc& model, const cluster_desc& cl, int global_batch,
+                                const search_space& space = {}, int top = 10);
+
+}  // namespace troupe::sched::plan

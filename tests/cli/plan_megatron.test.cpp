@@ -1,0 +1,59 @@
+// The time model against Narayanan et al. 2021, Table 1: each row's model file in examples/plan/
+// priced on the DGX A100 cluster description at the row's t, p, d and batch (1F1B, full
+// recomputation, micro-batch 1) must predict TFLOP/s per GPU within 15% of the published figure.
+// The descriptions are the files users run, so a change to them shows here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "cli/plan_files.hpp"
+
+namespace troupe::cli {
+namespace {
+
+const std::string dir = TROUPE_PLAN_EXAMPLES_DIR;
+
+class megatron_row : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(megatron_row, predicted_tflops_per_gpu_within_15_percent_of_published) {
+  const model_file f = load_model_file(dir + "/megatron-" + GetParam() + "b.toml");
+  ASSERT_TRUE(f.published.has_value());
+  const published_run& pub = *f.published;
+  sched::plan::cluster_desc cl = load_cluster_file(dir + "/dgx-a100-1024.toml");
+  cl.nodes = pub.tp * pub.pp * pub.dp / cl.gpus_per_node;
+  sched::plan::plan_config c;
+  c.m = {pub.dp, pub.pp, pub.tp, 1};
+  c.global_batch = pub.global_batch;
+  c.rc = sched::plan::recompute::full;
+  const sched::plan::plan_result r = sched::plan::evaluate(f.model, cl, c);
+  EXPECT_NEAR(r.tflops_per_gpu / pub.tflops_per_gpu, 1.0, 0.15)
+      << f.model.name << ": predicted " << r.tflops_per_gpu << " TFLOP/s per GPU, published " << pub.tflops_per_gpu;
+  // The published percentage is the same figure over the A100's 312 TFLOP/s.
+  EXPECT_NEAR(pub.tflops_per_gpu / 312 * 100, pub.percent_of_peak, 0.5);
+  EXPECT_TRUE(r.fits) << f.model.name << " needs " << r.memory.total() / sched::plan::gib << " GiB";
+  // The model's size from its shape is the row's parameter count.
+  EXPECT_NEAR(f.model.parameters() / 1e9, std::stod(GetParam()), 0.05 * std::stod(GetParam()) / 100 + 0.05);
+}
+
+INSTANTIATE_TEST_SUITE_P(narayanan_2021_table_1, megatron_row,
+                         ::testing::Values("1.7", "3.6", "7.5", "18.4", "39.1", "76.1", "145.6", "310.1", "529.6",
+                                           "1008"),
+                         [](const auto& info) {
+                           std::string n = info.param;
+                           for (char& ch : n)
+                             if (ch == '.') ch = '_';
+                           return "params_" + n + "b";
+                         });
+
+TEST(cli_plan_files, unknown_key_and_missing_file_are_named) {
+  EXPECT_THROW(load_model_file(dir + "/no-such-model.toml"), std::invalid_argument);
+  try {
+    load_model_file(dir + "/no-such-model.toml");
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-model.toml: cannot read"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace troupe::cli

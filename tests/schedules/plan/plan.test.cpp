@@ -1,0 +1,131 @@
+// The time model's collectives against NCCL's bus-bandwidth definition, placement of groups on
+// nodes, the plan checks, and the search's contract (every plan fits, fastest first).
+#include "schedules/plan/plan.hpp"
+
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+
+namespace troupe::sched::plan {
+namespace {
+
+cluster_desc small_cluster(int nodes) {
+  cluster_desc cl;
+  cl.name = "test";
+  cl.nodes = nodes;
+  cl.gpus_per_node = 8;
+  cl.device.name = "gpu";
+  cl.device.peak_flops[static_cast<int>(dtype::bf16)] = 100e12;
+  cl.device.memory_bandwidth = 1e12;
+  cl.device.memory_bytes = 80 * gib;
+  cl.device.sms = 100;
+  cl.intra_node = {0, 200e9};
+  cl.inter_node = {0, 20e9};
+  return cl;
+}
+
+TEST(schedules_plan_time, ring_all_reduce_moves_2_n_minus_1_over_n_bytes_at_bus_bandwidth) {
+  const link_class l{0, 100e9};
+  // nccl-tests: busbw = algbw * 2(n-1)/n, so time = S * 2(n-1)/n / busbw.
+  EXPECT_DOUBLE_EQ(ring_seconds(collective::all_reduce, 1e9, 8, l), 1e9 * 2 * 7 / 8 / 100e9);
+  EXPECT_DOUBLE_EQ(ring_seconds(collective::all_gather, 1e9, 8, l), 1e9 * 7 / 8 / 100e9);
+  EXPECT_DOUBLE_EQ(ring_seconds(collective::all_reduce, 1e9, 1, l), 0);
+  // Latency: 2(n-1) hops for the ring, 2 log2(n) for the tree, which wins for small messages.
+  const link_class slow{10e-6, 100e9};
+  EXPECT_DOUBLE_EQ(ring_seconds(collective::all_reduce, 1, 64, slow), 1.0 * 2 * 63 / 64 / 100e9 + 126 * 10e-6);
+  EXPECT_LT(tree_all_reduce_seconds(1, 64, slow), ring_seconds(collective::all_reduce, 1, 64, slow));
+}
+
+TEST(schedules_plan_time, groups_inside_a_node_use_nvlink_and_groups_across_use_each_ranks_nic) {
+  const cluster_desc cl = small_cluster(4);
+  const mesh tp8{4, 1, 8, 1};
+  // tp = 8 fills a node: NVLink only.
+  EXPECT_DOUBLE_EQ(group_collective_seconds(collective::all_reduce, 1e9, tp8, axis::tp, cl),
+                   ring_seconds(collective::all_reduce, 1e9, 8, cl.intra_node));
+  // Its dp groups hold one rank per node: a ring over 4 NICs.
+  EXPECT_DOUBLE_EQ(group_collective_seconds(collective::all_reduce, 1e9, tp8, axis::dp, cl),
+                   ring_seconds(collective::all_reduce, 1e9, 4, cl.inter_node));
+  // dp = 32 over 4 nodes: within each node on NVLink, then 8 NICs each carrying an eighth.
+  const mesh dp32{32, 1, 1, 1};
+  EXPECT_DOUBLE_EQ(group_collective_seconds(collective::all_reduce, 1e9, dp32, axis::dp, cl),
+                   ring_seconds(collective::all_reduce, 1e9, 8, cl.intra_node) +
+                       ring_seconds(collective::all_reduce, 1e9 / 8, 4, cl.inter_node));
+  EXPECT_TRUE(pipeline_crosses_nodes({1, 4, 8, 1}, cl));
+  EXPECT_FALSE(pipeline_crosses_nodes({4, 4, 2, 1}, cl));
+}
+
+TEST(schedules_plan_time, gemm_is_compute_bound_at_efficiency_and_pays_for_a_partial_wave) {
+  device_desc d = small_cluster(1).device;
+  d.gemm_efficiency = 0.5;
+  d.tile_m = d.tile_n = 128;
+  // 10 x 10 tiles = 100 tiles, one full wave of 100 SMs.
+  EXPECT_DOUBLE_EQ(gemm_seconds(d, dtype::bf16, 1280, 1280, 8192), 2.0 * 1280 * 1280 * 8192 / (100e12 * 0.5));
+  // 10 x 11 = 110 tiles need two waves: the GEMM runs at 110/200 of the full-wave rate.
+  EXPECT_NEAR(gemm_seconds(d, dtype::bf16, 1280, 1290, 8192) / gemm_seconds(d, dtype::bf16, 1280, 1280, 8192),
+              (1290.0 / 1280) * 200 / 110, 1e-9);
+}
+
+model_desc small_model() {
+  model_desc m;
+  m.name = "small";
+  m.layers = 8;
+  m.hidden = 1024;
+  m.heads = 16;
+  m.sequence = 1024;
+  m.vocab = 32000;
+  return m;
+}
+
+TEST(schedules_plan, check_names_the_field_that_is_wrong) {
+  const cluster_desc cl = small_cluster(2);
+  plan_config c;
+  c.global_batch = 64;
+  c.m = {2, 2, 2, 1};  // 8 ranks on 16 GPUs
+  EXPECT_NE(check(small_model(), cl, c).find("has 8 ranks but cluster test has 16 GPUs"), std::string::npos);
+  c.m = {1, 16, 1, 1};
+  EXPECT_NE(check(small_model(), cl, c).find("does not divide the 8 layers"), std::string::npos);
+  c.m = {16, 1, 1, 1};
+  c.global_batch = 24;
+  EXPECT_NE(check(small_model(), cl, c).find("global batch 24"), std::string::npos);
+  EXPECT_THROW(evaluate(small_model(), cl, c), std::invalid_argument);
+}
+
+TEST(schedules_plan, more_microbatches_shrink_the_bubble_and_recomputation_costs_time_but_saves_memory) {
+  const cluster_desc cl = small_cluster(1);
+  plan_config c;
+  c.m = {1, 4, 2, 1};
+  c.global_batch = 8;
+  c.rc = recompute::none;
+  const plan_result few = evaluate(small_model(), cl, c);
+  c.global_batch = 64;
+  const plan_result many = evaluate(small_model(), cl, c);
+  EXPECT_LT(many.bubble_fraction, few.bubble_fraction);
+  c.rc = recompute::full;
+  const plan_result full = evaluate(small_model(), cl, c);
+  EXPECT_GT(full.step_seconds, many.step_seconds);
+  EXPECT_LT(full.memory.activations, many.memory.activations);
+  // 1F1B keeps P = 4 micro-batches in flight on stage 0, each 2 layers deep.
+  EXPECT_EQ(many.memory_stage, 0);
+  const double per_layer = activation_bytes_per_layer({1024, 1, 1024, 16}, 2, false, recompute::none);
+  EXPECT_DOUBLE_EQ(many.memory.activations, 4 * 2 * per_layer);
+}
+
+TEST(schedules_plan, search_returns_plans_that_fit_fastest_first) {
+  cluster_desc cl = small_cluster(2);
+  cl.device.memory_bytes = 2 * gib;  // tight enough that some plans do not fit
+  search_space space;
+  space.micro_batch = {1, 2};
+  const auto found = search(small_model(), cl, 64, space, 5);
+  ASSERT_FALSE(found.empty());
+  for (size_t i = 0; i < found.size(); ++i) {
+    EXPECT_TRUE(found[i].fits);
+    EXPECT_LE(found[i].memory.total(), cl.device.memory_bytes);
+    EXPECT_EQ(found[i].config.m.ranks(), 16);
+    if (i) {
+      EXPECT_LE(found[i - 1].step_seconds, found[i].step_seconds);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace troupe::sched::plan
