@@ -28,13 +28,6 @@ void add_process_options(CLI::App* cmd, process_flags& f) {
 
 namespace {
 
-std::string random_secret() {
-  std::random_device rd;
-  std::string s;
-  for (int i = 0; i < 32; ++i) s += "0123456789abcdef"[rd() % 16];
-  return s;
-}
-
 }  // namespace
 
 bool resolve_process(const process_sources& s, train_config& c, bool worker) {
@@ -49,6 +42,9 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker) {
   // rendezvous better than a file shared by many jobs).
   if (s.addr_flag || (s.addr_file && !env.count("MASTER_ADDR"))) lf.master_addr = p.master_addr;
   if (s.port_flag || (s.port_file && !env.count("MASTER_PORT"))) lf.master_port = std::to_string(p.master_port);
+  // Under mpirun with --backend mpi, process 0's address and the secret can come over MPI.
+  const bool over_mpi = c.backend == net::backend_kind::mpi;
+  lf.address_from_mpi = over_mpi;
   launch_result r = parse_launch_env(env, lf);
   bool spawn_local = false;
   if (r.env && r.env->source != "single") {
@@ -66,7 +62,9 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker) {
   if (c.mesh.processes > 1) {
     auto secret = net::load_secret(env, p.secret_file.empty() ? std::nullopt : std::optional<std::string>(p.secret_file));
     if (secret) p.secret = *secret;
-    else if (spawn_local) p.secret = random_secret();  // only this process and its children know it
+    else if (spawn_local) p.secret = net::random_secret();  // only this process and its children know it
+    else if (over_mpi && r.env && r.env->source == "mpirun" && p.master_addr.empty())
+      p.secret.clear();  // process 0 makes one, MPI carries it to the others
     else throw std::invalid_argument("a job of several processes needs a shared secret: --secret-file or TROUPE_SECRET");
   }
   return spawn_local;

@@ -105,6 +105,8 @@ launch_result parse_launch_env(const std::map<std::string, std::string>& env, co
     if (addr->empty() || addr->find_first_of(" \t\n") != std::string::npos)
       return fail(quoted(addr_name, *addr) + " is not a host name or address");
     out.master_addr = *addr;
+  } else if (out.world_size > 1 && flags.address_from_mpi && out.source == "mpirun") {
+    out.master_addr.clear();
   } else if (out.world_size > 1) {
     return fail("a job of " + std::to_string(out.world_size) + " processes (from " + out.source +
                 ") needs a rendezvous address: set MASTER_ADDR or pass --master-addr");

@@ -26,6 +26,9 @@ struct launch_env {
 // text so a bad value is reported with the flag's own name.
 struct launch_flags {
   std::optional<std::string> rank, world_size, master_addr, master_port;
+  // The job learns process 0's address over MPI (--backend mpi): under mpirun none is needed, and
+  // master_addr stays empty when none is given.
+  bool address_from_mpi = false;
 };
 
 struct launch_result {

@@ -124,6 +124,14 @@ mpi_groups::~mpi_groups() {
 }
 
 int mpi_groups::world_rank() const { return impl_->rank; }
+
+std::string mpi_groups::broadcast_text(const std::string& text, int root) {
+  int n = impl_->rank == root ? count_of(static_cast<int64_t>(text.size())) : 0;
+  check(MPI_Bcast(&n, 1, MPI_INT, root, MPI_COMM_WORLD), "broadcast");
+  std::string out = impl_->rank == root ? text : std::string(static_cast<size_t>(n), '\0');
+  check(MPI_Bcast(out.data(), n, MPI_CHAR, root, MPI_COMM_WORLD), "broadcast");
+  return out;
+}
 int mpi_groups::world_size() const { return impl_->size; }
 
 std::unique_ptr<group_backend> mpi_groups::take(int group) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/collective_backend.hpp"
@@ -24,6 +25,8 @@ class mpi_groups {
 
   int world_rank() const;  // MPI_COMM_WORLD
   int world_size() const;
+  // Collective over MPI_COMM_WORLD: `text` of process `root`, on every process.
+  std::string broadcast_text(const std::string& text, int root);
   // Group g's member in this process; at most once per group. Throws std::logic_error otherwise.
   std::unique_ptr<group_backend> take(int group);
 

@@ -17,6 +17,7 @@ mpi_groups::mpi_groups(const std::vector<int>&) {
 mpi_groups::~mpi_groups() = default;
 int mpi_groups::world_rank() const { return 0; }
 int mpi_groups::world_size() const { return 1; }
+std::string mpi_groups::broadcast_text(const std::string& text, int) { return text; }
 std::unique_ptr<group_backend> mpi_groups::take(int) { throw std::logic_error("mpi_groups: built without MPI"); }
 
 }  // namespace troupe::net

@@ -41,6 +41,17 @@ nonce fresh_nonce() {
 
 }  // namespace
 
+std::string random_secret() {
+  uint8_t bytes[16];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) throw net_error("RAND_bytes failed");
+  std::string s;
+  for (uint8_t b : bytes) {
+    s += "0123456789abcdef"[b >> 4];
+    s += "0123456789abcdef"[b & 15];
+  }
+  return s;
+}
+
 std::optional<std::string> load_secret(const std::map<std::string, std::string>& env,
                                        const std::optional<std::string>& secret_file) {
   if (secret_file) {

@@ -21,6 +21,9 @@ namespace troupe::net {
 
 // The secret from --secret-file (first line, trailing newline dropped) or else TROUPE_SECRET.
 // Throws net_error for an unreadable or empty file, or an empty secret.
+// 32 random hex characters from OpenSSL's generator: a job secret nobody chose.
+std::string random_secret();
+
 std::optional<std::string> load_secret(const std::map<std::string, std::string>& env,
                                        const std::optional<std::string>& secret_file);
 

@@ -157,6 +157,19 @@ std::string local_host(int fd) {
   return format(a);
 }
 
+std::string this_host_address() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "127.0.0.1";
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  if (::getaddrinfo(name, nullptr, &hints, &found) != 0 || !found) return "127.0.0.1";
+  const std::string out = format(*reinterpret_cast<const sockaddr_in*>(found->ai_addr));
+  ::freeaddrinfo(found);
+  return out;
+}
+
 std::string peer_name(int fd) {
   sockaddr_in a{};
   socklen_t len = sizeof a;

@@ -51,6 +51,9 @@ socket_fd accept_tcp(int listen_fd, int timeout_ms);
 
 uint16_t local_port(int fd);
 std::string local_host(int fd);  // numeric address this end of a connection uses
+// The IPv4 address this machine's host name resolves to (what other nodes of a cluster reach it
+// by); 127.0.0.1 when the name does not resolve.
+std::string this_host_address();
 std::string peer_name(int fd);   // "host:port" of the other end, for logs
 
 // Whole-buffer I/O on a blocking or non-blocking socket, each with its own deadline.

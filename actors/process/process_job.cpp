@@ -30,6 +30,7 @@
 #include "actors/job/metrics_log.hpp"
 #include "actors/process/net_actors.hpp"
 #include "actors/process/middleman_link.hpp"
+#include "comm/tcp_auth.hpp"
 #include "comm/net_gate.hpp"
 #include "actors/job/teardown_guard.hpp"
 
@@ -109,6 +110,30 @@ std::shared_ptr<net::mpi_groups> mpi_for(const train_config& cfg) {
                              std::to_string(mpi->world_size()) + ", the job says " + std::to_string(cfg.process.index) +
                              " of " + std::to_string(m.processes) + " (start every process with the same mpirun)");
   return mpi;
+}
+
+// --backend mpi under mpirun with no MASTER_ADDR: process 0 tells every process, over MPI (the
+// launcher's own channel, which only the job's processes share), where its control gate listens
+// and the job's secret (one it makes when none was given). Right after the communicators, so
+// every process makes this broadcast as its second collective.
+void learn_control_plane_over_mpi(train_config& cfg, net::mpi_groups& mpi) {
+  process_config& pc = cfg.process;
+  std::string text;
+  if (pc.index == 0) {
+    if (pc.secret.empty()) pc.secret = net::random_secret();
+    pc.master_addr = net::this_host_address();
+    text = pc.master_addr + "\n" + std::to_string(pc.master_port) + "\n" + pc.secret;
+  }
+  text = mpi.broadcast_text(text, 0);
+  const auto a = text.find('\n'), b = text.find('\n', a + 1);
+  if (a == std::string::npos || b == std::string::npos)
+    throw std::runtime_error("--backend mpi: process 0's control-plane address did not arrive whole");
+  if (pc.index != 0) {
+    pc.master_addr = text.substr(0, a);
+    pc.master_port = static_cast<uint16_t>(std::stoi(text.substr(a + 1, b - a - 1)));
+    pc.secret = text.substr(b + 1);
+  }
+  spdlog::info("process {}: control plane at {}:{} (from MPI)", pc.index, pc.master_addr, pc.master_port);
 }
 
 // Stops the actors, waits until they are gone, and drops the registry entries the middleman
@@ -307,19 +332,25 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
 
 }  // namespace
 
-train_summary run_process_training(const train_config& cfg) {
+train_summary run_process_training(const train_config& given) {
+  train_config cfg = given;
   const process_config& pc = cfg.process;
+  validate(cfg);
+  if (!(pc.peer_timeout_seconds > 0)) throw std::invalid_argument("peer timeout must be positive");
+  // The communicators come first on every process: MPI collectives must be called in one order.
+  auto mpi = mpi_for(cfg);
+  if (mpi && pc.master_addr.empty()) learn_control_plane_over_mpi(cfg, *mpi);
+  if (pc.master_addr.empty())
+    throw std::invalid_argument("a job of " + std::to_string(cfg.mesh.processes) +
+                                " processes needs process 0's address: MASTER_ADDR or --master-addr");
   if (pc.secret.empty())
     throw std::invalid_argument("a job of " + std::to_string(cfg.mesh.processes) +
                                 " processes needs a shared secret: --secret-file or TROUPE_SECRET");
-  if (!(pc.peer_timeout_seconds > 0)) throw std::invalid_argument("peer timeout must be positive");
-  validate(cfg);
   const prepared_job job = prepare_job(cfg);
   const job_plan plan = plan_job(cfg, job);
   if (pc.index == 0) log_plan(cfg, job, plan);
   spdlog::info("rank {} of {}: model {} ({} parameters), {} steps of {} samples", pc.index, cfg.mesh.processes,
                describe(job.model), job.num_params, job.total_steps, cfg.batch_size);
-  auto mpi = mpi_for(cfg);
   return pc.index == 0 ? run_rank0(cfg, job, plan, std::move(mpi)) : run_worker(cfg, job, plan, std::move(mpi));
 }
 

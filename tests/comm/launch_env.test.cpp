@@ -59,6 +59,19 @@ TEST(LaunchEnv, MpirunNeedsAnAddressFromFlagsOrEnv) {
   EXPECT_EQ(ok(with_env, f).master_addr, "127.0.0.2");  // the flag wins over the variable
 }
 
+TEST(LaunchEnv, MpirunWithTheAddressFromMpiNeedsNoneButOtherLaunchersStillDo) {
+  launch_flags f;
+  f.address_from_mpi = true;
+  const auto e = ok({{"OMPI_COMM_WORLD_RANK", "3"}, {"OMPI_COMM_WORLD_SIZE", "4"}}, f);
+  EXPECT_EQ(e.rank, 3);
+  EXPECT_EQ(e.master_addr, "");  // process 0 says it over MPI
+  EXPECT_EQ(err({{"RANK", "1"}, {"WORLD_SIZE", "2"}}, f).find("needs a rendezvous address") != std::string::npos, true);
+  EXPECT_EQ(err({{"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "2"}}, f).find("needs a rendezvous address") != std::string::npos,
+            true);
+  env_map given = {{"OMPI_COMM_WORLD_RANK", "1"}, {"OMPI_COMM_WORLD_SIZE", "2"}, {"MASTER_ADDR", "10.0.0.1"}};
+  EXPECT_EQ(ok(given, f).master_addr, "10.0.0.1");  // one given is used
+}
+
 TEST(LaunchEnv, Srun) {
   auto e = ok({{"SLURM_PROCID", "0"}, {"SLURM_NTASKS", "8"}, {"MASTER_ADDR", "h"}, {"MASTER_PORT", "80"}});
   EXPECT_EQ(e.rank, 0);
