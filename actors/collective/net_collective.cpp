@@ -9,6 +9,8 @@
 #include <chrono>
 
 #include "comm/ring_schedule.hpp"
+#include "actors/collective/collective.hpp"
+#include "actors/collective/collective_pool.hpp"
 #include "actors/messages.hpp"
 #include "actors/process/net_actors.hpp"
 
@@ -21,11 +23,13 @@ double now_seconds() {
 }
 
 // Runs one request on the ring; the reply is shaped like collective.cpp's.
-collective_result run_one(net::group_backend& ring, const collective_request& q) {
+// Buffers come from a pool, reused once the stage has let go of an earlier result: a fresh
+// buffer per bucket costs a page fault per 4 KiB, more than the copy itself.
+collective_result run_one(net::group_backend& ring, collective_pool& pool, const collective_request& q) {
   const auto kind = static_cast<ring::op_kind>(q.op);
   const int N = ring.world(), r = ring.rank();
   const auto seg = ring::segment(q.total, N, r);
-  tensor full = tensor::uninitialized({q.total});
+  tensor full = pool.acquire(q.seq, q.total, 1);
   switch (kind) {
     case ring::op_kind::all_reduce_sum:
     case ring::op_kind::all_reduce_average:
@@ -71,6 +75,7 @@ collective_result run_one(net::group_backend& ring, const collective_request& q)
 
 void net_collective(caf::blocking_actor* self, net_collective_args a) {
   std::shared_ptr<net::group_backend> ring;
+  collective_pool pool(collective_options_from_env().pool_bytes);
   std::string broken;
   try {
     if (a.make_backend) {
@@ -98,7 +103,7 @@ void net_collective(caf::blocking_actor* self, net_collective_args a) {
         auto rp = self->make_response_promise();
         if (broken.empty()) {
           try {
-            rp.deliver(run_one(*ring, q));
+            rp.deliver(run_one(*ring, pool, q));
             return;
           } catch (const std::exception& e) {
             broken = "data plane of rank " + std::to_string(a.env.rank) + ", collective " + std::to_string(q.seq) +
