@@ -156,11 +156,7 @@ caf::actor mesh_links::collective_of(int rank) {
     std::shared_ptr<net::group_backend> member = args_.mpi->take(at.pp);
     a.env = launch_env{at.dp, m.dp, args_.local_host, 0, "mpi"};
     a.make_backend = [member] { return member; };
-    caf::actor c = spawn_net_collective(sys_, std::move(a));
-    actors_.push_back(c);
-    detached_.push_back(c);
-    collectives_.push_back(c);
-    return c;
+    return spawn_member(std::move(a));
   }
   a.env = launch_env{at.dp, m.dp, args_.local_host, 0, "mesh"};
   a.secret = args_.secret;
@@ -175,6 +171,10 @@ caf::actor mesh_links::collective_of(int rank) {
     a.rendezvous = rendezvous_[at.pp].future;
     a.rendezvous_timeout_ms = args_.join_timeout_ms;
   }
+  return spawn_member(std::move(a));
+}
+
+caf::actor mesh_links::spawn_member(net_collective_args a) {
   caf::actor c = spawn_net_collective(sys_, std::move(a));
   actors_.push_back(c);
   detached_.push_back(c);

@@ -19,6 +19,7 @@
 
 #include "actors/job/job_plan.hpp"
 #include "actors/messages.hpp"
+#include "actors/process/net_actors.hpp"
 #include "comm/mpi_groups.hpp"
 #include "comm/p2p_transport.hpp"
 #include "comm/tcp_ring.hpp"
@@ -63,6 +64,8 @@ class mesh_links {
   const std::vector<caf::actor>& collectives() const { return collectives_; }  // for the watchdog's dump
 
  private:
+  caf::actor spawn_member(net_collective_args a);  // a net_collective, kept as a member of the job
+
   caf::actor_system& sys_;
   job_plan plan_;
   mesh_links_args args_;
