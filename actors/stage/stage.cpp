@@ -118,6 +118,11 @@ bool have_batch(stage_state& s) {
   const int64_t rows = it->second.samples();
   if (rows < M) refuse(s, "the batch share has " + std::to_string(rows) + " samples, fewer than the " +
                               std::to_string(M) + " microbatches");
+  if (M == 1) {  // the whole share is the one microbatch: no copy
+    s.micro.push_back(std::move(it->second));
+    s.batches.erase(it);
+    return true;
+  }
   int64_t at = 0;
   for (int64_t m = 0; m < M; ++m) {
     const int64_t n = rows / M + (m < rows % M ? 1 : 0);
@@ -279,12 +284,16 @@ bool execute(self_ptr self, const sched::action& a) {
       for (auto& c : s.chunks) n += c->stack().num_params();
       if (n == 0) return true;  // only parameter-free layers (ReLUs) here: nothing to update
       if (s.opt == stage_state::opt_phase::idle) {
-        tensor grads({n});
-        int64_t at = 0;
-        for (auto& c : s.chunks) {
-          const tensor& g = c->stack().grads();
-          std::copy(g.data(), g.data() + g.numel(), grads.data() + at);
-          at += g.numel();
+        // One chunk hands its buffer over (the stack goes on with a fresh zeroed one, so what was
+        // sent is never written again); several are laid end to end.
+        tensor grads = s.chunks.size() == 1 ? s.chunks[0]->stack().take_grads() : tensor({n});
+        if (s.chunks.size() > 1) {
+          int64_t at = 0;
+          for (auto& c : s.chunks) {
+            const tensor& g = c->stack().grads();
+            std::copy(g.data(), g.data() + g.numel(), grads.data() + at);
+            at += g.numel();
+          }
         }
         grads.freeze();
         self->send(s.args.optimizer, gradients_msg{s.step, 0, std::move(grads)});
@@ -450,10 +459,14 @@ caf::behavior stage(self_ptr self, stage_args args) {
       },
       [self](const params_msg& m) {
         auto& s = self->state;
-        int64_t at = 0;
-        for (auto& c : s.chunks) {
-          std::copy(m.params.data() + at, m.params.data() + at + c->stack().num_params(), c->stack().params().data());
-          at += c->stack().num_params();
+        if (s.chunks.size() == 1) {
+          s.chunks[0]->stack().adopt_params(m.params);  // frozen: the next update is a new tensor
+        } else {
+          int64_t at = 0;
+          for (auto& c : s.chunks) {
+            std::copy(m.params.data() + at, m.params.data() + at + c->stack().num_params(), c->stack().params().data());
+            at += c->stack().num_params();
+          }
         }
         if (m.step < 0) return;  // the shard's initial copy
         s.opt = stage_state::opt_phase::done;
