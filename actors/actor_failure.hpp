@@ -2,7 +2,7 @@
 // the actor with a caf::error whose context is one sentence naming the actor, the step and the
 // cause ("out of memory in stage during step 17"); describe_exit turns the exit reason a monitor
 // receives back into that sentence. CAF 0.17's default handler keeps only sec::runtime_error.
-// It decides nothing about what the job does next: the coordinator and the drivers do.
+// It decides nothing about what the job does next: the coordinator does.
 #pragma once
 
 #include <caf/all.hpp>

@@ -164,7 +164,7 @@ std::vector<tunable> make_table() {
                       for (const auto& s : v.texts) c.stragglers.push_back(parse_straggler(s));
                     }));
   t.push_back(integer("--trace-step", "data_parallel.trace_step",
-                      "DP step written to <out>/trace.json (-1: the last) [-1]", -1, big,
+                      "Step written to <out>/trace.json, every rank (-1: the last) [-1]", -1, big,
                       [](train_config& c, const value& v) { c.trace_step = v.integer; }));
   // [comm]
   t.push_back(choice("--backend", "comm.backend",
