@@ -258,7 +258,7 @@ struct pipeline_status_request {
 };
 // Where a stage stands: its cursor in the action list and what the action there waits for.
 struct pipeline_status {
-  int32_t stage = 0;
+  int32_t rank = 0;  // mesh rank of the stage
   int64_t step = -1;
   int32_t cursor = 0;
   int32_t actions = 0;
@@ -268,7 +268,7 @@ struct pipeline_status {
 };
 // stage -> coordinator: an action failed (its text names it); the stage has stopped.
 struct pipeline_failure {
-  int32_t stage = 0;
+  int32_t rank = 0;  // mesh rank of the stage that failed (-1: a link, not a stage)
   std::string what;
 };
 // coordinator -> stage, answered with pipeline_params_msg: the stage's chunk parameters.
@@ -291,12 +291,12 @@ typename Inspector::result_type inspect(Inspector& f, pipeline_status_request& x
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pipeline_status& x) {
-  return f(caf::meta::type_name("pipeline_status"), x.stage, x.step, x.cursor, x.actions, x.completed, x.action,
+  return f(caf::meta::type_name("pipeline_status"), x.rank, x.step, x.cursor, x.actions, x.completed, x.action,
            x.waiting_for);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pipeline_failure& x) {
-  return f(caf::meta::type_name("pipeline_failure"), x.stage, x.what);
+  return f(caf::meta::type_name("pipeline_failure"), x.rank, x.what);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pipeline_params_request& x) {

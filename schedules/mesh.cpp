@@ -56,6 +56,13 @@ std::vector<int> mesh::ranks_of_process(int process) const {
   return out;
 }
 
+bool mesh::group_spans_processes(axis a, int rank) const {
+  const auto members = group(a, rank);
+  for (int r : members)
+    if (process_of(r) != process_of(members.front())) return true;
+  return false;
+}
+
 std::string to_string(const mesh& m) {
   std::string s = "dp" + std::to_string(m.dp) + ".pp" + std::to_string(m.pp) + ".tp" + std::to_string(m.tp);
   if (m.processes != 1) s += "/" + std::to_string(m.processes);

@@ -37,6 +37,9 @@ struct mesh {
   std::vector<int> group(axis a, int rank) const;
   int process_of(int rank) const { return rank / ranks_per_process(); }
   std::vector<int> ranks_of_process(int process) const;
+  // Whether rank's group along `a` has members in more than one process (its traffic leaves the
+  // process: an engine across processes, not an in-process group, carries it).
+  bool group_spans_processes(axis a, int rank) const;
   bool operator==(const mesh& o) const {
     return dp == o.dp && pp == o.pp && tp == o.tp && processes == o.processes;
   }

@@ -172,7 +172,6 @@ void stage_reported(self_ptr self, stage_step_record& r) {
   auto& got = s.reports[r.step];
   got.resize(s.stages.size());
   got.at(static_cast<size_t>(r.rank)) = std::move(r);
-  got[static_cast<size_t>(r.rank)].rank = r.rank;
   s.last_progress = clock_type::now();
   s.polled = -1;
   // Steps complete in order on every rank, so the lowest step is always the next one to finish.
@@ -209,14 +208,14 @@ void report_stall(self_ptr self, const std::vector<pipeline_status>& st) {
       idle, s.args.summary->steps, s.args.summary->steps, s.args.total_steps, sched::to_string(s.args.mesh), plan.name,
       plan.num_stages, plan.num_microbatches);
   for (const auto& x : st) {
-    text += describe_rank(s.args.mesh, x.stage) + ": ";
+    text += describe_rank(s.args.mesh, x.rank) + ": ";
     if (x.completed < 0 || x.action.empty()) text += (x.waiting_for.empty() ? "no answer" : x.waiting_for) + "\n";
     else text += fmt::format("action {} of {} ({}): waits for {}\n", x.cursor, x.actions, x.action, x.waiting_for);
   }
   for (const auto& x : st)
     if (x.completed >= 0 && !x.action.empty())
-      text += describe_rank(s.args.mesh, x.stage) + " is blocked here:\n" +
-              sched::render_text(plan, s.args.mesh.coords_of(x.stage).pp, x.cursor);
+      text += describe_rank(s.args.mesh, x.rank) + " is blocked here:\n" +
+              sched::render_text(plan, s.args.mesh.coords_of(x.rank).pp, x.cursor);
   // A stall is a cause in itself: a lost or hung process is named by the peer timeout, which a
   // sensible watchdog exceeds.
   if (s.collectives.empty()) {
@@ -263,7 +262,7 @@ void poll(self_ptr self) {
     if (idle > s.args.watchdog_seconds) report_stall(self, *st);
   };
   for (size_t r = 0; r < n; ++r) {
-    (*st)[r].stage = static_cast<int32_t>(r);
+    (*st)[r].rank = static_cast<int32_t>(r);
     (*st)[r].completed = -1;
     (*st)[r].waiting_for = "no answer within 1 s (busy in a long action, or gone)";
     self->request(s.stages[r], std::chrono::seconds(1), pipeline_status_request{})

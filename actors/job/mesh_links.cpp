@@ -94,8 +94,7 @@ mesh_links::mesh_links(caf::actor_system& sys, const job_plan& plan, mesh_links_
     : sys_(sys), plan_(plan), args_(std::move(args)) {
   const sched::mesh& m = plan_.mesh;
   bool remote_peer = false;
-  for (int r : m.ranks_of_process(args_.process))
-    for (int q : m.group(sched::axis::pp, r)) remote_peer = remote_peer || m.process_of(q) != args_.process;
+  for (int r : m.ranks_of_process(args_.process)) remote_peer = remote_peer || m.group_spans_processes(sched::axis::pp, r);
   if (!remote_peer) return;
   auto in = receiver_;
   transport_ = std::make_shared<net::p2p_transport>(
@@ -139,10 +138,7 @@ caf::actor mesh_links::collective_of(int rank) {
   const sched::mesh& m = plan_.mesh;
   if (m.dp == 1) return {};
   const sched::mesh_coords at = m.coords_of(rank);
-  const auto members = m.group(sched::axis::dp, rank);
-  bool local = true;
-  for (int q : members) local = local && m.process_of(q) == args_.process;
-  if (local) {
+  if (!m.group_spans_processes(sched::axis::dp, rank)) {
     auto& g = local_groups_[at.pp];
     if (g.empty()) {
       g = spawn_collective_group(sys_, m.dp, collective_options_from_env());

@@ -70,9 +70,10 @@ void validate(const train_config& c) {
     // An MPI communicator holds each process once: a group with two ranks in one process cannot be one.
     for (int p = 0; p < c.mesh.processes; ++p)
       for (int g = 0; g < c.mesh.pp; ++g) {
+        const int first = c.mesh.rank_of({0, g, 0});
         int here = 0;
-        for (int r : c.mesh.group(sched::axis::dp, c.mesh.rank_of({0, g, 0}))) here += c.mesh.process_of(r) == p;
-        if (here > 1 && here < c.mesh.dp)
+        for (int r : c.mesh.group(sched::axis::dp, first)) here += c.mesh.process_of(r) == p;
+        if (here > 1 && c.mesh.group_spans_processes(sched::axis::dp, first))
           bad("backend " + name + ": process " + std::to_string(p) + " holds " + std::to_string(here) +
               " ranks of data-parallel group " + std::to_string(g) + ", which spans processes; give each process "
               "at most one (more processes, or --backend tcp)");

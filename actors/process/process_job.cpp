@@ -99,10 +99,10 @@ std::shared_ptr<net::mpi_groups> mpi_for(const train_config& cfg) {
   const sched::mesh& m = cfg.mesh;
   std::vector<int> member_of(static_cast<size_t>(m.pp), -1);
   for (int g = 0; g < m.pp; ++g) {
-    const auto members = m.group(sched::axis::dp, m.rank_of({0, g, 0}));
-    const bool spans = m.process_of(members.front()) != m.process_of(members.back());
-    for (int r : members)
-      if (spans && m.process_of(r) == cfg.process.index) member_of[static_cast<size_t>(g)] = m.coords_of(r).dp;
+    const int first = m.rank_of({0, g, 0});
+    if (!m.group_spans_processes(sched::axis::dp, first)) continue;
+    for (int r : m.group(sched::axis::dp, first))
+      if (m.process_of(r) == cfg.process.index) member_of[static_cast<size_t>(g)] = m.coords_of(r).dp;
   }
   auto mpi = std::make_shared<net::mpi_groups>(member_of);
   if (mpi->world_size() != m.processes || mpi->world_rank() != cfg.process.index)

@@ -52,6 +52,7 @@ struct stage_state {
   std::map<std::tuple<int64_t, bool, int, int>, tensor> inbox;  // (step, is_grad, mb, boundary)
   std::map<slot, tensor> forward_in, backward_in, act_out, grad_out;
   int64_t buckets_pending = 0;
+  int64_t buckets_per_step = 0;  // over all local chunks: collective seqs are step * this + bucket
   bool straggled = false;
   enum class opt_phase { idle, sent, done } opt = opt_phase::idle;
   stage_step_record record;  // what the step reports
@@ -73,11 +74,6 @@ bool needs_batch(const stage_state& s) {
     if (k == 0 || k == last_model_chunk(s)) return true;
   }
   return false;
-}
-int64_t buckets_per_step(const stage_state& s) {
-  int64_t n = 0;
-  for (const auto& b : s.args.buckets) n += static_cast<int64_t>(b.size());
-  return n;
 }
 
 [[noreturn]] void refuse(const stage_state& s, const std::string& why) {
@@ -209,7 +205,7 @@ layer_stack::layer_done_fn bucket_launcher(self_ptr self, int chunk) {
       const int64_t step = s.step;
       ++s.buckets_pending;
       self->request(s.args.collective, caf::infinite,
-                    collective_request{step * buckets_per_step(s) + index,
+                    collective_request{step * s.buckets_per_step + index,
                                        static_cast<int32_t>(ring::op_kind::all_reduce_sum), 0, bucket.count,
                                        std::move(part)})
           .then([self, step, chunk, b, index, sent](collective_result& r) {
@@ -420,6 +416,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
     st.chunks.push_back(std::make_unique<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed));
   }
   st.args.buckets.resize(st.chunks.size());
+  for (const auto& b : st.args.buckets) st.buckets_per_step += static_cast<int64_t>(b.size());
   st.last_weight_action.assign(st.chunks.size(), row(st).size());
   for (size_t i = 0; i < row(st).size(); ++i) {
     const sched::action& a = row(st)[i];

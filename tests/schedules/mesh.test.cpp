@@ -50,6 +50,10 @@ TEST(schedules_mesh, processes_hold_contiguous_equal_blocks_of_ranks) {
   EXPECT_EQ(m.ranks_of_process(0), (std::vector<int>{0, 1}));  // replica 0's whole pipeline
   EXPECT_EQ(m.ranks_of_process(1), (std::vector<int>{2, 3}));
   EXPECT_EQ(m.process_of(3), 1);
+  // Replicas in separate processes: a dp group crosses processes, a pipeline does not.
+  EXPECT_TRUE(m.group_spans_processes(axis::dp, 0));
+  EXPECT_FALSE(m.group_spans_processes(axis::pp, 0));
+  EXPECT_FALSE((mesh{2, 2, 1, 1}).group_spans_processes(axis::dp, 3));
   const mesh four{2, 2, 1, 4};
   std::set<int> seen;
   for (int p = 0; p < 4; ++p)
