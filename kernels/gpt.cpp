@@ -11,19 +11,22 @@
 
 namespace troupe {
 
-layer_list build_gpt(const model_spec& spec) {
+layer_list build_gpt(const model_spec& spec, tp_group* tp) {
   if (spec.kind != "gpt") throw std::invalid_argument("build_gpt: model.kind is \"" + spec.kind + "\", not \"gpt\"");
-  validate(spec);
+  validate(spec, tp_size(tp));
   const int64_t C = spec.channels;
   // GPT-2 scales the residual output projections by 1/sqrt(2 * blocks): each block adds two
   // branches to the residual stream, and this keeps its variance independent of depth.
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(spec.blocks));
   layer_list layers;
-  layers.push_back(std::make_unique<embedding>(spec.vocab, spec.context, C));
+  layers.push_back(std::make_unique<embedding>(spec.vocab, spec.context, C, tp));
   for (int64_t i = 0; i < spec.blocks; ++i)
-    layers.push_back(std::make_unique<transformer_block>(C, spec.heads, proj_std));
+    layers.push_back(std::make_unique<transformer_block>(C, spec.heads, proj_std, tp));
   layers.push_back(std::make_unique<layernorm>(C));
-  layers.push_back(std::make_unique<linear>(C, spec.vocab));
+  if (tp_size(tp) == 1) layers.push_back(std::make_unique<linear>(C, spec.vocab));
+  else  // the head's logits stay split over the vocabulary: vocab_parallel_cross_entropy reads them
+    layers.push_back(std::make_unique<column_parallel_linear>(
+        C, spec.vocab, std::vector<shard_range>{shard_of(spec.vocab, tp_size(tp), tp_rank(tp))}, tp));
   return layers;
 }
 

@@ -19,6 +19,12 @@ struct param_spec {
   shape_t shape;
 };
 
+// Elements [offset, offset + count) of a layer's unsplit parameter vector.
+struct param_run {
+  int64_t offset = 0;
+  int64_t count = 0;
+};
+
 // What a layer keeps from forward for its backward: one per micro-batch in flight.
 // backward_input may add tensors (e.g. output gradients) for backward_weight to use.
 struct saved_activations {
@@ -32,6 +38,12 @@ class layer {
   virtual std::string kind() const = 0;
   virtual std::vector<param_spec> param_specs() const { return {}; }
   int64_t num_params() const;
+  // Tensor parallelism splits some layers over ranks. A split layer holds part of the unsplit
+  // layer's parameters: full_runs() says which, in the order they sit in its own buffer, so the
+  // shards of every tp rank merge back into the single-device parameters. A layer that is not
+  // split holds them all (every tp rank has the same values).
+  virtual int64_t full_params() const { return num_params(); }
+  virtual std::vector<param_run> full_runs() const { return {{0, num_params()}}; }
 
   // Points the layer at its slice of the stage's flat parameter and gradient buffers.
   // Virtual so a composite layer (transformer_block) can bind its sub-layers to sub-slices.

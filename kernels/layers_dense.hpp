@@ -1,6 +1,6 @@
 // Dense layers for the MLP and the GPT's projections: linear and ReLU.
 // Linear keeps PyTorch's layout and default init, so a PyTorch peer trains from the same
-// distribution. Tensor-parallel splits of linear come in a later issue.
+// distribution. Its tensor-parallel splits are in layers_parallel.hpp.
 #pragma once
 
 #include "kernels/layer.hpp"

@@ -45,24 +45,39 @@ void weight_grad(layer& l, const tensor& dy, std::vector<tensor> saved) {
 
 // ---- embedding ----
 
-embedding::embedding(int64_t vocab, int64_t context, int64_t channels)
-    : vocab_(vocab), context_(context), channels_(channels) {}
+embedding::embedding(int64_t vocab, int64_t context, int64_t channels, tp_group* g)
+    : vocab_(vocab), context_(context), channels_(channels), group_(g),
+      rows_(shard_of(vocab, tp_size(g), tp_rank(g))) {}
 
 std::vector<param_spec> embedding::param_specs() const {
-  return {{"wte", {vocab_, channels_}}, {"wpe", {context_, channels_}}};
+  return {{"wte", {rows_.count, channels_}}, {"wpe", {context_, channels_}}};
+}
+
+std::vector<param_run> embedding::full_runs() const {
+  return {{rows_.begin * channels_, rows_.count * channels_}, {vocab_ * channels_, context_ * channels_}};
 }
 
 void embedding::init(float* params, std::mt19937_64& rng) const {
-  fill_normal(params, (vocab_ + context_) * channels_, gpt2_init_std, rng);
+  if (tp_size(group_) == 1) return fill_normal(params, (vocab_ + context_) * channels_, gpt2_init_std, rng);
+  std::vector<float> full(static_cast<size_t>(full_params()));
+  fill_normal(full.data(), full_params(), gpt2_init_std, rng);
+  gather_runs(params, full.data(), full_runs());
 }
 
 tensor embedding::forward(const tensor& x, saved_activations& saved) const {
   if (x.rank() != 2 || x.size(1) > context_)
     throw std::invalid_argument("embedding: tokens have shape " + to_string(x.shape()) +
                                 ", expected (B, T) with T <= " + std::to_string(context_));
-  const int64_t B = x.size(0), T = x.size(1);
-  tensor y({B, T, channels_});
-  ops::embedding_forward(y.data(), x.data(), params_, params_ + vocab_ * channels_, B, T, channels_, vocab_);
+  const int64_t B = x.size(0), T = x.size(1), C = channels_;
+  const float* wpe = params_ + rows_.count * C;
+  tensor y({B, T, C});
+  if (tp_size(group_) == 1) {
+    ops::embedding_forward(y.data(), x.data(), params_, wpe, B, T, C, vocab_);
+  } else {
+    ops::embedding_shard_forward(y.data(), x.data(), params_, B, T, C, vocab_, rows_.begin, rows_.count);
+    group_->all_reduce_sum(y.data(), y.numel());  // one rank holds each token: the sum is exact
+    ops::position_forward(y.data(), wpe, B, T, C);
+  }
   saved.tensors = {x};
   return y;
 }
@@ -71,11 +86,14 @@ tensor embedding::backward_input(const tensor&, saved_activations&) const { retu
 
 void embedding::backward_weight(const tensor& dy, saved_activations& saved) {
   const tensor& x = saved.tensors.at(0);
-  const int64_t B = x.size(0), T = x.size(1);
-  if (dy.numel() != B * T * channels_)
+  const int64_t B = x.size(0), T = x.size(1), C = channels_;
+  if (dy.numel() != B * T * C)
     throw std::invalid_argument("embedding: output gradient has shape " + to_string(dy.shape()) +
                                 " for tokens " + to_string(x.shape()));
-  ops::embedding_backward(grads_, grads_ + vocab_ * channels_, dy.data(), x.data(), B, T, channels_);
+  float* dwpe = grads_ + rows_.count * C;
+  if (tp_size(group_) == 1) return ops::embedding_backward(grads_, dwpe, dy.data(), x.data(), B, T, C);
+  ops::embedding_shard_backward(grads_, dy.data(), x.data(), B, T, C, rows_.begin, rows_.count);
+  ops::position_backward(dwpe, dy.data(), B, T, C);
 }
 
 // ---- layernorm ----
@@ -145,44 +163,84 @@ enum slot : size_t {
 };
 }  // namespace
 
-transformer_block::transformer_block(int64_t channels, int64_t heads, float proj_std)
-    : channels_(channels), heads_(heads), proj_std_(proj_std), ln1_(channels), qkv_(channels, 3 * channels),
-      proj_(channels, channels), ln2_(channels), fc_(channels, 4 * channels), fc_proj_(4 * channels, channels) {
+namespace {
+bool channels_ok(int64_t channels, int64_t heads) {
   if (channels <= 0 || heads <= 0 || channels % heads != 0)
     throw std::invalid_argument("transformer_block: channels (" + std::to_string(channels) +
                                 ") must be a positive multiple of heads (" + std::to_string(heads) + ")");
+  return true;
+}
+// The heads of rank r: one run from each third of the packed q | k | v rows.
+std::vector<shard_range> head_rows(int64_t C, int64_t heads, tp_group* g) {
+  const int tp = tp_size(g);
+  if (channels_ok(C, heads) && heads % tp != 0)
+    throw std::invalid_argument("transformer_block: heads (" + std::to_string(heads) +
+                                ") must be divisible by the tensor-parallel size (" + std::to_string(tp) + ")");
+  const int64_t per = heads > 0 && tp > 0 ? C / tp : 0, at = per * tp_rank(g);
+  return {{at, per}, {C + at, per}, {2 * C + at, per}};
+}
+}  // namespace
+
+transformer_block::transformer_block(int64_t channels, int64_t heads, float proj_std, tp_group* g)
+    : channels_(channels), heads_(heads), proj_std_(proj_std), group_(g), ln1_(channels),
+      qkv_(channels, 3 * channels, head_rows(channels, heads, g), g),
+      proj_(channels, channels, head_rows(channels, heads, g).front(), g), ln2_(channels),
+      fc_(channels, 4 * channels, {shard_of(4 * channels, tp_size(g), tp_rank(g))}, g),
+      fc_proj_(4 * channels, channels, shard_of(4 * channels, tp_size(g), tp_rank(g)), g) {
+  local_heads_ = heads / tp_size(g);
+  local_channels_ = channels / tp_size(g);
+  offset_[0] = full_offset_[0] = 0;
+  for (int i = 0; i < num_parts; ++i) {
+    offset_[i + 1] = offset_[i] + part(i)->num_params();
+    full_offset_[i + 1] = full_offset_[i] + part(i)->full_params();
+  }
+}
+
+const layer* transformer_block::part(int i) const {
   const layer* parts[num_parts] = {&ln1_, &qkv_, &proj_, &ln2_, &fc_, &fc_proj_};
-  offset_[0] = 0;
-  for (int i = 0; i < num_parts; ++i) offset_[i + 1] = offset_[i] + parts[i]->num_params();
+  return parts[i];
 }
 
 int64_t transformer_block::offset_of(const layer& sub) const {
-  const layer* parts[num_parts] = {&ln1_, &qkv_, &proj_, &ln2_, &fc_, &fc_proj_};
   for (int i = 0; i < num_parts; ++i)
-    if (parts[i] == &sub) return offset_[i];
+    if (part(i) == &sub) return offset_[i];
   throw std::invalid_argument("transformer_block: offset_of a layer that is not one of its parts");
 }
 
+std::vector<param_run> transformer_block::full_runs() const {
+  std::vector<param_run> runs;
+  for (int i = 0; i < num_parts; ++i)
+    for (param_run r : part(i)->full_runs()) runs.push_back({full_offset_[i] + r.offset, r.count});
+  return runs;
+}
+
 std::vector<param_spec> transformer_block::param_specs() const {
-  const std::pair<const char*, const layer*> parts[num_parts] = {
-      {"ln1", &ln1_}, {"attn.qkv", &qkv_}, {"attn.proj", &proj_},
-      {"ln2", &ln2_}, {"mlp.fc", &fc_},    {"mlp.proj", &fc_proj_}};
+  const char* prefix[num_parts] = {"ln1", "attn.qkv", "attn.proj", "ln2", "mlp.fc", "mlp.proj"};
   std::vector<param_spec> specs;
-  for (const auto& [prefix, sub] : parts)
-    for (auto& s : sub->param_specs()) specs.push_back({std::string(prefix) + "." + s.name, s.shape});
+  for (int i = 0; i < num_parts; ++i)
+    for (auto& s : part(i)->param_specs()) specs.push_back({std::string(prefix[i]) + "." + s.name, s.shape});
   return specs;
 }
 
 void transformer_block::init(float* params, std::mt19937_64& rng) const {
+  if (tp_size(group_) == 1) return init_full(params, rng);
+  // The unsplit block's values, then this rank's share: every tp degree starts where one device does.
+  const transformer_block whole(channels_, heads_, proj_std_);
+  std::vector<float> full(static_cast<size_t>(full_params()));
+  whole.init_full(full.data(), rng);
+  gather_runs(params, full.data(), full_runs());
+}
+
+void transformer_block::init_full(float* params, std::mt19937_64& rng) const {
   std::fill(params, params + offset_[num_parts], 0.0f);  // every bias starts at zero
   ln1_.init(params + offset_[ln1_at], rng);
   ln2_.init(params + offset_[ln2_at], rng);
   const std::pair<int, float> linears[] = {
       {qkv_at, gpt2_init_std}, {proj_at, proj_std_}, {fc_at, gpt2_init_std}, {fc_proj_at, proj_std_}};
-  const linear* subs[] = {&qkv_, &proj_, &fc_, &fc_proj_};
-  for (int i = 0; i < 4; ++i)
-    fill_normal(params + offset_[linears[i].first], subs[i]->in_features() * subs[i]->out_features(),
-                linears[i].second, rng);
+  for (const auto& [at, std] : linears) {
+    const auto& l = static_cast<const parallel_linear&>(*part(at));
+    fill_normal(params + offset_[at], l.in_features() * l.out_features(), std, rng);
+  }
 }
 
 void transformer_block::bind(const float* params, float* grads) {
@@ -196,7 +254,7 @@ tensor transformer_block::forward(const tensor& x, saved_activations& saved) con
   if (x.rank() != 3 || x.size(2) != channels_)
     throw std::invalid_argument("transformer_block: input has shape " + to_string(x.shape()) +
                                 ", expected (B, T, " + std::to_string(channels_) + ")");
-  const int64_t B = x.size(0), T = x.size(1), C = channels_;
+  const int64_t B = x.size(0), T = x.size(1), C = local_channels_;
   std::vector<tensor> s(num_forward_slots);
   saved_activations tmp;
   s[s_x] = x;
@@ -204,9 +262,9 @@ tensor transformer_block::forward(const tensor& x, saved_activations& saved) con
   s[s_ln1_mean] = tmp.tensors.at(1);
   s[s_ln1_rstd] = tmp.tensors.at(2);
   s[s_qkv] = qkv_.forward(s[s_ln1_out], tmp);
-  s[s_att] = tensor({B, heads_, T, T});
+  s[s_att] = tensor({B, local_heads_, T, T});
   s[s_att_out] = tensor({B, T, C});
-  ops::attention_forward(s[s_att_out].data(), s[s_att].data(), s[s_qkv].data(), B, T, C, heads_);
+  ops::attention_forward(s[s_att_out].data(), s[s_att].data(), s[s_qkv].data(), B, T, C, local_heads_);
   s[s_x2] = proj_.forward(s[s_att_out], tmp);
   add_into(s[s_x2], x);  // residual: x2 = x + proj(...)
   s[s_ln2_out] = ln2_.forward(s[s_x2], tmp);
@@ -226,7 +284,7 @@ tensor transformer_block::backward_input(const tensor& dy, saved_activations& sa
   if (dy.shape() != s[s_x].shape())
     throw std::invalid_argument("transformer_block: output gradient has shape " + to_string(dy.shape()) +
                                 ", input was " + to_string(s[s_x].shape()));
-  const int64_t B = dy.size(0), T = dy.size(1), C = channels_;
+  const int64_t B = dy.size(0), T = dy.size(1), C = local_channels_;
   tensor d_gelu_out = input_grad(fc_proj_, dy, {s[s_gelu_out]});
   tensor d_fc = input_grad(gelu_, d_gelu_out, {s[s_fc]});
   tensor d_ln2_out = input_grad(fc_, d_fc, {s[s_ln2_out]});
@@ -234,7 +292,7 @@ tensor transformer_block::backward_input(const tensor& dy, saved_activations& sa
   add_into(d_x2, dy);  // the residual passes dy straight through
   tensor d_att_out = input_grad(proj_, d_x2, {s[s_att_out]});
   tensor d_qkv(s[s_qkv].shape());
-  ops::attention_backward(d_qkv.data(), d_att_out.data(), s[s_qkv].data(), s[s_att].data(), B, T, C, heads_);
+  ops::attention_backward(d_qkv.data(), d_att_out.data(), s[s_qkv].data(), s[s_att].data(), B, T, C, local_heads_);
   tensor d_ln1_out = input_grad(qkv_, d_qkv, {s[s_ln1_out]});
   tensor dx = input_grad(ln1_, d_ln1_out, {s[s_x], s[s_ln1_mean], s[s_ln1_rstd]});
   add_into(dx, d_x2);

@@ -1,21 +1,29 @@
 // Transformer layers for the GPT-style decoder: token + position embedding, layernorm, GELU and
 // the pre-norm GPT-2 block (attention and MLP with residuals). Init follows GPT-2 / nanoGPT.
-// The block is one layer to pipelines (its internals never cross a stage cut); its linears are
-// exposed so tensor parallelism can split them. No weight tying, no dropout, no KV cache.
+// The block is one layer to pipelines (its internals never cross a stage cut). Given a tensor-
+// parallel group, the embedding splits over the vocabulary and the block over its heads and its
+// MLP's hidden features (Megatron-LM); without one every layer is whole. No weight tying, no
+// dropout, no KV cache.
 #pragma once
 
 #include "kernels/layer.hpp"
 #include "kernels/layers_dense.hpp"
+#include "kernels/layers_parallel.hpp"
 
 namespace troupe {
 
 // (B, T) token ids held as floats -> (B, T, C) = wte[token] + wpe[position]. T <= context.
 // Tokens have no gradient: backward_input returns an empty tensor.
+// Vocabulary-parallel with a group: this rank holds wte rows shard_of(vocab, tp, rank), looks up
+// the tokens it holds (zeros for the others), and one all-reduce sums the lookups; wpe is whole
+// everywhere and added after it. The output and its gradient are the same on every rank.
 class embedding final : public layer {
  public:
-  embedding(int64_t vocab, int64_t context, int64_t channels);
+  embedding(int64_t vocab, int64_t context, int64_t channels, tp_group* g = nullptr);
   std::string kind() const override { return "embedding"; }
   std::vector<param_spec> param_specs() const override;
+  int64_t full_params() const override { return (vocab_ + context_) * channels_; }
+  std::vector<param_run> full_runs() const override;
   void init(float* params, std::mt19937_64& rng) const override;
   tensor forward(const tensor& x, saved_activations& saved) const override;
   tensor backward_input(const tensor& dy, saved_activations& saved) const override;
@@ -23,6 +31,8 @@ class embedding final : public layer {
 
  private:
   int64_t vocab_, context_, channels_;
+  tp_group* group_;
+  shard_range rows_;  // the wte rows held here
 };
 
 // Normalizes the last dimension (..., C); eps 1e-5 as PyTorch. Weight 1, bias 0 at init.
@@ -59,9 +69,14 @@ class transformer_block final : public layer {
  public:
   // proj_std: init std of the two residual output projections; GPT-2 uses 0.02 / sqrt(2 * blocks)
   // so the residual stream's variance does not grow with depth.
-  transformer_block(int64_t channels, int64_t heads, float proj_std = 0.02f);
+  // With a group of size tp (heads % tp == 0): heads/tp heads here (qkv column-parallel by
+  // heads, the output projection row-parallel over their channels) and 4C/tp MLP features
+  // (fc column-parallel, its projection row-parallel): two all-reduces forward, two backward.
+  transformer_block(int64_t channels, int64_t heads, float proj_std = 0.02f, tp_group* g = nullptr);
   std::string kind() const override { return "block"; }
   std::vector<param_spec> param_specs() const override;
+  int64_t full_params() const override { return full_offset_[num_parts]; }
+  std::vector<param_run> full_runs() const override;
   void init(float* params, std::mt19937_64& rng) const override;
   void bind(const float* params, float* grads) override;
   tensor forward(const tensor& x, saved_activations& saved) const override;
@@ -70,29 +85,37 @@ class transformer_block final : public layer {
 
   int64_t channels() const { return channels_; }
   int64_t heads() const { return heads_; }
-  // The internal layers, for tensor-parallel splitting and inspection.
+  // The internal layers, for inspection (local shapes under tensor parallelism).
   layernorm& ln1() { return ln1_; }
-  linear& attn_qkv() { return qkv_; }    // C -> 3C, packed q | k | v
-  linear& attn_proj() { return proj_; }  // C -> C
+  parallel_linear& attn_qkv() { return qkv_; }    // C -> 3C, packed q | k | v
+  parallel_linear& attn_proj() { return proj_; }  // C -> C
   layernorm& ln2() { return ln2_; }
-  linear& mlp_fc() { return fc_; }       // C -> 4C
-  linear& mlp_proj() { return fc_proj_; }  // 4C -> C
+  parallel_linear& mlp_fc() { return fc_; }       // C -> 4C
+  parallel_linear& mlp_proj() { return fc_proj_; }  // 4C -> C
   // Where a sub-layer's parameters start inside the block's slice; throws for a foreign layer.
   int64_t offset_of(const layer& sub) const;
 
  private:
   // Offsets of ln1, attn.qkv, attn.proj, ln2, mlp.fc, mlp.proj inside the block's parameters.
+  // full_offset_: the same in the unsplit block (they differ under tensor parallelism).
   enum { ln1_at, qkv_at, proj_at, ln2_at, fc_at, fc_proj_at, num_parts };
   int64_t offset_[num_parts + 1];
+  int64_t full_offset_[num_parts + 1];
+  const layer* part(int i) const;
+  // GPT-2's init of the unsplit block.
+  void init_full(float* params, std::mt19937_64& rng) const;
 
   int64_t channels_, heads_;
   float proj_std_;
+  tp_group* group_;
+  int64_t local_heads_, local_channels_;  // of the attention on this rank
   layernorm ln1_;
-  linear qkv_, proj_;
+  column_parallel_linear qkv_;
+  row_parallel_linear proj_;
   layernorm ln2_;
-  linear fc_;
+  column_parallel_linear fc_;
   gelu gelu_;
-  linear fc_proj_;
+  row_parallel_linear fc_proj_;
 };
 
 }  // namespace troupe

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "kernels/tensor.hpp"
+#include "kernels/tp_group.hpp"
 
 namespace troupe {
 
@@ -18,5 +19,13 @@ struct loss_result {
 // grad_scale is 1 / (rows in the whole global batch), so micro-batch gradients add up to the
 // gradient of the global mean loss. With grad_scale == 0 no gradient is produced (evaluation).
 loss_result cross_entropy(const tensor& logits, const std::vector<int32_t>& targets, float grad_scale);
+
+// The same loss when the logits are split over the vocabulary (Megatron's vocab-parallel
+// cross-entropy): `logits` (N, V_local) are columns shard_of(vocab, tp, rank) of logits no rank
+// ever holds whole. Two collectives of a few floats per row make it exact: an all-gather of each
+// rank's row maxima (and their arg-max, for `correct`), and an all-reduce of the sums of
+// exponentials and the target logit. Every rank returns the same loss; dlogits is its own columns.
+loss_result vocab_parallel_cross_entropy(const tensor& logits, const std::vector<int32_t>& targets, float grad_scale,
+                                         int64_t vocab, tp_group& g);
 
 }  // namespace troupe

@@ -4,10 +4,11 @@
 #include <stdexcept>
 
 #include "kernels/layers_dense.hpp"
+#include "kernels/layers_parallel.hpp"
 
 namespace troupe {
 
-void validate(const model_spec& spec) {
+void validate(const model_spec& spec, int tp) {
   auto positive = [](int64_t v, const char* name) {
     if (v <= 0) throw std::invalid_argument(std::string("model.") + name + " must be positive, got " + std::to_string(v));
   };
@@ -27,6 +28,22 @@ void validate(const model_spec& spec) {
   } else {
     throw std::invalid_argument("model.kind must be \"mlp\" or \"gpt\", got \"" + spec.kind + "\"");
   }
+  if (tp < 1) throw std::invalid_argument("tensor-parallel size must be positive, got " + std::to_string(tp));
+  if (tp == 1) return;
+  auto splits = [tp](int64_t v, const char* name) {
+    if (v < tp)
+      throw std::invalid_argument(std::string("model.") + name + " (" + std::to_string(v) + ") is smaller than tp (" +
+                                  std::to_string(tp) + "): every tensor-parallel rank needs a share of it");
+  };
+  if (spec.kind == "mlp") {
+    splits(spec.classes, "classes");
+    for (int64_t h : spec.hidden) splits(h, "hidden");
+  } else {
+    splits(spec.vocab, "vocab");
+    if (spec.heads % tp != 0)
+      throw std::invalid_argument("model.heads (" + std::to_string(spec.heads) + ") must be divisible by tp (" +
+                                  std::to_string(tp) + "): tensor parallelism splits attention by heads");
+  }
 }
 
 std::string describe(const model_spec& spec) {
@@ -40,20 +57,31 @@ std::string describe(const model_spec& spec) {
          " blocks=" + std::to_string(spec.blocks);
 }
 
-layer_list build_layers(const model_spec& spec) {
-  validate(spec);
-  return spec.kind == "mlp" ? build_mlp(spec) : build_gpt(spec);
+layer_list build_layers(const model_spec& spec, tp_group* tp) {
+  validate(spec, tp_size(tp));
+  return spec.kind == "mlp" ? build_mlp(spec, tp) : build_gpt(spec, tp);
 }
 
-layer_list build_mlp(const model_spec& spec) {
+bool splits_logits(const model_spec& spec, int tp) {
+  // The MLP's linears alternate column, row, column...: its last one is column-parallel when it
+  // is an even one. The GPT's head always is.
+  return tp > 1 && (spec.kind == "gpt" || spec.hidden.size() % 2 == 0);
+}
+
+layer_list build_mlp(const model_spec& spec, tp_group* tp) {
+  const int n = tp_size(tp), r = tp_rank(tp);
   layer_list layers;
   int64_t in = spec.inputs;
-  for (int64_t h : spec.hidden) {
-    layers.push_back(std::make_unique<linear>(in, h));
-    layers.push_back(std::make_unique<relu>());
-    in = h;
+  std::vector<int64_t> outs = spec.hidden;
+  outs.push_back(spec.classes);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const int64_t out = outs[i];
+    if (n == 1) layers.push_back(std::make_unique<linear>(in, out));
+    else if (i % 2 == 0) layers.push_back(std::make_unique<column_parallel_linear>(in, out, std::vector<shard_range>{shard_of(out, n, r)}, tp));
+    else layers.push_back(std::make_unique<row_parallel_linear>(in, out, shard_of(in, n, r), tp));
+    if (i + 1 < outs.size()) layers.push_back(std::make_unique<relu>());
+    in = out;
   }
-  layers.push_back(std::make_unique<linear>(in, spec.classes));
   return layers;
 }
 

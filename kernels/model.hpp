@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/layer.hpp"
+#include "kernels/tp_group.hpp"
 
 namespace troupe {
 
@@ -24,12 +25,20 @@ struct model_spec {
   int64_t blocks = 4;     // transformer blocks
 };
 
-// Checks a spec and throws std::invalid_argument naming the bad field.
-void validate(const model_spec& spec);
+// Checks a spec and throws std::invalid_argument naming the bad field; with tp > 1 also that
+// the model splits over that many tensor-parallel ranks.
+void validate(const model_spec& spec, int tp = 1);
 std::string describe(const model_spec& spec);
 
-layer_list build_layers(const model_spec& spec);
-layer_list build_mlp(const model_spec& spec);
-layer_list build_gpt(const model_spec& spec);  // defined in gpt.cpp
+// The model's layers; with a tensor-parallel group, this rank's share of them (Megatron's split:
+// the MLP's linears alternate column- and row-parallel, the GPT splits its embedding and head over
+// the vocabulary and each block over heads). The cut points and per-layer init are those of the
+// unsplit model, so every tp degree starts from the single-device parameters.
+layer_list build_layers(const model_spec& spec, tp_group* tp = nullptr);
+layer_list build_mlp(const model_spec& spec, tp_group* tp = nullptr);
+layer_list build_gpt(const model_spec& spec, tp_group* tp = nullptr);  // defined in gpt.cpp
+// True when the model's last layer leaves its logits split over the vocabulary (or the MLP's
+// classes) at this tp degree: the loss is then vocab_parallel_cross_entropy.
+bool splits_logits(const model_spec& spec, int tp);
 
 }  // namespace troupe

@@ -64,6 +64,21 @@ void embedding_backward(float* dwte, float* dwpe,                    // (V, C), 
                         const float* dout, const float* tokens,      // (B, T, C), (B, T)
                         int64_t B, int64_t T, int64_t C);
 
+// The vocabulary-parallel halves of the embedding: rows [begin, begin + count) of wte live here.
+// out[b, t] = wte_shard[tokens[b, t] - begin], or zeros for a token another rank holds; the sum
+// over ranks is then the single-device lookup. Tokens outside [0, V) throw std::out_of_range.
+void embedding_shard_forward(float* out,                             // (B, T, C)
+                             const float* tokens,                    // (B, T)
+                             const float* wte_shard,                 // (count, C)
+                             int64_t B, int64_t T, int64_t C, int64_t V, int64_t begin, int64_t count);
+// dwte_shard += dout rows of the tokens this shard holds.
+void embedding_shard_backward(float* dwte_shard,                     // (count, C)
+                              const float* dout, const float* tokens,  // (B, T, C), (B, T)
+                              int64_t B, int64_t T, int64_t C, int64_t begin, int64_t count);
+// out[b, t] += wpe[t];  dwpe[t] += sum over b of dout[b, t].
+void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t C);
+void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C);
+
 // Causal multi-head self-attention over a packed qkv input.
 void attention_forward(float* out,                                   // (B, T, C)
                        float* att,                                   // (B, NH, T, T) softmaxed scores

@@ -146,17 +146,23 @@ void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* 
   }
 }
 
+namespace {
+// A token id that is not an integer in [0, V) would read another row or past the table.
+void check_token(float v, int64_t b, int64_t t, int64_t V) {
+  if (!(v >= 0.0f && v < static_cast<float>(V)) || v != std::floor(v)) {
+    std::ostringstream msg;
+    msg << "embedding: token " << v << " at (" << b << ", " << t << ") is outside [0, " << V << ")";
+    throw std::out_of_range(msg.str());
+  }
+}
+}  // namespace
+
 void embedding_forward(float* out, const float* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,
                        int64_t C, int64_t V) {
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t) {
       const float v = tokens[b * T + t];
-      // A token id that is not an integer in [0, V) would read another row or past the table.
-      if (!(v >= 0.0f && v < static_cast<float>(V)) || v != std::floor(v)) {
-        std::ostringstream msg;
-        msg << "embedding: token " << v << " at (" << b << ", " << t << ") is outside [0, " << V << ")";
-        throw std::out_of_range(msg.str());
-      }
+      check_token(v, b, t, V);
       const float* e = wte + static_cast<int64_t>(v) * C;
       const float* p = wpe + t * C;
       float* o = out + (b * T + t) * C;
@@ -175,6 +181,42 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const float
       axpy(dwpe + t * C, 1.0f, d, C);
     }
   }
+}
+
+void embedding_shard_forward(float* out, const float* tokens, const float* wte_shard, int64_t B, int64_t T, int64_t C,
+                             int64_t V, int64_t begin, int64_t count) {
+  for (int64_t b = 0; b < B; ++b) {
+    for (int64_t t = 0; t < T; ++t) {
+      const float v = tokens[b * T + t];
+      check_token(v, b, t, V);
+      const int64_t row = static_cast<int64_t>(v) - begin;
+      float* o = out + (b * T + t) * C;
+      if (row >= 0 && row < count) std::copy(wte_shard + row * C, wte_shard + (row + 1) * C, o);
+      else std::fill(o, o + C, 0.0f);
+    }
+  }
+}
+
+void embedding_shard_backward(float* dwte_shard, const float* dout, const float* tokens, int64_t B, int64_t T,
+                              int64_t C, int64_t begin, int64_t count) {
+  for (int64_t i = 0; i < B * T; ++i) {
+    const int64_t row = static_cast<int64_t>(tokens[i]) - begin;
+    if (row >= 0 && row < count) axpy(dwte_shard + row * C, 1.0f, dout + i * C, C);
+  }
+}
+
+void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t C) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) {
+      float* o = out + (b * T + t) * C;
+      const float* p = wpe + t * C;
+      for (int64_t c = 0; c < C; ++c) o[c] += p[c];
+    }
+}
+
+void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) {
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < T; ++t) axpy(dwpe + t * C, 1.0f, dout + (b * T + t) * C, C);
 }
 
 void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {

@@ -129,7 +129,7 @@ TEST(TransformerBlockInit, FollowsGpt2) {
   layer_stack stack(one(std::make_unique<transformer_block>(C, 4, proj_std)), 0, 3);
   auto& block = dynamic_cast<transformer_block&>(stack.at(0));
   const float* p = stack.params().data();
-  auto stddev = [&](const linear& l) {
+  auto stddev = [&](const parallel_linear& l) {
     const float* w = p + block.offset_of(l);
     const int64_t n = l.in_features() * l.out_features();
     double s = 0.0;
@@ -146,7 +146,7 @@ TEST(TransformerBlockInit, FollowsGpt2) {
   EXPECT_NEAR(stddev(block.mlp_fc()), 0.02, 0.001);
   EXPECT_NEAR(stddev(block.attn_proj()), proj_std, 0.0003);
   EXPECT_NEAR(stddev(block.mlp_proj()), proj_std, 0.0003);
-  for (linear* l : {&block.attn_qkv(), &block.attn_proj(), &block.mlp_fc(), &block.mlp_proj()})
+  for (parallel_linear* l : {&block.attn_qkv(), &block.attn_proj(), &block.mlp_fc(), &block.mlp_proj()})
     EXPECT_TRUE(all_equal(block.offset_of(*l) + l->in_features() * l->out_features(), l->out_features(), 0.0f));
   for (layernorm* ln : {&block.ln1(), &block.ln2()}) {
     EXPECT_TRUE(all_equal(block.offset_of(*ln), C, 1.0f));
@@ -165,7 +165,7 @@ TEST(TransformerBlockParts, LinearsAreBoundToTheBlocksParameterSlices) {
   for (const auto& spec : block.param_specs()) total += numel_of(spec.shape);
   EXPECT_EQ(total, 12 * C * C + 13 * C);
   EXPECT_EQ(block.param_specs().at(2).name, "attn.qkv.weight");
-  for (linear* l : {&block.attn_qkv(), &block.attn_proj(), &block.mlp_fc(), &block.mlp_proj()}) {
+  for (parallel_linear* l : {&block.attn_qkv(), &block.attn_proj(), &block.mlp_fc(), &block.mlp_proj()}) {
     const tensor in = random_tensor({3, l->in_features()}, 6);
     saved_activations s;
     const tensor got = l->forward(in, s);

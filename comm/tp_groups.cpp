@@ -1,0 +1,149 @@
+// local_tp_group: members post their buffers, meet at a barrier, each sums its own ring segment
+// from everyone's buffers into a scratch row, meet again, and copy every row back. Two barriers
+// per call; nobody writes a buffer another member may still be reading.
+#include "comm/tp_groups.hpp"
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <stdexcept>
+
+#include "comm/ring_schedule.hpp"
+
+namespace troupe::net {
+
+namespace {
+
+struct shared_state {
+  explicit shared_state(int n, local_tp_options o) : size(n), opts(o), data(n), counts(n), scratch(n) {}
+  const int size;
+  const local_tp_options opts;
+  std::mutex mu;
+  std::condition_variable cv;
+  int arrived = 0;
+  uint64_t generation = 0;
+  std::string aborted;  // non-empty: every wait ends with this
+  std::vector<float*> data;
+  std::vector<int64_t> counts;
+  std::vector<std::vector<float>> scratch;
+
+  void abort(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (aborted.empty()) aborted = why;
+    cv.notify_all();
+  }
+
+  // Everyone arrives, or the wait ends with an error; `what` names the call for that error.
+  void barrier(int rank, const char* what, uint64_t call) {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!aborted.empty()) throw std::runtime_error(aborted);
+    const uint64_t gen = generation;
+    if (++arrived == size) {
+      arrived = 0;
+      ++generation;
+      cv.notify_all();
+      return;
+    }
+    const bool met = cv.wait_for(lock, std::chrono::milliseconds(opts.timeout_ms),
+                                 [&] { return generation != gen || !aborted.empty(); });
+    if (generation != gen) return;
+    if (met) throw std::runtime_error(aborted);
+    aborted = "tensor-parallel group: rank " + std::to_string(rank) + " waited " +
+              std::to_string(opts.timeout_ms / 1000.0) + " s in " + what + " #" + std::to_string(call) +
+              " for the other " + std::to_string(size - 1) + " member(s)";
+    cv.notify_all();
+    throw std::runtime_error(aborted);
+  }
+};
+
+class local_member final : public tp_group {
+ public:
+  local_member(std::shared_ptr<shared_state> s, int rank) : s_(std::move(s)), rank_(rank) {}
+  int rank() const override { return rank_; }
+  int size() const override { return s_->size; }
+
+  void all_reduce_sum(float* data, int64_t n) override {
+    post(data, n, "all_reduce_sum");
+    const int P = s_->size;
+    const ring::range seg = ring::segment(n, P, rank_);
+    std::vector<float>& out = s_->scratch[static_cast<size_t>(rank_)];
+    out.resize(static_cast<size_t>(seg.count));
+    const int first = ring::right_of(rank_, P);  // the segment's sum starts at rank j + 1
+    ring::copy(out.data(), s_->data[static_cast<size_t>(first)] + seg.offset, seg.count);
+    for (int k = 2; k <= P; ++k) {
+      const int q = (rank_ + k) % P;
+      ring::add(out.data(), out.data(), s_->data[static_cast<size_t>(q)] + seg.offset, seg.count);
+    }
+    s_->barrier(rank_, "all_reduce_sum", calls_);
+    for (int j = 0; j < P; ++j) {
+      const ring::range sj = ring::segment(n, P, j);
+      ring::copy(data + sj.offset, s_->scratch[static_cast<size_t>(j)].data(), sj.count);
+    }
+  }
+
+  void all_gather(float* data, int64_t n) override {
+    post(data, n, "all_gather");
+    const int P = s_->size;
+    for (int j = 0; j < P; ++j) {
+      if (j == rank_) continue;
+      const ring::range sj = ring::segment(n, P, j);
+      ring::copy(data + sj.offset, s_->data[static_cast<size_t>(j)] + sj.offset, sj.count);
+    }
+    s_->barrier(rank_, "all_gather", calls_);  // nobody changes its buffer before all have read it
+  }
+
+  const std::shared_ptr<shared_state>& state() const { return s_; }
+
+ private:
+  void post(float* data, int64_t n, const char* what) {
+    ++calls_;
+    s_->data[static_cast<size_t>(rank_)] = data;
+    s_->counts[static_cast<size_t>(rank_)] = n;
+    s_->barrier(rank_, what, calls_);
+    for (int j = 0; j < s_->size; ++j)
+      if (s_->counts[static_cast<size_t>(j)] != n) {
+        const std::string why = "tensor-parallel group: " + std::string(what) + " #" + std::to_string(calls_) +
+                                " has " + std::to_string(n) + " elements on rank " + std::to_string(rank_) +
+                                " but " + std::to_string(s_->counts[static_cast<size_t>(j)]) + " on rank " +
+                                std::to_string(j) + " (the ranks run different schedules)";
+        s_->abort(why);
+        throw std::logic_error(why);
+      }
+  }
+
+  std::shared_ptr<shared_state> s_;
+  int rank_;
+  uint64_t calls_ = 0;
+};
+
+class backend_member final : public tp_group {
+ public:
+  explicit backend_member(std::shared_ptr<group_backend> b) : b_(std::move(b)) {}
+  int rank() const override { return b_->rank(); }
+  int size() const override { return b_->world(); }
+  void all_reduce_sum(float* data, int64_t n) override { b_->all_reduce(data, n, reduce_op::sum); }
+  void all_gather(float* data, int64_t n) override { b_->all_gather(data, n); }
+
+ private:
+  std::shared_ptr<group_backend> b_;
+};
+
+}  // namespace
+
+std::vector<std::shared_ptr<tp_group>> make_local_tp_group(int size, local_tp_options opts) {
+  if (size < 1) throw std::invalid_argument("make_local_tp_group: size " + std::to_string(size));
+  auto s = std::make_shared<shared_state>(size, opts);
+  std::vector<std::shared_ptr<tp_group>> out;
+  for (int r = 0; r < size; ++r) out.push_back(std::make_shared<local_member>(s, r));
+  return out;
+}
+
+void abort_local_tp_group(const std::shared_ptr<tp_group>& member, const std::string& why) {
+  if (auto* m = dynamic_cast<local_member*>(member.get())) m->state()->abort(why);
+}
+
+std::shared_ptr<tp_group> backend_tp_group(std::shared_ptr<group_backend> backend) {
+  return std::make_shared<backend_member>(std::move(backend));
+}
+
+}  // namespace troupe::net

@@ -1,0 +1,31 @@
+// The two implementations of kernels/tp_group.hpp: ranks of one process meeting in memory
+// (local_tp_group), and a member of a group that spans processes, over any net::group_backend
+// (the TCP ring or MPI). Both sum in the ring's order (troupe::ring): segment j is added up
+// x[j+1] + x[j+2] + ... + x[j], so a job gives the same bits in one process as over the TCP ring.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/collective_backend.hpp"
+#include "kernels/tp_group.hpp"
+
+namespace troupe::net {
+
+struct local_tp_options {
+  // A member that waits this long for the others gives up with an error naming the call, and
+  // every other member's wait ends with it: a dead or wedged rank never hangs its peers.
+  int timeout_ms = 120000;
+};
+
+// `size` members of one in-process group; member r is result[r], each driven by its own thread.
+std::vector<std::shared_ptr<tp_group>> make_local_tp_group(int size, local_tp_options opts = {});
+
+// Ends every wait of the group's members (now and later) with `why`: the job is stopping.
+void abort_local_tp_group(const std::shared_ptr<tp_group>& member, const std::string& why);
+
+// One member over a back end; its rank and size are the back end's.
+std::shared_ptr<tp_group> backend_tp_group(std::shared_ptr<group_backend> backend);
+
+}  // namespace troupe::net

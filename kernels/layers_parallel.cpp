@@ -1,0 +1,152 @@
+// Column- and row-parallel linear over ops_dense, with f and g as the only communication.
+#include "kernels/layers_parallel.hpp"
+
+#include <stdexcept>
+#include <utility>
+
+#include "kernels/layers_dense.hpp"
+#include "kernels/ops.hpp"
+
+namespace troupe {
+
+namespace tp {
+void copy_to_backward(tp_group* g, tensor& dx) {
+  if (tp_size(g) > 1 && !dx.empty()) g->all_reduce_sum(dx.data(), dx.numel());
+}
+void reduce_from_forward(tp_group* g, tensor& y) {
+  if (tp_size(g) > 1) g->all_reduce_sum(y.data(), y.numel());
+}
+}  // namespace tp
+
+void gather_runs(float* shard, const float* full, const std::vector<param_run>& runs) {
+  for (const param_run& r : runs) shard = std::copy(full + r.offset, full + r.offset + r.count, shard);
+}
+
+void scatter_runs(float* full, const float* shard, const std::vector<param_run>& runs) {
+  for (const param_run& r : runs) {
+    std::copy(shard, shard + r.count, full + r.offset);
+    shard += r.count;
+  }
+}
+
+namespace {
+int64_t rows_of(const tensor& x, int64_t features, const std::string& who, const char* what) {
+  if (x.rank() < 1 || x.size(-1) != features)
+    throw std::invalid_argument(who + ": " + what + " has shape " + to_string(x.shape()) +
+                                ", expected last dimension " + std::to_string(features));
+  return x.numel() / features;
+}
+
+int64_t total_rows(const std::vector<shard_range>& rows, int64_t full_out) {
+  int64_t n = 0;
+  for (const shard_range& r : rows) {
+    if (r.begin < 0 || r.count < 0 || r.end() > full_out)
+      throw std::invalid_argument("column_parallel_linear: rows [" + std::to_string(r.begin) + ", " +
+                                  std::to_string(r.end()) + ") outside the " + std::to_string(full_out) +
+                                  " output features");
+    n += r.count;
+  }
+  return n;
+}
+}  // namespace
+
+std::vector<param_spec> parallel_linear::param_specs() const {
+  std::vector<param_spec> specs{{"weight", {out_, in_}}};
+  if (bias_) specs.push_back({"bias", {out_}});
+  return specs;
+}
+
+void parallel_linear::init_from_full(float* params, std::mt19937_64& rng) const {
+  std::vector<float> full(static_cast<size_t>(full_params()));
+  linear(full_in_, full_out_, bias_).init(full.data(), rng);
+  gather_runs(params, full.data(), full_runs());
+}
+
+// ---- column-parallel ----
+
+column_parallel_linear::column_parallel_linear(int64_t in, int64_t full_out, std::vector<shard_range> rows,
+                                               tp_group* g, bool bias)
+    : parallel_linear(in, full_out, in, total_rows(rows, full_out), bias, g), rows_(std::move(rows)) {}
+
+std::vector<param_run> column_parallel_linear::full_runs() const {
+  std::vector<param_run> runs;
+  for (const shard_range& r : rows_) runs.push_back({r.begin * in_, r.count * in_});
+  if (bias_)
+    for (const shard_range& r : rows_) runs.push_back({full_out_ * in_ + r.begin, r.count});
+  return runs;
+}
+
+tensor column_parallel_linear::forward(const tensor& x, saved_activations& saved) const {
+  const int64_t n = rows_of(x, in_, kind(), "input");
+  shape_t shape = x.shape();
+  shape.back() = out_;
+  tensor y = tensor::uninitialized(shape);
+  ops::matmul_forward(y.data(), x.data(), params_, bias(), n, in_, out_);
+  saved.tensors = {x};
+  return y;
+}
+
+tensor column_parallel_linear::backward_input(const tensor& dy, saved_activations& saved) const {
+  const int64_t n = rows_of(dy, out_, kind(), "output gradient");
+  tensor dx = tensor::uninitialized(saved.tensors.at(0).shape());
+  ops::matmul_backward_input(dx.data(), dy.data(), params_, n, in_, out_);
+  tp::copy_to_backward(group_, dx);
+  return dx;
+}
+
+void column_parallel_linear::backward_weight(const tensor& dy, saved_activations& saved) {
+  const int64_t n = rows_of(dy, out_, kind(), "output gradient");
+  ops::matmul_backward_weight(grads_, bias_grad(), dy.data(), std::as_const(saved.tensors.at(0)).data(), n, in_, out_);
+}
+
+// ---- row-parallel ----
+
+row_parallel_linear::row_parallel_linear(int64_t full_in, int64_t out, shard_range cols, tp_group* g, bool bias)
+    : parallel_linear(full_in, out, cols.count, out, bias, g), cols_(cols) {
+  if (cols.begin < 0 || cols.count <= 0 || cols.end() > full_in)
+    throw std::invalid_argument("row_parallel_linear: columns [" + std::to_string(cols.begin) + ", " +
+                                std::to_string(cols.end()) + ") outside the " + std::to_string(full_in) +
+                                " input features");
+}
+
+std::vector<param_run> row_parallel_linear::full_runs() const {
+  std::vector<param_run> runs;
+  for (int64_t o = 0; o < out_; ++o) runs.push_back({o * full_in_ + cols_.begin, cols_.count});
+  if (bias_) runs.push_back({out_ * full_in_, out_});
+  return runs;
+}
+
+tensor row_parallel_linear::forward(const tensor& x, saved_activations& saved) const {
+  const int64_t n = rows_of(x, in_, kind(), "input");
+  shape_t shape = x.shape();
+  shape.back() = out_;
+  tensor y = tensor::uninitialized(shape);
+  saved.tensors = {x};
+  if (tp_size(group_) == 1) {  // the plain linear's arithmetic, bias inside the GEMM
+    ops::matmul_forward(y.data(), x.data(), params_, bias(), n, in_, out_);
+    return y;
+  }
+  // The bias belongs to the sum, not to each partial: added once, after g.
+  ops::matmul_forward(y.data(), x.data(), params_, nullptr, n, in_, out_);
+  tp::reduce_from_forward(group_, y);
+  if (const float* b = bias()) {
+    float* p = y.data();
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t o = 0; o < out_; ++o) p[i * out_ + o] += b[o];
+  }
+  return y;
+}
+
+tensor row_parallel_linear::backward_input(const tensor& dy, saved_activations& saved) const {
+  const int64_t n = rows_of(dy, out_, kind(), "output gradient");
+  tensor dx = tensor::uninitialized(saved.tensors.at(0).shape());
+  ops::matmul_backward_input(dx.data(), dy.data(), params_, n, in_, out_);
+  return dx;  // g's backward is the identity: each rank keeps the gradient of its own columns
+}
+
+void row_parallel_linear::backward_weight(const tensor& dy, saved_activations& saved) {
+  const int64_t n = rows_of(dy, out_, kind(), "output gradient");
+  ops::matmul_backward_weight(grads_, bias_grad(), dy.data(), std::as_const(saved.tensors.at(0)).data(), n, in_, out_);
+}
+
+}  // namespace troupe

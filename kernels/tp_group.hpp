@@ -1,0 +1,39 @@
+// tp_group: the collectives a tensor-parallel layer calls in the middle of its forward or
+// backward. Kernels know nothing of threads, sockets or actors, so the group is an interface:
+// comm/ implements it for ranks in one process (comm/local_group) and across processes (over a
+// net::group_backend), and a layer holds a non-owning pointer that is null when tp is 1.
+// Calls block the caller (the stage's device thread) until every member made the same call: the
+// members of a group run the same schedule, so their calls meet in the same order.
+#pragma once
+
+#include <cstdint>
+
+namespace troupe {
+
+// Part j of n elements cut into `parts` pieces, the first n % parts one element longer: the one
+// split of troupe (ring segments, vocabulary shards, tensor-parallel columns), so an all-gather's
+// layout and a layer's shard always agree.
+struct shard_range {
+  int64_t begin = 0;
+  int64_t count = 0;
+  int64_t end() const { return begin + count; }
+};
+shard_range shard_of(int64_t n, int parts, int j);
+
+class tp_group {
+ public:
+  virtual ~tp_group() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // In place: every member ends with the sum over the group, the same bits on each.
+  virtual void all_reduce_sum(float* data, int64_t n) = 0;
+  // data holds n elements of which this member filled shard_of(n, size(), rank()); afterwards
+  // every member holds all of them.
+  virtual void all_gather(float* data, int64_t n) = 0;
+};
+
+// Sizes a layer sees: 1 and rank 0 without a group.
+inline int tp_size(const tp_group* g) { return g ? g->size() : 1; }
+inline int tp_rank(const tp_group* g) { return g ? g->rank() : 0; }
+
+}  // namespace troupe
