@@ -9,6 +9,7 @@
 #include "actors/messages.hpp"
 #include "actors/job/job_outputs.hpp"
 #include "actors/job/train_config.hpp"
+#include "kernels/partition.hpp"
 #include "schedules/schedule.hpp"
 #include "storage/dataset.hpp"
 
@@ -53,6 +54,8 @@ struct coordinator_args {
   int64_t samples_per_step = 0;
   sched::mesh mesh;
   sched::schedule plan;         // the rows the stages run (for the watchdog's report)
+  model_spec model;             // with chunks: how tp ranks' shares merge into the evaluator's model
+  std::vector<layer_range> chunks;
   int64_t trace_step = -1;      // -1: the last
   std::shared_ptr<metrics_log> log;
   std::shared_ptr<train_summary> summary;

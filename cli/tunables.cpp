@@ -149,6 +149,10 @@ std::vector<tunable> make_table() {
   t.push_back(number("--watchdog-seconds", "pipeline.watchdog_seconds",
                      "Report and stop a job whose step makes no progress this long, in seconds [60]", 0.1, 604800,
                      false, [](train_config& c, const value& v) { c.watchdog_seconds = v.number; }));
+  // [mesh]
+  t.push_back(integer("--tp", "mesh.tp",
+                      "Tensor-parallel ranks T splitting every layer (Megatron-LM; innermost in the mesh) [1]", 1,
+                      max_ranks, [](train_config& c, const value& v) { c.mesh.tp = static_cast<int>(v.integer); }));
   // [data_parallel]
   t.push_back(integer("--dp", "data_parallel.ranks",
                       "Data-parallel replicas N, each on 1/N of every batch [1; with --nodes K: K / pp]", 1, max_ranks,

@@ -68,6 +68,8 @@ bool splits_logits(const model_spec& spec, int tp) {
   return tp > 1 && (spec.kind == "gpt" || spec.hidden.size() % 2 == 0);
 }
 
+int64_t output_features(const model_spec& spec) { return spec.kind == "gpt" ? spec.vocab : spec.classes; }
+
 layer_list build_mlp(const model_spec& spec, tp_group* tp) {
   const int n = tp_size(tp), r = tp_rank(tp);
   layer_list layers;

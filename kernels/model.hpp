@@ -40,5 +40,7 @@ layer_list build_gpt(const model_spec& spec, tp_group* tp = nullptr);  // define
 // True when the model's last layer leaves its logits split over the vocabulary (or the MLP's
 // classes) at this tp degree: the loss is then vocab_parallel_cross_entropy.
 bool splits_logits(const model_spec& spec, int tp);
+// The width of the model's output: the GPT's vocabulary, the MLP's classes.
+int64_t output_features(const model_spec& spec);
 
 }  // namespace troupe

@@ -32,6 +32,20 @@ class tp_group {
   virtual void all_gather(float* data, int64_t n) = 0;
 };
 
+// A group that only says where a rank sits: layers built with it have that rank's shapes and
+// parameter layout (to plan buckets, merge shards) but must never run; a collective throws.
+class tp_layout final : public tp_group {
+ public:
+  tp_layout(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void all_reduce_sum(float*, int64_t) override;
+  void all_gather(float*, int64_t) override;
+
+ private:
+  int rank_, size_;
+};
+
 // Sizes a layer sees: 1 and rank 0 without a group.
 inline int tp_size(const tp_group* g) { return g ? g->size() : 1; }
 inline int tp_rank(const tp_group* g) { return g ? g->rank() : 0; }

@@ -38,6 +38,16 @@ mesh_coords mesh::coords_of(int rank) const {
 
 int mesh::rank_of(const mesh_coords& c) const { return (c.dp * pp + c.pp) * tp + c.tp; }
 
+int mesh::group_index(axis a, int rank) const {
+  const mesh_coords c = coords_of(rank);
+  switch (a) {
+    case axis::dp: return c.pp * tp + c.tp;
+    case axis::pp: return c.dp * tp + c.tp;
+    case axis::tp: return c.dp * pp + c.pp;
+  }
+  return 0;
+}
+
 std::vector<int> mesh::group(axis a, int rank) const {
   const mesh_coords at = coords_of(rank);
   std::vector<int> out;
@@ -90,10 +100,9 @@ std::string check(const mesh& m) {
   for (const std::string& e : {positive("dp", m.dp), positive("pp", m.pp), positive("tp", m.tp),
                                positive("processes", m.processes)})
     if (!e.empty()) return e;
-  if (m.tp != 1) return "tp " + std::to_string(m.tp) + ": tensor parallelism is not built yet (tp must be 1)";
   if (m.ranks() % m.processes != 0)
     return "the mesh's " + std::to_string(m.ranks()) + " ranks (dp " + std::to_string(m.dp) + " x pp " +
-           std::to_string(m.pp) + ") cannot be split evenly over " + std::to_string(m.processes) + " processes";
+           std::to_string(m.pp) + " x tp " + std::to_string(m.tp) + ") cannot be split evenly over " + std::to_string(m.processes) + " processes";
   return {};
 }
 

@@ -35,6 +35,10 @@ struct mesh {
   // The ranks that differ from `rank` only along `a`, ordered by that coordinate (rank's own
   // group: index i of it has coordinate i along a).
   std::vector<int> group(axis a, int rank) const;
+  // Which of the ranks() / size(a) groups along `a` holds rank, numbered by the other two
+  // coordinates in rank order (dp groups: p * tp + t; pp: d * tp + t; tp: d * pp + p).
+  int group_index(axis a, int rank) const;
+  int groups(axis a) const { return ranks() / size(a); }
   int process_of(int rank) const { return rank / ranks_per_process(); }
   std::vector<int> ranks_of_process(int process) const;
   // Whether rank's group along `a` has members in more than one process (its traffic leaves the
@@ -50,7 +54,7 @@ std::string to_string(const mesh& m);
 std::optional<mesh> parse_mesh(const std::string& text);
 
 // Empty when the mesh is valid, else a message for users naming the field: every axis >= 1,
-// processes >= 1 and dividing the ranks, tp == 1 (tensor parallelism is not built yet).
+// processes >= 1 and dividing the ranks.
 std::string check(const mesh& m);
 
 }  // namespace troupe::sched

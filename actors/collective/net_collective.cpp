@@ -73,28 +73,34 @@ collective_result run_one(net::group_backend& ring, collective_pool& pool, const
   return collective_result{q.seq, q.op, std::move(full), now_seconds()};
 }
 
+}  // namespace
+
+std::shared_ptr<net::group_backend> connect_member(net_collective_args a) {
+  if (a.make_backend) return a.make_backend();
+  if (a.rendezvous.valid()) {
+    if (a.rendezvous.wait_for(std::chrono::milliseconds(a.rendezvous_timeout_ms)) != std::future_status::ready)
+      throw net::net_error("the address of its group's rendezvous did not arrive within " +
+                           std::to_string(a.rendezvous_timeout_ms) + " ms");
+    const auto [host, port] = a.rendezvous.get();  // a broken promise: the job ended first
+    a.env.master_addr = host;
+    a.env.master_port = port;
+  }
+  std::shared_ptr<net::tcp_ring> tcp = net::tcp_ring::connect(a.env, a.secret, a.ring);
+  if (a.interrupt) a.interrupt->set(tcp);
+  return tcp;
+}
+
+namespace {
+
 void net_collective(caf::blocking_actor* self, net_collective_args a) {
   std::shared_ptr<net::group_backend> ring;
   collective_pool pool(collective_options_from_env().pool_bytes);
   std::string broken;
+  const int rank = a.env.rank;
   try {
-    if (a.make_backend) {
-      ring = a.make_backend();
-    } else {
-      if (a.rendezvous.valid()) {
-        if (a.rendezvous.wait_for(std::chrono::milliseconds(a.rendezvous_timeout_ms)) != std::future_status::ready)
-          throw net::net_error("the address of its group's rendezvous did not arrive within " +
-                               std::to_string(a.rendezvous_timeout_ms) + " ms");
-        const auto [host, port] = a.rendezvous.get();  // a broken promise: the job ended first
-        a.env.master_addr = host;
-        a.env.master_port = port;
-      }
-      std::shared_ptr<net::tcp_ring> tcp = net::tcp_ring::connect(a.env, a.secret, a.ring);
-      if (a.interrupt) a.interrupt->set(tcp);
-      ring = std::move(tcp);
-    }
+    ring = connect_member(std::move(a));
   } catch (const std::exception& e) {
-    broken = std::string("data plane of rank ") + std::to_string(a.env.rank) + ": " + e.what();
+    broken = std::string("data plane of rank ") + std::to_string(rank) + ": " + e.what();
     spdlog::error("{}", broken);
   }
   bool running = true;
@@ -106,7 +112,7 @@ void net_collective(caf::blocking_actor* self, net_collective_args a) {
             rp.deliver(run_one(*ring, pool, q));
             return;
           } catch (const std::exception& e) {
-            broken = "data plane of rank " + std::to_string(a.env.rank) + ", collective " + std::to_string(q.seq) +
+            broken = "data plane of rank " + std::to_string(rank) + ", collective " + std::to_string(q.seq) +
                      ": " + e.what();
             spdlog::error("{}", broken);
             ring.reset();  // close the sockets now: the neighbours fail at once instead of timing out

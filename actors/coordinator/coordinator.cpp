@@ -15,6 +15,7 @@
 #include "actors/actors.hpp"
 #include "actors/collective/collective.hpp"
 #include "actors/job/metrics_log.hpp"
+#include "kernels/tp_shards.hpp"
 #include "schedules/render.hpp"
 
 namespace troupe {
@@ -72,34 +73,36 @@ void order_steps(self_ptr self, int64_t step) {
   for (auto& st : s.stages) self->send(st, step_order{step, until});
 }
 
-int first_replica_rank(const sched::mesh& m, int stage) { return m.rank_of({0, stage, 0}); }
+int first_replica_rank(const sched::mesh& m, int stage, int tp = 0) { return m.rank_of({0, stage, tp}); }
 
-// The first replica's parameters, model chunk by model chunk, as one flat tensor in layer order.
+// The first replica's parameters, model chunk by model chunk, as one flat tensor in layer order;
+// under tensor parallelism each chunk's tp shares merged into the unsplit chunk.
 template <class Done>
 void gather_params(self_ptr self, Done done) {
   auto& s = self->state;
-  const int P = s.args.mesh.pp;
-  auto parts = std::make_shared<std::vector<tensor>>(static_cast<size_t>(sched::num_model_chunks(s.args.plan)));
-  auto left = std::make_shared<int>(P);
+  const int P = s.args.mesh.pp, T = s.args.mesh.tp;
+  const auto K = static_cast<size_t>(sched::num_model_chunks(s.args.plan));
+  auto parts = std::make_shared<std::vector<std::vector<tensor>>>(K, std::vector<tensor>(static_cast<size_t>(T)));
+  auto left = std::make_shared<int>(P * T);
   for (int p = 0; p < P; ++p)
-    self->request(s.stages.at(static_cast<size_t>(first_replica_rank(s.args.mesh, p))), caf::infinite,
-                  pipeline_params_request{p})
-        .then(
-            [parts, left, done](pipeline_params_msg& m) {
-              for (size_t i = 0; i < m.params.size(); ++i)
-                parts->at(static_cast<size_t>(m.model_chunks[i])) = std::move(m.params[i]);
-              if (--*left > 0) return;
-              int64_t n = 0;
-              for (const auto& t : *parts) n += t.numel();
-              tensor flat({n});
-              int64_t at = 0;
-              for (const auto& t : *parts) {
-                std::copy(t.data(), t.data() + t.numel(), flat.data() + at);
-                at += t.numel();
-              }
-              flat.freeze();
-              done(std::move(flat));
-            },
+    for (int t = 0; t < T; ++t)
+      self->request(s.stages.at(static_cast<size_t>(first_replica_rank(s.args.mesh, p, t))), caf::infinite,
+                    pipeline_params_request{p})
+          .then(
+              [self, parts, left, done, t](pipeline_params_msg& m) {
+                for (size_t i = 0; i < m.params.size(); ++i)
+                  parts->at(static_cast<size_t>(m.model_chunks[i])).at(static_cast<size_t>(t)) = std::move(m.params[i]);
+                if (--*left > 0) return;
+                auto& s = self->state;
+                std::vector<float> flat;
+                for (size_t k = 0; k < parts->size(); ++k) {
+                  const std::vector<float> chunk = merge_tp_shards(s.args.model, s.args.chunks.at(k), parts->at(k));
+                  flat.insert(flat.end(), chunk.begin(), chunk.end());
+                }
+                tensor out({static_cast<int64_t>(flat.size())}, flat);
+                out.freeze();
+                done(std::move(out));
+              },
             [self](caf::error& e) {
               fail(self, "parameters not delivered for evaluation: " + self->system().render(e), true);
               finish(self);
@@ -121,7 +124,8 @@ void keep_record(self_ptr self, std::vector<stage_step_record>& ranks) {
   rec.peak_live.resize(ranks.size(), 0);
   for (size_t r = 0; r < ranks.size(); ++r) rec.peak_live[r] = std::max(rec.peak_live[r], static_cast<int>(ranks[r].peak_live));
   const int64_t traced = s.args.trace_step >= 0 ? s.args.trace_step : s.args.total_steps - 1;
-  std::vector<stage_step_record> first(ranks.begin(), ranks.begin() + s.args.mesh.pp);
+  std::vector<stage_step_record> first;  // the first replica's pipeline, tp rank 0
+  for (int p = 0; p < s.args.mesh.pp; ++p) first.push_back(ranks.at(static_cast<size_t>(first_replica_rank(s.args.mesh, p))));
   rec.recent.push_back(std::move(first));
   if (rec.recent.size() > 32) rec.recent.erase(rec.recent.begin());  // enough for medians, bounded
   if (ranks.front().step == traced) rec.traced = std::move(ranks);

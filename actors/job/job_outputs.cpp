@@ -37,8 +37,9 @@ void log_plan(const train_config& cfg, const prepared_job& data, const job_plan&
   const auto& s = plan.schedule;
   spdlog::info("model {} ({} parameters), {} steps of {} samples, optimizer {} lr {}", describe(data.model),
                data.num_params, data.total_steps, cfg.batch_size, cfg.optim.kind, cfg.optim.lr);
-  spdlog::info("mesh {} ({} ranks: dp {} x pp {}), schedule {} P={} M={} v={}, layer chunks{}{}",
-               sched::to_string(plan.mesh), plan.mesh.ranks(), plan.mesh.dp, plan.mesh.pp, s.name, s.num_stages,
+  spdlog::info("mesh {} ({} ranks: dp {} x pp {} x tp {}{}), schedule {} P={} M={} v={}, layer chunks{}{}",
+               sched::to_string(plan.mesh), plan.mesh.ranks(), plan.mesh.dp, plan.mesh.pp, plan.mesh.tp,
+               plan.mesh.tp > 1 ? ", tp innermost: each tensor-parallel group on consecutive ranks" : "", s.name, s.num_stages,
                s.num_microbatches, s.virtual_stages, cut,
                plan.mesh.dp > 1 ? fmt::format(", {} gradient buckets per replica of up to {} MiB",
                                               [&] {
@@ -59,7 +60,7 @@ train_summary finish_summary(const train_config& cfg, const job_plan& plan, job_
   if (rec.traced.empty()) return std::move(sum);
   std::filesystem::create_directories(cfg.out_dir);
   const int64_t traced = rec.traced.front().step;
-  sum.measured = to_timeline(rec.traced, plan.mesh.pp,
+  sum.measured = to_timeline(rec.traced, plan.mesh.pp * plan.mesh.tp,
                              fmt::format("step {}, mesh {}, schedule {}", traced, sched::to_string(plan.mesh), plan.schedule.name));
   sum.overlap_share = overlap_share(sum.measured);
   sum.trace_path = cfg.out_dir + "/trace.json";

@@ -8,9 +8,9 @@
 
 namespace troupe {
 
-int job_plan::buckets_of_stage(int stage) const {
+int job_plan::buckets_of_stage(int stage, int tp) const {
   int n = 0;
-  for (const auto& b : buckets.at(static_cast<size_t>(stage))) n += static_cast<int>(b.size());
+  for (const auto& b : buckets.at(slot(stage, tp))) n += static_cast<int>(b.size());
   return n;
 }
 
@@ -33,19 +33,25 @@ job_plan plan_job(const train_config& cfg, const prepared_job& data) {
     bad("batch_size " + std::to_string(cfg.batch_size) + " is too small for dp " + std::to_string(N) + " x " +
         std::to_string(M) + " microbatches: every microbatch needs a sample");
   const int K = sched::num_model_chunks(p.schedule);
-  const layer_list layers = build_layers(data.model);
-  const auto sizes = params_per_layer(layers);
+  const int T = cfg.mesh.tp;
+  validate(data.model, T);
+  // The cut is the unsplit model's, the same for every tp rank: a stage's ranks hold one layer range.
+  const auto sizes = params_per_layer(build_layers(data.model));
   p.chunks = cfg.cuts.empty() ? balanced_partition(sizes, K) : partition_at(static_cast<int64_t>(sizes.size()), cfg.cuts, K);
   const auto cap = static_cast<int64_t>(cfg.bucket_mb * 1024.0 * 1024.0);
-  p.buckets.resize(static_cast<size_t>(P));
-  p.stage_params.assign(static_cast<size_t>(P), 0);
-  for (int d = 0; d < P; ++d)
-    for (int c = 0; c < p.schedule.virtual_stages; ++c) {
-      const layer_range r = p.chunks.at(static_cast<size_t>(sched::model_chunk(p.schedule, d, c)));
-      std::vector<int64_t> chunk_sizes(sizes.begin() + r.begin, sizes.begin() + r.end);
-      for (int64_t n : chunk_sizes) p.stage_params[static_cast<size_t>(d)] += n;
-      p.buckets[static_cast<size_t>(d)].push_back(N > 1 ? plan_buckets(chunk_sizes, cap) : std::vector<grad_bucket>{});
-    }
+  p.buckets.resize(static_cast<size_t>(P * T));
+  p.stage_params.assign(static_cast<size_t>(P * T), 0);
+  for (int t = 0; t < T; ++t) {
+    tp_layout rank_t(t, T);
+    const auto local = T == 1 ? sizes : params_per_layer(build_layers(data.model, &rank_t));
+    for (int d = 0; d < P; ++d)
+      for (int c = 0; c < p.schedule.virtual_stages; ++c) {
+        const layer_range r = p.chunks.at(static_cast<size_t>(sched::model_chunk(p.schedule, d, c)));
+        std::vector<int64_t> chunk_sizes(local.begin() + r.begin, local.begin() + r.end);
+        for (int64_t n : chunk_sizes) p.stage_params[p.slot(d, t)] += n;
+        p.buckets[p.slot(d, t)].push_back(N > 1 ? plan_buckets(chunk_sizes, cap) : std::vector<grad_bucket>{});
+      }
+  }
   return p;
 }
 

@@ -17,11 +17,14 @@ struct job_plan {
   sched::mesh mesh;
   sched::schedule schedule;         // complete and validated; one row per pipeline stage
   std::vector<layer_range> chunks;  // model chunk -> its layers
-  // [pipeline stage][local chunk]: its gradient buckets (offsets into that chunk's flat
-  // gradients). Empty lists with one replica: nothing to reduce.
+  // Per (pipeline stage, tp rank), at slot(stage, tp): per local chunk its gradient buckets
+  // (offsets into that chunk's flat gradients), and its parameter count. Tensor parallelism
+  // gives each tp rank its own share of a stage's layers, so its own sizes. Empty bucket lists
+  // with one replica: nothing to reduce.
   std::vector<std::vector<std::vector<grad_bucket>>> buckets;
-  std::vector<int64_t> stage_params;  // parameters per pipeline stage
-  int buckets_of_stage(int stage) const;
+  std::vector<int64_t> stage_params;
+  size_t slot(int stage, int tp) const { return static_cast<size_t>(stage * mesh.tp + tp); }
+  int buckets_of_stage(int stage, int tp = 0) const;
 };
 
 // Throws std::invalid_argument naming the problem: a schedule validate() refuses, one whose

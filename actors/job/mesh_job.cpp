@@ -6,12 +6,13 @@
 #include "actors/actors.hpp"
 #include "actors/job/mesh_links.hpp"
 #include "actors/stage/stage.hpp"
+#include "comm/tp_groups.hpp"
 
 namespace troupe {
 
 rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                         const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
-                        const collective_of& collective) {
+                        const collective_of& collective, const tp_group_of_fn& tp_group_of) {
   rank_actors out;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   for (int rank : ranks) {
@@ -36,11 +37,13 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     a.drop_send = cfg.drop_send;
     for (const auto& st : cfg.stragglers)
       if (st.rank == at.dp && at.pp == 0) a.straggler = st;
-    a.buckets = plan.buckets.at(static_cast<size_t>(at.pp));
+    a.buckets = plan.buckets.at(plan.slot(at.pp, at.tp));
     a.loader = loader->second;
     a.collective = collective(rank);
     a.coordinator = coordinator;
-    const int64_t n = plan.stage_params.at(static_cast<size_t>(at.pp));
+    a.tp = tp_group_of(rank);
+    if (a.tp) out.tp_members.push_back(a.tp);
+    const int64_t n = plan.stage_params.at(plan.slot(at.pp, at.tp));
     if (n > 0) {  // a stage of ReLUs alone has nothing to optimize
       a.optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, n);
       out.members.push_back(a.optimizer);
@@ -53,12 +56,18 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
   return out;
 }
 
+void abort_tp_groups(const rank_actors& ranks, const std::string& why) {
+  for (const auto& g : ranks.tp_members) net::abort_local_tp_group(g, why);
+}
+
 rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                        const job_plan& plan, const caf::actor& coordinator) {
   mesh_links links(sys, plan, {});  // one process: in-process groups, local peers, no transport
   std::vector<int> all;
   for (int r = 0; r < plan.mesh.ranks(); ++r) all.push_back(r);
-  rank_actors out = spawn_ranks(sys, cfg, data, plan, all, coordinator, [&](int rank) { return links.collective_of(rank); });
+  rank_actors out = spawn_ranks(
+      sys, cfg, data, plan, all, coordinator, [&](int rank) { return links.collective_of(rank); },
+      [&](int rank) { return links.tp_of(rank); });
   links.connect_pipelines(out.stages, coordinator);
   out.members.insert(out.members.end(), links.actors().begin(), links.actors().end());
   out.collectives = links.collectives();

@@ -23,17 +23,25 @@ struct rank_actors {
   std::vector<caf::actor> detached;   // stages and optimizer shards (their own threads)
   std::map<int, caf::actor> loaders;  // by replica (dp coordinate)
   std::vector<caf::actor> collectives;  // in-process groups' members (spawn_mesh only)
+  std::vector<std::shared_ptr<tp_group>> tp_members;  // the stages' tp group members (tp > 1)
 };
+
+// A failed job's stages may wait inside a tensor-parallel collective for a peer that is gone,
+// where no message reaches them: their in-process groups end those waits with `why`.
+void abort_tp_groups(const rank_actors& ranks, const std::string& why);
 
 // rank -> its member of the data-parallel group of its pipeline stage; an empty handle: none.
 using collective_of = std::function<caf::actor(int rank)>;
+// rank -> its member of its tensor-parallel group; null with tp 1.
+using tp_group_of_fn = std::function<std::shared_ptr<tp_group>(int rank)>;
 
 rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                         const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
-                        const collective_of& collective);
+                        const collective_of& collective, const tp_group_of_fn& tp_group_of);
 
-// Every rank of the mesh in this process: one in-process collective group per pipeline stage
-// (over its dp replicas), and each replica's stages told their pipeline peers.
+// Every rank of the mesh in this process: one in-process collective group per data-parallel
+// group, one in-process tp group per tensor-parallel group, and each pipeline's stages told
+// their peers.
 rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                        const job_plan& plan, const caf::actor& coordinator);
 

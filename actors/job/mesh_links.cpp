@@ -5,6 +5,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <thread>
+
+#include "comm/tp_groups.hpp"
 
 #include "actors/collective/collective.hpp"
 #include "actors/process/net_actors.hpp"
@@ -134,12 +137,18 @@ void mesh_links::receiver::deliver(int from, const wire::tensor_meta& meta, std:
   caf::anon_send(stage, std::move(m));
 }
 
+int comm_group_id(const sched::mesh& m, sched::axis a, int rank) {
+  return a == sched::axis::dp ? m.group_index(a, rank) : m.groups(sched::axis::dp) + m.group_index(sched::axis::tp, rank);
+}
+int comm_group_count(const sched::mesh& m) { return m.groups(sched::axis::dp) + m.groups(sched::axis::tp); }
+
 caf::actor mesh_links::collective_of(int rank) {
   const sched::mesh& m = plan_.mesh;
   if (m.dp == 1) return {};
   const sched::mesh_coords at = m.coords_of(rank);
+  const int id = comm_group_id(m, sched::axis::dp, rank);
   if (!m.group_spans_processes(sched::axis::dp, rank)) {
-    auto& g = local_groups_[at.pp];
+    auto& g = local_groups_[id];
     if (g.empty()) {
       g = spawn_collective_group(sys_, m.dp, collective_options_from_env());
       actors_.insert(actors_.end(), g.begin(), g.end());
@@ -147,27 +156,86 @@ caf::actor mesh_links::collective_of(int rank) {
     }
     return g.at(static_cast<size_t>(at.dp));
   }
-  net_collective_args a;
   if (args_.mpi) {
-    std::shared_ptr<net::group_backend> member = args_.mpi->take(at.pp);
+    net_collective_args a;
+    std::shared_ptr<net::group_backend> member = args_.mpi->take(id);
     a.env = launch_env{at.dp, m.dp, args_.local_host, 0, "mpi"};
     a.make_backend = [member] { return member; };
     return spawn_member(std::move(a));
   }
-  a.env = launch_env{at.dp, m.dp, args_.local_host, 0, "mesh"};
+  return spawn_member(ring_member(id, at.dp, m.dp));
+}
+
+net_collective_args mesh_links::ring_member(int id, int member, int size) {
+  net_collective_args a;
+  a.env = launch_env{member, size, args_.local_host, 0, "mesh"};
   a.secret = args_.secret;
   a.ring = args_.ring;
   a.interrupt = std::make_shared<net::ring_interrupt>();
   interrupts_.push_back(a.interrupt);
-  if (at.dp == 0) {  // the group's first member: its rendezvous listens here, on any port
+  if (member == 0) {  // the group's first member: its rendezvous listens here, on any port
     auto port = std::make_shared<std::promise<uint16_t>>();
-    leaders_.push_back({at.pp, port->get_future().share()});
+    leaders_.push_back({id, port->get_future().share()});
     a.ring.on_master_listening = [port](uint16_t p) { port->set_value(p); };
   } else {
-    a.rendezvous = rendezvous_[at.pp].future;
+    a.rendezvous = rendezvous_[id].future;
     a.rendezvous_timeout_ms = args_.join_timeout_ms;
   }
-  return spawn_member(std::move(a));
+  return a;
+}
+
+namespace {
+
+// A tensor-parallel member across processes. Its ring connects on a thread of its own from the
+// start, so the group's rendezvous listens before any stage computes; the stage's first
+// collective waits for the connection (or rethrows why it failed).
+class remote_tp_member final : public tp_group {
+ public:
+  remote_tp_member(int rank, int size, std::shared_future<std::shared_ptr<net::group_backend>> ring, int timeout_ms)
+      : rank_(rank), size_(size), ring_(std::move(ring)), timeout_ms_(timeout_ms) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void all_reduce_sum(float* data, int64_t n) override { backend().all_reduce(data, n, net::reduce_op::sum); }
+  void all_gather(float* data, int64_t n) override { backend().all_gather(data, n); }
+
+ private:
+  net::group_backend& backend() {
+    if (!ready_) {
+      if (ring_.wait_for(std::chrono::milliseconds(timeout_ms_)) != std::future_status::ready)
+        throw net::net_error("tensor-parallel rank " + std::to_string(rank_) + ": its group's ring did not connect within " +
+                             std::to_string(timeout_ms_) + " ms");
+      ready_ = ring_.get();
+    }
+    return *ready_;
+  }
+  int rank_, size_;
+  std::shared_future<std::shared_ptr<net::group_backend>> ring_;
+  int timeout_ms_;
+  std::shared_ptr<net::group_backend> ready_;
+};
+
+}  // namespace
+
+std::shared_ptr<tp_group> mesh_links::tp_of(int rank) {
+  const sched::mesh& m = plan_.mesh;
+  if (m.tp == 1) return nullptr;
+  const int t = m.coords_of(rank).tp;
+  const int id = comm_group_id(m, sched::axis::tp, rank);
+  if (!m.group_spans_processes(sched::axis::tp, rank)) {
+    auto& g = local_tp_[id];
+    if (g.empty()) g = net::make_local_tp_group(m.tp, {args_.join_timeout_ms});
+    return g.at(static_cast<size_t>(t));
+  }
+  if (args_.mpi) return net::backend_tp_group(args_.mpi->take(id));
+  auto connected = std::make_shared<std::promise<std::shared_ptr<net::group_backend>>>();
+  std::thread([a = ring_member(id, t, m.tp), connected]() mutable {
+    try {
+      connected->set_value(connect_member(std::move(a)));
+    } catch (...) {
+      connected->set_exception(std::current_exception());
+    }
+  }).detach();
+  return std::make_shared<remote_tp_member>(t, m.tp, connected->get_future().share(), args_.join_timeout_ms);
 }
 
 caf::actor mesh_links::spawn_member(net_collective_args a) {
@@ -211,7 +279,7 @@ process_endpoints mesh_links::serves() {
   process_endpoints out;
   for (auto& l : leaders_) {
     if (l.port.wait_for(std::chrono::milliseconds(args_.join_timeout_ms)) != std::future_status::ready)
-      throw std::runtime_error("process " + std::to_string(args_.process) + ": the rendezvous of data-parallel group " +
+      throw std::runtime_error("process " + std::to_string(args_.process) + ": the rendezvous of process-spanning group " +
                                std::to_string(l.group) + " did not listen on " + args_.local_host);
     out.ring_groups.push_back(l.group);
     out.ring_hosts.push_back(args_.local_host);

@@ -1,7 +1,8 @@
 // mesh_links: how the ranks of one process reach the ranks they work with, in this process or in
 // another. For each rank: its member of its data-parallel group (an in-process collective when
-// the whole group lives here, else a net_collective on a TCP ring of the group), and for each
-// replica: its pipeline peers (the local stage, or a proxy that carries activations and their
+// the whole group lives here, else a net_collective on a TCP ring of the group), its member of
+// its tensor-parallel group (an in-process tp group, else a ring or MPI member the stage's own
+// thread drives), and for each replica: its pipeline peers (the local stage, or a proxy that carries activations and their
 // gradients to another process over the point-to-point transport, framed and checksummed).
 // A job held in one process and each process of a multi-process job wire their ranks the same
 // way; across processes the addresses come from the job hub (mesh_addresses) before training
@@ -27,6 +28,12 @@
 
 namespace troupe {
 
+// The mesh's groups that may span processes, one id each in a numbering every process derives
+// alike: the data-parallel groups (mesh.group_index(dp)) first, then the tensor-parallel ones.
+// Ring rendezvous addresses and MPI communicators are indexed by it.
+int comm_group_id(const sched::mesh& m, sched::axis a, int rank);
+int comm_group_count(const sched::mesh& m);
+
 struct mesh_links_args {
   int process = 0;
   std::string local_host = "127.0.0.1";  // where this process's listeners bind
@@ -48,6 +55,8 @@ class mesh_links {
 
   // Before the ranks are spawned: rank's data-parallel collective (empty with one replica).
   caf::actor collective_of(int rank);
+  // Before the ranks are spawned: rank's member of its tensor-parallel group (null with tp 1).
+  std::shared_ptr<tp_group> tp_of(int rank);
   // After: this process's stages in rank order; each is told its pipeline peers. Link failures
   // (a bad frame, a peer that cannot be reached) go to `coordinator` as pipeline_failure.
   void connect_pipelines(const std::vector<caf::actor>& local_stages, const caf::actor& coordinator);
@@ -65,11 +74,15 @@ class mesh_links {
 
  private:
   caf::actor spawn_member(net_collective_args a);  // a net_collective, kept as a member of the job
+  // A member of process-spanning group `id` on the TCP ring: the group's first member listens
+  // (published by serves()), the others wait for its address from apply().
+  net_collective_args ring_member(int id, int member, int size);
 
   caf::actor_system& sys_;
   job_plan plan_;
   mesh_links_args args_;
-  std::map<int, std::vector<caf::actor>> local_groups_;  // pipeline stage -> in-process group
+  std::map<int, std::vector<caf::actor>> local_groups_;  // dp group -> in-process group
+  std::map<int, std::vector<std::shared_ptr<tp_group>>> local_tp_;  // tp group -> in-process group
   struct leader {
     int group = 0;
     std::shared_future<uint16_t> port;

@@ -68,15 +68,15 @@ void validate(const train_config& c) {
       bad("backend " + name + ": this troupe was built without it (built: " + net::built_backends() + ")");
     if (c.mesh.processes == 1) bad("backend " + name + " reduces between processes: the job has one (use --nodes or mpirun)");
     // An MPI communicator holds each process once: a group with two ranks in one process cannot be one.
-    for (int p = 0; p < c.mesh.processes; ++p)
-      for (int g = 0; g < c.mesh.pp; ++g) {
-        const int first = c.mesh.rank_of({0, g, 0});
+    for (sched::axis a : {sched::axis::dp, sched::axis::tp})
+      for (int r = 0; r < c.mesh.ranks(); ++r) {
+        if (!c.mesh.group_spans_processes(a, r)) continue;
         int here = 0;
-        for (int r : c.mesh.group(sched::axis::dp, first)) here += c.mesh.process_of(r) == p;
-        if (here > 1 && c.mesh.group_spans_processes(sched::axis::dp, first))
-          bad("backend " + name + ": process " + std::to_string(p) + " holds " + std::to_string(here) +
-              " ranks of data-parallel group " + std::to_string(g) + ", which spans processes; give each process "
-              "at most one (more processes, or --backend tcp)");
+        for (int q : c.mesh.group(a, r)) here += c.mesh.process_of(q) == c.mesh.process_of(r);
+        if (here > 1)
+          bad("backend " + name + ": process " + std::to_string(c.mesh.process_of(r)) + " holds " + std::to_string(here) +
+              " ranks of a " + (a == sched::axis::dp ? "data" : "tensor") + "-parallel group of rank " + std::to_string(r) +
+              ", which spans processes; give each process at most one (more processes, or --backend tcp)");
       }
   }
   for (const auto& st : c.stragglers)

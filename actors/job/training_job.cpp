@@ -28,6 +28,8 @@ coordinator_args coordinator_args_for(const train_config& cfg, const prepared_jo
   a.samples_per_step = cfg.batch_size;
   a.mesh = plan.mesh;
   a.plan = plan.schedule;
+  a.model = data.model;
+  a.chunks = plan.chunks;
   a.trace_step = cfg.trace_step;
   a.log = out.log;
   a.summary = out.summary;
@@ -59,7 +61,10 @@ train_summary run_training(const train_config& cfg) {
     self->wait_for(coordinator);
     // The actor system's destructor waits for every stage; one wedged in a computation (what the
     // watchdog reported) would hold the process forever.
-    if (!out.failure->what.empty()) guard.arm(out.failure->what, failed_job_grace);
+    if (!out.failure->what.empty()) {
+      guard.arm(out.failure->what, failed_job_grace);
+      abort_tp_groups(ranks, "the job failed: " + out.failure->what);
+    }
   }
   if (!out.failure->what.empty()) throw std::runtime_error(out.failure->what);
   return finish_summary(cfg, plan, out);

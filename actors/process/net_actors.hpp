@@ -42,6 +42,10 @@ struct net_collective_args {
   std::function<std::shared_ptr<net::group_backend>()> make_backend;
 };
 caf::actor spawn_net_collective(caf::actor_system& sys, net_collective_args args);
+// What a net_collective does first, for any thread that needs a member of a group across
+// processes: the back end made, or the TCP ring connected (after its rendezvous address came).
+// Throws what the back end or the ring throws.
+std::shared_ptr<net::group_backend> connect_member(net_collective_args args);
 
 // What rank 0's job hub found wrong first (and what after), read once the job has stopped.
 struct job_verdict {

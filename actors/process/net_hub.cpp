@@ -10,6 +10,7 @@
 
 #include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
+#include "actors/job/mesh_links.hpp"
 #include "actors/process/net_actors.hpp"
 
 namespace troupe {
@@ -170,8 +171,8 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
         // Every process is in: the stages by mesh rank, and where each serves what.
         std::vector<caf::actor> stages(static_cast<size_t>(s.args.mesh.ranks()));
         mesh_addresses where;
-        where.ring_hosts.resize(static_cast<size_t>(s.args.mesh.pp));
-        where.ring_ports.resize(static_cast<size_t>(s.args.mesh.pp), 0);
+        where.ring_hosts.resize(static_cast<size_t>(comm_group_count(s.args.mesh)));
+        where.ring_ports.resize(static_cast<size_t>(comm_group_count(s.args.mesh)), 0);
         where.p2p_hosts.resize(static_cast<size_t>(s.args.world));
         where.p2p_ports.resize(static_cast<size_t>(s.args.world), 0);
         auto place = [&](int process, const std::vector<caf::actor>& block, const process_endpoints& e) {

@@ -97,13 +97,14 @@ mesh_links_args links_args(const train_config& cfg, int process, const std::stri
 std::shared_ptr<net::mpi_groups> mpi_for(const train_config& cfg) {
   if (cfg.backend != net::backend_kind::mpi) return nullptr;
   const sched::mesh& m = cfg.mesh;
-  std::vector<int> member_of(static_cast<size_t>(m.pp), -1);
-  for (int g = 0; g < m.pp; ++g) {
-    const int first = m.rank_of({0, g, 0});
-    if (!m.group_spans_processes(sched::axis::dp, first)) continue;
-    for (int r : m.group(sched::axis::dp, first))
-      if (m.process_of(r) == cfg.process.index) member_of[static_cast<size_t>(g)] = m.coords_of(r).dp;
-  }
+  // Every process-spanning group, numbered as mesh_links numbers them (comm_group_id).
+  std::vector<int> member_of(static_cast<size_t>(comm_group_count(m)), -1);
+  for (sched::axis a : {sched::axis::dp, sched::axis::tp})
+    for (int r : cfg.mesh.ranks_of_process(cfg.process.index))
+      if (m.size(a) > 1 && m.group_spans_processes(a, r)) {
+        const sched::mesh_coords at = m.coords_of(r);
+        member_of[static_cast<size_t>(comm_group_id(m, a, r))] = a == sched::axis::dp ? at.dp : at.tp;
+      }
   auto mpi = std::make_shared<net::mpi_groups>(member_of);
   if (mpi->world_size() != m.processes || mpi->world_rank() != cfg.process.index)
     throw std::runtime_error("--backend mpi: MPI says this is process " + std::to_string(mpi->world_rank()) + " of " +
@@ -164,8 +165,9 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
 
   auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, 0, pc.master_addr, std::move(mpi)));
   auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, job, plan, out));
-  rank_actors p = spawn_ranks(sys, cfg, job, plan, cfg.mesh.ranks_of_process(0), coordinator,
-                              [&](int rank) { return links->collective_of(rank); });
+  rank_actors p = spawn_ranks(
+      sys, cfg, job, plan, cfg.mesh.ranks_of_process(0), coordinator, [&](int rank) { return links->collective_of(rank); },
+      [&](int rank) { return links->tp_of(rank); });
   links->connect_pipelines(p.stages, coordinator);
   auto evaluator = spawn_evaluator(sys, job.model, cfg.seed, p.loaders.at(0), coordinator);
   middleman_drain drain;  // the detached actors, watched before their handles leave the process
@@ -252,7 +254,10 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
     }
     self->request(hub, std::chrono::seconds(10), job_end{ok, report}).receive([](bool) {}, [](caf::error&) {});
     links->stop();  // a collective or a link blocked on a lost peer returns now, not at its timeout
-    if (!ok) guard.arm(report, failed_job_grace);
+    if (!ok) {
+      guard.arm(report, failed_job_grace);
+      abort_tp_groups(p, report);
+    }
     stop_all(sys, local);
     stop_all(sys, {hub, coordinator});
     drain.drain(sys);  // before ~actor_system (see middleman_link.hpp)
@@ -292,8 +297,9 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
   }
   if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": rank 0 refused us: " + refused);
   auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, pc.index, local_host, std::move(mpi)));
-  rank_actors p = spawn_ranks(sys, cfg, job, plan, cfg.mesh.ranks_of_process(pc.index), joined.coordinator,
-                              [&](int rank) { return links->collective_of(rank); });
+  rank_actors p = spawn_ranks(
+      sys, cfg, job, plan, cfg.mesh.ranks_of_process(pc.index), joined.coordinator,
+      [&](int rank) { return links->collective_of(rank); }, [&](int rank) { return links->tp_of(rank); });
   links->connect_pipelines(p.stages, joined.coordinator);
   middleman_drain drain;  // the detached actors, watched before their handles leave the process
   for (const auto& a : p.detached) drain.watch(a);
@@ -320,7 +326,10 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
     self->wait_for(worker);
   }
   links->stop();
-  if (!report->empty()) guard.arm("rank " + std::to_string(pc.index) + ": " + *report, failed_job_grace);
+  if (!report->empty()) {
+    guard.arm("rank " + std::to_string(pc.index) + ": " + *report, failed_job_grace);
+    abort_tp_groups(p, *report);
+  }
   spdlog::debug("rank {}: stopping its actors", pc.index);
   local.push_back(worker);
   stop_all(sys, local);

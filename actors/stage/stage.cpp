@@ -18,6 +18,7 @@
 
 #include "actors/actor_failure.hpp"
 #include "comm/ring_schedule.hpp"
+#include "comm/tp_groups.hpp"
 #include "kernels/loss.hpp"
 #include "kernels/pipeline_chunk.hpp"
 
@@ -232,10 +233,16 @@ bool execute(self_ptr self, const sched::action& a) {
       tensor y = chunk.forward(a.microbatch, x);
       s.record.peak_live = std::max(s.record.peak_live, ++s.live);
       if (k == last_model_chunk(s)) {
-        loss_result r = cross_entropy(y, mb->targets, grad_scale);
-        s.record.loss_sum += r.loss_sum;
-        s.record.count += r.count;
-        s.record.correct += r.correct;
+        loss_result r = splits_logits(s.args.model, tp_size(s.args.tp.get()))
+                            ? vocab_parallel_cross_entropy(y, mb->targets, grad_scale, output_features(s.args.model),
+                                                           *s.args.tp)
+                            : cross_entropy(y, mb->targets, grad_scale);
+        // Every tp rank holds the same loss: the first reports it, so the job counts it once.
+        if (tp_rank(s.args.tp.get()) == 0) {
+          s.record.loss_sum += r.loss_sum;
+          s.record.count += r.count;
+          s.record.correct += r.correct;
+        }
         s.backward_in[{a.microbatch, a.chunk}] = std::move(r.dlogits);
       } else {
         hand_off(s, a.microbatch, a.chunk, std::move(y), true);
@@ -370,6 +377,8 @@ void advance(self_ptr self) {
 }
 
 void fail(self_ptr self, const std::string& why) {
+  // Its tp peers may be waiting for it inside a collective: they fail now, not at a timeout.
+  if (self->state.args.tp) net::abort_local_tp_group(self->state.args.tp, "a tensor-parallel peer failed: " + why);
   self->send(self->state.args.coordinator, pipeline_failure{self->state.args.rank, why});
   self->quit(failure_error(why));
 }
@@ -410,7 +419,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
     CPU_SET(st.args.pin_cpu, &set);
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort: a hint, not a contract
   }
-  layer_list all = build_layers(st.args.model);
+  layer_list all = build_layers(st.args.model, st.args.tp.get());
   for (int c = 0; c < st.args.plan.virtual_stages; ++c) {
     const layer_range r = st.args.model_chunks.at(static_cast<size_t>(model_chunk_of(st, c)));
     st.chunks.push_back(std::make_unique<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed));

@@ -37,6 +37,10 @@ struct stage_args {
   std::vector<std::vector<grad_bucket>> buckets;
   caf::actor loader, optimizer, collective;
   caf::actor coordinator;
+  // Tensor parallelism: this rank's member of its tp group. The stage's layers are its share of
+  // the model, their collectives run on the stage's own thread inside F and B (so they sit on the
+  // critical path, as Megatron's do), and the loss is the vocabulary-parallel one. Null: tp 1.
+  std::shared_ptr<tp_group> tp;
 };
 
 // Detached: compute runs on the actor's own thread, never on a scheduler thread.

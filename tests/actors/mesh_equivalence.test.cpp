@@ -1,5 +1,6 @@
-// Training over a dp x pp mesh equals single-device training on the same global batch and seed:
-// every mesh of {1x2, 2x1, 2x2, 4x1, 1x4} under every built-in schedule, an MLP and a GPT, SGD
+// Training over a dp x pp x tp mesh equals single-device training on the same global batch and
+// seed: every dp x pp mesh of {1x2, 2x1, 2x2, 4x1, 1x4} under every built-in schedule, tensor
+// parallelism at tp 2 and 4 alone and in 2x1x2, 1x2x2 and 2x2x2, an MLP and a GPT, SGD
 // without momentum (which exposes a wrong gradient scale that AdamW's normalisation hides) and
 // AdamW, 20 steps, against a plain loop with no actors. Each run also shows the runtime executed
 // exactly its schedule's rows and held exactly the live activations validate() predicts. Models
@@ -58,7 +59,7 @@ setup gpt_setup() {
   s.model.vocab = 11;
   s.model.context = 6;
   s.model.channels = 8;
-  s.model.heads = 2;
+  s.model.heads = 4;  // tp 4 takes one head each
   s.model.blocks = 6;
   s.batch = 16;
   s.rows_per_sample = s.model.context;
@@ -109,6 +110,7 @@ struct mesh_case {
   std::string model;
   std::string optim;
   int M = 4;
+  int tp = 1;
 };
 
 std::string case_name(const ::testing::TestParamInfo<mesh_case>& info) {
@@ -116,7 +118,7 @@ std::string case_name(const ::testing::TestParamInfo<mesh_case>& info) {
   std::string s = c.schedule;
   for (auto& ch : s)
     if (ch == '-') ch = '_';
-  return "dp" + std::to_string(c.dp) + "_pp" + std::to_string(c.pp) + "_" + s + "_M" + std::to_string(c.M) + "_" +
+  return "dp" + std::to_string(c.dp) + "_pp" + std::to_string(c.pp) + "_tp" + std::to_string(c.tp) + "_" + s + "_M" + std::to_string(c.M) + "_" +
          c.model + "_" + c.optim;
 }
 
@@ -147,6 +149,7 @@ TEST_P(MeshMatchesSingleDevice, TwentyStepsSameLossesAndParametersExactScheduleA
   cfg.progress = false;
   cfg.mesh.dp = c.dp;
   cfg.mesh.pp = c.pp;
+  cfg.mesh.tp = c.tp;
   cfg.schedule = c.schedule;
   cfg.micro_batches = c.M;
   cfg.bucket_mb = 0.0005;  // several buckets per stage even for these small models
@@ -166,8 +169,9 @@ TEST_P(MeshMatchesSingleDevice, TwentyStepsSameLossesAndParametersExactScheduleA
         ASSERT_EQ(t.stages[d][i].what, plan.stages[d][i]) << "stage " << d << " action " << i;
     }
   }
-  ASSERT_EQ(run.peak_live_activations.size(), static_cast<size_t>(c.dp * c.pp));
-  for (int r = 0; r < c.dp * c.pp; ++r) EXPECT_EQ(run.peak_live_activations[r], predicted[r % c.pp]) << "rank " << r;
+  ASSERT_EQ(run.peak_live_activations.size(), static_cast<size_t>(c.dp * c.pp * c.tp));
+  for (int r = 0; r < c.dp * c.pp * c.tp; ++r)
+    EXPECT_EQ(run.peak_live_activations[r], predicted[(r / c.tp) % c.pp]) << "rank " << r;
 
   const reference& ref = reference_for(c.model, c.optim);
   ASSERT_EQ(run.losses.size(), ref.losses.size());
@@ -193,6 +197,14 @@ std::vector<mesh_case> all_cases() {
         for (const char* sch : {"gpipe", "1f1b", "interleaved", "zb-h1"}) out.push_back({dp, pp, sch, model, optim});
   // More microbatches than stages in flight, on the hybrid mesh.
   for (const char* sch : {"1f1b", "interleaved"}) out.push_back({2, 2, sch, "gpt", "sgd", 8});
+  // Tensor parallelism alone and inside every hybrid shape.
+  for (const char* model : {"mlp", "gpt"})
+    for (const char* optim : {"sgd", "adamw"}) {
+      for (int tp : {2, 4}) out.push_back({1, 1, "1f1b", model, optim, 1, tp});
+      for (auto [dp, pp] : {std::pair{2, 1}, {1, 2}, {2, 2}}) out.push_back({dp, pp, "1f1b", model, optim, 4, 2});
+    }
+  // The split backward (I then W) and virtual stages with tp collectives inside each half.
+  for (const char* sch : {"zb-h1", "interleaved"}) out.push_back({1, 2, sch, "gpt", "sgd", 4, 2});
   return out;
 }
 }  // namespace

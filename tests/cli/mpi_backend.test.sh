@@ -64,6 +64,6 @@ else
 fi
 pgrep -f "$tmp/kill" > /dev/null && { echo "FAIL a process of the killed job is left"; pkill -9 -f "$tmp/kill"; fail=1; }
 check "one process is refused" 2 "backend mpi reduces between processes" -- "$troupe" train --backend mpi "${job[@]}"
-check "two ranks of one group in a process are refused" 2 "holds 2 ranks of data-parallel group 0" -- \
+check "two ranks of one group in a process are refused" 2 "holds 2 ranks of a data-parallel group of rank 0" -- \
   env TROUPE_SECRET=x "$troupe" train --backend mpi --world-size 2 --rank 0 --master-addr 127.0.0.1 --dp 4 "${job[@]}"
 exit $fail

@@ -44,6 +44,24 @@ TEST(schedules_mesh, each_group_is_the_ranks_that_differ_along_its_axis_only) {
     }
 }
 
+// group_index numbers each axis's groups 0..groups(a)-1, one number per group, shared by its members.
+TEST(schedules_mesh, group_index_names_each_group_once) {
+  const mesh m{2, 3, 2, 1};
+  for (axis a : {axis::dp, axis::pp, axis::tp}) {
+    std::vector<int> seen(static_cast<size_t>(m.groups(a)), -1);
+    for (int r = 0; r < m.ranks(); ++r) {
+      const int g = m.group_index(a, r);
+      ASSERT_GE(g, 0);
+      ASSERT_LT(g, m.groups(a));
+      const int first = m.group(a, r).front();
+      if (seen[static_cast<size_t>(g)] < 0) seen[static_cast<size_t>(g)] = first;
+      EXPECT_EQ(seen[static_cast<size_t>(g)], first) << to_string(a) << " group " << g << " holds two groups";
+    }
+  }
+  EXPECT_EQ(m.group_index(axis::dp, m.rank_of({1, 2, 1})), 2 * 2 + 1);
+  EXPECT_EQ(m.group_index(axis::tp, m.rank_of({1, 2, 0})), 1 * 3 + 2);
+}
+
 TEST(schedules_mesh, processes_hold_contiguous_equal_blocks_of_ranks) {
   const mesh m{2, 2, 1, 2};
   EXPECT_EQ(m.ranks_per_process(), 2);
@@ -81,7 +99,7 @@ TEST(schedules_mesh, a_bad_mesh_is_refused_naming_the_field) {
   EXPECT_EQ(check(mesh{2, 2, 1, 4}), "");
   EXPECT_NE(check(mesh{0, 1, 1, 1}).find("dp must be >= 1"), std::string::npos);
   EXPECT_NE(check(mesh{1, 1, 1, 0}).find("processes must be >= 1"), std::string::npos);
-  EXPECT_NE(check(mesh{1, 1, 2, 1}).find("tensor parallelism"), std::string::npos);
+  EXPECT_EQ(check(mesh{2, 2, 2, 8}), "");
   EXPECT_NE(check(mesh{3, 1, 1, 2}).find("cannot be split evenly over 2 processes"), std::string::npos);
 }
 
