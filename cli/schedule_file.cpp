@@ -49,8 +49,7 @@ void check_counts(const std::string& path, int line, const sched::schedule& s) {
     try {
       check(*find_flag(counts[i].first), v);
     } catch (const std::invalid_argument& e) {
-      refuse(path, line, std::string(fields[i]) + "=" + std::to_string(v.integer) + ": " + e.what() + " (as " +
-                             counts[i].first + ")");
+      refuse(path, line, std::string(fields[i]) + ": " + e.what() + " (as " + counts[i].first + ")");
     }
   }
 }
