@@ -7,6 +7,7 @@
 #   deadlock    a receive moved before its send is refused, exit 2, naming file, line, instruction
 #   malformed   bad lines and counts are refused, exit 2, naming the file's line
 #   contradict  flags or keys that disagree with the file are refused, exit 2
+#   processes   over 2 processes it trains as in one; a worker whose file differs is refused
 set -u
 troupe=$1 part=$2 examples=$3 golden=$4
 source "$(dirname "$0")/check_lib.sh"
@@ -124,6 +125,29 @@ contradict)
     "$troupe" schedule --schedule-file "$example" --micro-batches 4
   help=$("$troupe" train --help 2>&1)
   grep -q -- "--schedule-file" <<<"$help" || { echo "FAIL train --help lacks --schedule-file"; fail=1; }
+  ;;
+processes)
+  [ -d /usr/share/datasets/fashion-mnist ] || { echo "skip: no Fashion-MNIST"; exit 77; }
+  train one --schedule-file "$example"
+  train two --schedule-file "$example" --nodes 2
+  if losses_agree "$tmp/one" "$tmp/two" 5; then echo "ok   2 processes: the losses of one"
+  else echo "FAIL 2 processes differ from one:"; paste <(losses "$tmp/one") <(losses "$tmp/two"); fail=1; fi
+  # The same name over other instructions (stage 0 back to plain 1F1B): rank 0 must notice.
+  sed 's/^stage 0: .*/stage 0: F0 SA0>1 F1 SA1>1 RG0<1 B0 F2 SA2>1 RG1<1 B1 F3 SA3>1 RG2<1 B2 RG3<1 B3 R O/' \
+    "$example" >"$tmp/other.schedule"
+  port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  job=(--world-size 2 --master-addr 127.0.0.1 --master-port "$port" --max-steps 2 --eval-batches 1 --no-progress
+       --peer-timeout 5)
+  TROUPE_SECRET=s timeout 60 "$troupe" train --rank 0 "${job[@]}" --schedule-file "$example" --out "$tmp/r0" \
+    >"$tmp/r0.log" 2>&1 &
+  rank0=$!
+  for _ in $(seq 50); do grep -q "control gate on" "$tmp/r0.log" && break; sleep 0.2; done
+  TROUPE_SECRET=s timeout 60 "$troupe" worker --rank 1 "${job[@]}" --schedule-file "$tmp/other.schedule" \
+    --out "$tmp/r1" >"$tmp/r1.log" 2>&1
+  wait $rank0
+  if grep -q "runs another configuration.*1f1b_edited#" "$tmp/r0.log" "$tmp/r1.log"; then
+    echo "ok   a worker with another schedule file is refused at join"
+  else echo "FAIL a worker with another schedule file was not refused:"; tail -3 "$tmp/r0.log" "$tmp/r1.log"; fail=1; fi
   ;;
 *) echo "unknown part $part"; exit 2 ;;
 esac
