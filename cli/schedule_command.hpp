@@ -1,6 +1,7 @@
 // `troupe schedule`: builds a pipeline schedule (any builder, completed with communication and
-// the optimizer step), validates it, simulates it under uniform costs and draws it: a text table
-// on the terminal, an SVG timeline and Chrome trace JSON on request. It trains nothing.
+// the optimizer step) or reads one from a schedule file, validates it, simulates it under uniform
+// costs and draws it: a text table on the terminal, an SVG timeline and Chrome trace JSON on
+// request; --save writes its text form for --schedule-file. It trains nothing.
 #pragma once
 
 #include <CLI/CLI.hpp>

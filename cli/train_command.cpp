@@ -29,6 +29,55 @@ struct train_flags {
   bool worker = false;
 };
 
+// A schedule file and a schedule name answer one question: a flag beats the config file (the
+// usual precedence), both in one place are refused. The file then sets P, M and v; a value
+// given for them must be the file's, since a silent override would run another schedule than
+// the one asked for.
+void adopt_schedule_file(train_config& c, const train_flags& f, const std::set<std::string>& flagged,
+                         const std::set<std::string>& in_file) {
+  const bool file_flag = flagged.count("--schedule-file") > 0, file_key = in_file.count("pipeline.schedule_file") > 0;
+  if (!file_flag && !file_key) return;
+  const bool name_flag = flagged.count("--schedule") > 0, name_key = in_file.count("pipeline.schedule") > 0;
+  if (file_flag && name_flag)
+    throw std::invalid_argument("--schedule and --schedule-file both choose the schedule: give one of them");
+  if (name_flag) {
+    c.user_schedule = sched::schedule{};
+    return;
+  }
+  if (!file_flag && name_key)
+    throw std::invalid_argument(f.config + ": pipeline.schedule and pipeline.schedule_file both choose the "
+                                "schedule: keep one of them");
+  const std::string source = file_flag ? f.text.at("--schedule-file") : "pipeline.schedule_file of " + f.config;
+  const sched::schedule& s = c.user_schedule;
+  struct count {
+    const char* flag;
+    const char* key;
+    int* field;
+    int in_schedule;
+    const char* what;
+  };
+  const count counts[] = {{"--pp", "pipeline.stages", &c.mesh.pp, s.num_stages, "stages"},
+                          {"--micro-batches", "pipeline.micro_batches", &c.micro_batches, s.num_microbatches,
+                           "microbatches"},
+                          {"--virtual-stages", "pipeline.virtual_stages", &c.virtual_stages, s.virtual_stages,
+                           "chunks per stage"}};
+  for (const count& n : counts) {
+    const bool by_flag = flagged.count(n.flag) > 0;
+    if ((by_flag || in_file.count(n.key)) && *n.field != n.in_schedule)
+      throw std::invalid_argument((by_flag ? std::string(n.flag) + " " : f.config + ": " + n.key + " = ") +
+                                  std::to_string(*n.field) + " contradicts the schedule in " + source + ", which has " +
+                                  std::to_string(n.in_schedule) + " " + n.what + " (leave it out to take the file's)");
+    *n.field = n.in_schedule;
+  }
+  for (int d = 0; d < s.num_stages; ++d) {
+    bool steps = false;
+    for (const auto& a : s.stages[static_cast<size_t>(d)]) steps = steps || a.kind == sched::op::optimizer_step;
+    if (!steps)
+      throw std::invalid_argument("the schedule in " + source + " has no optimizer step (O) on stage " +
+                                  std::to_string(d) + ": its parameters would never be trained");
+  }
+}
+
 // The pipeline's own settings mean nothing without a pipeline: refused rather than ignored.
 void check_pipeline_only(const train_config& c, const std::set<std::string>& flagged,
                          const std::set<std::string>& in_file, const std::string& file) {
@@ -42,14 +91,17 @@ void check_pipeline_only(const train_config& c, const std::set<std::string>& fla
     if (c.mesh.pp <= 1 && in_file.count(key))
       throw std::invalid_argument(file + ": " + key + " needs a pipeline: set pipeline.stages > 1 (or --pp)");
   }
-  if (c.schedule != "interleaved" && (flagged.count("--virtual-stages") || in_file.count("pipeline.virtual_stages")))
+  if (c.user_schedule.stages.empty() && c.schedule != "interleaved" && (flagged.count("--virtual-stages") || in_file.count("pipeline.virtual_stages")))
     throw std::invalid_argument("--virtual-stages (pipeline.virtual_stages) is for --schedule interleaved only, "
                                 "not " + c.schedule);
 }
 
 // Refuses a pipeline the model or batch cannot carry before any data is loaded.
 void check_pipeline_flags(const train_config& c) {
-  const sched::schedule s = sched::make_named_schedule(c.schedule, c.mesh.pp, c.micro_batches, c.virtual_stages);
+  const bool from_file = !c.user_schedule.stages.empty();
+  const sched::schedule s = from_file ? c.user_schedule
+                                      : sched::make_named_schedule(c.schedule, c.mesh.pp, c.micro_batches,
+                                                                   c.virtual_stages);
   const int chunks = c.mesh.pp * s.virtual_stages;
   const int64_t layers = c.model.kind == "mlp" ? 2 * static_cast<int64_t>(c.model.hidden.size()) + 1
                                                : c.model.blocks + 3;
@@ -60,9 +112,10 @@ void check_pipeline_flags(const train_config& c) {
                                 std::to_string(layers) + " layers (" +
                                 (c.model.kind == "mlp" ? "add hidden layers, e.g. --hidden 256,256,256"
                                                        : "add --blocks") + ")");
-  if (c.batch_size % c.micro_batches != 0)
-    throw std::invalid_argument("--batch-size " + std::to_string(c.batch_size) + " is not divisible by --micro-batches " +
-                                std::to_string(c.micro_batches));
+  if (c.batch_size % s.num_microbatches != 0)
+    throw std::invalid_argument("--batch-size " + std::to_string(c.batch_size) + " is not divisible by " +
+                                (from_file ? "the schedule file's " + std::to_string(s.num_microbatches) + " microbatches"
+                                           : "--micro-batches " + std::to_string(s.num_microbatches)));
 }
 
 bool spawn_local_ = false;  // set by resolve: --nodes N without a launcher
@@ -84,6 +137,7 @@ train_config resolve(const CLI::App& cmd, const train_flags& f) {
   }
   if (f.no_progress) c.progress = false;
   if (c.model.kind == "gpt" && !flagged.count("--lr") && f.config.empty()) c.optim.lr = 3e-3f;
+  adopt_schedule_file(c, f, flagged, in_file);
   check_pipeline_only(c, flagged, in_file, f.config);
   process_sources src;
   if (cmd.count("--rank")) src.rank = f.process.rank;
@@ -99,7 +153,7 @@ train_config resolve(const CLI::App& cmd, const train_flags& f) {
     c.mesh.dp = c.mesh.processes % (c.mesh.pp * c.mesh.tp) == 0 ? c.mesh.processes / (c.mesh.pp * c.mesh.tp)
                                                                 : c.mesh.processes;
   validate(c);
-  if (c.mesh.pp > 1) check_pipeline_flags(c);
+  if (c.mesh.pp > 1 || !c.user_schedule.stages.empty()) check_pipeline_flags(c);
   return c;
 }
 

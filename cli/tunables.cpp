@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "cli/config_file.hpp"
+#include "cli/schedule_file.hpp"
 #include "kernels/blas_runtime.hpp"
 
 namespace troupe::cli {
@@ -135,6 +136,11 @@ std::vector<tunable> make_table() {
   t.push_back(choice("--schedule", "pipeline.schedule", "Pipeline schedule (with --pp > 1) [1f1b]",
                      {"gpipe", "1f1b", "interleaved", "zb-h1"},
                      [](train_config& c, const value& v) { c.schedule = v.text; }));
+  // Read when given, so a bad file is refused naming its line before anything else runs.
+  t.push_back(text("--schedule-file", "pipeline.schedule_file",
+                   "Run the schedule in this file (its text form, as `troupe schedule --save` writes it) instead of "
+                   "--schedule; it sets --pp, --micro-batches and --virtual-stages, which must agree with it if given",
+                   [](train_config& c, const value& v) { c.user_schedule = read_schedule_file(v.text); }));
   t.push_back(integer("--micro-batches", "pipeline.micro_batches",
                       "Microbatches M per global batch (with --pp > 1) [1]", 1, 1 << 16,
                       [](train_config& c, const value& v) { c.micro_batches = static_cast<int>(v.integer); }));

@@ -1,32 +1,17 @@
 # Every third-party dependency is found here, once, and exposed as an imported target.
 # All of them come from Debian packages installed by scripts/setup.sh.
-find_package(Threads REQUIRED)
-find_package(PkgConfig REQUIRED)
-find_package(ZLIB REQUIRED)
-find_package(spdlog REQUIRED)
-find_package(fmt REQUIRED)
+macro(troupe_find)
+  find_package(${ARGN} REQUIRED)
+endmacro()
+macro(troupe_missing what)
+  message(FATAL_ERROR "troupe needs ${what}; scripts/setup.sh installs every dependency")
+endmacro()
+include(${CMAKE_CURRENT_LIST_DIR}/troupe_link_dependencies.cmake)
 find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
-find_package(CapnProto REQUIRED)
 find_package(tomlplusplus REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
-pkg_check_modules(LIBDEFLATE REQUIRED IMPORTED_TARGET libdeflate)  # the wire frames' CRC-32
-
-find_package(OpenBLAS CONFIG REQUIRED)
-add_library(troupe_blas INTERFACE IMPORTED)
-target_include_directories(troupe_blas INTERFACE ${OpenBLAS_INCLUDE_DIRS})
-target_link_libraries(troupe_blas INTERFACE ${OpenBLAS_LIBRARIES})
-
-# CAF 0.17.6 ships no CMake config or .pc file.
-find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)
-find_library(CAF_CORE_LIBRARY caf_core REQUIRED)
-find_library(CAF_IO_LIBRARY caf_io REQUIRED)
-add_library(caf::core INTERFACE IMPORTED)
-target_include_directories(caf::core INTERFACE ${CAF_INCLUDE_DIR})
-target_link_libraries(caf::core INTERFACE ${CAF_CORE_LIBRARY} Threads::Threads)
-add_library(caf::io INTERFACE IMPORTED)
-target_link_libraries(caf::io INTERFACE ${CAF_IO_LIBRARY} caf::core)
 
 # CUDA is optional: built where nvcc exists, skipped elsewhere.
 option(TROUPE_WITH_CUDA "Build the CUDA/NCCL parts when a CUDA compiler is found" ON)

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <future>
@@ -36,12 +37,25 @@
 
 namespace troupe {
 
+namespace {
+
+// A user's schedule by name and a fingerprint (FNV-1a of its text form): two processes that read
+// different schedule files under one name are refused at join, not left to deadlock mid-step.
+std::string describe_schedule(const train_config& c) {
+  if (c.user_schedule.stages.empty()) return c.schedule;
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : sched::to_string(c.user_schedule)) h = (h ^ ch) * 1099511628211ull;
+  return fmt::format("{}#{:016x}", c.user_schedule.name, h);
+}
+
+}  // namespace
+
 std::string describe_for_join(const train_config& c, const prepared_job& job) {
   return fmt::format("{}; {} lr {} wd {} momentum {} betas {},{} eps {}; batch {} seed {} steps {}; buckets {} MiB; "
                      "mesh {}; schedule {} M {} v {}; backend {}; eval {}x{}",
                      describe(job.model), c.optim.kind, c.optim.lr, c.optim.weight_decay, c.optim.momentum,
                      c.optim.beta1, c.optim.beta2, c.optim.eps, c.batch_size, c.seed, job.total_steps, c.bucket_mb,
-                     sched::to_string(c.mesh), c.user_schedule.stages.empty() ? c.schedule : c.user_schedule.name,
+                     sched::to_string(c.mesh), describe_schedule(c),
                      c.micro_batches, c.virtual_stages, net::to_string(c.backend), c.eval_batch_size,
                      c.eval_max_batches);
 }

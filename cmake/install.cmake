@@ -1,0 +1,49 @@
+# `cmake --install`: the libraries' headers under include/ with the paths the sources use
+# ("actors/job/training_job.hpp"), the static libraries, the `troupe` command, and a CMake
+# package so that another project does find_package(troupe) and links troupe::actors (or
+# troupe::kernels, ::storage, ::schedules, ::comm). The command's own library (cli/) is not
+# installed: it is the command, not an API.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(TROUPE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/troupe)
+set(troupe_layers kernels storage schedules comm actors)  # bottom-up, as the add_subdirectory calls
+
+set(TROUPE_LINKS_MPI OFF)
+set(TROUPE_LINKS_CUDA OFF)
+foreach(layer ${troupe_layers})
+  set(lib troupe_${layer})
+  # The layers name their include folders as build paths (the source tree, comm/'s generated
+  # Cap'n Proto code), which an exported target must not carry: they hold for this build only,
+  # and the installed headers sit under include/.
+  get_target_property(dirs ${lib} INTERFACE_INCLUDE_DIRECTORIES)
+  set(build_dirs)
+  foreach(dir ${dirs})
+    list(APPEND build_dirs "$<BUILD_INTERFACE:${dir}>")
+  endforeach()
+  set_property(TARGET ${lib} PROPERTY INTERFACE_INCLUDE_DIRECTORIES
+               ${build_dirs} "$<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>")
+  set_property(TARGET ${lib} PROPERTY EXPORT_NAME ${layer})
+  # The optional peers this build links are the ones the installed package must find.
+  get_target_property(links ${lib} INTERFACE_LINK_LIBRARIES)
+  if(links MATCHES "MPI::")
+    set(TROUPE_LINKS_MPI ON)
+  endif()
+  if(links MATCHES "CUDA::")
+    set(TROUPE_LINKS_CUDA ON)
+  endif()
+  install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${layer}
+          FILES_MATCHING PATTERN "*.hpp")
+  install(TARGETS ${lib} EXPORT troupeTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endforeach()
+install(TARGETS troupe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+install(EXPORT troupeTargets NAMESPACE troupe:: DESTINATION ${TROUPE_INSTALL_CMAKEDIR})
+configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/troupeConfig.cmake.in
+                              ${PROJECT_BINARY_DIR}/troupeConfig.cmake INSTALL_DESTINATION ${TROUPE_INSTALL_CMAKEDIR})
+# 0.x: a minor version may change the API.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/troupeConfigVersion.cmake COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/troupeConfig.cmake ${PROJECT_BINARY_DIR}/troupeConfigVersion.cmake
+        DESTINATION ${TROUPE_INSTALL_CMAKEDIR})
+install(FILES ${CMAKE_CURRENT_LIST_DIR}/troupe_link_dependencies.cmake DESTINATION ${TROUPE_INSTALL_CMAKEDIR}
+        RENAME troupeDependencies.cmake)
