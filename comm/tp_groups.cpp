@@ -130,6 +130,22 @@ class backend_member final : public tp_group {
 
 }  // namespace
 
+namespace {
+template <class F>
+void timed(double& seconds, F call) {
+  const auto t0 = std::chrono::steady_clock::now();
+  call();
+  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+void timed_tp_group::all_reduce_sum(float* data, int64_t n) {
+  timed(seconds_, [&] { inner_->all_reduce_sum(data, n); });
+}
+void timed_tp_group::all_gather(float* data, int64_t n) {
+  timed(seconds_, [&] { inner_->all_gather(data, n); });
+}
+
 std::vector<std::shared_ptr<tp_group>> make_local_tp_group(int size, local_tp_options opts) {
   if (size < 1) throw std::invalid_argument("make_local_tp_group: size " + std::to_string(size));
   auto s = std::make_shared<shared_state>(size, opts);
@@ -139,6 +155,7 @@ std::vector<std::shared_ptr<tp_group>> make_local_tp_group(int size, local_tp_op
 }
 
 void abort_local_tp_group(const std::shared_ptr<tp_group>& member, const std::string& why) {
+  if (auto* t = dynamic_cast<timed_tp_group*>(member.get())) return abort_local_tp_group(t->inner(), why);
   if (auto* m = dynamic_cast<local_member*>(member.get())) m->state()->abort(why);
 }
 

@@ -25,6 +25,23 @@ std::vector<std::shared_ptr<tp_group>> make_local_tp_group(int size, local_tp_op
 // Ends every wait of the group's members (now and later) with `why`: the job is stopping.
 void abort_local_tp_group(const std::shared_ptr<tp_group>& member, const std::string& why);
 
+// Counts the seconds `inner`'s calls take (the sums and the waits for peers): how much of a
+// stage's compute tensor parallelism's collectives are. Driven by one thread, like its inner.
+class timed_tp_group final : public tp_group {
+ public:
+  explicit timed_tp_group(std::shared_ptr<tp_group> inner) : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  void all_reduce_sum(float* data, int64_t n) override;
+  void all_gather(float* data, int64_t n) override;
+  double seconds() const { return seconds_; }
+  const std::shared_ptr<tp_group>& inner() const { return inner_; }
+
+ private:
+  std::shared_ptr<tp_group> inner_;
+  double seconds_ = 0;
+};
+
 // One member over a back end; its rank and size are the back end's.
 std::shared_ptr<tp_group> backend_tp_group(std::shared_ptr<group_backend> backend);
 

@@ -139,11 +139,17 @@ void step_done(self_ptr self, std::vector<stage_step_record>& ranks) {
   int64_t count = 0;
   auto& sum = *s.args.summary;
   sum.rank_step_seconds.resize(ranks.size());
+  sum.rank_tp_seconds.resize(ranks.size(), 0.0);
+  sum.rank_compute_seconds.resize(ranks.size(), 0.0);
+  sum.peak_activation_bytes.resize(ranks.size(), 0);
   for (size_t r = 0; r < ranks.size(); ++r) {  // rank order: the same sum on every run
     loss_sum += ranks[r].loss_sum;
     count += ranks[r].count;
     compute = std::max(compute, ranks[r].compute_seconds);  // the busiest device
     sum.rank_step_seconds[r].push_back(ranks[r].step_end - ranks[r].step_start);
+    sum.rank_tp_seconds[r] += ranks[r].tp_seconds;
+    sum.rank_compute_seconds[r] += ranks[r].compute_seconds;
+    sum.peak_activation_bytes[r] = std::max(sum.peak_activation_bytes[r], ranks[r].peak_activation_bytes);
   }
   // The stages run on without waiting for us, so a step lasts from the previous step's end to this one.
   const auto now = clock_type::now();

@@ -57,6 +57,14 @@ train_summary finish_summary(const train_config& cfg, const job_plan& plan, job_
   sum.samples_per_s = sum.train_seconds > 0 ? static_cast<double>(sum.samples) / sum.train_seconds : 0.0;
   sum.buckets = plan.buckets_of_stage(0);
   sum.peak_live_activations = rec.peak_live;
+  if (plan.mesh.tp > 1 && !sum.rank_tp_seconds.empty()) {
+    // They run inside F and B on the stage's own thread: nothing hides them, so their share is
+    // what tensor parallelism costs a step (waiting for the slowest peer included).
+    double tp = 0, compute = 0;
+    for (size_t r = 0; r < sum.rank_tp_seconds.size(); ++r) tp += sum.rank_tp_seconds[r], compute += sum.rank_compute_seconds[r];
+    spdlog::info("tensor-parallel collectives: {:.1f}% of the ranks' compute time ({:.3f} s of {:.3f} s, all ranks)",
+                 compute > 0 ? 100.0 * tp / compute : 0.0, tp, compute);
+  }
   if (rec.traced.empty()) return std::move(sum);
   std::filesystem::create_directories(cfg.out_dir);
   const int64_t traced = rec.traced.front().step;

@@ -22,6 +22,8 @@ struct stage_step_record {
   double step_start = 0;        // steady-clock seconds: ordered, or the previous step ended
   double step_end = 0;          // its optimizer step ended
   double compute_seconds = 0;   // forward, backward and optimizer actions
+  double tp_seconds = 0;        // of which inside tensor-parallel collectives (waiting for peers included)
+  int64_t peak_activation_bytes = 0;  // most bytes of saved activations held at once
   // The schedule row as executed: each action's text and its interval (steady-clock seconds).
   std::vector<std::string> actions;
   std::vector<double> start_seconds, end_seconds;

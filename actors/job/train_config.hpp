@@ -127,6 +127,10 @@ struct train_summary {
   int buckets = 0;
   std::vector<std::vector<double>> rank_step_seconds;
   std::vector<int> peak_live_activations;
+  // Tensor parallelism: each rank's seconds inside its tp collectives over all steps, and its
+  // compute seconds (F, B, W, O) they are part of; by mesh rank.
+  std::vector<double> rank_tp_seconds, rank_compute_seconds;
+  std::vector<int64_t> peak_activation_bytes;  // by mesh rank, over all steps
   sched::timeline measured;            // the traced step, every rank (lanes as in trace_path)
   std::vector<sched::timeline> recent; // the first replica's last (up to 32) steps, one lane per stage
 };

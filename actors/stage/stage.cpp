@@ -57,6 +57,8 @@ struct stage_state {
   bool straggled = false;
   enum class opt_phase { idle, sent, done } opt = opt_phase::idle;
   stage_step_record record;  // what the step reports
+  std::shared_ptr<net::timed_tp_group> tp_clock;  // args.tp, timed (tp > 1)
+  double tp_seconds_before = 0;                   // its count when the step began
   int live = 0;
   static inline const char* name = "stage";
 };
@@ -334,6 +336,7 @@ void finish_step(self_ptr self) {
                              " ended with " + std::to_string(s.live) + " live activations");
   s.record.step = s.step;
   s.record.rank = s.args.rank;
+  if (s.tp_clock) s.record.tp_seconds = s.tp_clock->seconds() - s.tp_seconds_before;
   s.record.step_end = now_seconds();
   const double next_start = s.record.step_end;
   self->send(s.args.coordinator, std::move(s.record));
@@ -403,6 +406,7 @@ void begin_step(self_ptr self, int64_t step) {
   s.straggled = false;
   s.record = {};
   s.record.step_start = now_seconds();
+  if (s.tp_clock) s.tp_seconds_before = s.tp_clock->seconds();
   for (auto& c : s.chunks) c->stack().zero_grads();
   request_batches(self, step + 2);
 }
@@ -418,6 +422,10 @@ caf::behavior stage(self_ptr self, stage_args args) {
     CPU_ZERO(&set);
     CPU_SET(st.args.pin_cpu, &set);
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort: a hint, not a contract
+  }
+  if (st.args.tp) {
+    st.tp_clock = std::make_shared<net::timed_tp_group>(st.args.tp);
+    st.args.tp = st.tp_clock;
   }
   layer_list all = build_layers(st.args.model, st.args.tp.get());
   for (int c = 0; c < st.args.plan.virtual_stages; ++c) {
