@@ -92,6 +92,11 @@ std::vector<tunable> make_table() {
   t.push_back(std::move(threads));
   t.push_back(text("--out", "train.out", "Output folder for metrics.jsonl [runs/latest]",
                    [](train_config& c, const value& v) { c.out_dir = v.text; }));
+  t.push_back(choice("--recompute", "train.recompute",
+                     "Recompute activations in backward instead of keeping them: none, selective (attention "
+                     "scores) or full (every layer from its input) [none]",
+                     {"none", "selective", "full"},
+                     [](train_config& c, const value& v) { c.recompute = parse_recompute_mode(v.text); }));
   t.push_back(integer("--max-steps", "train.max_steps", "Stop after this many steps (0: all epochs) [0]", 0, big,
                       [](train_config& c, const value& v) { c.max_steps = v.integer; }));
   t.push_back(integer("--eval-batches", "train.eval_batches",

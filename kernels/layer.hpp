@@ -64,6 +64,11 @@ class layer {
   // first layer of a model (whose input needs no gradient) gets backward_weight alone.
   virtual void backward_weight(const tensor& dy, saved_activations& saved) { (void)dy, (void)saved; }
 
+  // Selective recomputation (Korthikanti et al. 2022): a layer with a large, cheap-to-rebuild
+  // intermediate (the attention scores) stops keeping it after forward and rebuilds it in
+  // backward. The numbers do not change, only what a stash holds.
+  virtual void set_selective_recompute(bool on) { (void)on; }
+
  protected:
   const float* params_ = nullptr;
   float* grads_ = nullptr;

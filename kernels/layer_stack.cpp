@@ -71,10 +71,16 @@ tensor layer_stack::backward(const tensor& dy, stack_context& ctx, bool need_inp
 
 tensor layer_stack::backward(const tensor& dy, stack_context& ctx, bool need_input_grad,
                              const layer_done_fn& layer_done) {
+  return backward(dy, ctx, need_input_grad, layer_done, layer_done_fn());
+}
+
+tensor layer_stack::backward(const tensor& dy, stack_context& ctx, bool need_input_grad,
+                             const layer_done_fn& layer_done, const layer_done_fn& before) {
   if (ctx.saved.size() != layers_.size())
     throw std::logic_error("layer_stack: backward without a matching forward");
   tensor g = dy;
   for (size_t i = layers_.size(); i-- > 0;) {
+    if (before) before(i);
     const bool want_dx = i > 0 || need_input_grad;
     tensor dx = want_dx ? layers_[i]->backward_input(g, ctx.saved[i]) : tensor();
     layers_[i]->backward_weight(g, ctx.saved[i]);

@@ -25,6 +25,7 @@ class layer_stack {
   int64_t num_params() const { return params_.numel(); }
   size_t num_layers() const { return layers_.size(); }
   layer& at(size_t i) { return *layers_.at(i); }
+  const layer& at(size_t i) const { return *layers_.at(i); }
   // Offset of layer i's parameters inside the flat buffers.
   int64_t param_offset(size_t i) const { return offsets_.at(i); }
 
@@ -51,6 +52,10 @@ class layer_stack {
   // can travel while backward continues; the hook runs on the caller's thread.
   using layer_done_fn = std::function<void(size_t layer)>;
   tensor backward(const tensor& dy, stack_context& ctx, bool need_input_grad, const layer_done_fn& layer_done);
+  // And with before(i) called just before layer i's backward (full recomputation rebuilds the
+  // layer's activations there, so only one layer's are ever held again).
+  tensor backward(const tensor& dy, stack_context& ctx, bool need_input_grad, const layer_done_fn& layer_done,
+                  const layer_done_fn& before);
 
  private:
   void rebind();

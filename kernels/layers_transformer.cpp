@@ -274,6 +274,7 @@ tensor transformer_block::forward(const tensor& x, saved_activations& saved) con
   s[s_gelu_out] = gelu_.forward(s[s_fc], tmp);
   tensor y = fc_proj_.forward(s[s_gelu_out], tmp);
   add_into(y, s[s_x2]);  // residual: y = x2 + mlp(...)
+  if (selective_) s[s_att] = tensor();
   saved.tensors = std::move(s);
   return y;
 }
@@ -291,6 +292,11 @@ tensor transformer_block::backward_input(const tensor& dy, saved_activations& sa
   tensor d_x2 = input_grad(ln2_, d_ln2_out, {s[s_x2], s[s_ln2_mean], s[s_ln2_rstd]});
   add_into(d_x2, dy);  // the residual passes dy straight through
   tensor d_att_out = input_grad(proj_, d_x2, {s[s_att_out]});
+  if (s[s_att].empty()) {  // selective recomputation: the scores again, from the kept qkv
+    s[s_att] = tensor({B, local_heads_, T, T});
+    tensor unused({B, T, C});
+    ops::attention_forward(unused.data(), s[s_att].data(), s[s_qkv].data(), B, T, C, local_heads_);
+  }
   tensor d_qkv(s[s_qkv].shape());
   ops::attention_backward(d_qkv.data(), d_att_out.data(), s[s_qkv].data(), s[s_att].data(), B, T, C, local_heads_);
   tensor d_ln1_out = input_grad(qkv_, d_qkv, {s[s_ln1_out]});

@@ -82,6 +82,8 @@ class transformer_block final : public layer {
   tensor forward(const tensor& x, saved_activations& saved) const override;
   tensor backward_input(const tensor& dy, saved_activations& saved) const override;
   void backward_weight(const tensor& dy, saved_activations& saved) override;
+  // Drops the (B, heads, T, T) softmaxed scores after forward; backward recomputes them from qkv.
+  void set_selective_recompute(bool on) override { selective_ = on; }
 
   int64_t channels() const { return channels_; }
   int64_t heads() const { return heads_; }
@@ -109,6 +111,7 @@ class transformer_block final : public layer {
   float proj_std_;
   tp_group* group_;
   int64_t local_heads_, local_channels_;  // of the attention on this rank
+  bool selective_ = false;
   layernorm ln1_;
   column_parallel_linear qkv_;
   row_parallel_linear proj_;

@@ -1,14 +1,53 @@
-// pipeline_chunk: the stash bookkeeping and the split backward walk over the stack's layers.
+// pipeline_chunk: the stash bookkeeping, the split backward walk over the stack's layers, and
+// recomputation.
 #include "kernels/pipeline_chunk.hpp"
 
 #include <algorithm>
+#include <set>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace troupe {
 
-pipeline_chunk::pipeline_chunk(layer_list layers, int64_t first_layer, uint64_t seed)
-    : stack_(std::move(layers), first_layer, seed) {}
+const char* to_string(recompute_mode m) {
+  switch (m) {
+    case recompute_mode::none: return "none";
+    case recompute_mode::selective: return "selective";
+    case recompute_mode::full: return "full";
+  }
+  return "?";
+}
+
+recompute_mode parse_recompute_mode(const std::string& text) {
+  for (recompute_mode m : {recompute_mode::none, recompute_mode::selective, recompute_mode::full})
+    if (text == to_string(m)) return m;
+  throw std::invalid_argument("recompute \"" + text + "\": expected none, selective or full");
+}
+
+pipeline_chunk::pipeline_chunk(layer_list layers, int64_t first_layer, uint64_t seed, recompute_mode recompute)
+    : stack_(std::move(layers), first_layer, seed), recompute_(recompute) {
+  if (recompute_ == recompute_mode::selective)
+    for (size_t i = 0; i < stack_.num_layers(); ++i) stack_.at(i).set_selective_recompute(true);
+}
+
+int64_t pipeline_chunk::bytes_of(const stash& s) {
+  std::set<const float*> seen;  // a layer's saved input is often the layer below's saved output
+  int64_t n = 0;
+  auto count = [&](const tensor& t) {
+    if (!t.empty() && seen.insert(t.data()).second) n += t.numel() * static_cast<int64_t>(sizeof(float));
+  };
+  for (const auto& t : s.inputs) count(t);
+  for (const auto& a : s.ctx.saved)
+    for (const auto& t : a.tensors) count(t);
+  return n;
+}
+
+int64_t pipeline_chunk::live_bytes() const {
+  int64_t n = 0;
+  for (const auto& [mb, s] : live_) n += bytes_of(s);
+  return n;
+}
 
 pipeline_chunk::stash& pipeline_chunk::find(int microbatch, const char* what) {
   auto it = live_.find(microbatch);
@@ -24,7 +63,30 @@ tensor pipeline_chunk::forward(int microbatch, const tensor& x) {
     throw std::logic_error("pipeline_chunk: forward of microbatch " + std::to_string(microbatch) +
                            " while its previous stash is still live");
   peak_ = std::max(peak_, live());
-  return stack_.forward(x, it->second.ctx);
+  stash& s = it->second;
+  if (recompute_ != recompute_mode::full) {
+    tensor y = stack_.forward(x, s.ctx);
+    note_bytes();
+    return y;
+  }
+  // Each layer's input is kept; what the layer saved is dropped as soon as it is done.
+  const size_t n = stack_.num_layers();
+  s.ctx.saved.assign(n, {});
+  s.inputs.assign(n, tensor());
+  tensor h = x;
+  for (size_t i = 0; i < n; ++i) {
+    s.inputs[i] = h;
+    saved_activations scratch;
+    h = std::as_const(stack_).at(i).forward(h, scratch);
+  }
+  note_bytes();
+  return h;
+}
+
+void pipeline_chunk::recompute_layer(stash& s, size_t i) {
+  if (recompute_ != recompute_mode::full) return;
+  std::as_const(stack_).at(i).forward(s.inputs[i], s.ctx.saved[i]);  // the same bits as the first time
+  note_bytes();
 }
 
 tensor pipeline_chunk::backward(int microbatch, const tensor& dy, bool need_input_grad) {
@@ -37,8 +99,18 @@ tensor pipeline_chunk::backward(int microbatch, const tensor& dy, bool need_inpu
   if (s.input_done)
     throw std::logic_error("pipeline_chunk: full backward of microbatch " + std::to_string(microbatch) +
                            " after its backward_input");
-  tensor dx = layer_done ? stack_.backward(dy, s.ctx, need_input_grad, layer_done)
-                         : stack_.backward(dy, s.ctx, need_input_grad);
+  tensor dx;
+  if (recompute_ == recompute_mode::full) {
+    dx = stack_.backward(
+        dy, s.ctx, need_input_grad,
+        [&](size_t i) {
+          s.inputs[i] = tensor();  // layer i is done: its input goes with its activations
+          if (layer_done) layer_done(i);
+        },
+        [&](size_t i) { recompute_layer(s, i); });
+  } else {
+    dx = layer_done ? stack_.backward(dy, s.ctx, need_input_grad, layer_done) : stack_.backward(dy, s.ctx, need_input_grad);
+  }
   live_.erase(microbatch);
   return dx;
 }
@@ -52,6 +124,7 @@ tensor pipeline_chunk::backward_input(int microbatch, const tensor& dy, bool nee
   tensor g = dy;
   for (size_t i = n; i-- > 0;) {
     s.dys[i] = g;
+    recompute_layer(s, i);  // kept until backward_weight: a split backward saves less
     // The model's first layer needs no input gradient; its weight half runs alone (layer.hpp).
     g = (i > 0 || need_input_grad) ? stack_.at(i).backward_input(g, s.ctx.saved[i]) : tensor();
   }

@@ -1,20 +1,29 @@
 // pipeline_chunk: one model chunk of a pipeline stage (a layer_stack) plus the activations it
 // keeps per microbatch between forward and backward: the stash a schedule's F/B/I/W act on.
 // A split backward (I then W) runs the layers' backward_input / backward_weight halves. It does
-// no communication and no loss; the stage actor around it does.
+// no communication and no loss; the stage actor around it does (tensor-parallel layers call
+// their group themselves). It counts the bytes its stashes hold, and can hold fewer by
+// recomputing: `selective` drops the attention scores, `full` keeps only each layer's input
+// and runs that layer's forward again right before its backward.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <string>
 
 #include "kernels/layer_stack.hpp"
 
 namespace troupe {
 
+enum class recompute_mode { none, selective, full };
+const char* to_string(recompute_mode m);  // "none", "selective", "full"
+// Throws std::invalid_argument naming the text and the choices.
+recompute_mode parse_recompute_mode(const std::string& text);
+
 class pipeline_chunk {
  public:
   // first_layer: the global index of layers[0] in the model (fixes the init, see layer_stack).
-  pipeline_chunk(layer_list layers, int64_t first_layer, uint64_t seed);
+  pipeline_chunk(layer_list layers, int64_t first_layer, uint64_t seed, recompute_mode recompute = recompute_mode::none);
 
   layer_stack& stack() { return stack_; }
   const layer_stack& stack() const { return stack_; }
@@ -37,19 +46,33 @@ class pipeline_chunk {
 
   int live() const { return static_cast<int>(live_.size()); }  // stashed microbatches now
   int peak_live() const { return peak_; }                       // most at once since reset
-  void reset_peak() { peak_ = live(); }
+  // Bytes of forward activations held now, over every stash (a tensor two layers keep counts
+  // once), and the most at once since reset, including a layer's recomputed activations.
+  int64_t live_bytes() const;
+  int64_t peak_bytes() const { return peak_bytes_; }
+  void reset_peak() {
+    peak_ = live();
+    peak_bytes_ = live_bytes();
+  }
 
  private:
   struct stash {
     stack_context ctx;
+    std::vector<tensor> inputs;  // full recomputation: each layer's input, all it keeps
     std::vector<tensor> dys;  // per layer: the output gradient backward_weight needs
     bool input_done = false;
   };
   stash& find(int microbatch, const char* what);
+  static int64_t bytes_of(const stash& s);
+  void note_bytes() { peak_bytes_ = std::max(peak_bytes_, live_bytes()); }
+  // Full recomputation: layer i's activations again, from its kept input.
+  void recompute_layer(stash& s, size_t i);
 
   layer_stack stack_;
+  recompute_mode recompute_;
   std::map<int, stash> live_;
   int peak_ = 0;
+  int64_t peak_bytes_ = 0;
 };
 
 }  // namespace troupe

@@ -65,6 +65,11 @@ train_summary finish_summary(const train_config& cfg, const job_plan& plan, job_
     spdlog::info("tensor-parallel collectives: {:.1f}% of the ranks' compute time ({:.3f} s of {:.3f} s, all ranks)",
                  compute > 0 ? 100.0 * tp / compute : 0.0, tp, compute);
   }
+  if (!sum.peak_activation_bytes.empty()) {
+    const auto most = *std::max_element(sum.peak_activation_bytes.begin(), sum.peak_activation_bytes.end());
+    spdlog::info("peak activation bytes of a rank: {:.2f} MiB (recompute {})", static_cast<double>(most) / (1 << 20),
+                 to_string(cfg.recompute));
+  }
   if (rec.traced.empty()) return std::move(sum);
   std::filesystem::create_directories(cfg.out_dir);
   const int64_t traced = rec.traced.front().step;

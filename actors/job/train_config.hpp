@@ -10,6 +10,7 @@
 
 #include "kernels/model.hpp"
 #include "kernels/optimizer.hpp"
+#include "kernels/pipeline_chunk.hpp"
 #include "kernels/tensor.hpp"
 #include "comm/collective_backend.hpp"
 #include "schedules/mesh.hpp"
@@ -65,6 +66,9 @@ struct train_config {
   int64_t eval_batch_size = 1000;  // the unit of eval_max_batches (see plan_evaluation)
   int64_t eval_max_batches = 0;  // 0: the whole held-out set
   bool progress = true;       // progress bar on stderr
+  // Activation recomputation in every stage (kernels/pipeline_chunk.hpp): the same numbers,
+  // fewer bytes held between forward and backward.
+  recompute_mode recompute = recompute_mode::none;
   // Where the ranks are: dp x pp (x tp) ranks over mesh.processes processes (schedules/mesh.hpp).
   // dp: data-parallel replicas, each on 1/dp of every batch; pp: pipeline stages P per replica.
   sched::mesh mesh;

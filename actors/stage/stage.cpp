@@ -337,6 +337,7 @@ void finish_step(self_ptr self) {
   s.record.step = s.step;
   s.record.rank = s.args.rank;
   if (s.tp_clock) s.record.tp_seconds = s.tp_clock->seconds() - s.tp_seconds_before;
+  for (const auto& c : s.chunks) s.record.peak_activation_bytes += c->peak_bytes();  // exact for one chunk
   s.record.step_end = now_seconds();
   const double next_start = s.record.step_end;
   self->send(s.args.coordinator, std::move(s.record));
@@ -407,7 +408,10 @@ void begin_step(self_ptr self, int64_t step) {
   s.record = {};
   s.record.step_start = now_seconds();
   if (s.tp_clock) s.tp_seconds_before = s.tp_clock->seconds();
-  for (auto& c : s.chunks) c->stack().zero_grads();
+  for (auto& c : s.chunks) {
+    c->stack().zero_grads();
+    c->reset_peak();
+  }
   request_batches(self, step + 2);
 }
 
@@ -430,7 +434,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
   layer_list all = build_layers(st.args.model, st.args.tp.get());
   for (int c = 0; c < st.args.plan.virtual_stages; ++c) {
     const layer_range r = st.args.model_chunks.at(static_cast<size_t>(model_chunk_of(st, c)));
-    st.chunks.push_back(std::make_unique<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed));
+    st.chunks.push_back(std::make_unique<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed, st.args.recompute));
   }
   st.args.buckets.resize(st.chunks.size());
   for (const auto& b : st.args.buckets) st.buckets_per_step += static_cast<int64_t>(b.size());

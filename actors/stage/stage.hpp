@@ -41,6 +41,7 @@ struct stage_args {
   // the model, their collectives run on the stage's own thread inside F and B (so they sit on the
   // critical path, as Megatron's do), and the loss is the vocabulary-parallel one. Null: tp 1.
   std::shared_ptr<tp_group> tp;
+  recompute_mode recompute = recompute_mode::none;
 };
 
 // Detached: compute runs on the actor's own thread, never on a scheduler thread.
