@@ -14,6 +14,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<eval_order>("troupe::eval_order");
   cfg.add_message_type<eval_report>("troupe::eval_report");
   cfg.add_message_type<gradients_msg>("troupe::gradients_msg");
+  cfg.add_message_type<observed_gradients>("troupe::observed_gradients");
   cfg.add_message_type<params_msg>("troupe::params_msg");
   cfg.add_message_type<params_request>("troupe::params_request");
   // collectives and data parallelism

@@ -111,6 +111,14 @@ struct gradients_msg {
   int64_t offset = 0;
   tensor grads;
 };
+// stage -> a job's gradient observer (job_extras.hpp), every step: the rank's gradients, reduced
+// over its data-parallel group and about to go to its optimizer shard (its tp share, its
+// stage's chunks end to end). The same frozen tensor the shard gets: shared, never copied.
+struct observed_gradients {
+  int32_t rank = 0;
+  int64_t step = 0;
+  tensor grads;
+};
 // optimizer_shard -> stage: updated parameters of the flat range after `step`
 // (step = -1: the initial values, sent so every stage starts from the shard's master copy).
 struct params_msg {
@@ -221,6 +229,7 @@ TROUPE_INSPECT(step_order, x.step, x.until)
 TROUPE_INSPECT(eval_order, x.epoch)
 TROUPE_INSPECT(eval_report, x.epoch, x.loss_sum, x.count, x.correct, x.samples)
 TROUPE_INSPECT(gradients_msg, x.step, x.offset, x.grads)
+TROUPE_INSPECT(observed_gradients, x.rank, x.step, x.grads)
 TROUPE_INSPECT(params_msg, x.step, x.offset, x.params)
 TROUPE_INSPECT(params_request, x.stage)
 TROUPE_INSPECT(collective_request, x.seq, x.op, x.root, x.total, x.data)

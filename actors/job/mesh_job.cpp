@@ -12,7 +12,8 @@ namespace troupe {
 
 rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                         const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
-                        const collective_of& collective, const tp_group_of_fn& tp_group_of) {
+                        const collective_of& collective, const tp_group_of_fn& tp_group_of,
+                        const std::vector<caf::actor>& observers) {
   rank_actors out;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   for (int rank : ranks) {
@@ -36,6 +37,7 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     a.pin_cpu = cfg.pin_threads ? static_cast<int>(static_cast<unsigned>(rank) % cores) : -1;
     a.drop_send = cfg.drop_send;
     a.recompute = cfg.recompute;
+    a.observers = observers;
     for (const auto& st : cfg.stragglers)
       if (st.rank == at.dp && at.pp == 0) a.straggler = st;
     a.buckets = plan.buckets.at(plan.slot(at.pp, at.tp));
@@ -62,13 +64,16 @@ void abort_tp_groups(const rank_actors& ranks, const std::string& why) {
 }
 
 rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
-                       const job_plan& plan, const caf::actor& coordinator) {
+                       const job_plan& plan, const caf::actor& coordinator, const job_extras& extras) {
   mesh_links links(sys, plan, {});  // one process: in-process groups, local peers, no transport
   std::vector<int> all;
   for (int r = 0; r < plan.mesh.ranks(); ++r) all.push_back(r);
+  std::vector<caf::actor> observers;
+  for (const auto& make : extras.gradient_observers) observers.push_back(make(sys));
   rank_actors out = spawn_ranks(
       sys, cfg, data, plan, all, coordinator, [&](int rank) { return links.collective_of(rank); },
-      [&](int rank) { return links.tp_of(rank); });
+      [&](int rank) { return links.tp_of(rank); }, observers);
+  out.members.insert(out.members.end(), observers.begin(), observers.end());
   links.connect_pipelines(out.stages, coordinator);
   out.members.insert(out.members.end(), links.actors().begin(), links.actors().end());
   out.collectives = links.collectives();

@@ -13,6 +13,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/job/job_outputs.hpp"
+#include "actors/job/job_extras.hpp"
 #include "actors/job/job_plan.hpp"
 
 namespace troupe {
@@ -35,15 +36,17 @@ using collective_of = std::function<caf::actor(int rank)>;
 // rank -> its member of its tensor-parallel group; null with tp 1.
 using tp_group_of_fn = std::function<std::shared_ptr<tp_group>(int rank)>;
 
+// `observers`: actors every rank sends its gradients to each step (job_extras.hpp).
 rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                         const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
-                        const collective_of& collective, const tp_group_of_fn& tp_group_of);
+                        const collective_of& collective, const tp_group_of_fn& tp_group_of,
+                        const std::vector<caf::actor>& observers = {});
 
 // Every rank of the mesh in this process: one in-process collective group per data-parallel
 // group, one in-process tp group per tensor-parallel group, and each pipeline's stages told
 // their peers.
 rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
-                       const job_plan& plan, const caf::actor& coordinator);
+                       const job_plan& plan, const caf::actor& coordinator, const job_extras& extras = {});
 
 // The coordinator's arguments for this job (the same in one process and in process 0 of many).
 coordinator_args coordinator_args_for(const train_config& cfg, const prepared_job& data, const job_plan& plan,

@@ -39,7 +39,12 @@ coordinator_args coordinator_args_for(const train_config& cfg, const prepared_jo
   return a;
 }
 
-train_summary run_training(const train_config& cfg) {
+train_summary run_training(const train_config& cfg) { return run_training(cfg, job_extras{}); }
+
+train_summary run_training(const train_config& cfg, const job_extras& extras) {
+  if (cfg.mesh.processes > 1 && !extras.gradient_observers.empty())
+    throw std::invalid_argument("gradient observers run in the job's one process; this job spans " +
+                                std::to_string(cfg.mesh.processes));
   if (cfg.mesh.processes > 1) return run_process_training(cfg);
   validate(cfg);
   const prepared_job data = prepare_job(cfg);
@@ -52,7 +57,7 @@ train_summary run_training(const train_config& cfg) {
     configure_runtime(sys_cfg);
     caf::actor_system sys{sys_cfg};
     auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, data, plan, out));
-    rank_actors ranks = spawn_mesh(sys, cfg, data, plan, coordinator);
+    rank_actors ranks = spawn_mesh(sys, cfg, data, plan, coordinator, extras);
     auto evaluator = spawn_evaluator(sys, data.model, cfg.seed, ranks.loaders.at(0), coordinator);
     ranks.members.push_back(evaluator);
     caf::anon_send(coordinator, watch_atom::value, ranks.collectives);

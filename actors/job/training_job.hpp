@@ -3,6 +3,7 @@
 // no CAF type, so callers compile fast; the actors themselves live in actors/*.cpp.
 #pragma once
 
+#include "actors/job/job_extras.hpp"
 #include "actors/job/train_config.hpp"
 
 namespace troupe {
@@ -10,5 +11,8 @@ namespace troupe {
 // Throws std::runtime_error when the job fails (a bad dataset, an actor that died), with the
 // reason; metrics already written stay on disk.
 train_summary run_training(const train_config& cfg);
+// The same job with actors of the caller's in its flow (job_extras.hpp). Throws
+// std::invalid_argument for extras on a job over several processes.
+train_summary run_training(const train_config& cfg, const job_extras& extras);
 
 }  // namespace troupe

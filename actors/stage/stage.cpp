@@ -301,6 +301,7 @@ bool execute(self_ptr self, const sched::action& a) {
           }
         }
         grads.freeze();
+        for (const auto& o : s.args.observers) self->send(o, observed_gradients{s.args.rank, s.step, grads});
         self->send(s.args.optimizer, gradients_msg{s.step, 0, std::move(grads)});
         s.opt = stage_state::opt_phase::sent;
       }

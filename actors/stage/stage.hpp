@@ -42,6 +42,7 @@ struct stage_args {
   // critical path, as Megatron's do), and the loss is the vocabulary-parallel one. Null: tp 1.
   std::shared_ptr<tp_group> tp;
   recompute_mode recompute = recompute_mode::none;
+  std::vector<caf::actor> observers;  // each gets observed_gradients every step (job_extras.hpp)
 };
 
 // Detached: compute runs on the actor's own thread, never on a scheduler thread.

@@ -219,39 +219,34 @@ TEST(ProcessJob, FourProcessesOnLoopbackEqualFourRanksInOneProcessBitwise) {
   EXPECT_EQ(files, (std::set<std::string>{"metrics.jsonl", "timeline.svg", "trace.json"}));
 }
 
-TEST(ProcessJob, DpByPpMeshAsTwoAndAsFourProcessesEqualsTheSameMeshInOneProcessBitwise) {
-  const std::string dir = temp_dir("mesh22");
-  const troupe::sched::mesh one{2, 2, 1, 1};
+// The mesh in one process, then as each number of processes: the same losses and final
+// parameters, bit for bit.
+void expect_mesh_over_processes_bitwise(const troupe::sched::mesh& one, const std::vector<int>& worlds,
+                                        const std::string& name) {
+  const std::string dir = temp_dir(name);
   const troupe::train_summary in_process = troupe::run_training(troupe::test::small_mesh_config(one, dir + "/one", 6));
   ASSERT_EQ(in_process.losses.size(), 6u);
   char want[17];
   std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(troupe::test::bytes_hash(in_process.final_params)));
-  for (int world : {2, 4}) {
+  for (int world : worlds) {
     std::string params;
-    const auto losses = run_processes(world, 6, dir + "/p" + std::to_string(world), {}, "127.0.0.1", "dp2.pp2.tp1", &params);
+    const auto losses =
+        run_processes(world, 6, dir + "/p" + std::to_string(world), {}, "127.0.0.1", troupe::sched::to_string(one), &params);
     SCOPED_TRACE(std::to_string(world) + " processes");
     expect_bitwise_equal(in_process.losses, losses);
     EXPECT_EQ(params, want) << "final parameters differ";
   }
 }
 
+TEST(ProcessJob, DpByPpMeshAsTwoAndAsFourProcessesEqualsTheSameMeshInOneProcessBitwise) {
+  expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {2, 4}, "mesh22");
+}
+
 // dp 2 x pp 2 x tp 2: as 2 processes the tensor-parallel groups stay inside a process (the data-
 // parallel rings cross); as 8 every tp group is a TCP ring of two processes driven by the stages'
 // own threads. Both give the in-process bits (a sum of two floats has one order).
 TEST(ProcessJob, DpByPpByTpMeshAsTwoAndAsEightProcessesEqualsTheSameMeshInOneProcessBitwise) {
-  const std::string dir = temp_dir("mesh222");
-  const troupe::sched::mesh one{2, 2, 2, 1};
-  const troupe::train_summary in_process = troupe::run_training(troupe::test::small_mesh_config(one, dir + "/one", 6));
-  ASSERT_EQ(in_process.losses.size(), 6u);
-  char want[17];
-  std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(troupe::test::bytes_hash(in_process.final_params)));
-  for (int world : {2, 8}) {
-    std::string params;
-    const auto losses = run_processes(world, 6, dir + "/p" + std::to_string(world), {}, "127.0.0.1", "dp2.pp2.tp2", &params);
-    SCOPED_TRACE(std::to_string(world) + " processes");
-    expect_bitwise_equal(in_process.losses, losses);
-    EXPECT_EQ(params, want) << "final parameters differ";
-  }
+  expect_mesh_over_processes_bitwise({2, 2, 2, 1}, {2, 8}, "mesh222");
 }
 
 TEST(ProcessJob, WedgedStageOfADpByPpMeshOverFourProcessesIsNamedByTheWatchdogAndEveryProcessEnds) {
