@@ -28,6 +28,10 @@ void validate(const model_spec& spec, int tp) {
   } else {
     throw std::invalid_argument("model.kind must be \"mlp\" or \"gpt\", got \"" + spec.kind + "\"");
   }
+  validate_tp_split(spec, tp);
+}
+
+void validate_tp_split(const model_spec& spec, int tp) {
   if (tp < 1) throw std::invalid_argument("tensor-parallel size must be positive, got " + std::to_string(tp));
   if (tp == 1) return;
   auto splits = [tp](int64_t v, const char* name) {
@@ -39,7 +43,7 @@ void validate(const model_spec& spec, int tp) {
     splits(spec.classes, "classes");
     for (int64_t h : spec.hidden) splits(h, "hidden");
   } else {
-    splits(spec.vocab, "vocab");
+    if (spec.vocab > 0) splits(spec.vocab, "vocab");  // 0: not read from the corpus yet
     if (spec.heads % tp != 0)
       throw std::invalid_argument("model.heads (" + std::to_string(spec.heads) + ") must be divisible by tp (" +
                                   std::to_string(tp) + "): tensor parallelism splits attention by heads");

@@ -28,6 +28,8 @@ struct model_spec {
 // Checks a spec and throws std::invalid_argument naming the bad field; with tp > 1 also that
 // the model splits over that many tensor-parallel ranks.
 void validate(const model_spec& spec, int tp = 1);
+// Only the tensor-parallel part (a GPT's vocabulary is checked once it is known, > 0).
+void validate_tp_split(const model_spec& spec, int tp);
 std::string describe(const model_spec& spec);
 
 // The model's layers; with a tensor-parallel group, this rank's share of them (Megatron's split:

@@ -49,6 +49,7 @@ void validate(const train_config& c) {
   if (c.out_dir.empty()) bad("out must name a folder");
   if (c.model.kind != "mlp" && c.model.kind != "gpt") validate(c.model);
   if (const std::string m = sched::check(c.mesh); !m.empty()) bad("mesh " + sched::to_string(c.mesh) + ": " + m);
+  validate_tp_split(c.model, c.mesh.tp);
   if (c.mesh.dp > c.batch_size)
     bad("dp " + std::to_string(c.mesh.dp) + " exceeds batch_size " + std::to_string(c.batch_size) +
         ": a rank would get no rows");

@@ -34,6 +34,10 @@ check "--threads 4294967297 is refused, not run as 1 thread" 2 "--threads: must 
   "$troupe" train --threads 4294967297 "${k[@]}"
 check "--threads above 2 x hardware threads is refused" 2 "--threads: must be in 1\.\.[0-9]+, got $((2 * hw + 1)) \(2 x this machine" -- \
   "$troupe" train --threads $((2 * hw + 1)) "${k[@]}"
+check "--tp that does not split the heads is refused before the job" 2 "model.heads \(4\) must be divisible by tp \(3\)" -- \
+  "$troupe" train --model gpt --tp 3 "${k[@]}"
+check "--tp larger than a hidden layer is refused" 2 "model.hidden \(2\) is smaller than tp \(4\)" -- \
+  "$troupe" train --hidden 2 --tp 4 "${k[@]}"
 check "--seed -1 is refused, not wrapped" 2 "--seed: must be >= 0, got -1" -- "$troupe" train --seed -1 "${k[@]}"
 check "--peer-timeout 1e300 is refused" 2 "--peer-timeout: must be a finite number in \[1, 86400\], got 1e\+300" -- \
   "$troupe" train --peer-timeout 1e300 "${k[@]}"
