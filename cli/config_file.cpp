@@ -8,6 +8,7 @@
 
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -83,6 +84,12 @@ train_config load_config_file(const std::string& path, train_config c, std::set<
     const auto dot = t.key.find('.');
     schema[t.key.substr(0, dot)][t.key.substr(dot + 1)] = &t;
   }
+  // The mesh is one table, [mesh] dp / pp / tp; the older homes of dp and pp stay accepted, and
+  // naming one value in both places is refused.
+  for (const auto& [alias, key] : {std::pair{"dp", "data_parallel.ranks"}, {"pp", "pipeline.stages"}})
+    for (const auto& t : tunables())
+      if (t.key == key) schema["mesh"][alias] = &t;
+  std::set<std::string> seen;  // canonical keys given so far
   std::string known_tables;
   for (const auto& [name, _] : schema) known_tables += (known_tables.empty() ? "[" : ", [") + name + "]";
 
@@ -104,6 +111,9 @@ train_config load_config_file(const std::string& path, train_config c, std::set<
         fail_at(node, name, "unknown key (known in [" + table_name + "]: " + known + ")");
       }
       const tunable& tn = *s->second;
+      if (!seen.insert(tn.key).second)
+        fail_at(node, name, "gives " + tn.key + " a second time (the mesh's dp and pp go in [mesh] or in their old "
+                            "tables, not both)");
       const value v = read_node(tn, node, [&](const toml::node& n, const std::string& what) { fail_at(n, name, what); });
       try {
         check(tn, v);
@@ -111,7 +121,7 @@ train_config load_config_file(const std::string& path, train_config c, std::set<
       } catch (const std::invalid_argument& e) {
         fail_at(node, name, e.what());
       }
-      if (given) given->insert(name);
+      if (given) given->insert(tn.key);
     }
   }
   try {

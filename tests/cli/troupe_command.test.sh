@@ -22,6 +22,12 @@ check "bad hidden list" 2 "hidden" -- "$troupe" train --hidden 256,abc --out "$t
 check "not a number exits 2" 2 "--epochs: expected an integer, got \"five\"" -- "$troupe" train --epochs five
 printf '[train]\nepochs = 2\nbogus = 1\n' > "$tmp/bad.toml"
 check "unknown config key" 2 "train.bogus: unknown key" -- "$troupe" train --config "$tmp/bad.toml"
+printf '[mesh]\ndp = 2\npp = 2\ntp = 2\n[pipeline]\nmicro_batches = 2\n[train]\nmax_steps = 2\neval_batches = 1\n' > "$tmp/mesh.toml"
+check "the [mesh] table holds dp, pp and tp" 0 "mesh dp2\.pp2\.tp2 \(8 ranks" -- \
+  "$troupe" train --config "$tmp/mesh.toml" --no-progress --out "$tmp/mesh"
+printf '[mesh]\ndp = 2\n[data_parallel]\nranks = 2\n' > "$tmp/twice.toml"
+check "dp in [mesh] and in [data_parallel] is refused" 2 "mesh.dp: gives data_parallel.ranks a second time|data_parallel.ranks: gives data_parallel.ranks a second time" -- \
+  "$troupe" train --config "$tmp/twice.toml"
 check "missing config file exits 2" 2 "File does not exist" -- "$troupe" train --config "$tmp/none.toml"
 out=$("$troupe" train --threads 0 2>&1)
 grep -q 1797693 <<<"$out" && { echo "FAIL a range error prints DBL_MAX: $out"; fail=1; }
