@@ -222,16 +222,18 @@ TEST(ProcessJob, FourProcessesOnLoopbackEqualFourRanksInOneProcessBitwise) {
 // The mesh in one process, then as each number of processes: the same losses and final
 // parameters, bit for bit.
 void expect_mesh_over_processes_bitwise(const troupe::sched::mesh& one, const std::vector<int>& worlds,
-                                        const std::string& name) {
+                                        const std::string& name, bool gpt = false) {
   const std::string dir = temp_dir(name);
-  const troupe::train_summary in_process = troupe::run_training(troupe::test::small_mesh_config(one, dir + "/one", 6));
+  const troupe::train_summary in_process = troupe::run_training(
+      gpt ? troupe::test::small_gpt_mesh_config(one, dir + "/one", 6) : troupe::test::small_mesh_config(one, dir + "/one", 6));
   ASSERT_EQ(in_process.losses.size(), 6u);
   char want[17];
   std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(troupe::test::bytes_hash(in_process.final_params)));
   for (int world : worlds) {
     std::string params;
     const auto losses =
-        run_processes(world, 6, dir + "/p" + std::to_string(world), {}, "127.0.0.1", troupe::sched::to_string(one), &params);
+        run_processes(world, 6, dir + "/p" + std::to_string(world), {}, "127.0.0.1",
+                      (gpt ? "gpt:" : "") + troupe::sched::to_string(one), &params);
     SCOPED_TRACE(std::to_string(world) + " processes");
     expect_bitwise_equal(in_process.losses, losses);
     EXPECT_EQ(params, want) << "final parameters differ";
@@ -247,6 +249,11 @@ TEST(ProcessJob, DpByPpMeshAsTwoAndAsFourProcessesEqualsTheSameMeshInOneProcessB
 // own threads. Both give the in-process bits (a sum of two floats has one order).
 TEST(ProcessJob, DpByPpByTpMeshAsTwoAndAsEightProcessesEqualsTheSameMeshInOneProcessBitwise) {
   expect_mesh_over_processes_bitwise({2, 2, 2, 1}, {2, 8}, "mesh222");
+}
+
+// The same for a GPT: attention split by heads, the vocabulary-parallel embedding and loss.
+TEST(ProcessJob, GptOverDpByPpByTpAsTwoAndAsEightProcessesEqualsTheSameMeshInOneProcessBitwise) {
+  expect_mesh_over_processes_bitwise({2, 2, 2, 1}, {2, 8}, "gpt222", true);
 }
 
 TEST(ProcessJob, WedgedStageOfADpByPpMeshOverFourProcessesIsNamedByTheWatchdogAndEveryProcessEnds) {

@@ -36,6 +36,21 @@ inline train_config small_mesh_config(const sched::mesh& m, const std::string& o
   return c;
 }
 
+// A small character-level GPT over the mesh (heads split by tp 2), on the default corpus, which
+// every process reads alike.
+inline train_config small_gpt_mesh_config(const sched::mesh& m, const std::string& out_dir, int64_t steps) {
+  train_config c = small_mesh_config(m, out_dir, steps);
+  c.model = model_spec{};
+  c.model.kind = "gpt";
+  c.model.context = 16;
+  c.model.channels = 16;
+  c.model.heads = 2;
+  c.model.blocks = 2;
+  c.batch_size = 8;
+  c.optim.lr = 3e-3f;
+  return c;
+}
+
 // A 64-bit FNV-1a hash of a tensor's bytes: equal tensors, equal hashes (the processes print
 // it, the test compares it with the in-process run's).
 inline uint64_t bytes_hash(const tensor& t) {

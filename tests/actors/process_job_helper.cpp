@@ -25,13 +25,16 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("stderr"));  // stdout carries PORT/LOSS lines
   const double straggle = argc > 9 ? std::atof(argv[9]) : 0.0;
   troupe::train_config cfg = troupe::test::small_dp_config(std::atoi(argv[2]), argv[6], std::atoll(argv[7]), straggle);
-  if (argc > 10) {
-    const auto m = troupe::sched::parse_mesh(argv[10]);
+  if (argc > 10) {  // MESH, or gpt:MESH for the small GPT
+    std::string text = argv[10];
+    const bool gpt = text.rfind("gpt:", 0) == 0;
+    const auto m = troupe::sched::parse_mesh(gpt ? text.substr(4) : text);
     if (!m) {
       std::fprintf(stderr, "bad mesh %s\n", argv[10]);
       return 2;
     }
-    cfg = troupe::test::small_mesh_config(*m, argv[6], std::atoll(argv[7]), straggle);
+    cfg = gpt ? troupe::test::small_gpt_mesh_config(*m, argv[6], std::atoll(argv[7]))
+              : troupe::test::small_mesh_config(*m, argv[6], std::atoll(argv[7]), straggle);
   }
   if (argc > 11) cfg.watchdog_seconds = std::atof(argv[11]);
   auto& p = cfg.process;
