@@ -204,7 +204,8 @@ std::chrono::milliseconds watchdog_period(double seconds) {
 
 std::string describe_rank(const sched::mesh& m, int rank) {
   const sched::mesh_coords c = m.coords_of(rank);
-  return fmt::format("rank {} (dp {}, pp {})", rank, c.dp, c.pp);
+  if (m.tp == 1) return fmt::format("rank {} (dp {}, pp {})", rank, c.dp, c.pp);
+  return fmt::format("rank {} (dp {}, pp {}, tp {})", rank, c.dp, c.pp, c.tp);
 }
 
 // No progress for watchdog_seconds: stop the job with a report that names, per rank, the action

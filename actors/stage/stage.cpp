@@ -79,11 +79,14 @@ bool needs_batch(const stage_state& s) {
   return false;
 }
 
-[[noreturn]] void refuse(const stage_state& s, const std::string& why) {
-  const sched::action& a = row(s)[s.cursor];
-  throw std::runtime_error("rank " + std::to_string(s.args.rank) + " (stage " + std::to_string(s.args.stage) +
-                           "), action " + std::to_string(s.cursor) + " (" + sched::body_string(a) + "): " + why);
+// "rank R (stage S), action I (X): " for the action at the cursor.
+std::string at_cursor(const stage_state& s) {
+  std::string where = "rank " + std::to_string(s.args.rank) + " (stage " + std::to_string(s.args.stage) + ")";
+  if (s.step < 0 || s.cursor >= row(s).size()) return where + ": ";
+  return where + ", action " + std::to_string(s.cursor) + " (" + sched::body_string(row(s)[s.cursor]) + "): ";
 }
+
+[[noreturn]] void refuse(const stage_state& s, const std::string& why) { throw std::runtime_error(at_cursor(s) + why); }
 
 tensor take(stage_state& s, std::map<slot, tensor>& from, slot key, const std::string& what) {
   auto it = from.find(key);
@@ -395,8 +398,9 @@ void advance_after_message(self_ptr self) {
     advance(self);
   } catch (const std::bad_alloc&) {
     fail(self, describe_failure(std::current_exception(), "the stage of rank " + std::to_string(s.args.rank), s.step));
-  } catch (const std::exception& e) {  // the action's error names the rank and the action already
-    fail(self, e.what());
+  } catch (const std::exception& e) {  // a refusal names the rank and the action already; a kernel's or a
+    const std::string what = e.what();  // tensor-parallel group's error gets them here
+    fail(self, what.rfind("rank ", 0) == 0 ? what : at_cursor(s) + what);
   }
 }
 

@@ -75,6 +75,19 @@ TEST(PipelineWatchdog, LostActivationInADpByPpMeshNamesTheBlockedRanksAndTheWait
   EXPECT_NE(what.find("collectives:"), std::string::npos) << what;
 }
 
+// With tensor parallelism both tp ranks of stage 1 wait for the lost activation; the report names
+// each by its three coordinates, and the job ends (no stage is left inside a tp collective).
+TEST(PipelineWatchdog, LostActivationInAPpByTpMeshNamesBothTensorParallelRanks) {
+  auto c = small_job(sched::complete(sched::one_f_one_b(2, 2)));
+  c.mesh.tp = 2;
+  c.drop_send = "0SA1>1";
+  const std::string what = message_of([&] { run_training(c); });
+  EXPECT_NE(what.find("mesh dp1.pp2.tp2"), std::string::npos) << what;
+  EXPECT_NE(what.find("rank 2 (dp 0, pp 1, tp 0): action"), std::string::npos) << what;
+  EXPECT_NE(what.find("rank 3 (dp 0, pp 1, tp 1): action"), std::string::npos) << what;
+  EXPECT_NE(what.find("waits for the activation of microbatch 1"), std::string::npos) << what;
+}
+
 TEST(PipelineRefuses, FetchParamsItCannotRunIsAnErrorNamingTheAction) {
   auto plan = sched::complete(sched::gpipe(2, 2));
   for (int d = 0; d < 2; ++d) {
