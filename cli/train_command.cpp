@@ -23,6 +23,7 @@ namespace {
 struct train_flags {
   std::string config;
   bool no_progress = false;
+  bool sequence_parallel = false;
   std::map<std::string, std::string> text;                // flag -> its text
   std::map<std::string, std::vector<std::string>> texts;  // repeatable flag -> its texts
   process_flags process;  // launcher flags (worker_command.hpp)
@@ -136,6 +137,7 @@ train_config resolve(const CLI::App& cmd, const train_flags& f) {
     flagged.insert(t.flag);
   }
   if (f.no_progress) c.progress = false;
+  if (f.sequence_parallel) c.sequence_parallel = true;
   if (c.model.kind == "gpt" && !flagged.count("--lr") && f.config.empty()) c.optim.lr = 3e-3f;
   adopt_schedule_file(c, f, flagged, in_file);
   check_pipeline_only(c, flagged, in_file, f.config);
@@ -212,6 +214,8 @@ void add_train_command(CLI::App& app, int& exit_code, const char* name, bool wor
     else add_tunable_option(cmd, t, f->text[t.flag]);
   }
   cmd->add_flag("--no-progress", f->no_progress, "No progress bar (log lines only)");
+  cmd->add_flag("--sequence-parallel", f->sequence_parallel,
+                "With --tp: layernorms and residuals on each tp rank's share of the sequences (GPT)");
   add_process_options(cmd, f->process);
   cmd->callback([cmd, f, &exit_code] { exit_code = run(*cmd, *f); });
 }

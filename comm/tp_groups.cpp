@@ -63,7 +63,23 @@ class local_member final : public tp_group {
   int size() const override { return s_->size; }
 
   void all_reduce_sum(float* data, int64_t n) override {
-    post(data, n, "all_reduce_sum");
+    sum_own_segment(data, n, "all_reduce_sum");
+    for (int j = 0; j < s_->size; ++j) {
+      const ring::range sj = ring::segment(n, s_->size, j);
+      ring::copy(data + sj.offset, s_->scratch[static_cast<size_t>(j)].data(), sj.count);
+    }
+  }
+
+  void reduce_scatter_sum(float* data, int64_t n) override {
+    sum_own_segment(data, n, "reduce_scatter_sum");
+    const ring::range mine = ring::segment(n, s_->size, rank_);
+    ring::copy(data + mine.offset, s_->scratch[static_cast<size_t>(rank_)].data(), mine.count);
+  }
+
+  // Everyone's buffers posted, this member's ring segment summed in ring order into its scratch
+  // row, and everyone past that: the rows are complete and no buffer is read any more.
+  void sum_own_segment(float* data, int64_t n, const char* what) {
+    post(data, n, what);
     const int P = s_->size;
     const ring::range seg = ring::segment(n, P, rank_);
     std::vector<float>& out = s_->scratch[static_cast<size_t>(rank_)];
@@ -74,11 +90,7 @@ class local_member final : public tp_group {
       const int q = (rank_ + k) % P;
       ring::add(out.data(), out.data(), s_->data[static_cast<size_t>(q)] + seg.offset, seg.count);
     }
-    s_->barrier(rank_, "all_reduce_sum", calls_);
-    for (int j = 0; j < P; ++j) {
-      const ring::range sj = ring::segment(n, P, j);
-      ring::copy(data + sj.offset, s_->scratch[static_cast<size_t>(j)].data(), sj.count);
-    }
+    s_->barrier(rank_, what, calls_);
   }
 
   void all_gather(float* data, int64_t n) override {
@@ -123,6 +135,7 @@ class backend_member final : public tp_group {
   int size() const override { return b_->world(); }
   void all_reduce_sum(float* data, int64_t n) override { b_->all_reduce(data, n, reduce_op::sum); }
   void all_gather(float* data, int64_t n) override { b_->all_gather(data, n); }
+  void reduce_scatter_sum(float* data, int64_t n) override { b_->reduce_scatter(data, n, reduce_op::sum); }
 
  private:
   std::shared_ptr<group_backend> b_;
@@ -141,6 +154,9 @@ void timed(double& seconds, F call) {
 
 void timed_tp_group::all_reduce_sum(float* data, int64_t n) {
   timed(seconds_, [&] { inner_->all_reduce_sum(data, n); });
+}
+void timed_tp_group::reduce_scatter_sum(float* data, int64_t n) {
+  timed(seconds_, [&] { inner_->reduce_scatter_sum(data, n); });
 }
 void timed_tp_group::all_gather(float* data, int64_t n) {
   timed(seconds_, [&] { inner_->all_gather(data, n); });

@@ -34,6 +34,7 @@ class timed_tp_group final : public tp_group {
   int size() const override { return inner_->size(); }
   void all_reduce_sum(float* data, int64_t n) override;
   void all_gather(float* data, int64_t n) override;
+  void reduce_scatter_sum(float* data, int64_t n) override;
   double seconds() const { return seconds_; }
   const std::shared_ptr<tp_group>& inner() const { return inner_; }
 

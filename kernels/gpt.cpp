@@ -11,7 +11,8 @@
 
 namespace troupe {
 
-layer_list build_gpt(const model_spec& spec, tp_group* tp) {
+layer_list build_gpt(const model_spec& spec, tp_group* tp, bool sequence_parallel) {
+  const bool sp = sequence_parallel && tp_size(tp) > 1;
   if (spec.kind != "gpt") throw std::invalid_argument("build_gpt: model.kind is \"" + spec.kind + "\", not \"gpt\"");
   validate(spec, tp_size(tp));
   const int64_t C = spec.channels;
@@ -19,14 +20,20 @@ layer_list build_gpt(const model_spec& spec, tp_group* tp) {
   // branches to the residual stream, and this keeps its variance independent of depth.
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(spec.blocks));
   layer_list layers;
-  layers.push_back(std::make_unique<embedding>(spec.vocab, spec.context, C, tp));
+  layers.push_back(std::make_unique<embedding>(spec.vocab, spec.context, C, tp, sp));
   for (int64_t i = 0; i < spec.blocks; ++i)
-    layers.push_back(std::make_unique<transformer_block>(C, spec.heads, proj_std, tp));
-  layers.push_back(std::make_unique<layernorm>(C));
-  if (tp_size(tp) == 1) layers.push_back(std::make_unique<linear>(C, spec.vocab));
-  else  // the head's logits stay split over the vocabulary: vocab_parallel_cross_entropy reads them
-    layers.push_back(std::make_unique<column_parallel_linear>(
-        C, spec.vocab, std::vector<shard_range>{shard_of(spec.vocab, tp_size(tp), tp_rank(tp))}, tp));
+    layers.push_back(std::make_unique<transformer_block>(C, spec.heads, proj_std, tp, sp));
+  layers.push_back(std::make_unique<layernorm>(C, sp ? tp : nullptr));
+  if (tp_size(tp) == 1) {
+    layers.push_back(std::make_unique<linear>(C, spec.vocab));
+    return layers;
+  }
+  // The head's logits stay split over the vocabulary (vocab_parallel_cross_entropy reads them);
+  // under sequence parallelism it gathers every sequence first, so the loss sees the whole batch.
+  auto head = std::make_unique<column_parallel_linear>(
+      C, spec.vocab, std::vector<shard_range>{shard_of(spec.vocab, tp_size(tp), tp_rank(tp))}, tp);
+  head->set_sequence_parallel(sp);
+  layers.push_back(std::move(head));
   return layers;
 }
 

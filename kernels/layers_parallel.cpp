@@ -18,6 +18,37 @@ void reduce_from_forward(tp_group* g, tensor& y) {
 }
 }  // namespace tp
 
+namespace sp {
+tensor gather_rows(tp_group* g, const tensor& share) {
+  const int tp = tp_size(g);
+  shape_t shape = share.shape();
+  shape.at(0) *= tp;
+  tensor full = tensor::uninitialized(shape);
+  const shard_range mine = shard_of(full.numel(), tp, tp_rank(g));
+  std::copy(share.data(), share.data() + share.numel(), full.data() + mine.begin);
+  g->all_gather(full.data(), full.numel());
+  return full;
+}
+
+tensor scatter_rows(tp_group* g, const tensor& full) {
+  const int tp = tp_size(g);
+  if (full.rank() < 1 || full.size(0) % tp != 0)
+    throw std::invalid_argument("sequence parallelism: a microbatch of " + std::to_string(full.rank() ? full.size(0) : 0) +
+                                " sequences does not split over tp " + std::to_string(tp));
+  tensor sums = full.clone();
+  g->reduce_scatter_sum(sums.data(), sums.numel());
+  shape_t shape = full.shape();
+  shape.at(0) /= tp;
+  const shard_range mine = shard_of(full.numel(), tp, tp_rank(g));
+  return tensor(shape, std::vector<float>(sums.data() + mine.begin, sums.data() + mine.end()));
+}
+
+void add_summed(tp_group* g, float* grads, std::vector<float> partial) {
+  g->all_reduce_sum(partial.data(), static_cast<int64_t>(partial.size()));
+  for (size_t i = 0; i < partial.size(); ++i) grads[i] += partial[i];
+}
+}  // namespace sp
+
 void gather_runs(float* shard, const float* full, const std::vector<param_run>& runs) {
   for (const param_run& r : runs) shard = std::copy(full + r.offset, full + r.offset + r.count, shard);
 }
@@ -76,27 +107,33 @@ std::vector<param_run> column_parallel_linear::full_runs() const {
   return runs;
 }
 
-tensor column_parallel_linear::forward(const tensor& x, saved_activations& saved) const {
+tensor column_parallel_linear::forward(const tensor& share, saved_activations& saved) const {
+  const tensor x = sequence_parallel_ ? sp::gather_rows(group_, share) : share;
   const int64_t n = rows_of(x, in_, kind(), "input");
   shape_t shape = x.shape();
   shape.back() = out_;
   tensor y = tensor::uninitialized(shape);
   ops::matmul_forward(y.data(), x.data(), params_, bias(), n, in_, out_);
-  saved.tensors = {x};
+  saved.tensors = {share};  // under sequence parallelism only the share: backward_weight gathers it again
   return y;
 }
 
 tensor column_parallel_linear::backward_input(const tensor& dy, saved_activations& saved) const {
   const int64_t n = rows_of(dy, out_, kind(), "output gradient");
-  tensor dx = tensor::uninitialized(saved.tensors.at(0).shape());
+  shape_t shape = saved.tensors.at(0).shape();
+  if (sequence_parallel_) shape.at(0) *= tp_size(group_);
+  tensor dx = tensor::uninitialized(shape);
   ops::matmul_backward_input(dx.data(), dy.data(), params_, n, in_, out_);
+  if (sequence_parallel_) return sp::scatter_rows(group_, dx);  // instead of f, never both
   tp::copy_to_backward(group_, dx);
   return dx;
 }
 
 void column_parallel_linear::backward_weight(const tensor& dy, saved_activations& saved) {
   const int64_t n = rows_of(dy, out_, kind(), "output gradient");
-  ops::matmul_backward_weight(grads_, bias_grad(), dy.data(), std::as_const(saved.tensors.at(0)).data(), n, in_, out_);
+  const tensor& share = saved.tensors.at(0);
+  const tensor x = sequence_parallel_ ? sp::gather_rows(group_, share) : share;
+  ops::matmul_backward_weight(grads_, bias_grad(), dy.data(), x.data(), n, in_, out_);
 }
 
 // ---- row-parallel ----
@@ -128,25 +165,45 @@ tensor row_parallel_linear::forward(const tensor& x, saved_activations& saved) c
   }
   // The bias belongs to the sum, not to each partial: added once, after g.
   ops::matmul_forward(y.data(), x.data(), params_, nullptr, n, in_, out_);
-  tp::reduce_from_forward(group_, y);
+  if (sequence_parallel_) y = sp::scatter_rows(group_, y);  // instead of g
+  else tp::reduce_from_forward(group_, y);
+  const int64_t rows = y.numel() / out_;
   if (const float* b = bias()) {
     float* p = y.data();
-    for (int64_t i = 0; i < n; ++i)
+    for (int64_t i = 0; i < rows; ++i)
       for (int64_t o = 0; o < out_; ++o) p[i * out_ + o] += b[o];
   }
   return y;
 }
 
-tensor row_parallel_linear::backward_input(const tensor& dy, saved_activations& saved) const {
+tensor row_parallel_linear::backward_input(const tensor& dy_share, saved_activations& saved) const {
+  // Under sequence parallelism dy is this rank's share of the tokens: gathered (the reduce-
+  // scatter's backward), and kept for backward_weight.
+  if (sequence_parallel_ && saved.tensors.size() == 1) saved.tensors.push_back(sp::gather_rows(group_, dy_share));
+  const tensor& dy = sequence_parallel_ ? saved.tensors.at(1) : dy_share;
   const int64_t n = rows_of(dy, out_, kind(), "output gradient");
   tensor dx = tensor::uninitialized(saved.tensors.at(0).shape());
   ops::matmul_backward_input(dx.data(), dy.data(), params_, n, in_, out_);
   return dx;  // g's backward is the identity: each rank keeps the gradient of its own columns
 }
 
-void row_parallel_linear::backward_weight(const tensor& dy, saved_activations& saved) {
-  const int64_t n = rows_of(dy, out_, kind(), "output gradient");
-  ops::matmul_backward_weight(grads_, bias_grad(), dy.data(), std::as_const(saved.tensors.at(0)).data(), n, in_, out_);
+void row_parallel_linear::backward_weight(const tensor& dy_share, saved_activations& saved) {
+  if (!sequence_parallel_) {
+    const int64_t n = rows_of(dy_share, out_, kind(), "output gradient");
+    ops::matmul_backward_weight(grads_, bias_grad(), dy_share.data(), std::as_const(saved.tensors.at(0)).data(), n, in_,
+                                out_);
+    return;
+  }
+  if (saved.tensors.size() == 1) saved.tensors.push_back(sp::gather_rows(group_, dy_share));
+  const tensor& dy = saved.tensors.at(1);
+  ops::matmul_backward_weight(grads_, nullptr, dy.data(), std::as_const(saved.tensors.at(0)).data(),
+                              rows_of(dy, out_, kind(), "output gradient"), in_, out_);
+  if (!bias_) return;
+  std::vector<float> db(static_cast<size_t>(out_), 0.0f);  // over this rank's tokens only
+  const int64_t rows = rows_of(dy_share, out_, kind(), "output gradient");
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t o = 0; o < out_; ++o) db[static_cast<size_t>(o)] += dy_share[i * out_ + o];
+  sp::add_summed(group_, bias_grad(), std::move(db));
 }
 
 }  // namespace troupe

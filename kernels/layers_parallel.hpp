@@ -23,6 +23,22 @@ void copy_to_backward(tp_group* g, tensor& dx);
 void reduce_from_forward(tp_group* g, tensor& y);
 }  // namespace tp
 
+// Sequence parallelism (Korthikanti et al. 2022): between the tensor-parallel regions each rank
+// keeps only its share of the microbatch's tokens, so layernorms, residuals and the activations
+// passed between pipeline stages are 1/tp the size. troupe's activations are batch-major
+// (B, T, C), so a rank's share is whole sequences, shard_of(B, tp, rank) of them: the same volume
+// as Megatron's split of the sequence dimension, and contiguous. A microbatch's B must divide
+// by tp. The two operators replace f and g: an all-gather of the shares before a column-parallel
+// linear (reduce-scatter of its input gradient), a reduce-scatter after a row-parallel one
+// (all-gather of its output gradient).
+namespace sp {
+tensor gather_rows(tp_group* g, const tensor& share);  // (B/tp, ...) -> (B, ...)
+tensor scatter_rows(tp_group* g, const tensor& full);  // (B, ...) partial sums -> (B/tp, ...) sums
+// Parameters every rank holds whole but sees only its share of tokens for (layernorms, the
+// row-parallel biases, positions): their gradients are partial sums, summed over the group here.
+void add_summed(tp_group* g, float* grads, std::vector<float> partial);
+}  // namespace sp
+
 // Both halves of the split: local geometry, and where the local parameters sit in the unsplit
 // linear's (PyTorch layout: weight (out, in) row-major, then bias (out)).
 class parallel_linear : public layer {
@@ -32,6 +48,9 @@ class parallel_linear : public layer {
   int64_t full_params() const override { return full_out_ * full_in_ + (bias_ ? full_out_ : 0); }
   int64_t in_features() const { return in_; }    // local
   int64_t out_features() const { return out_; }  // local
+  // Under sequence parallelism the input (column-parallel) or output (row-parallel) is this
+  // rank's share of the tokens; the layer gathers or scatters it instead of f or g.
+  void set_sequence_parallel(bool on) { sequence_parallel_ = on && tp_size(group_) > 1; }
 
  protected:
   parallel_linear(int64_t full_in, int64_t full_out, int64_t in, int64_t out, bool bias, tp_group* g)
@@ -45,6 +64,7 @@ class parallel_linear : public layer {
   int64_t full_in_, full_out_, in_, out_;
   bool bias_;
   tp_group* group_;
+  bool sequence_parallel_ = false;
 };
 
 // Output features `rows` of the unsplit linear (runs of it, in order; the attention's packed

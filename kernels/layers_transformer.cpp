@@ -45,9 +45,9 @@ void weight_grad(layer& l, const tensor& dy, std::vector<tensor> saved) {
 
 // ---- embedding ----
 
-embedding::embedding(int64_t vocab, int64_t context, int64_t channels, tp_group* g)
+embedding::embedding(int64_t vocab, int64_t context, int64_t channels, tp_group* g, bool sequence_parallel)
     : vocab_(vocab), context_(context), channels_(channels), group_(g),
-      rows_(shard_of(vocab, tp_size(g), tp_rank(g))) {}
+      rows_(shard_of(vocab, tp_size(g), tp_rank(g))), sequence_parallel_(sequence_parallel && tp_size(g) > 1) {}
 
 std::vector<param_spec> embedding::param_specs() const {
   return {{"wte", {rows_.count, channels_}}, {"wpe", {context_, channels_}}};
@@ -75,8 +75,9 @@ tensor embedding::forward(const tensor& x, saved_activations& saved) const {
     ops::embedding_forward(y.data(), x.data(), params_, wpe, B, T, C, vocab_);
   } else {
     ops::embedding_shard_forward(y.data(), x.data(), params_, B, T, C, vocab_, rows_.begin, rows_.count);
-    group_->all_reduce_sum(y.data(), y.numel());  // one rank holds each token: the sum is exact
-    ops::position_forward(y.data(), wpe, B, T, C);
+    if (sequence_parallel_) y = sp::scatter_rows(group_, y);  // one rank holds each token: the sum is exact
+    else group_->all_reduce_sum(y.data(), y.numel());
+    ops::position_forward(y.data(), wpe, y.size(0), T, C);
   }
   saved.tensors = {x};
   return y;
@@ -87,18 +88,27 @@ tensor embedding::backward_input(const tensor&, saved_activations&) const { retu
 void embedding::backward_weight(const tensor& dy, saved_activations& saved) {
   const tensor& x = saved.tensors.at(0);
   const int64_t B = x.size(0), T = x.size(1), C = channels_;
-  if (dy.numel() != B * T * C)
+  const int64_t share = sequence_parallel_ ? B / tp_size(group_) : B;  // sequences of dy here
+  if (dy.numel() != share * T * C)
     throw std::invalid_argument("embedding: output gradient has shape " + to_string(dy.shape()) +
                                 " for tokens " + to_string(x.shape()));
   float* dwpe = grads_ + rows_.count * C;
   if (tp_size(group_) == 1) return ops::embedding_backward(grads_, dwpe, dy.data(), x.data(), B, T, C);
-  ops::embedding_shard_backward(grads_, dy.data(), x.data(), B, T, C, rows_.begin, rows_.count);
-  ops::position_backward(dwpe, dy.data(), B, T, C);
+  if (!sequence_parallel_) {
+    ops::embedding_shard_backward(grads_, dy.data(), x.data(), B, T, C, rows_.begin, rows_.count);
+    return ops::position_backward(dwpe, dy.data(), B, T, C);
+  }
+  const tensor full = sp::gather_rows(group_, dy);
+  ops::embedding_shard_backward(grads_, full.data(), x.data(), B, T, C, rows_.begin, rows_.count);
+  std::vector<float> partial(static_cast<size_t>(context_ * C), 0.0f);
+  ops::position_backward(partial.data(), dy.data(), share, T, C);
+  sp::add_summed(group_, dwpe, std::move(partial));
 }
 
 // ---- layernorm ----
 
-layernorm::layernorm(int64_t channels) : channels_(channels) {}
+layernorm::layernorm(int64_t channels, tp_group* sum_grads_over)
+    : channels_(channels), sum_over_(tp_size(sum_grads_over) > 1 ? sum_grads_over : nullptr) {}
 
 std::vector<param_spec> layernorm::param_specs() const {
   return {{"weight", {channels_}}, {"bias", {channels_}}};
@@ -130,9 +140,15 @@ tensor layernorm::backward_input(const tensor& dy, saved_activations& saved) con
 void layernorm::backward_weight(const tensor& dy, saved_activations& saved) {
   check_last_dim(dy, channels_, "layernorm", "output gradient");
   const tensor& x = saved.tensors.at(0);
-  ops::layernorm_backward(nullptr, grads_, grads_ + channels_, dy.data(), x.data(), params_,
-                          saved.tensors.at(1).data(), saved.tensors.at(2).data(), x.numel() / channels_,
-                          channels_);
+  if (!sum_over_) {
+    ops::layernorm_backward(nullptr, grads_, grads_ + channels_, dy.data(), x.data(), params_,
+                            saved.tensors.at(1).data(), saved.tensors.at(2).data(), x.numel() / channels_, channels_);
+    return;
+  }
+  std::vector<float> partial(static_cast<size_t>(2 * channels_), 0.0f);  // weight, then bias: as in grads_
+  ops::layernorm_backward(nullptr, partial.data(), partial.data() + channels_, dy.data(), x.data(), params_,
+                          saved.tensors.at(1).data(), saved.tensors.at(2).data(), x.numel() / channels_, channels_);
+  sp::add_summed(sum_over_, grads_, std::move(partial));
 }
 
 // ---- gelu ----
@@ -181,14 +197,18 @@ std::vector<shard_range> head_rows(int64_t C, int64_t heads, tp_group* g) {
 }
 }  // namespace
 
-transformer_block::transformer_block(int64_t channels, int64_t heads, float proj_std, tp_group* g)
-    : channels_(channels), heads_(heads), proj_std_(proj_std), group_(g), ln1_(channels),
+transformer_block::transformer_block(int64_t channels, int64_t heads, float proj_std, tp_group* g,
+                                     bool sequence_parallel)
+    : channels_(channels), heads_(heads), proj_std_(proj_std), group_(g), ln1_(channels, sequence_parallel ? g : nullptr),
       qkv_(channels, 3 * channels, head_rows(channels, heads, g), g),
-      proj_(channels, channels, head_rows(channels, heads, g).front(), g), ln2_(channels),
+      proj_(channels, channels, head_rows(channels, heads, g).front(), g), ln2_(channels, sequence_parallel ? g : nullptr),
       fc_(channels, 4 * channels, {shard_of(4 * channels, tp_size(g), tp_rank(g))}, g),
       fc_proj_(4 * channels, channels, shard_of(4 * channels, tp_size(g), tp_rank(g)), g) {
   local_heads_ = heads / tp_size(g);
   local_channels_ = channels / tp_size(g);
+  for (parallel_linear* l : {static_cast<parallel_linear*>(&qkv_), static_cast<parallel_linear*>(&proj_),
+                             static_cast<parallel_linear*>(&fc_), static_cast<parallel_linear*>(&fc_proj_)})
+    l->set_sequence_parallel(sequence_parallel);
   offset_[0] = full_offset_[0] = 0;
   for (int i = 0; i < num_parts; ++i) {
     offset_[i + 1] = offset_[i] + part(i)->num_params();
@@ -254,7 +274,7 @@ tensor transformer_block::forward(const tensor& x, saved_activations& saved) con
   if (x.rank() != 3 || x.size(2) != channels_)
     throw std::invalid_argument("transformer_block: input has shape " + to_string(x.shape()) +
                                 ", expected (B, T, " + std::to_string(channels_) + ")");
-  const int64_t B = x.size(0), T = x.size(1), C = local_channels_;
+  const int64_t T = x.size(1), C = local_channels_;
   std::vector<tensor> s(num_forward_slots);
   saved_activations tmp;
   s[s_x] = x;
@@ -262,6 +282,7 @@ tensor transformer_block::forward(const tensor& x, saved_activations& saved) con
   s[s_ln1_mean] = tmp.tensors.at(1);
   s[s_ln1_rstd] = tmp.tensors.at(2);
   s[s_qkv] = qkv_.forward(s[s_ln1_out], tmp);
+  const int64_t B = s[s_qkv].size(0);  // every sequence of the microbatch (more than x's under sequence parallelism)
   s[s_att] = tensor({B, local_heads_, T, T});
   s[s_att_out] = tensor({B, T, C});
   ops::attention_forward(s[s_att_out].data(), s[s_att].data(), s[s_qkv].data(), B, T, C, local_heads_);
@@ -285,7 +306,7 @@ tensor transformer_block::backward_input(const tensor& dy, saved_activations& sa
   if (dy.shape() != s[s_x].shape())
     throw std::invalid_argument("transformer_block: output gradient has shape " + to_string(dy.shape()) +
                                 ", input was " + to_string(s[s_x].shape()));
-  const int64_t B = dy.size(0), T = dy.size(1), C = local_channels_;
+  const int64_t B = s[s_qkv].size(0), T = dy.size(1), C = local_channels_;
   tensor d_gelu_out = input_grad(fc_proj_, dy, {s[s_gelu_out]});
   tensor d_fc = input_grad(gelu_, d_gelu_out, {s[s_fc]});
   tensor d_ln2_out = input_grad(fc_, d_fc, {s[s_ln2_out]});

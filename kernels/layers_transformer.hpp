@@ -17,9 +17,11 @@ namespace troupe {
 // Vocabulary-parallel with a group: this rank holds wte rows shard_of(vocab, tp, rank), looks up
 // the tokens it holds (zeros for the others), and one all-reduce sums the lookups; wpe is whole
 // everywhere and added after it. The output and its gradient are the same on every rank.
+// With sequence parallelism the lookups are reduce-scattered instead: each rank's output is its
+// share of the sequences (sp:: in layers_parallel.hpp).
 class embedding final : public layer {
  public:
-  embedding(int64_t vocab, int64_t context, int64_t channels, tp_group* g = nullptr);
+  embedding(int64_t vocab, int64_t context, int64_t channels, tp_group* g = nullptr, bool sequence_parallel = false);
   std::string kind() const override { return "embedding"; }
   std::vector<param_spec> param_specs() const override;
   int64_t full_params() const override { return (vocab_ + context_) * channels_; }
@@ -33,12 +35,15 @@ class embedding final : public layer {
   int64_t vocab_, context_, channels_;
   tp_group* group_;
   shard_range rows_;  // the wte rows held here
+  bool sequence_parallel_;
 };
 
 // Normalizes the last dimension (..., C); eps 1e-5 as PyTorch. Weight 1, bias 0 at init.
+// Given a group (sequence parallelism), it sees only this rank's tokens, so its weight gradients
+// are summed over the group.
 class layernorm final : public layer {
  public:
-  explicit layernorm(int64_t channels);
+  explicit layernorm(int64_t channels, tp_group* sum_grads_over = nullptr);
   std::string kind() const override { return "layernorm"; }
   std::vector<param_spec> param_specs() const override;
   void init(float* params, std::mt19937_64& rng) const override;
@@ -49,6 +54,7 @@ class layernorm final : public layer {
 
  private:
   int64_t channels_;
+  tp_group* sum_over_;
 };
 
 // Element-wise GELU, tanh approximation.
@@ -72,7 +78,10 @@ class transformer_block final : public layer {
   // With a group of size tp (heads % tp == 0): heads/tp heads here (qkv column-parallel by
   // heads, the output projection row-parallel over their channels) and 4C/tp MLP features
   // (fc column-parallel, its projection row-parallel): two all-reduces forward, two backward.
-  transformer_block(int64_t channels, int64_t heads, float proj_std = 0.02f, tp_group* g = nullptr);
+  // With sequence_parallel too: the layernorms and residuals run on this rank's share of the
+  // sequences; qkv and fc gather the shares, proj and the MLP's projection scatter them.
+  transformer_block(int64_t channels, int64_t heads, float proj_std = 0.02f, tp_group* g = nullptr,
+                    bool sequence_parallel = false);
   std::string kind() const override { return "block"; }
   std::vector<param_spec> param_specs() const override;
   int64_t full_params() const override { return full_offset_[num_parts]; }

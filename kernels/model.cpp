@@ -61,9 +61,11 @@ std::string describe(const model_spec& spec) {
          " blocks=" + std::to_string(spec.blocks);
 }
 
-layer_list build_layers(const model_spec& spec, tp_group* tp) {
+layer_list build_layers(const model_spec& spec, tp_group* tp, bool sequence_parallel) {
   validate(spec, tp_size(tp));
-  return spec.kind == "mlp" ? build_mlp(spec, tp) : build_gpt(spec, tp);
+  if (sequence_parallel && spec.kind != "gpt")
+    throw std::invalid_argument("sequence parallelism splits a GPT's layernorm regions; the mlp has none");
+  return spec.kind == "mlp" ? build_mlp(spec, tp) : build_gpt(spec, tp, sequence_parallel);
 }
 
 bool splits_logits(const model_spec& spec, int tp) {

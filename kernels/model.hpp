@@ -36,9 +36,11 @@ std::string describe(const model_spec& spec);
 // the MLP's linears alternate column- and row-parallel, the GPT splits its embedding and head over
 // the vocabulary and each block over heads). The cut points and per-layer init are those of the
 // unsplit model, so every tp degree starts from the single-device parameters.
-layer_list build_layers(const model_spec& spec, tp_group* tp = nullptr);
+// sequence_parallel (GPT, tp > 1): layernorms and residuals on each rank's share of the
+// sequences (layers_parallel.hpp, sp::); the MLP refuses it.
+layer_list build_layers(const model_spec& spec, tp_group* tp = nullptr, bool sequence_parallel = false);
 layer_list build_mlp(const model_spec& spec, tp_group* tp = nullptr);
-layer_list build_gpt(const model_spec& spec, tp_group* tp = nullptr);  // defined in gpt.cpp
+layer_list build_gpt(const model_spec& spec, tp_group* tp = nullptr, bool sequence_parallel = false);  // gpt.cpp
 // True when the model's last layer leaves its logits split over the vocabulary (or the MLP's
 // classes) at this tp degree: the loss is then vocab_parallel_cross_entropy.
 bool splits_logits(const model_spec& spec, int tp);

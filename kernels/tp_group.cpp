@@ -17,6 +17,9 @@ shard_range shard_of(int64_t n, int parts, int j) {
 void tp_layout::all_reduce_sum(float*, int64_t) {
   throw std::logic_error("tp_layout: a layer built to read its shapes was run");
 }
+void tp_layout::reduce_scatter_sum(float*, int64_t) {
+  throw std::logic_error("tp_layout: a layer built to read its shapes was run");
+}
 void tp_layout::all_gather(float*, int64_t) {
   throw std::logic_error("tp_layout: a layer built to read its shapes was run");
 }

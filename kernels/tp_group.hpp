@@ -30,6 +30,9 @@ class tp_group {
   // data holds n elements of which this member filled shard_of(n, size(), rank()); afterwards
   // every member holds all of them.
   virtual void all_gather(float* data, int64_t n) = 0;
+  // In place: this member's shard_of(n, size(), rank()) ends summed over the group (the rest of
+  // data is left undefined).
+  virtual void reduce_scatter_sum(float* data, int64_t n) = 0;
 };
 
 // A group that only says where a rank sits: layers built with it have that rank's shapes and
@@ -41,6 +44,7 @@ class tp_layout final : public tp_group {
   int size() const override { return size_; }
   void all_reduce_sum(float*, int64_t) override;
   void all_gather(float*, int64_t) override;
+  void reduce_scatter_sum(float*, int64_t) override;
 
  private:
   int rank_, size_;

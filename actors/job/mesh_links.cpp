@@ -197,6 +197,7 @@ class remote_tp_member final : public tp_group {
   int size() const override { return size_; }
   void all_reduce_sum(float* data, int64_t n) override { backend().all_reduce(data, n, net::reduce_op::sum); }
   void all_gather(float* data, int64_t n) override { backend().all_gather(data, n); }
+  void reduce_scatter_sum(float* data, int64_t n) override { backend().reduce_scatter(data, n, net::reduce_op::sum); }
 
  private:
   net::group_backend& backend() {

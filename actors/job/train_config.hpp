@@ -69,6 +69,9 @@ struct train_config {
   // Activation recomputation in every stage (kernels/pipeline_chunk.hpp): the same numbers,
   // fewer bytes held between forward and backward.
   recompute_mode recompute = recompute_mode::none;
+  // Sequence parallelism with tp > 1 (GPT): layernorms, residuals and stage-to-stage activations
+  // on each tp rank's share of a microbatch's sequences (kernels/layers_parallel.hpp, sp::).
+  bool sequence_parallel = false;
   // Where the ranks are: dp x pp (x tp) ranks over mesh.processes processes (schedules/mesh.hpp).
   // dp: data-parallel replicas, each on 1/dp of every batch; pp: pipeline stages P per replica.
   sched::mesh mesh;

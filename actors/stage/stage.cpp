@@ -436,7 +436,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
     st.tp_clock = std::make_shared<net::timed_tp_group>(st.args.tp);
     st.args.tp = st.tp_clock;
   }
-  layer_list all = build_layers(st.args.model, st.args.tp.get());
+  layer_list all = build_layers(st.args.model, st.args.tp.get(), st.args.sequence_parallel);
   for (int c = 0; c < st.args.plan.virtual_stages; ++c) {
     const layer_range r = st.args.model_chunks.at(static_cast<size_t>(model_chunk_of(st, c)));
     st.chunks.push_back(std::make_unique<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed, st.args.recompute));

@@ -111,6 +111,7 @@ struct mesh_case {
   std::string optim;
   int M = 4;
   int tp = 1;
+  bool sequence_parallel = false;
 };
 
 std::string case_name(const ::testing::TestParamInfo<mesh_case>& info) {
@@ -119,7 +120,7 @@ std::string case_name(const ::testing::TestParamInfo<mesh_case>& info) {
   for (auto& ch : s)
     if (ch == '-') ch = '_';
   return "dp" + std::to_string(c.dp) + "_pp" + std::to_string(c.pp) + "_tp" + std::to_string(c.tp) + "_" + s + "_M" + std::to_string(c.M) + "_" +
-         c.model + "_" + c.optim;
+         c.model + "_" + c.optim + (c.sequence_parallel ? "_sp" : "");
 }
 
 const reference& reference_for(const std::string& model, const std::string& optim) {
@@ -150,6 +151,7 @@ TEST_P(MeshMatchesSingleDevice, TwentyStepsSameLossesAndParametersExactScheduleA
   cfg.mesh.dp = c.dp;
   cfg.mesh.pp = c.pp;
   cfg.mesh.tp = c.tp;
+  cfg.sequence_parallel = c.sequence_parallel;
   cfg.schedule = c.schedule;
   cfg.micro_batches = c.M;
   cfg.bucket_mb = 0.0005;  // several buckets per stage even for these small models
@@ -205,6 +207,12 @@ std::vector<mesh_case> all_cases() {
     }
   // The split backward (I then W) and virtual stages with tp collectives inside each half.
   for (const char* sch : {"zb-h1", "interleaved"}) out.push_back({1, 2, sch, "gpt", "sgd", 4, 2});
+  // Sequence parallelism: the GPT's layernorm regions on each tp rank's share of the sequences.
+  for (const char* optim : {"sgd", "adamw"}) {
+    out.push_back({1, 1, "1f1b", "gpt", optim, 1, 2, true});
+    out.push_back({2, 2, "1f1b", "gpt", optim, 4, 2, true});
+  }
+  out.push_back({1, 2, "zb-h1", "gpt", "sgd", 4, 2, true});
   return out;
 }
 }  // namespace

@@ -44,6 +44,9 @@ check "--tp that does not split the heads is refused before the job" 2 "model.he
   "$troupe" train --model gpt --tp 3 "${k[@]}"
 check "--tp larger than a hidden layer is refused" 2 "model.hidden \(2\) is smaller than tp \(4\)" -- \
   "$troupe" train --hidden 2 --tp 4 "${k[@]}"
+check "--sequence-parallel without --tp is refused" 2 "sequence parallelism .* needs --tp 2 or more" -- \
+  "$troupe" train --model gpt --sequence-parallel "${k[@]}"
+check "--sequence-parallel on the mlp is refused" 2 "the mlp has none" -- "$troupe" train --tp 2 --sequence-parallel "${k[@]}"
 check "--seed -1 is refused, not wrapped" 2 "--seed: must be >= 0, got -1" -- "$troupe" train --seed -1 "${k[@]}"
 check "--peer-timeout 1e300 is refused" 2 "--peer-timeout: must be a finite number in \[1, 86400\], got 1e\+300" -- \
   "$troupe" train --peer-timeout 1e300 "${k[@]}"

@@ -55,6 +55,22 @@ TEST(LocalTpGroup, AllReduceIsBitwiseTheRingOrder) {
     }
 }
 
+TEST(LocalTpGroup, ReduceScatterLeavesEachRankItsSegmentOfTheRingOrderSum) {
+  for (int P : {2, 3}) {
+    const int64_t n = 11;
+    auto in = random_inputs(P, n, 77);
+    const auto want = ring::serial_ring(ring::op_kind::all_reduce_sum, in, n);
+    auto g = net::make_local_tp_group(P);
+    on_members(g, [&](int r) {
+      std::vector<float> x = in[static_cast<size_t>(r)];
+      g[static_cast<size_t>(r)]->reduce_scatter_sum(x.data(), n);
+      const shard_range s = shard_of(n, P, r);
+      for (int64_t i = s.begin; i < s.end(); ++i)
+        EXPECT_EQ(x[static_cast<size_t>(i)], want[static_cast<size_t>(r)][static_cast<size_t>(i)]) << "P " << P;
+    });
+  }
+}
+
 TEST(LocalTpGroup, AllGatherFillsEveryRanksShard) {
   const int P = 3;
   const int64_t n = 10;

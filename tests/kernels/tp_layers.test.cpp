@@ -105,7 +105,24 @@ struct piece {
   cols_fn in_cols = [](int, int) { return std::vector<shard_range>{}; };
   cols_fn out_cols = [](int, int) { return std::vector<shard_range>{}; };
   bool input_has_grad = true;
+  // Sequence parallelism: rank r sees only sequences shard_of(B, tp, r) of the input / output.
+  bool in_rows = false, out_rows = false;
 };
+
+tensor batch_rows(const tensor& t, bool split, int r, int tp) {
+  if (!split) return t;
+  const shard_range b = shard_of(t.size(0), tp, r);
+  const int64_t per = t.numel() / t.size(0);
+  shape_t shape = t.shape();
+  shape[0] = b.count;
+  return tensor(shape, std::vector<float>(t.data() + b.begin * per, t.data() + b.end() * per));
+}
+tensor input_of(const piece& p, const tensor& x, int r, int tp) {
+  return batch_rows(last_dim_columns(x, p.in_cols(r, tp)), p.in_rows, r, tp);
+}
+tensor output_of(const piece& p, const tensor& y, int r, int tp) {
+  return batch_rows(last_dim_columns(y, p.out_cols(r, tp)), p.out_rows, r, tp);
+}
 
 layer_list one(std::unique_ptr<layer> l) {
   layer_list v;
@@ -134,14 +151,13 @@ void expect_matches_unsplit(const piece& p, int tp) {
   std::mutex mu;
   ranks.each([&](int rank, layer_stack& s) {
     stack_context c;
-    const tensor yr = s.forward(last_dim_columns(p.x, p.in_cols(rank, tp)), c);
+    const tensor yr = s.forward(input_of(p, p.x, rank, tp), c);
     s.zero_grads();
-    const tensor dxr = s.backward(last_dim_columns(r, p.out_cols(rank, tp)), c, p.input_has_grad);
+    const tensor dxr = s.backward(output_of(p, r, rank, tp), c, p.input_has_grad);
     std::lock_guard<std::mutex> lock(mu);
-    EXPECT_LT(rel_diff(yr.to_vector(), last_dim_columns(y, p.out_cols(rank, tp)).to_vector()), 1e-5) << "rank " << rank;
+    EXPECT_LT(rel_diff(yr.to_vector(), output_of(p, y, rank, tp).to_vector()), 1e-5) << "rank " << rank;
     if (p.input_has_grad) {
-      EXPECT_LT(rel_diff(dxr.to_vector(), last_dim_columns(dx, p.in_cols(rank, tp)).to_vector()), 1e-5)
-          << "input gradient, rank " << rank;
+      EXPECT_LT(rel_diff(dxr.to_vector(), input_of(p, dx, rank, tp).to_vector()), 1e-5) << "input gradient, rank " << rank;
     }
   });
   EXPECT_LT(rel_diff(ranks.merged_grads(full), full.grads().to_vector()), 1e-5) << "parameter gradients";
@@ -163,10 +179,10 @@ void expect_grads_match_finite_differences(const piece& p, float h) {
     std::vector<double> part(tp);
     ranks.each([&](int rank, layer_stack& s) {
       stack_context c;
-      const auto cols = p.out_cols(rank, tp);
-      const tensor y = s.forward(last_dim_columns(x, p.in_cols(rank, tp)), c);
+      const bool split = !p.out_cols(rank, tp).empty() || p.out_rows;
+      const tensor y = s.forward(input_of(p, x, rank, tp), c);
       // A split output adds up over the ranks; a replicated one counts once.
-      part[static_cast<size_t>(rank)] = cols.empty() && rank > 0 ? 0 : test::project(y, last_dim_columns(r, cols));
+      part[static_cast<size_t>(rank)] = !split && rank > 0 ? 0 : test::project(y, output_of(p, r, rank, tp));
     });
     return part[0] + part[1];
   };
@@ -174,13 +190,13 @@ void expect_grads_match_finite_differences(const piece& p, float h) {
   std::vector<tensor> dxs(tp);
   ranks.each([&](int rank, layer_stack& s) {
     stack_context c;
-    s.forward(last_dim_columns(x, p.in_cols(rank, tp)), c);
+    s.forward(input_of(p, x, rank, tp), c);
     s.zero_grads();
-    dxs[static_cast<size_t>(rank)] = s.backward(last_dim_columns(r, p.out_cols(rank, tp)), c, p.input_has_grad);
+    dxs[static_cast<size_t>(rank)] = s.backward(output_of(p, r, rank, tp), c, p.input_has_grad);
   });
   const std::vector<float> analytic = ranks.merged_grads(full);
   EXPECT_TRUE(test::grads_close("parameters", analytic.data(), test::numeric_grad(values.data(), full.num_params(), loss, h)));
-  if (p.input_has_grad && p.in_cols(0, tp).empty()) {  // replicated input: each rank's dx is the whole gradient
+  if (p.input_has_grad && p.in_cols(0, tp).empty() && !p.in_rows) {  // replicated input: each rank's dx is the whole gradient
     EXPECT_TRUE(test::grads_close("input", dxs[0].data(), test::numeric_grad(x.data(), x.numel(), loss, h)));
   }
 }
@@ -225,6 +241,39 @@ piece block_piece() {
   p.make = [](tp_group* g) { return one(std::make_unique<transformer_block>(8, 4, 0.01f, g)); };
   p.x = random_tensor({2, 5, 8}, 4);
   return p;
+}
+
+piece sequence_parallel_block() {
+  piece p;
+  p.make = [](tp_group* g) { return one(std::make_unique<transformer_block>(8, 4, 0.01f, g, true)); };
+  p.x = random_tensor({4, 5, 8}, 4);  // 4 sequences: 2 or 1 per rank
+  p.in_rows = p.out_rows = true;
+  return p;
+}
+
+piece sequence_parallel_embedding() {
+  piece p;
+  p.make = [](tp_group* g) { return one(std::make_unique<embedding>(11, 5, 4, g, true)); };
+  p.x = tokens(4, 5, 11, 3);
+  p.input_has_grad = false;
+  p.out_rows = true;
+  return p;
+}
+
+TEST(SequenceParallelBlock, EqualsTheUnsplitBlockAtTp2And4OnEachRanksShareOfTheSequences) {
+  for (int tp : {2, 4}) expect_matches_unsplit(sequence_parallel_block(), tp);
+}
+
+TEST(SequenceParallelEmbedding, EqualsTheUnsplitEmbeddingAtTp2And4) {
+  for (int tp : {2, 4}) expect_matches_unsplit(sequence_parallel_embedding(), tp);
+}
+
+TEST(SequenceParallelBlockBackward, MatchesFiniteDifferencesThroughTheGroup) {
+  expect_grads_match_finite_differences(sequence_parallel_block(), 1e-2f);
+}
+
+TEST(SequenceParallelEmbeddingBackward, MatchesFiniteDifferencesThroughTheGroup) {
+  expect_grads_match_finite_differences(sequence_parallel_embedding(), 1e-2f);
 }
 
 TEST(ColumnParallelLinear, EqualsTheUnsplitLinearAtTp2And4) {
@@ -325,13 +374,14 @@ TEST(VocabParallelCrossEntropy, RefusesATargetOutsideTheVocabulary) {
 }
 
 // Whole models: the MLP (both ends of the alternation) and the GPT, through the loss.
-void expect_model_matches_unsplit(const model_spec& spec, const tensor& x, const std::vector<int32_t>& targets, int tp) {
-  SCOPED_TRACE(describe(spec) + " at tp " + std::to_string(tp));
+void expect_model_matches_unsplit(const model_spec& spec, const tensor& x, const std::vector<int32_t>& targets, int tp,
+                                  bool sequence_parallel = false) {
+  SCOPED_TRACE(describe(spec) + " at tp " + std::to_string(tp) + (sequence_parallel ? " with sequence parallelism" : ""));
   layer_stack full(build_layers(spec), 0, 9);
   stack_context ctx;
   const loss_result want = cross_entropy(full.forward(x, ctx), targets, 0.5f);
   full.backward(want.dlogits, ctx, false);
-  tp_replica ranks(tp, [&](tp_group* g) { return build_layers(spec, g); }, 9);
+  tp_replica ranks(tp, [&](tp_group* g) { return build_layers(spec, g, sequence_parallel); }, 9);
   std::vector<loss_result> got(static_cast<size_t>(tp));
   auto groups = net::make_local_tp_group(tp, {20000});  // the loss's own group: same ranks, same order
   ranks.each([&](int r, layer_stack& s) {
@@ -370,10 +420,14 @@ TEST(TensorParallelModels, MlpAndGptEqualTheUnsplitModelAtTp2And4) {
   const tensor xg = tokens(2, 6, 13, 22);
   std::vector<int32_t> tg;
   for (int64_t i = 0; i < 12; ++i) tg.push_back(static_cast<int32_t>((i * 7 + 3) % 13));
+  const tensor xg4 = tokens(4, 6, 13, 23);  // 4 sequences split over tp 2 or 4
+  std::vector<int32_t> tg4;
+  for (int64_t i = 0; i < 24; ++i) tg4.push_back(static_cast<int32_t>((i * 5 + 2) % 13));
   for (int tp : {2, 4}) {
     expect_model_matches_unsplit(mlp3, xm, tm, tp);
     expect_model_matches_unsplit(mlp2, xm, tm, tp);
     expect_model_matches_unsplit(gpt, xg, tg, tp);
+    expect_model_matches_unsplit(gpt, xg4, tg4, tp, true);
   }
 }
 
