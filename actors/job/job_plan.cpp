@@ -35,15 +35,6 @@ job_plan plan_job(const train_config& cfg, const prepared_job& data) {
   const int K = sched::num_model_chunks(p.schedule);
   const int T = cfg.mesh.tp;
   validate(data.model, T);
-  if (cfg.sequence_parallel) {
-    if (T == 1) bad("sequence parallelism splits over the tensor-parallel ranks: it needs --tp 2 or more");
-    if (data.model.kind != "gpt") bad("sequence parallelism splits a GPT's layernorm regions; the mlp has none");
-    // Every microbatch's sequences split evenly over the tp ranks.
-    if (cfg.batch_size % (static_cast<int64_t>(N) * M) != 0 || (cfg.batch_size / (N * M)) % T != 0)
-      bad("sequence parallelism needs microbatches of a multiple of tp " + std::to_string(T) + " sequences: batch_size " +
-          std::to_string(cfg.batch_size) + " over dp " + std::to_string(N) + " x " + std::to_string(M) +
-          " microbatches is not");
-  }
   // The cut is the unsplit model's, the same for every tp rank: a stage's ranks hold one layer range.
   const auto sizes = params_per_layer(build_layers(data.model));
   p.chunks = cfg.cuts.empty() ? balanced_partition(sizes, K) : partition_at(static_cast<int64_t>(sizes.size()), cfg.cuts, K);

@@ -50,6 +50,17 @@ void validate(const train_config& c) {
   if (c.model.kind != "mlp" && c.model.kind != "gpt") validate(c.model);
   if (const std::string m = sched::check(c.mesh); !m.empty()) bad("mesh " + sched::to_string(c.mesh) + ": " + m);
   validate_tp_split(c.model, c.mesh.tp);
+  if (c.sequence_parallel) {
+    const int64_t T = c.mesh.tp, N = c.mesh.dp;
+    const int64_t M = c.user_schedule.stages.empty() ? c.micro_batches : c.user_schedule.num_microbatches;
+    if (T == 1) bad("sequence parallelism splits over the tensor-parallel ranks: it needs --tp 2 or more");
+    if (c.model.kind != "gpt") bad("sequence parallelism splits a GPT's layernorm regions; the mlp has none");
+    // Every microbatch's sequences split evenly over the tp ranks.
+    if (c.batch_size % (N * M) != 0 || (c.batch_size / (N * M)) % T != 0)
+      bad("sequence parallelism needs microbatches of a multiple of tp " + std::to_string(T) + " sequences: batch_size " +
+          std::to_string(c.batch_size) + " over dp " + std::to_string(N) + " x " + std::to_string(M) +
+          " microbatches is not");
+  }
   if (c.mesh.dp > c.batch_size)
     bad("dp " + std::to_string(c.mesh.dp) + " exceeds batch_size " + std::to_string(c.batch_size) +
         ": a rank would get no rows");
