@@ -1,6 +1,7 @@
 // run_training: builds the actor system for a train_config (data_loader, stage,
-// optimizer_shard, coordinator), runs it to the end and returns the summary. This header holds
-// no CAF type, so callers compile fast; the actors themselves live in actors/*.cpp.
+// optimizer_shard, coordinator), runs it to the end and returns the summary. This header names
+// CAF types only by declaration (caf/fwd.hpp, for job_extras), so callers compile fast; the
+// actors themselves live in actors/*.cpp.
 #pragma once
 
 #include "actors/job/job_extras.hpp"
