@@ -278,11 +278,13 @@ def worker(rank, a, port, results):
         t = torch.tensor(losses, dtype=torch.float64) * (1.0 if (last and tp_rank == 0) else 0.0) / a.dp
         dist.all_reduce(t)
         losses = t.tolist()
-        dist.destroy_process_group()
-    if rank == 0:
+    if rank == 0:  # before the group's teardown, which has aborted now and then (see main)
         results.put({"samples_per_s": a.steps * a.batch_size / seconds, "seconds": seconds, "steps": a.steps,
                      "warmup": a.warmup, "losses": losses, "vocab": vocab, "torch": torch.__version__,
                      "threads": torch.get_num_threads(), "mesh": [a.dp, a.pp, a.tp]})
+    if distributed:
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def free_port():
@@ -319,12 +321,20 @@ def main():
         sys.exit("heads must divide by tp, the batch by dp, and each replica's batch by the microbatches")
     world = a.dp * a.pp * a.tp
     import torch.multiprocessing as mp
+    from torch.multiprocessing.spawn import ProcessException
     ctx = mp.get_context("spawn")
     results = ctx.SimpleQueue()
     if world == 1:
         worker(0, a, 0, results)
     else:
-        mp.start_processes(worker, args=(a, free_port(), results), nprocs=world, start_method="spawn")
+        try:
+            mp.start_processes(worker, args=(a, free_port(), results), nprocs=world, start_method="spawn")
+        except ProcessException as e:
+            # A rank that dies after the timed steps (seen once in a while with pipelining on gloo,
+            # as "terminate called without an active exception" at exit) leaves the numbers valid.
+            if results.empty():
+                raise
+            print(f"pytorch_gpt: a rank failed after the timed steps: {e}", file=sys.stderr)
     print(json.dumps(results.get()))
 
 

@@ -40,12 +40,14 @@ def troupe_rate(metrics, warmup, steps, batch):
     return steps * batch / seconds, rates[0]["loss"]
 
 
-def run_troupe(a, mesh, env):
+def run_troupe(a, mesh, env, nodes=1):
     dp, pp, tp = mesh
     out = tempfile.mkdtemp(prefix="troupe-tp-bench-")
     cmd = [os.path.join(a.build, "troupe"), "train", "--config", os.path.join(ROOT, "examples", "gpt.toml"),
            "--dp", str(dp), "--pp", str(pp), "--tp", str(tp), "--max-steps", str(a.warmup + a.steps),
            "--threads", "1", "--out", out, "--no-progress"]
+    if nodes > 1:  # one process per rank on this machine: the tp groups are TCP rings, as PyTorch's gloo groups
+        cmd += ["--nodes", str(nodes)]
     if pp > 1:
         cmd += ["--micro-batches", str(a.micro_batches), "--schedule", a.schedule]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True)
@@ -66,9 +68,13 @@ def run_pytorch(a, mesh, env):
            "--threads", "1"]
     if pp > 1:
         cmd += ["--micro-batches", str(a.micro_batches), "--schedule", a.schedule]
-    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"PyTorch peer failed ({' '.join(cmd)}):\n{p.stdout}{p.stderr}")
+    for attempt in range(3):  # its gloo ranks have aborted now and then; such a run is repeated, and said so
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        if p.returncode == 0:
+            break
+        print(f"PyTorch peer failed (attempt {attempt + 1}; {' '.join(cmd)}):\n{p.stderr[-3000:]}", file=sys.stderr)
+    else:
+        sys.exit("PyTorch peer failed three times")
     r = json.loads(p.stdout.strip().splitlines()[-1])
     r["first_loss"] = r["losses"][0]
     return r
@@ -85,6 +91,8 @@ def main():
     ap.add_argument("--micro-batches", type=int, default=4, help="per replica, for meshes with pp > 1")
     ap.add_argument("--schedule", choices=("1f1b", "gpipe"), default="1f1b")
     ap.add_argument("--meshes", default=MESHES, help="dp x pp x tp, comma-separated")
+    ap.add_argument("--no-processes", action="store_true",
+                    help="skip troupe's runs with one process per rank (--nodes), keep the in-process ones")
     ap.add_argument("--json", help="also write every run's numbers here")
     a = ap.parse_args()
     a.batch_size = 16  # examples/gpt.toml's
@@ -92,12 +100,14 @@ def main():
         sys.exit("--steps must be a multiple of 10 and --warmup at least 1 (troupe's rate windows are 10 steps)")
     meshes = [tuple(int(v) for v in m.split("x")) for m in a.meshes.split(",")]
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    runs = {m: {"troupe": [], "pytorch": []} for m in meshes}
+    runs = {m: {"troupe": [], "troupe_procs": [], "pytorch": []} for m in meshes}
     torch_version = "?"
     for rep in range(a.repeats):
         for m in meshes:
             # alternate which peer goes first, so drift in the machine's load falls on both alike
-            order = (("troupe", run_troupe), ("pytorch", run_pytorch))
+            order = [("troupe", run_troupe), ("pytorch", run_pytorch)]
+            if m[0] * m[1] * m[2] > 1 and not a.no_processes:
+                order.insert(1, ("troupe_procs", lambda a, m, env: run_troupe(a, m, env, nodes=m[0] * m[1] * m[2])))
             for name, fn in (order if rep % 2 == 0 else order[::-1]):
                 r = fn(a, m, env)
                 runs[m][name].append(r)
@@ -116,21 +126,27 @@ def main():
           f"pp meshes: {a.schedule} with {a.micro_batches} microbatches per replica; samples/s over {a.steps} steps "
           f"after {a.warmup} warm-up steps, median (min-max) of {a.repeats} alternating runs; PyTorch {torch_version}")
     print()
-    print("| mesh dp×pp×tp | ranks | troupe samples/s | PyTorch DTensor samples/s | troupe / PyTorch | "
-          "troupe TP collective share | first-step loss troupe / PyTorch |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+    print("| mesh dp×pp×tp | ranks | troupe, 1 process | troupe, a process per rank | PyTorch DTensor, gloo | "
+          "troupe / PyTorch | troupe (processes) / PyTorch | troupe TP collective share, 1 process / processes | "
+          "first-step loss troupe / PyTorch |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
     bad = []
     for m in meshes:
-        t, p = runs[m]["troupe"], runs[m]["pytorch"]
-        ts, ps = [r["samples_per_s"] for r in t], [r["samples_per_s"] for r in p]
-        ratio = med(ts) / med(ps)
-        shares = [r["tp_share"] for r in t if r["tp_share"] is not None]
-        share = f"{med(shares):.1f}% ({min(shares):.1f}–{max(shares):.1f})" if shares else "—"
+        t, n, p = runs[m]["troupe"], runs[m]["troupe_procs"], runs[m]["pytorch"]
+        ts, ns, ps = ([r["samples_per_s"] for r in x] for x in (t, n, p))
+
+        def rate(xs):
+            return f"{med(xs):.1f} ({min(xs):.1f}–{max(xs):.1f})" if xs else "—"
+
+        def share(rs):
+            xs = [r["tp_share"] for r in rs if r["tp_share"] is not None]
+            return f"{med(xs):.0f}% ({min(xs):.0f}–{max(xs):.0f})" if xs else "—"
+        ratio_n = f"**{med(ns) / med(ps):.2f}**" if ns else "—"
         lt, lp = t[0]["first_loss"], p[0]["first_loss"]
         if abs(lt - lp) > 0.3 or abs(lp - math.log(vocab)) > 0.5:
             bad.append(m)
-        print(f"| {'×'.join(map(str, m))} | {m[0] * m[1] * m[2]} | {med(ts):.1f} ({min(ts):.1f}–{max(ts):.1f}) | "
-              f"{med(ps):.1f} ({min(ps):.1f}–{max(ps):.1f}) | **{ratio:.2f}** | {share} | {lt:.3f} / {lp:.3f} |")
+        print(f"| {'×'.join(map(str, m))} | {m[0] * m[1] * m[2]} | {rate(ts)} | {rate(ns)} | {rate(ps)} | "
+              f"**{med(ts) / med(ps):.2f}** | {ratio_n} | {share(t)} / {share(n)} | {lt:.3f} / {lp:.3f} |")
     print()
     firsts = ", ".join(f"{runs[m]['pytorch'][0]['first_loss']:.5f}" for m in meshes)
     print(f"ln(vocab) = {math.log(vocab):.3f}; PyTorch's first-step loss on each mesh (the same everywhere when "
