@@ -246,11 +246,14 @@ def worker(rank, a, port, results):
 
     data = Batches(tokens, a.context, a.batch_size, a.seed)
     losses = []
-    t0 = None
+    t0 = prof = None
     for step in range(a.warmup + a.steps):
         if step == a.warmup:
             if distributed:
                 dist.barrier()
+            if a.profile:
+                prof = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])
+                prof.start()
             t0 = time.perf_counter()
         x, y = data.next(dp_rank, a.dp)
         opt.zero_grad(set_to_none=True)
@@ -274,6 +277,10 @@ def worker(rank, a, port, results):
     if distributed:
         dist.barrier()
     seconds = time.perf_counter() - t0
+    comm_share = None
+    if prof is not None:
+        prof.stop()
+        comm_share = profile_summary(prof, seconds, rank, dist if distributed else None)
     if distributed:  # the global batch's mean loss per step: dp replicas averaged, counted on tp rank 0 of the last stage
         t = torch.tensor(losses, dtype=torch.float64) * (1.0 if (last and tp_rank == 0) else 0.0) / a.dp
         dist.all_reduce(t)
@@ -281,10 +288,30 @@ def worker(rank, a, port, results):
     if rank == 0:  # before the group's teardown, which has aborted now and then (see main)
         results.put({"samples_per_s": a.steps * a.batch_size / seconds, "seconds": seconds, "steps": a.steps,
                      "warmup": a.warmup, "losses": losses, "vocab": vocab, "torch": torch.__version__,
-                     "threads": torch.get_num_threads(), "mesh": [a.dp, a.pp, a.tp]})
+                     "threads": torch.get_num_threads(), "mesh": [a.dp, a.pp, a.tp], "comm_share": comm_share})
     if distributed:
         dist.barrier()
         dist.destroy_process_group()
+
+
+COMM_OPS = ("all_reduce", "allreduce", "wait", "broadcast", "all_gather", "allgather", "reduce_scatter", "send", "recv",
+            "barrier", "gloo")
+
+
+def profile_summary(prof, seconds, rank, dist):
+    """The timed steps' operators by self time, and the share of the wall time this rank's main thread
+    spent in collectives (issuing them or waiting for them), averaged over the ranks."""
+    ka = prof.key_averages()
+    comm = sum(e.self_cpu_time_total for e in ka if any(k in e.key.lower() for k in COMM_OPS)) / 1e6
+    share = torch.tensor([comm / seconds], dtype=torch.float64)
+    if dist is not None:
+        dist.all_reduce(share)
+        share /= dist.get_world_size()
+    if rank == 0:
+        print(f"rank 0: {comm:.3f} s of {seconds:.3f} s in collectives; all ranks' mean share "
+              f"{100 * share.item():.1f}%", file=sys.stderr)
+        print(ka.table(sort_by="self_cpu_time_total", row_limit=18, max_name_column_width=48), file=sys.stderr)
+    return share.item()
 
 
 def free_port():
@@ -313,6 +340,9 @@ def main():
     p.add_argument("--corpus", default="/usr/share/games/fortunes")
     p.add_argument("--threads", type=int, default=1, help="intra-op threads per rank")
     p.add_argument("--seed", type=int, default=42)
+    p.add_argument("--profile", action="store_true",
+                   help="torch.profiler over the timed steps: rank 0's operator table and the collectives' share "
+                        "(on stderr; the profiler slows the steps, so its samples/s is not the benchmark's)")
     a = p.parse_args()
     a.cuts = [int(c) for c in a.cuts.split(",") if c] or [a.blocks * s // a.pp for s in range(1, a.pp)]
     if len(a.cuts) != a.pp - 1:
