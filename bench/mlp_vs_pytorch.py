@@ -44,7 +44,9 @@ def main():
     ap.add_argument("--epochs", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=1)
-    ap.add_argument("--python", default="/usr/bin/python3", help="interpreter with Debian's python3-torch")
+    ap.add_argument("--python", default=os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                                  ".venv-bench", "bin", "python"),
+                    help="interpreter with PyTorch (scripts/setup.sh bench installs it from PyPI into .venv-bench)")
     args = ap.parse_args()
 
     env = dict(os.environ)

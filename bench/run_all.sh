@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every benchmark of bench/README.md, one after the other, each printing its table with the
 # ratio against its peer. `scripts/setup.sh bench` installs the peers (PyTorch, Gloo, Open MPI)
-# and calls this. Takes a few minutes on 2 cores; run it on an otherwise idle machine.
+# and calls this. Takes about half an hour on 2 cores; run it on an otherwise idle machine.
 set -euo pipefail
 build=${1:-build}
 here=$(cd "$(dirname "$0")" && pwd)
@@ -9,6 +9,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 echo "== MLP training throughput: troupe against PyTorch"
 /usr/bin/python3 "$here/mlp_vs_pytorch.py" --build "$build" --repeats 3
+echo "== GPT over dp x pp x tp meshes: troupe against PyTorch DTensor tensor parallel (gloo)"
+/usr/bin/python3 "$here/tp_vs_pytorch.py" --build "$build" --repeats 3
 echo "== In-process all-reduce: troupe collectives against Gloo and memcpy"
 "$build/bench/allreduce_bench"
 echo "== Cross-process all-reduce: troupe TCP ring against Gloo and Open MPI"

@@ -4,6 +4,7 @@
 #   scripts/setup.sh train   build, then train the default job (MLP on Fashion-MNIST, CPU)
 #   scripts/setup.sh test    build, then run the whole test suite (ctest)
 #   scripts/setup.sh build   build only
+#   scripts/setup.sh bench   build, install the peers (PyTorch from PyPI into .venv-bench), run bench/
 # Runs as root or through sudo; never asks a question (CI has no terminal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,8 +22,10 @@ packages=(
 )
 # The MPI collective back end (--backend mpi) is built and tested where Open MPI is installed.
 [ "$action" = test ] && packages+=(openmpi-bin libopenmpi-dev)
-# The benchmark's peer (PyTorch on CPU) is only needed to run bench/.
-[ "$action" = bench ] && packages+=(python3 python3-torch python3-numpy)
+# The benchmarks' peer (PyTorch on CPU) is only needed to run bench/: a current release from PyPI
+# in the project's virtual environment (below), not Debian's python3-torch 1.13, which has no
+# DTensor tensor parallelism.
+[ "$action" = bench ] && packages+=(python3 python3-venv python3-pip)
 # Cross-process peers (Gloo, Open MPI) and the wire fuzzer (bench/fuzz/run_frame_fuzzer.sh).
 [ "$action" = bench ] && packages+=(libgloo-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev)
 
@@ -37,6 +40,17 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ "$action" = bench ]; then
+  venv=${TROUPE_BENCH_VENV:-$PWD/.venv-bench}
+  [ -x "$venv/bin/python" ] || /usr/bin/python3 -m venv "$venv"
+  if ! "$venv/bin/python" -c "import torch.distributed.tensor.parallel, numpy" 2>/dev/null; then
+    echo "setup: installing PyTorch and NumPy into $venv"
+    # PyPI's wheel (it brings CUDA libraries along, some GB; the bench runs it on the CPU).
+    "$venv/bin/pip" install -q torch numpy
+  fi
+  "$venv/bin/python" -c "import torch; print('setup: PyTorch', torch.__version__, 'in', '$venv')"
 fi
 
 # ccache keys on paths relative to the checkout, so a fresh clone (as CI makes) reuses the cache.
