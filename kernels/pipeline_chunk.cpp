@@ -43,10 +43,10 @@ int64_t pipeline_chunk::bytes_of(const stash& s) {
   return n;
 }
 
-int64_t pipeline_chunk::live_bytes() const {
-  int64_t n = 0;
-  for (const auto& [mb, s] : live_) n += bytes_of(s);
-  return n;
+void pipeline_chunk::erase(int microbatch) {
+  auto it = live_.find(microbatch);
+  live_bytes_ -= it->second.bytes;
+  live_.erase(it);
 }
 
 pipeline_chunk::stash& pipeline_chunk::find(int microbatch, const char* what) {
@@ -66,7 +66,7 @@ tensor pipeline_chunk::forward(int microbatch, const tensor& x) {
   stash& s = it->second;
   if (recompute_ != recompute_mode::full) {
     tensor y = stack_.forward(x, s.ctx);
-    note_bytes();
+    note_bytes(s);
     return y;
   }
   // Each layer's input is kept; what the layer saved is dropped as soon as it is done.
@@ -79,14 +79,14 @@ tensor pipeline_chunk::forward(int microbatch, const tensor& x) {
     saved_activations scratch;
     h = std::as_const(stack_).at(i).forward(h, scratch);
   }
-  note_bytes();
+  note_bytes(s);
   return h;
 }
 
 void pipeline_chunk::recompute_layer(stash& s, size_t i) {
   if (recompute_ != recompute_mode::full) return;
   std::as_const(stack_).at(i).forward(s.inputs[i], s.ctx.saved[i]);  // the same bits as the first time
-  note_bytes();
+  note_bytes(s);
 }
 
 tensor pipeline_chunk::backward(int microbatch, const tensor& dy, bool need_input_grad) {
@@ -111,7 +111,7 @@ tensor pipeline_chunk::backward(int microbatch, const tensor& dy, bool need_inpu
   } else {
     dx = layer_done ? stack_.backward(dy, s.ctx, need_input_grad, layer_done) : stack_.backward(dy, s.ctx, need_input_grad);
   }
-  live_.erase(microbatch);
+  erase(microbatch);
   return dx;
 }
 
@@ -143,7 +143,7 @@ void pipeline_chunk::backward_weight(int microbatch, const layer_stack::layer_do
     stack_.at(i).backward_weight(s.dys[i], s.ctx.saved[i]);
     if (layer_done) layer_done(i);
   }
-  live_.erase(microbatch);
+  erase(microbatch);
 }
 
 }  // namespace troupe

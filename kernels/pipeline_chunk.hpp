@@ -47,8 +47,9 @@ class pipeline_chunk {
   int live() const { return static_cast<int>(live_.size()); }  // stashed microbatches now
   int peak_live() const { return peak_; }                       // most at once since reset
   // Bytes of forward activations held now, over every stash (a tensor two layers keep counts
-  // once), and the most at once since reset, including a layer's recomputed activations.
-  int64_t live_bytes() const;
+  // once), and the most at once since reset, including a layer's recomputed activations. A
+  // stash is counted as its forward (or a recomputation) left it, so no action rescans the others.
+  int64_t live_bytes() const { return live_bytes_; }
   int64_t peak_bytes() const { return peak_bytes_; }
   void reset_peak() {
     peak_ = live();
@@ -61,10 +62,18 @@ class pipeline_chunk {
     std::vector<tensor> inputs;  // full recomputation: each layer's input, all it keeps
     std::vector<tensor> dys;  // per layer: the output gradient backward_weight needs
     bool input_done = false;
+    int64_t bytes = 0;  // as last counted
   };
   stash& find(int microbatch, const char* what);
   static int64_t bytes_of(const stash& s);
-  void note_bytes() { peak_bytes_ = std::max(peak_bytes_, live_bytes()); }
+  // Recounts one stash (the one an action just grew) and the peak.
+  void note_bytes(stash& s) {
+    const int64_t now = bytes_of(s);
+    live_bytes_ += now - s.bytes;
+    s.bytes = now;
+    peak_bytes_ = std::max(peak_bytes_, live_bytes_);
+  }
+  void erase(int microbatch);
   // Full recomputation: layer i's activations again, from its kept input.
   void recompute_layer(stash& s, size_t i);
 
@@ -72,7 +81,7 @@ class pipeline_chunk {
   recompute_mode recompute_;
   std::map<int, stash> live_;
   int peak_ = 0;
-  int64_t peak_bytes_ = 0;
+  int64_t live_bytes_ = 0, peak_bytes_ = 0;
 };
 
 }  // namespace troupe
