@@ -36,8 +36,15 @@ caf::actor spawn_data_loader(caf::actor_system& sys, data_loader_args args);
 caf::actor spawn_evaluator(caf::actor_system& sys, const model_spec& model, uint64_t seed, caf::actor loader,
                            caf::actor coordinator);
 
-// Master parameters and optimizer state for the flat range it owns. Detached, like a stage.
-caf::actor spawn_optimizer_shard(caf::actor_system& sys, optimizer_config cfg, int64_t offset, int64_t size);
+// Master parameters and optimizer state for the flat range it owns. Detached, like a stage. With
+// a ledger, its state (and its master copy, as `master_kind`: parameters when the stage runs on
+// the shard's own tensors, optimizer_state when a ZeRO shard keeps a part of its own) is counted.
+struct shard_memory {
+  std::shared_ptr<device_memory> ledger;
+  memory_kind master_kind = memory_kind::parameters;
+};
+caf::actor spawn_optimizer_shard(caf::actor_system& sys, optimizer_config cfg, int64_t offset, int64_t size,
+                                 shard_memory memory = {});
 
 // Drives the job, every shape of it: it orders runs of steps (up to the next evaluation) to every
 // stage of the mesh, collects one stage_step_record per rank and step, sums the loss in rank

@@ -245,7 +245,7 @@ TROUPE_INSPECT(collective_log_entry, x.seq, x.op, x.total, x.left, x.right, x.st
 TROUPE_INSPECT(collective_log, x.rank, x.ranks, x.entries)
 // stage -> coordinator, once per step of every rank: the measured record (step_trace.hpp).
 TROUPE_INSPECT(stage_step_record, x.step, x.rank, x.loss_sum, x.count, x.correct, x.peak_live, x.step_start,
-               x.step_end, x.compute_seconds, x.tp_seconds, x.peak_activation_bytes, x.actions, x.start_seconds,
+               x.step_end, x.compute_seconds, x.tp_seconds, x.peak_activation_bytes, x.peak_memory, x.actions, x.start_seconds,
                x.end_seconds, x.buckets, x.bucket_sent, x.bucket_done)
 #undef TROUPE_INSPECT
 

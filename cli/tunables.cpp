@@ -172,6 +172,15 @@ std::vector<tunable> make_table() {
   t.push_back(number("--bucket-mb", "data_parallel.bucket_mb",
                      "Gradient bucket cap in MiB for the DP all-reduce (0: per layer) [25]", 0, 1 << 20, false,
                      [](train_config& c, const value& v) { c.bucket_mb = v.number; }));
+  // [zero]
+  t.push_back(integer("--zero", "zero.stage",
+                      "ZeRO stage over each data-parallel group: 0 plain, 1 optimizer state partitioned, 2 gradients "
+                      "too [0]",
+                      0, 3, [](train_config& c, const value& v) { c.zero = static_cast<int>(v.integer); }));
+  t.push_back(text("--device-memory", "zero.device_memory",
+                   "Cap on each rank's device memory, e.g. 512MiB, 2GiB (a plan that does not fit is refused "
+                   "before it starts; 0: none) [0]",
+                   [](train_config& c, const value& v) { c.device_memory = parse_bytes(v.text); }));
   t.push_back(texts("--straggler", "data_parallel.stragglers",
                     "Delay a DP rank before each step: rank:ms or rank:ms:random (uniform in [0, 2 ms)); repeatable",
                     [](train_config& c, const value& v) {

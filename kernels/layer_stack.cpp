@@ -25,11 +25,96 @@ layer_stack::layer_stack(layer_list layers, int64_t first_layer, uint64_t seed) 
   }
 }
 
-void layer_stack::zero_grads() { std::fill(grads_.data(), grads_.data() + grads_.numel(), 0.0f); }
+tensor& layer_stack::grads() {
+  if (grads_split()) throw std::logic_error("layer_stack: the gradients are split into units (ZeRO-2): no flat buffer");
+  return grads_;
+}
+
+const tensor& layer_stack::grads() const {
+  if (grads_split()) throw std::logic_error("layer_stack: the gradients are split into units (ZeRO-2): no flat buffer");
+  return grads_;
+}
+
+void layer_stack::zero_grads() {
+  if (!grads_split()) {
+    std::fill(grads_.data(), grads_.data() + grads_.numel(), 0.0f);
+    return;
+  }
+  for (size_t u = 0; u < units_.size(); ++u) {
+    units_[u].grads = tensor();
+    bind_unit(u);
+  }
+}
+
+void layer_stack::account_to(std::shared_ptr<device_memory> memory) {
+  memory_ = std::move(memory);
+  if (!memory_) return;
+  memory_->charge(params_, memory_kind::parameters);
+  memory_->charge(grads_, memory_kind::gradients);
+  for (const auto& u : units_) memory_->charge(u.grads, memory_kind::gradients);
+}
 
 void layer_stack::rebind() {
   const float* p = std::as_const(params_).data();
+  if (grads_split()) {
+    for (size_t i = 0; i < layers_.size(); ++i)
+      if (unit_of_layer_[i] < 0) layers_[i]->bind(p + offsets_[i], nullptr);  // no parameters, no gradients
+    for (size_t u = 0; u < units_.size(); ++u) bind_unit(u);
+    return;
+  }
   for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->bind(p + offsets_[i], grads_.data() + offsets_[i]);
+}
+
+void layer_stack::bind_unit(size_t u) {
+  const float* p = std::as_const(params_).data();
+  grad_unit& unit = units_[u];
+  for (size_t i = unit.first; i <= unit.last; ++i)
+    layers_[i]->bind(p + offsets_[i], unit.grads.empty() ? nullptr : unit.grads.data() + (offsets_[i] - offsets_[unit.first]));
+}
+
+void layer_stack::split_grads(const std::vector<std::pair<size_t, size_t>>& units) {
+  std::vector<int> of(layers_.size(), -1);
+  std::vector<grad_unit> list;
+  for (const auto& [first, last] : units) {
+    if (first > last || last >= layers_.size())
+      throw std::invalid_argument("layer_stack: gradient unit of layers [" + std::to_string(first) + ", " +
+                                  std::to_string(last) + "] outside the stack's " + std::to_string(layers_.size()));
+    for (size_t i = first; i <= last; ++i) {
+      if (of[i] >= 0) throw std::invalid_argument("layer_stack: layer " + std::to_string(i) + " is in two gradient units");
+      of[i] = static_cast<int>(list.size());
+    }
+    list.push_back({first, last, tensor()});
+  }
+  for (size_t i = 0; i < layers_.size(); ++i)
+    if (of[i] < 0 && layers_[i]->num_params() > 0)
+      throw std::invalid_argument("layer_stack: layer " + std::to_string(i) + " (" + layers_[i]->kind() +
+                                  ") has parameters but is in no gradient unit");
+  units_ = std::move(list);
+  unit_of_layer_ = std::move(of);
+  grads_ = tensor();
+  rebind();
+}
+
+tensor layer_stack::take_unit_grads(size_t u) {
+  grad_unit& unit = units_.at(u);
+  tensor out = std::move(unit.grads);
+  unit.grads = tensor();
+  if (out.empty()) {
+    out = tensor({offsets_[unit.last] + layers_[unit.last]->num_params() - offsets_[unit.first]});
+    if (memory_) memory_->charge(out, memory_kind::gradients);
+  }
+  bind_unit(u);
+  return out;
+}
+
+void layer_stack::prepare_grads(size_t layer) {
+  if (!grads_split() || unit_of_layer_.at(layer) < 0) return;
+  const auto u = static_cast<size_t>(unit_of_layer_[layer]);
+  grad_unit& unit = units_[u];
+  if (!unit.grads.empty()) return;
+  unit.grads = tensor({offsets_[unit.last] + layers_[unit.last]->num_params() - offsets_[unit.first]});
+  if (memory_) memory_->charge(unit.grads, memory_kind::gradients);
+  bind_unit(u);
 }
 
 void layer_stack::load_params(const tensor& values) {
@@ -38,6 +123,7 @@ void layer_stack::load_params(const tensor& values) {
                                 std::to_string(params_.numel()));
   if (params_.frozen()) {  // adopted earlier: never write into a tensor someone else may hold
     params_ = tensor::uninitialized({params_.numel()});
+    if (memory_) memory_->charge(params_, memory_kind::parameters);
     rebind();
   }
   std::copy(values.data(), values.data() + values.numel(), params_.data());
@@ -48,12 +134,14 @@ void layer_stack::adopt_params(tensor values) {
     throw std::invalid_argument("layer_stack: got " + std::to_string(values.numel()) + " parameters, holds " +
                                 std::to_string(params_.numel()));
   params_ = values.reshaped({values.numel()});
+  if (memory_) memory_->charge(params_, memory_kind::parameters);  // counted once if its sender charged it
   rebind();
 }
 
 tensor layer_stack::take_grads() {
-  tensor out = std::move(grads_);
+  tensor out = grads();
   grads_ = tensor({out.numel()});
+  if (memory_) memory_->charge(grads_, memory_kind::gradients);
   rebind();
   return out;
 }
@@ -81,6 +169,7 @@ tensor layer_stack::backward(const tensor& dy, stack_context& ctx, bool need_inp
   tensor g = dy;
   for (size_t i = layers_.size(); i-- > 0;) {
     if (before) before(i);
+    prepare_grads(i);
     const bool want_dx = i > 0 || need_input_grad;
     tensor dx = want_dx ? layers_[i]->backward_input(g, ctx.saved[i]) : tensor();
     layers_[i]->backward_weight(g, ctx.saved[i]);

@@ -6,7 +6,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <utility>
+#include <vector>
 
+#include "kernels/device_memory.hpp"
 #include "kernels/layer.hpp"
 
 namespace troupe {
@@ -31,9 +35,27 @@ class layer_stack {
 
   tensor& params() { return params_; }
   const tensor& params() const { return params_; }
-  tensor& grads() { return grads_; }
-  const tensor& grads() const { return grads_; }
+  // The flat gradient buffer; a std::logic_error once the gradients are split into units.
+  tensor& grads();
+  const tensor& grads() const;
   void zero_grads();
+
+  // Charges the stack's parameter and gradient buffers, and every one it allocates from now on,
+  // to the device's ledger.
+  void account_to(std::shared_ptr<device_memory> memory);
+
+  // ZeRO-2: no flat gradient buffer. The gradients are held per unit (units[u] = the layers
+  // [first, last] of one gradient bucket), each allocated, zeroed, when backward first reaches
+  // one of its layers and handed out whole by take_unit_grads, so a rank holds only the units
+  // backward is still adding to. Every layer with parameters must be in exactly one unit.
+  // Throws std::invalid_argument naming a layer that is in none or in two.
+  void split_grads(const std::vector<std::pair<size_t, size_t>>& units);
+  bool grads_split() const { return !unit_of_layer_.empty(); }
+  // Unit u's gradients so far (zeros if backward never reached it); the unit starts afresh.
+  tensor take_unit_grads(size_t u);
+  // Gives layer i's unit its storage if it has none. Every backward walk calls it before layer
+  // i's backward (pipeline_chunk's split halves as well).
+  void prepare_grads(size_t layer);
   // Replaces the parameter values (e.g. with what an optimizer shard sent back) by copying.
   void load_params(const tensor& values);
   // Runs on `values` from now on, without a copy: the layers read it in place. It may be frozen
@@ -59,10 +81,18 @@ class layer_stack {
 
  private:
   void rebind();
+  void bind_unit(size_t u);
   layer_list layers_;
   std::vector<int64_t> offsets_;
   tensor params_;
   tensor grads_;
+  std::shared_ptr<device_memory> memory_;
+  struct grad_unit {
+    size_t first = 0, last = 0;  // layers, inclusive
+    tensor grads;                // empty until backward reaches the unit
+  };
+  std::vector<grad_unit> units_;
+  std::vector<int> unit_of_layer_;  // -1: a layer without parameters outside every unit
 };
 
 }  // namespace troupe

@@ -23,41 +23,48 @@ void optimizer::check_size(int64_t n) const {
                                 std::to_string(shard_size_));
 }
 
+void optimizer::step(float* out, const float* params, const float* grads, int64_t n) {
+  check_size(n);
+  const int k = state_floats();
+  if (static_cast<int64_t>(state_.size()) != k * shard_size_)
+    throw std::logic_error("optimizer: step() on an optimizer whose state is external; use update_tile");
+  float* arrays[2] = {state_.data(), state_.data() + shard_size_};
+  begin_step();
+  update_tile(out, params, grads, arrays, n);
+}
+
 namespace {
 
 class sgd final : public optimizer {
  public:
-  sgd(const optimizer_config& c, int64_t n) : c_(c), buf_(static_cast<size_t>(n)) { shard_size_ = n; }
-  void step(float* out, const float* p, const float* g, int64_t n) override {
-    check_size(n);
-    const bool first = steps_++ == 0;
+  explicit sgd(const optimizer_config& c) : c_(c) {}
+  int state_floats() const override { return c_.momentum != 0.0f ? 1 : 0; }
+  void update_tile(float* out, const float* p, const float* g, float* const* state, int64_t n) override {
+    const bool first = steps_ == 1;
+    float* buf = c_.momentum != 0.0f ? state[0] : nullptr;
     for (int64_t i = 0; i < n; ++i) {
       float d = g[i] + c_.weight_decay * p[i];
-      if (c_.momentum != 0.0f) d = buf_[i] = first ? d : c_.momentum * buf_[i] + d;
+      if (buf) d = buf[i] = first ? d : c_.momentum * buf[i] + d;
       out[i] = p[i] - c_.lr * d;
     }
   }
 
  private:
   optimizer_config c_;
-  std::vector<float> buf_;
 };
 
 class adamw final : public optimizer {
  public:
-  adamw(const optimizer_config& c, int64_t n) : c_(c), m_(static_cast<size_t>(n)), v_(static_cast<size_t>(n)) {
-    shard_size_ = n;
-  }
-  void step(float* out, const float* p, const float* g, int64_t n) override {
-    check_size(n);
-    ++steps_;
+  explicit adamw(const optimizer_config& c) : c_(c) {}
+  int state_floats() const override { return 2; }
+  void update_tile(float* out, const float* p, const float* g, float* const* state, int64_t n) override {
     const float bc1 = 1.0f - std::pow(c_.beta1, static_cast<float>(steps_));
     const float bc2 = 1.0f - std::pow(c_.beta2, static_cast<float>(steps_));
     const float step_size = c_.lr / bc1;
     const float bc2_sqrt = std::sqrt(bc2);
     const float decay = 1.0f - c_.lr * c_.weight_decay;
-    float* __restrict m = m_.data();
-    float* __restrict v = v_.data();
+    float* __restrict m = state[0];
+    float* __restrict v = state[1];
     const float b1 = c_.beta1, b2 = c_.beta2, eps = c_.eps;
     for (int64_t i = 0; i < n; ++i) {
       const float decayed = p[i] * decay;
@@ -69,15 +76,18 @@ class adamw final : public optimizer {
 
  private:
   optimizer_config c_;
-  std::vector<float> m_, v_;
 };
 
 }  // namespace
 
-std::unique_ptr<optimizer> make_optimizer(const optimizer_config& cfg, int64_t shard_size) {
+std::unique_ptr<optimizer> make_optimizer(const optimizer_config& cfg, int64_t shard_size, state_storage storage) {
   validate(cfg);
-  if (cfg.kind == "sgd") return std::make_unique<sgd>(cfg, shard_size);
-  return std::make_unique<adamw>(cfg, shard_size);
+  std::unique_ptr<optimizer> o;
+  if (cfg.kind == "sgd") o = std::make_unique<sgd>(cfg);
+  else o = std::make_unique<adamw>(cfg);
+  o->shard_size_ = shard_size;
+  if (storage == state_storage::internal) o->state_.assign(static_cast<size_t>(o->state_floats() * shard_size), 0.0f);
+  return o;
 }
 
 }  // namespace troupe

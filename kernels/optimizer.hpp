@@ -23,22 +23,41 @@ struct optimizer_config {
 // Throws std::invalid_argument naming the bad field.
 void validate(const optimizer_config& cfg);
 
+enum class state_storage { internal, external };
+
 class optimizer {
  public:
   virtual ~optimizer() = default;
   // out[i] = update(params[i], grads[i]) for i in [0, n); n must equal the shard size. out may
   // be params itself (in place) or a fresh buffer, which lets an optimizer shard send its new
-  // parameters without copying them (the old ones may still be in use by a stage).
-  virtual void step(float* out, const float* params, const float* grads, int64_t n) = 0;
+  // parameters without copying them (the old ones may still be in use by a stage). Needs the
+  // optimizer's own state (make_optimizer's state_storage::internal).
+  void step(float* out, const float* params, const float* grads, int64_t n);
   void step(float* params, const float* grads, int64_t n) { step(params, params, grads, n); }
+
+  // The same update a tile at a time, for a shard whose state lives elsewhere (offloaded to
+  // NVMe): begin_step() once per step, then update_tile over every tile of the shard with that
+  // tile's state, state_floats() arrays of n floats (state[j] points at array j's tile; zeros
+  // before the first step). step() is begin_step and one tile over the optimizer's own arrays,
+  // so both give the same bits.
+  void begin_step() { ++steps_; }
+  virtual void update_tile(float* out, const float* params, const float* grads, float* const* state, int64_t n) = 0;
+  // State floats per parameter: AdamW 2 (its moments), SGD 1 with momentum, 0 without.
+  virtual int state_floats() const = 0;
+
   int64_t steps() const { return steps_; }
+  // Bytes of state it keeps itself (0 when the state is external).
+  int64_t state_bytes() const { return static_cast<int64_t>(state_.size() * sizeof(float)); }
 
  protected:
+  friend std::unique_ptr<optimizer> make_optimizer(const optimizer_config&, int64_t, state_storage);
   void check_size(int64_t n) const;
   int64_t steps_ = 0;
   int64_t shard_size_ = 0;
+  std::vector<float> state_;  // state_floats() arrays of shard_size_, one after another
 };
 
-std::unique_ptr<optimizer> make_optimizer(const optimizer_config& cfg, int64_t shard_size);
+std::unique_ptr<optimizer> make_optimizer(const optimizer_config& cfg, int64_t shard_size,
+                                          state_storage storage = state_storage::internal);
 
 }  // namespace troupe

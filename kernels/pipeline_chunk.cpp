@@ -46,6 +46,7 @@ int64_t pipeline_chunk::bytes_of(const stash& s) {
 void pipeline_chunk::erase(int microbatch) {
   auto it = live_.find(microbatch);
   live_bytes_ -= it->second.bytes;
+  if (memory_) memory_->adjust(memory_kind::activations, -it->second.bytes);
   live_.erase(it);
 }
 
@@ -125,6 +126,7 @@ tensor pipeline_chunk::backward_input(int microbatch, const tensor& dy, bool nee
   for (size_t i = n; i-- > 0;) {
     s.dys[i] = g;
     recompute_layer(s, i);  // kept until backward_weight: a split backward saves less
+    stack_.prepare_grads(i);
     // The model's first layer needs no input gradient; its weight half runs alone (layer.hpp).
     g = (i > 0 || need_input_grad) ? stack_.at(i).backward_input(g, s.ctx.saved[i]) : tensor();
   }
@@ -140,6 +142,7 @@ void pipeline_chunk::backward_weight(int microbatch, const layer_stack::layer_do
     throw std::logic_error("pipeline_chunk: backward_weight of microbatch " + std::to_string(microbatch) +
                            " before its backward_input");
   for (size_t i = stack_.num_layers(); i-- > 0;) {
+    stack_.prepare_grads(i);
     stack_.at(i).backward_weight(s.dys[i], s.ctx.saved[i]);
     if (layer_done) layer_done(i);
   }

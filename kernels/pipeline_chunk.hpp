@@ -51,6 +51,12 @@ class pipeline_chunk {
   // stash is counted as its forward (or a recomputation) left it, so no action rescans the others.
   int64_t live_bytes() const { return live_bytes_; }
   int64_t peak_bytes() const { return peak_bytes_; }
+  // Counts the chunk's parameters, gradients and stashed activations on the device's ledger.
+  void account_to(std::shared_ptr<device_memory> memory) {
+    stack_.account_to(memory);
+    memory_ = std::move(memory);
+    if (memory_) memory_->adjust(memory_kind::activations, live_bytes_);
+  }
   void reset_peak() {
     peak_ = live();
     peak_bytes_ = live_bytes();
@@ -69,6 +75,7 @@ class pipeline_chunk {
   // Recounts one stash (the one an action just grew) and the peak.
   void note_bytes(stash& s) {
     const int64_t now = bytes_of(s);
+    if (memory_) memory_->adjust(memory_kind::activations, now - s.bytes);
     live_bytes_ += now - s.bytes;
     s.bytes = now;
     peak_bytes_ = std::max(peak_bytes_, live_bytes_);
@@ -82,6 +89,7 @@ class pipeline_chunk {
   std::map<int, stash> live_;
   int peak_ = 0;
   int64_t live_bytes_ = 0, peak_bytes_ = 0;
+  std::shared_ptr<device_memory> memory_;
 };
 
 }  // namespace troupe

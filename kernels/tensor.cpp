@@ -1,6 +1,8 @@
 // tensor storage and shape bookkeeping.
 #include "kernels/tensor.hpp"
 
+#include "kernels/device_memory.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -70,6 +72,14 @@ bool tensor::reclaim() {
   storage_->frozen.store(false, std::memory_order_relaxed);
   return true;
 }
+
+bool tensor::attach(std::shared_ptr<memory_charge> charge) const {
+  if (!storage_ || storage_->attached.exchange(true, std::memory_order_acq_rel)) return false;
+  storage_->charge = std::move(charge);
+  return true;
+}
+
+memory_charge* tensor::charge() const { return storage_ ? storage_->charge.get() : nullptr; }
 
 tensor tensor::clone() const {
   if (!storage_) return {};

@@ -13,6 +13,7 @@
 namespace troupe {
 
 using shape_t = std::vector<int64_t>;
+class memory_charge;
 
 enum class dtype : uint8_t { f32 = 0 };
 
@@ -62,6 +63,11 @@ class tensor {
   tensor clone() const;
   // Same storage, new shape with the same number of elements.
   tensor reshaped(shape_t shape) const;
+  // Ties a device ledger's charge (device_memory.hpp) to the storage: it is released with the
+  // storage's last handle. False, and nothing kept, when one is attached already or there is no
+  // storage: a storage is charged once, by its first owner.
+  bool attach(std::shared_ptr<memory_charge> charge) const;
+  memory_charge* charge() const;  // the attached one, or null
   bool shares_storage_with(const tensor& other) const {
     return storage_ && storage_ == other.storage_;
   }
@@ -71,6 +77,8 @@ class tensor {
   struct storage {
     std::unique_ptr<float[]> values;
     std::atomic<bool> frozen{false};  // atomic: ranks sharing one result may all freeze it
+    std::atomic<bool> attached{false};
+    std::shared_ptr<memory_charge> charge;  // set once (attached guards it), freed with the values
   };
   shape_t shape_;
   int64_t numel_ = 0;

@@ -142,6 +142,8 @@ void step_done(self_ptr self, std::vector<stage_step_record>& ranks) {
   sum.rank_tp_seconds.resize(ranks.size(), 0.0);
   sum.rank_compute_seconds.resize(ranks.size(), 0.0);
   sum.peak_activation_bytes.resize(ranks.size(), 0);
+  sum.peak_memory.resize(ranks.size());
+  sum.peak_memory_total.resize(ranks.size(), 0);
   for (size_t r = 0; r < ranks.size(); ++r) {  // rank order: the same sum on every run
     loss_sum += ranks[r].loss_sum;
     count += ranks[r].count;
@@ -150,6 +152,11 @@ void step_done(self_ptr self, std::vector<stage_step_record>& ranks) {
     sum.rank_tp_seconds[r] += ranks[r].tp_seconds;
     sum.rank_compute_seconds[r] += ranks[r].compute_seconds;
     sum.peak_activation_bytes[r] = std::max(sum.peak_activation_bytes[r], ranks[r].peak_activation_bytes);
+    const auto& peak = ranks[r].peak_memory;  // the ledger's peaks over the run so far
+    if (peak.size() == kMemoryKinds + 1) {
+      for (size_t k = 0; k < kMemoryKinds; ++k) sum.peak_memory[r].bytes[k] = std::max(sum.peak_memory[r].bytes[k], peak[k]);
+      sum.peak_memory_total[r] = std::max(sum.peak_memory_total[r], peak[kMemoryKinds]);
+    }
   }
   // The stages run on without waiting for us, so a step lasts from the previous step's end to this one.
   const auto now = clock_type::now();

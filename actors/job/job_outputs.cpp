@@ -70,6 +70,12 @@ train_summary finish_summary(const train_config& cfg, const job_plan& plan, job_
     spdlog::info("peak activation bytes of a rank: {:.2f} MiB (recompute {})", static_cast<double>(most) / (1 << 20),
                  to_string(cfg.recompute));
   }
+  if (!sum.peak_memory_total.empty()) {
+    const auto most = std::max_element(sum.peak_memory_total.begin(), sum.peak_memory_total.end());
+    const auto r = static_cast<size_t>(most - sum.peak_memory_total.begin());
+    spdlog::info("peak device memory of a rank (rank {}, zero {}): {} ({})", r, cfg.zero, format_bytes(*most),
+                 sum.peak_memory[r].to_string());
+  }
   if (rec.traced.empty()) return std::move(sum);
   std::filesystem::create_directories(cfg.out_dir);
   const int64_t traced = rec.traced.front().step;

@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 
+#include "actors/job/memory_plan.hpp"
 #include "schedules/named.hpp"
 #include "schedules/validate.hpp"
 
@@ -52,6 +53,7 @@ job_plan plan_job(const train_config& cfg, const prepared_job& data) {
         p.buckets[p.slot(d, t)].push_back(N > 1 ? plan_buckets(chunk_sizes, cap) : std::vector<grad_bucket>{});
       }
   }
+  check_device_memory(cfg, p);
   return p;
 }
 

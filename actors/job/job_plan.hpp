@@ -28,7 +28,8 @@ struct job_plan {
 };
 
 // Throws std::invalid_argument naming the problem: a schedule validate() refuses, one whose
-// stage count is not mesh.pp, a batch too small for dp x M, a cut the model cannot take.
+// stage count is not mesh.pp, a batch too small for dp x M, a cut the model cannot take, model
+// states that do not fit cfg.device_memory (memory_plan.hpp).
 job_plan plan_job(const train_config& cfg, const prepared_job& data);
 
 }  // namespace troupe

@@ -47,9 +47,18 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     a.coordinator = coordinator;
     a.tp = tp_group_of(rank);
     if (a.tp) out.tp_members.push_back(a.tp);
-    const int64_t n = plan.stage_params.at(plan.slot(at.pp, at.tp));
+    a.zero = cfg.zero;
+    a.dp_rank = at.dp;
+    a.dp_size = plan.mesh.dp;
+    a.memory = device_memory::make("rank " + std::to_string(rank) + " (cpu)", cfg.device_memory);
+    int64_t n = plan.stage_params.at(plan.slot(at.pp, at.tp));
+    shard_memory where{a.memory, memory_kind::parameters};  // plain: the stage runs on the shard's tensor
+    if (cfg.zero >= 1 && a.collective) {  // ZeRO: the shard keeps this rank's segments, its own copy
+      n = shard_size(shard_layout(a.buckets, a.dp_size, a.dp_rank));
+      where.master_kind = memory_kind::optimizer_state;
+    }
     if (n > 0) {  // a stage of ReLUs alone has nothing to optimize
-      a.optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, n);
+      a.optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, n, where);
       out.members.push_back(a.optimizer);
       out.detached.push_back(a.optimizer);
     }

@@ -24,6 +24,9 @@ struct stage_step_record {
   double compute_seconds = 0;   // forward, backward and optimizer actions
   double tp_seconds = 0;        // of which inside tensor-parallel collectives (waiting for peers included)
   int64_t peak_activation_bytes = 0;  // most bytes of saved activations held at once
+  // The rank's device ledger (kernels/device_memory.hpp) over the run so far: the peak of each
+  // memory_kind in its order, then the peak of all together. Empty when not counted.
+  std::vector<int64_t> peak_memory;
   // The schedule row as executed: each action's text and its interval (steady-clock seconds).
   std::vector<std::string> actions;
   std::vector<double> start_seconds, end_seconds;

@@ -91,6 +91,10 @@ void validate(const train_config& c) {
               ", which spans processes; give each process at most one (more processes, or --backend tcp)");
       }
   }
+  if (c.zero < 0 || c.zero > 2)
+    bad("zero must be 0, 1 or 2, got " + std::to_string(c.zero) +
+        (c.zero == 3 ? " (stage 3, partitioned parameters, is not built yet)" : ""));
+  if (c.device_memory < 0) bad("device_memory must be >= 0 bytes (0: no cap)");
   for (const auto& st : c.stragglers)
     if (st.rank >= c.mesh.dp)
       bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.mesh.dp));

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/device_memory.hpp"
 #include "kernels/model.hpp"
 #include "kernels/optimizer.hpp"
 #include "kernels/pipeline_chunk.hpp"
@@ -88,6 +89,12 @@ struct train_config {
   double watchdog_seconds = 60;     // a step without progress this long is reported and stopped (any job)
   // Data parallelism (actors/dp_job.cpp).
   double bucket_mb = 25.0;          // gradient bucket cap in MiB (PyTorch DDP's default)
+  // ZeRO (Rajbhandari et al. 2020) over each data-parallel group: 1 partitions the optimizer
+  // state (each rank updates 1/dp of the parameters and all-gathers the rest), 2 the gradients
+  // too (buckets are reduce-scattered, a rank keeps its part). Its buckets are the units.
+  int zero = 0;
+  // Each rank's device memory cap in bytes (0: none). The ledger counts every kind anyway.
+  int64_t device_memory = 0;
   std::vector<straggler_spec> stragglers;
   int64_t trace_step = -1;          // step written to trace.json (-1: the last one)
   process_config process;           // mesh.processes > 1: this process's part
@@ -138,6 +145,10 @@ struct train_summary {
   // compute seconds (F, B, W, O) they are part of; by mesh rank.
   std::vector<double> rank_tp_seconds, rank_compute_seconds;
   std::vector<int64_t> peak_activation_bytes;  // by mesh rank, over all steps
+  // Each rank's device ledger (kernels/device_memory.hpp): the most each kind held at once, and
+  // the most all kinds held together, over the whole run; by mesh rank.
+  std::vector<memory_figures> peak_memory;
+  std::vector<int64_t> peak_memory_total;
   sched::timeline measured;            // the traced step, every rank (lanes as in trace_path)
   std::vector<sched::timeline> recent; // the first replica's last (up to 32) steps, one lane per stage
 };

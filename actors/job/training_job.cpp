@@ -42,6 +42,9 @@ coordinator_args coordinator_args_for(const train_config& cfg, const prepared_jo
 train_summary run_training(const train_config& cfg) { return run_training(cfg, job_extras{}); }
 
 train_summary run_training(const train_config& cfg, const job_extras& extras) {
+  if (cfg.zero >= 1 && cfg.mesh.dp > 1 && !extras.gradient_observers.empty())
+    throw std::invalid_argument("gradient observers see a rank's whole gradients, which ZeRO (zero " +
+                                std::to_string(cfg.zero) + ") hands to its optimizer shard only in part; use zero 0");
   if (cfg.mesh.processes > 1 && !extras.gradient_observers.empty())
     throw std::invalid_argument("gradient observers run in the job's one process; this job spans " +
                                 std::to_string(cfg.mesh.processes));

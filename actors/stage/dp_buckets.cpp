@@ -1,6 +1,8 @@
 // plan_buckets: walk the layers last to first, closing a bucket when the next layer would overflow it.
 #include "actors/stage/dp_buckets.hpp"
 
+#include "comm/ring_schedule.hpp"
+
 #include <cstddef>
 
 namespace troupe {
@@ -23,6 +25,22 @@ std::vector<grad_bucket> plan_buckets(const std::vector<int64_t>& layer_params, 
   if (offsets[top + 1] > 0) out.push_back({0, offsets[top + 1], 0, top});
   else if (!out.empty()) out.back().first_layer = 0;  // parameter-free layers at the bottom
   return out;
+}
+
+std::vector<shard_piece> shard_layout(const std::vector<std::vector<grad_bucket>>& buckets, int ranks, int rank) {
+  std::vector<shard_piece> out;
+  int64_t at = 0;
+  for (size_t c = 0; c < buckets.size(); ++c)
+    for (size_t b = 0; b < buckets[c].size(); ++b) {
+      const ring::range seg = ring::segment(buckets[c][b].count, ranks, rank);
+      out.push_back({static_cast<int>(c), b, seg.offset, seg.count, at});
+      at += seg.count;
+    }
+  return out;
+}
+
+int64_t shard_size(const std::vector<shard_piece>& pieces) {
+  return pieces.empty() ? 0 : pieces.back().at_shard + pieces.back().count;
 }
 
 }  // namespace troupe

@@ -3,6 +3,7 @@
 // ready the moment backward finishes its lowest layer. Plain arithmetic: no CAF, no tensors.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -21,5 +22,19 @@ struct grad_bucket {
 // produced (parameter-free layers join a neighbour); cap_bytes <= 0 gives one bucket per layer
 // with parameters.
 std::vector<grad_bucket> plan_buckets(const std::vector<int64_t>& layer_params, int64_t cap_bytes);
+
+// ZeRO's partition of a stage's parameters over its `ranks` data-parallel peers. Rank j owns
+// segment j of every bucket (ring::segment: the part a ring reduce-scatter leaves complete on
+// it, bit for bit the values an all-reduce would give), so its optimizer shard is those
+// segments laid end to end, chunk by chunk, bucket by bucket. buckets[c]: chunk c's buckets.
+struct shard_piece {
+  int chunk = 0;
+  size_t bucket = 0;         // index in buckets[chunk]
+  int64_t in_bucket = 0;     // first element of the segment inside the bucket
+  int64_t count = 0;         // elements (0 when the bucket has fewer elements than ranks)
+  int64_t at_shard = 0;      // where the segment sits in the rank's shard
+};
+std::vector<shard_piece> shard_layout(const std::vector<std::vector<grad_bucket>>& buckets, int ranks, int rank);
+int64_t shard_size(const std::vector<shard_piece>& pieces);
 
 }  // namespace troupe

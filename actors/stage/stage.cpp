@@ -53,7 +53,13 @@ struct stage_state {
   std::map<std::tuple<int64_t, bool, int, int>, tensor> inbox;  // (step, is_grad, mb, boundary)
   std::map<slot, tensor> forward_in, backward_in, act_out, grad_out;
   int64_t buckets_pending = 0;
-  int64_t buckets_per_step = 0;  // over all local chunks: collective seqs are step * this + bucket
+  int64_t buckets_per_step = 0;  // over all local chunks
+  // Collective seqs of a step: step * seqs_per_step + bucket for its reductions, and with ZeRO
+  // + buckets_per_step + bucket for the all-gathers of the updated parameters.
+  int64_t seqs_per_step = 0;
+  std::vector<shard_piece> pieces;  // ZeRO: this rank's segment of every bucket, in bucket order
+  tensor shard_grads;               // ZeRO: the reduced gradients of those segments
+  int64_t gathers_pending = 0;
   bool straggled = false;
   enum class opt_phase { idle, sent, done } opt = opt_phase::idle;
   stage_step_record record;  // what the step reports
@@ -68,6 +74,9 @@ using self_ptr = caf::stateful_actor<stage_state>*;
 const std::vector<sched::action>& row(const stage_state& s) {
   return s.args.plan.stages[static_cast<size_t>(s.args.stage)];
 }
+
+bool zero_on(const stage_state& s) { return !s.pieces.empty(); }
+bool grads_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 2; }
 
 int model_chunk_of(const stage_state& s, int chunk) { return sched::model_chunk(s.args.plan, s.args.stage, chunk); }
 int last_model_chunk(const stage_state& s) { return sched::num_model_chunks(s.args.plan) - 1; }
@@ -174,18 +183,31 @@ void straggle(stage_state& s) {
 }
 
 void advance_after_message(self_ptr self);
+void fail(self_ptr self, const std::string& why);
 
 // Bucket b of local chunk c has its reduced values back: they replace the local gradients.
-void bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index, double sent, collective_result& r) {
+// False when the answer is wrong and the stage failed.
+bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index, double sent, collective_result& r) {
   auto& s = self->state;
-  if (step != s.step) return;  // a late answer for a step that failed: the job is stopping
+  if (step != s.step) return false;  // a late answer for a step that failed: the job is stopping
   const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(chunk)][b];
   const float* sum = std::as_const(r.data).data();
-  std::copy(sum, sum + bucket.count, s.chunks[static_cast<size_t>(chunk)]->stack().grads().data() + bucket.offset);
+  if (grads_partitioned(s)) {  // only this rank's segment came back: it goes into the shard's gradients
+    const shard_piece& piece = s.pieces.at(static_cast<size_t>(index));
+    if (r.data.numel() != piece.count) {
+      fail(self, at_cursor(s) + "the reduce-scatter of bucket " + std::to_string(index) + " returned " +
+                            std::to_string(r.data.numel()) + " values for a segment of " + std::to_string(piece.count));
+      return false;
+    }
+    std::copy(sum, sum + piece.count, s.shard_grads.data() + piece.at_shard);
+  } else {
+    std::copy(sum, sum + bucket.count, s.chunks[static_cast<size_t>(chunk)]->stack().grads().data() + bucket.offset);
+  }
   s.record.buckets.push_back(index);
   s.record.bucket_sent.push_back(sent);
   s.record.bucket_done.push_back(r.finished_at);
   --s.buckets_pending;
+  return true;
 }
 
 // The hook for a chunk's last weight-gradient action: every bucket whose lowest layer is done
@@ -203,23 +225,66 @@ layer_stack::layer_done_fn bucket_launcher(self_ptr self, int chunk) {
     while (*next < list.size() && list[*next].first_layer == static_cast<int64_t>(layer)) {
       const size_t b = (*next)++;
       const grad_bucket& bucket = list[b];
-      const float* g = s.chunks[static_cast<size_t>(chunk)]->stack().grads().data() + bucket.offset;
-      tensor part({bucket.count}, std::vector<float>(g, g + bucket.count));
+      layer_stack& stack = s.chunks[static_cast<size_t>(chunk)]->stack();
+      // ZeRO-2 hands the bucket's own storage over (the rank keeps no full gradients); otherwise
+      // the bucket is copied out, since the stack keeps its summed values.
+      tensor part;
+      if (grads_partitioned(s)) {
+        part = stack.take_unit_grads(b);
+      } else {
+        const float* g = stack.grads().data() + bucket.offset;
+        part = tensor({bucket.count}, std::vector<float>(g, g + bucket.count));
+      }
+      if (s.args.memory) s.args.memory->recharge(part, memory_kind::buffers);  // the collective's now
       part.freeze();
       const auto index = static_cast<int32_t>(first_index + static_cast<int32_t>(b));
       const double sent = now_seconds();
       const int64_t step = s.step;
       ++s.buckets_pending;
+      const auto op = grads_partitioned(s) ? ring::op_kind::reduce_scatter_sum : ring::op_kind::all_reduce_sum;
       self->request(s.args.collective, caf::infinite,
-                    collective_request{step * s.buckets_per_step + index,
-                                       static_cast<int32_t>(ring::op_kind::all_reduce_sum), 0, bucket.count,
+                    collective_request{step * s.seqs_per_step + index, static_cast<int32_t>(op), 0, bucket.count,
                                        std::move(part)})
           .then([self, step, chunk, b, index, sent](collective_result& r) {
-            bucket_done(self, step, chunk, b, index, sent, r);
-            advance_after_message(self);
+            if (bucket_done(self, step, chunk, b, index, sent, r)) advance_after_message(self);
           });
     }
   };
+}
+
+// ZeRO: the shard's updated segments are back. Every bucket is all-gathered from the segments
+// of all ranks straight into the stage's parameters; O completes with the last one.
+void gather_params(self_ptr self, const params_msg& m) {
+  auto& s = self->state;
+  if (m.params.numel() != shard_size(s.pieces))
+    return fail(self, at_cursor(s) + "the optimizer shard returned " + std::to_string(m.params.numel()) + " parameters for a shard of " +
+                  std::to_string(shard_size(s.pieces)));
+  const int64_t step = m.step;
+  s.gathers_pending = static_cast<int64_t>(s.pieces.size());
+  for (size_t i = 0; i < s.pieces.size(); ++i) {
+    const shard_piece& p = s.pieces[i];
+    const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
+    tensor part = tensor::uninitialized({p.count});
+    std::copy(m.params.data() + p.at_shard, m.params.data() + p.at_shard + p.count, part.data());
+    if (s.args.memory) s.args.memory->charge(part, memory_kind::buffers);
+    part.freeze();
+    const int64_t seq = step * s.seqs_per_step + s.buckets_per_step + static_cast<int64_t>(i);
+    self->request(s.args.collective, caf::infinite,
+                  collective_request{seq, static_cast<int32_t>(ring::op_kind::all_gather), 0, bucket.count, std::move(part)})
+        .then([self, step, i](collective_result& r) {
+          auto& s = self->state;
+          if (step != s.step) return;  // a late answer for a step that failed
+          const shard_piece& p = s.pieces[i];
+          const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
+          if (r.data.numel() != bucket.count)
+            return fail(self, at_cursor(s) + "the all-gather of bucket " + std::to_string(i) + " returned " +
+                                  std::to_string(r.data.numel()) + " values for a bucket of " + std::to_string(bucket.count));
+          const float* v = std::as_const(r.data).data();
+          std::copy(v, v + bucket.count, s.chunks[static_cast<size_t>(p.chunk)]->stack().params().data() + bucket.offset);
+          if (--s.gathers_pending == 0) s.opt = stage_state::opt_phase::done;
+          advance_after_message(self);
+        });
+  }
 }
 
 // Runs the action at the cursor if its inputs are there; false (with waiting_for set) if not.
@@ -291,11 +356,30 @@ bool execute(self_ptr self, const sched::action& a) {
       int64_t n = 0;
       for (auto& c : s.chunks) n += c->stack().num_params();
       if (n == 0) return true;  // only parameter-free layers (ReLUs) here: nothing to update
+      if (s.opt == stage_state::opt_phase::idle && zero_on(s)) {
+        // ZeRO: the shard updates this rank's segments only; the all-gathers of the result
+        // bring every bucket back (params_msg handler).
+        if (!grads_partitioned(s)) {
+          s.shard_grads = tensor::uninitialized({shard_size(s.pieces)});
+          if (s.args.memory) s.args.memory->charge(s.shard_grads, memory_kind::buffers);
+          for (const shard_piece& p : s.pieces) {
+            const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
+            const float* g = std::as_const(*s.chunks[static_cast<size_t>(p.chunk)]).stack().grads().data() +
+                             bucket.offset + p.in_bucket;
+            std::copy(g, g + p.count, s.shard_grads.data() + p.at_shard);
+          }
+        }
+        s.shard_grads.freeze();
+        self->send(s.args.optimizer, gradients_msg{s.step, 0, std::move(s.shard_grads)});
+        s.shard_grads = tensor();
+        s.opt = stage_state::opt_phase::sent;
+      }
       if (s.opt == stage_state::opt_phase::idle) {
         // One chunk hands its buffer over (the stack goes on with a fresh zeroed one, so what was
         // sent is never written again); several are laid end to end.
         tensor grads = s.chunks.size() == 1 ? s.chunks[0]->stack().take_grads() : tensor({n});
         if (s.chunks.size() > 1) {
+          if (s.args.memory) s.args.memory->charge(grads, memory_kind::gradients);
           int64_t at = 0;
           for (auto& c : s.chunks) {
             const tensor& g = c->stack().grads();
@@ -308,7 +392,9 @@ bool execute(self_ptr self, const sched::action& a) {
         self->send(s.args.optimizer, gradients_msg{s.step, 0, std::move(grads)});
         s.opt = stage_state::opt_phase::sent;
       }
-      s.waiting_for = "the updated parameters from its optimizer shard";
+      s.waiting_for = s.gathers_pending > 0 ? "the all-gather of " + std::to_string(s.gathers_pending) +
+                                                  " bucket(s) of updated parameters over its data-parallel group"
+                                            : "the updated parameters from its optimizer shard";
       return false;
     }
   }
@@ -342,6 +428,11 @@ void finish_step(self_ptr self) {
   s.record.rank = s.args.rank;
   if (s.tp_clock) s.record.tp_seconds = s.tp_clock->seconds() - s.tp_seconds_before;
   for (const auto& c : s.chunks) s.record.peak_activation_bytes += c->peak_bytes();  // exact for one chunk
+  if (s.args.memory) {
+    const memory_figures peak = s.args.memory->peak();
+    s.record.peak_memory.assign(peak.bytes.begin(), peak.bytes.end());
+    s.record.peak_memory.push_back(s.args.memory->peak_total());
+  }
   s.record.step_end = now_seconds();
   const double next_start = s.record.step_end;
   self->send(s.args.coordinator, std::move(s.record));
@@ -417,6 +508,10 @@ void begin_step(self_ptr self, int64_t step) {
     c->stack().zero_grads();
     c->reset_peak();
   }
+  if (grads_partitioned(s)) {  // every segment is written by its bucket's reduce-scatter
+    s.shard_grads = tensor::uninitialized({shard_size(s.pieces)});
+    if (s.args.memory) s.args.memory->charge(s.shard_grads, memory_kind::gradients);
+  }
   request_batches(self, step + 2);
 }
 
@@ -443,6 +538,17 @@ caf::behavior stage(self_ptr self, stage_args args) {
   }
   st.args.buckets.resize(st.chunks.size());
   for (const auto& b : st.args.buckets) st.buckets_per_step += static_cast<int64_t>(b.size());
+  if (st.args.zero >= 1 && st.args.collective) st.pieces = shard_layout(st.args.buckets, st.args.dp_size, st.args.dp_rank);
+  st.seqs_per_step = st.buckets_per_step * (zero_on(st) ? 2 : 1);
+  for (size_t c = 0; c < st.chunks.size(); ++c) {
+    if (grads_partitioned(st)) {  // one gradient unit per bucket, in bucket order
+      std::vector<std::pair<size_t, size_t>> units;
+      for (const grad_bucket& b : st.args.buckets[c])
+        units.emplace_back(static_cast<size_t>(b.first_layer), static_cast<size_t>(b.last_layer));
+      st.chunks[c]->stack().split_grads(units);
+    }
+    st.chunks[c]->account_to(st.args.memory);
+  }
   st.last_weight_action.assign(st.chunks.size(), row(st).size());
   for (size_t i = 0; i < row(st).size(); ++i) {
     const sched::action& a = row(st)[i];
@@ -451,12 +557,27 @@ caf::behavior stage(self_ptr self, stage_args args) {
   }
   int64_t n = 0;
   for (auto& c : st.chunks) n += c->stack().num_params();
-  tensor initial({n});
-  int64_t at = 0;
-  for (auto& c : st.chunks) {
-    std::copy(c->stack().params().data(), c->stack().params().data() + c->stack().num_params(), initial.data() + at);
-    at += c->stack().num_params();
-    c->stack().zero_grads();
+  tensor initial;
+  if (st.chunks.size() == 1 && !zero_on(st)) {
+    // The shard's master copy is the stack's own buffer (frozen: neither writes it again), so the
+    // rank holds its parameters once.
+    initial = st.chunks[0]->stack().params();
+  } else {
+    initial = tensor({n});
+    int64_t at = 0;
+    for (auto& c : st.chunks) {
+      std::copy(c->stack().params().data(), c->stack().params().data() + c->stack().num_params(), initial.data() + at);
+      at += c->stack().num_params();
+    }
+  }
+  if (zero_on(st)) {  // the shard starts from this rank's segments only
+    tensor part = tensor::uninitialized({shard_size(st.pieces)});
+    for (const shard_piece& p : st.pieces) {
+      const grad_bucket& bucket = st.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
+      const float* v = std::as_const(*st.chunks[static_cast<size_t>(p.chunk)]).stack().params().data();
+      std::copy(v + bucket.offset + p.in_bucket, v + bucket.offset + p.in_bucket + p.count, part.data() + p.at_shard);
+    }
+    initial = std::move(part);
   }
   initial.freeze();
   if (n > 0) self->send(st.args.optimizer, params_msg{-1, 0, std::move(initial)});
@@ -482,6 +603,10 @@ caf::behavior stage(self_ptr self, stage_args args) {
       },
       [self](const params_msg& m) {
         auto& s = self->state;
+        if (zero_on(s)) {
+          if (m.step >= 0) gather_params(self, m);
+          return;
+        }
         if (s.chunks.size() == 1) {
           s.chunks[0]->stack().adopt_params(m.params);  // frozen: the next update is a new tensor
         } else {

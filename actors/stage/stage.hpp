@@ -44,6 +44,14 @@ struct stage_args {
   recompute_mode recompute = recompute_mode::none;
   bool sequence_parallel = false;     // with tp: the stage's activations are its tp rank's share of the sequences
   std::vector<caf::actor> observers;  // each gets observed_gradients every step (job_extras.hpp)
+  // ZeRO over the data-parallel group (with a collective): rank dp_rank of dp_size owns segment
+  // dp_rank of every bucket (shard_layout, dp_buckets.hpp), and its optimizer shard holds just
+  // those. 1: buckets are all-reduced as before and O sends the shard's part; 2: buckets are
+  // reduce-scattered, and the stage's gradients are per bucket, freed once sent. After the
+  // shard's update every bucket is all-gathered back into the stage's parameters.
+  int zero = 0;
+  int dp_rank = 0, dp_size = 1;
+  std::shared_ptr<device_memory> memory;  // the rank's device ledger (null: not counted)
 };
 
 // Detached: compute runs on the actor's own thread, never on a scheduler thread.

@@ -5,22 +5,6 @@
 
 namespace troupe::sched::plan {
 
-const char* to_string(memory_kind k) {
-  switch (k) {
-    case memory_kind::parameters:
-      return "parameters";
-    case memory_kind::gradients:
-      return "gradients";
-    case memory_kind::optimizer_state:
-      return "optimizer_state";
-    case memory_kind::activations:
-      return "activations";
-    case memory_kind::buffers:
-      return "buffers";
-  }
-  return "?";
-}
-
 double memory_by_kind::of(memory_kind k) const {
   switch (k) {
     case memory_kind::parameters:

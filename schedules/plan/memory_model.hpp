@@ -7,13 +7,15 @@
 
 #include <string>
 
+#include "kernels/memory_kind.hpp"
+
 namespace troupe::sched::plan {
 
-enum class memory_kind { parameters, gradients, optimizer_state, activations, buffers };
-const char* to_string(memory_kind k);  // "parameters", "gradients", "optimizer_state", ...
-constexpr memory_kind all_memory_kinds[] = {memory_kind::parameters, memory_kind::gradients,
-                                            memory_kind::optimizer_state, memory_kind::activations,
-                                            memory_kind::buffers};
+// The runtime ledger's kinds (kernels/memory_kind.hpp, header only), so predictions and
+// measurements share names.
+using troupe::all_memory_kinds;
+using troupe::memory_kind;
+using troupe::to_string;
 
 struct memory_by_kind {
   double parameters = 0, gradients = 0, optimizer_state = 0, activations = 0, buffers = 0;  // bytes

@@ -18,67 +18,12 @@
 #include "schedules/validate.hpp"
 #include "storage/dataset.hpp"
 #include "storage/sampler.hpp"
+#include "tests/actors/tiny_jobs.hpp"
 
 using namespace troupe;
+using namespace troupe::test;
 
 namespace {
-
-constexpr int64_t kSteps = 20;
-
-struct setup {
-  model_spec model;
-  std::shared_ptr<const storage::dataset> data;
-  int64_t batch = 0;
-  int64_t rows_per_sample = 1;
-};
-
-// 9 layers each, so P = 4 with 2 virtual stages still gets one layer per chunk; 16 samples per
-// batch, so dp 4 x M 4 gives every microbatch one sample.
-setup mlp_setup() {
-  setup s;
-  s.model.kind = "mlp";
-  s.model.inputs = 12;
-  s.model.hidden = {16, 16, 16, 16};
-  s.model.classes = 5;
-  s.batch = 16;
-  std::mt19937_64 rng(3);
-  std::normal_distribution<float> px;
-  std::uniform_int_distribution<int32_t> label(0, 4);
-  const int64_t n = s.batch * kSteps;
-  std::vector<float> pixels(static_cast<size_t>(n * s.model.inputs));
-  for (auto& p : pixels) p = px(rng);
-  std::vector<int32_t> labels(static_cast<size_t>(n));
-  for (auto& l : labels) l = label(rng);
-  s.data = std::make_shared<storage::image_dataset>("synthetic", s.model.inputs, std::move(pixels), std::move(labels));
-  return s;
-}
-
-setup gpt_setup() {
-  setup s;
-  s.model.kind = "gpt";
-  s.model.vocab = 11;
-  s.model.context = 6;
-  s.model.channels = 8;
-  s.model.heads = 4;  // tp 4 takes one head each
-  s.model.blocks = 6;
-  s.batch = 16;
-  s.rows_per_sample = s.model.context;
-  std::mt19937_64 rng(5);
-  std::uniform_int_distribution<int32_t> tok(0, 10);
-  std::vector<int32_t> tokens(static_cast<size_t>(s.batch * kSteps * (s.model.context + 1) + 1));
-  for (auto& t : tokens) t = tok(rng);
-  s.data = std::make_shared<storage::text_dataset>("synthetic", std::move(tokens), s.model.context);
-  return s;
-}
-
-optimizer_config optimizer_for(const std::string& kind) {
-  optimizer_config o;
-  o.kind = kind;
-  o.lr = kind == "sgd" ? 0.1f : 1e-2f;
-  o.momentum = 0;
-  o.weight_decay = kind == "sgd" ? 0.0f : o.weight_decay;
-  return o;
-}
 
 struct reference {
   std::vector<double> losses;

@@ -1,0 +1,66 @@
+// Predicted model states per rank (memory_plan.hpp).
+#include "actors/job/memory_plan.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace troupe {
+
+namespace {
+
+int64_t state_floats(const optimizer_config& o) {
+  if (o.kind == "adamw") return 2;
+  return o.momentum != 0.0f ? 1 : 0;
+}
+
+}  // namespace
+
+int64_t largest_bucket_bytes(const job_plan& plan, int rank) {
+  const sched::mesh_coords at = plan.mesh.coords_of(rank);
+  int64_t most = 0;
+  for (const auto& chunk : plan.buckets.at(plan.slot(at.pp, at.tp)))
+    for (const grad_bucket& b : chunk) most = std::max(most, b.count);
+  return most * static_cast<int64_t>(sizeof(float));
+}
+
+memory_figures predicted_model_states(const train_config& cfg, const job_plan& plan, int rank) {
+  const sched::mesh_coords at = plan.mesh.coords_of(rank);
+  const auto& buckets = plan.buckets.at(plan.slot(at.pp, at.tp));
+  const int64_t f = sizeof(float);
+  const int64_t psi = plan.stage_params.at(plan.slot(at.pp, at.tp)) * f;
+  const int64_t k = state_floats(cfg.optim);
+  bool any_bucket = false;
+  for (const auto& c : buckets) any_bucket = any_bucket || !c.empty();
+  memory_figures m;
+  auto set = [&](memory_kind kind, int64_t bytes) { m.bytes[static_cast<size_t>(kind)] = bytes; };
+  if (cfg.zero == 0 || !any_bucket) {
+    set(memory_kind::parameters, 2 * psi);
+    set(memory_kind::gradients, 2 * psi);
+    set(memory_kind::optimizer_state, k * psi);
+    return m;
+  }
+  const int64_t shard = shard_size(shard_layout(buckets, plan.mesh.dp, at.dp)) * f;
+  set(memory_kind::parameters, psi);
+  set(memory_kind::gradients, cfg.zero >= 2 ? shard + largest_bucket_bytes(plan, rank) : psi);
+  set(memory_kind::optimizer_state, shard + k * shard);
+  return m;
+}
+
+void check_device_memory(const train_config& cfg, const job_plan& plan) {
+  if (cfg.device_memory <= 0) return;
+  for (int r = 0; r < plan.mesh.ranks(); ++r) {
+    const memory_figures need = predicted_model_states(cfg, plan, r);
+    if (need.total() <= cfg.device_memory) continue;
+    std::string hint;
+    if (cfg.zero < 2 && plan.mesh.dp > 1)
+      hint = "; a higher --zero partitions more of it over the " + std::to_string(plan.mesh.dp) + " data-parallel ranks";
+    else if (plan.mesh.dp == 1)
+      hint = "; ZeRO partitions model states over data-parallel ranks (--dp 2 or more with --zero)";
+    throw std::invalid_argument("the job does not fit --device-memory " + format_bytes(cfg.device_memory) + ": rank " +
+                                std::to_string(r) + " needs " + format_bytes(need.total()) +
+                                " for its model states alone at zero " + std::to_string(cfg.zero) + " (" +
+                                need.to_string() + "), before any activation" + hint);
+  }
+}
+
+}  // namespace troupe

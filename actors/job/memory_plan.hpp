@@ -1,0 +1,29 @@
+// What each rank's model states take on its device, predicted from the job's plan by the rules
+// the runtime follows, in the kinds its device ledger counts (kernels/device_memory.hpp), so a
+// run's measured peaks can be checked against them and a job that cannot fit its cap is refused
+// before it starts. Ψ is the rank's parameter count (its share after pp and tp), S its ZeRO
+// shard (its segment of every bucket, about Ψ/dp), k the optimizer's state floats per parameter
+// (AdamW 2, SGD with momentum 1, without 0), 4 bytes each:
+//   zero 0: parameters 2·4Ψ (the update is out of place: the stage still runs on the old copy),
+//           gradients 2·4Ψ (O hands the buffer over and backward goes on in a fresh one),
+//           optimizer state 4kΨ;
+//   zero 1: parameters 4Ψ, gradients 4Ψ, optimizer state 4S (its master copy) + 4kS;
+//   zero 2: parameters 4Ψ, gradients 4S plus the bucket backward is filling (at most the largest;
+//           counted here as the largest), optimizer state as zero 1.
+// Activations and communication buffers depend on the schedule and timing: not predicted here.
+#pragma once
+
+#include "actors/job/job_plan.hpp"
+#include "actors/job/train_config.hpp"
+#include "kernels/device_memory.hpp"
+
+namespace troupe {
+
+memory_figures predicted_model_states(const train_config& cfg, const job_plan& plan, int rank);
+// The largest gradient bucket of the rank's stage, in bytes (0 without data parallelism).
+int64_t largest_bucket_bytes(const job_plan& plan, int rank);
+// Throws std::invalid_argument naming the first rank whose predicted model states exceed
+// cfg.device_memory, with the figures by kind and what would fit (a higher ZeRO stage, more dp).
+void check_device_memory(const train_config& cfg, const job_plan& plan);
+
+}  // namespace troupe

@@ -1,0 +1,182 @@
+// ZeRO stages 1 and 2 change where model states live, never a number: over 20 steps of an MLP
+// and a GPT, with SGD (no momentum: a wrong gradient scale shows) and AdamW, at dp 2 and 4, alone
+// and combined with pp 2 and tp 2, every loss and every final parameter is bit for bit the plain
+// data-parallel run's (a rank's segment of a ring reduce-scatter is the all-reduce's value, the
+// optimizers are element-wise, and the all-gather copies). Each rank's device ledger peaks at
+// the ZeRO formulas for this model (memory_plan.hpp), and a cap that plain DP does not fit is
+// refused before the job starts, while ZeRO-2 fits it and trains to the same losses.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "actors/job/job_plan.hpp"
+#include "actors/job/memory_plan.hpp"
+#include "actors/job/prepared_job.hpp"
+#include "actors/job/training_job.hpp"
+#include "tests/actors/tiny_jobs.hpp"
+
+using namespace troupe;
+using namespace troupe::test;
+
+namespace {
+
+struct zero_case {
+  std::string model, optim;
+  int dp = 2, zero = 1, pp = 1, tp = 1, M = 1;
+};
+
+std::string case_name(const zero_case& c) {
+  return c.model + "_" + c.optim + "_dp" + std::to_string(c.dp) + "_pp" + std::to_string(c.pp) + "_tp" +
+         std::to_string(c.tp) + "_M" + std::to_string(c.M) + "_zero" + std::to_string(c.zero);
+}
+
+train_config config_for(const zero_case& c) {
+  const setup s = c.model == "mlp" ? mlp_setup() : gpt_setup();
+  train_config cfg;
+  cfg.model = s.model;
+  cfg.optim = optimizer_for(c.optim);
+  cfg.batch_size = s.batch;
+  cfg.max_steps = kSteps;
+  cfg.epochs = 1;
+  cfg.train_data = s.data;
+  cfg.eval_max_batches = 1;
+  cfg.eval_batch_size = 4;
+  cfg.progress = false;
+  cfg.mesh.dp = c.dp;
+  cfg.mesh.pp = c.pp;
+  cfg.mesh.tp = c.tp;
+  cfg.micro_batches = c.M;
+  cfg.zero = c.zero;
+  cfg.bucket_mb = 0.0005;  // several buckets per stage, some smaller than dp elements
+  cfg.watchdog_seconds = 20;
+  cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-zero-" + case_name(c))).string();
+  return cfg;
+}
+
+class ZeroMatchesPlainDataParallel : public ::testing::TestWithParam<zero_case> {};
+
+TEST_P(ZeroMatchesPlainDataParallel, TwentyStepsBitwiseSameLossesAndParameters) {
+  zero_case plain = GetParam();
+  plain.zero = 0;
+  const train_summary want = run_training(config_for(plain));
+  const train_summary got = run_training(config_for(GetParam()));
+  ASSERT_EQ(got.losses.size(), static_cast<size_t>(kSteps));
+  EXPECT_EQ(got.losses, want.losses);
+  ASSERT_EQ(got.final_params.numel(), want.final_params.numel());
+  EXPECT_EQ(got.final_params.to_vector(), want.final_params.to_vector());
+  EXPECT_LT(got.losses.back(), got.losses.front());  // it trained
+  EXPECT_GE(got.buckets, 2);
+}
+
+std::vector<zero_case> all_cases() {
+  std::vector<zero_case> out;
+  for (const char* model : {"mlp", "gpt"})
+    for (const char* optim : {"sgd", "adamw"})
+      for (int dp : {2, 4})
+        for (int zero : {1, 2}) out.push_back({model, optim, dp, zero});
+  // Microbatches accumulating into the units, a pipeline and tensor parallelism beside ZeRO.
+  for (const char* optim : {"sgd", "adamw"})
+    for (int zero : {1, 2}) {
+      out.push_back({"gpt", optim, 2, zero, 1, 1, 4});
+      out.push_back({"gpt", optim, 2, zero, 2, 1, 4});
+      out.push_back({"gpt", optim, 2, zero, 1, 2, 2});
+    }
+  out.push_back({"mlp", "adamw", 2, 2, 2, 1, 4});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Stages, ZeroMatchesPlainDataParallel, ::testing::ValuesIn(all_cases()),
+                         [](const ::testing::TestParamInfo<zero_case>& i) { return case_name(i.param); });
+
+// A wider MLP so the model states dominate what is measured.
+train_config memory_config(int dp, int zero) {
+  zero_case c{"mlp", "adamw", dp, zero};
+  train_config cfg = config_for(c);
+  cfg.model.inputs = 12;
+  cfg.model.hidden = {64, 64, 64, 64, 64, 64};
+  cfg.bucket_mb = 0.01;  // 2621 floats: each 64 x 64 layer is a bucket of its own, a fifth of the model
+  cfg.max_steps = 3;
+  return cfg;
+}
+
+job_plan plan_of(const train_config& cfg) { return plan_job(cfg, prepare_job(cfg)); }
+
+TEST(ZeroMemory, EachRanksPeakModelStatesAreTheZeroFormulasAndShrinkWithTheStage) {
+  for (int dp : {2, 4}) {
+    int64_t previous = 0;
+    for (int zero : {0, 1, 2}) {
+      const train_config cfg = memory_config(dp, zero);
+      const job_plan plan = plan_of(cfg);
+      const train_summary run = run_training(cfg);
+      ASSERT_EQ(run.peak_memory.size(), static_cast<size_t>(dp));
+      int64_t states = 0;
+      for (int r = 0; r < dp; ++r) {
+        SCOPED_TRACE("dp " + std::to_string(dp) + " zero " + std::to_string(zero) + " rank " + std::to_string(r));
+        const memory_figures want = predicted_model_states(cfg, plan, r);
+        const memory_figures& got = run.peak_memory[static_cast<size_t>(r)];
+        EXPECT_EQ(got.of(memory_kind::parameters), want.of(memory_kind::parameters));
+        EXPECT_EQ(got.of(memory_kind::optimizer_state), want.of(memory_kind::optimizer_state));
+        if (zero < 2) {
+          EXPECT_EQ(got.of(memory_kind::gradients), want.of(memory_kind::gradients));
+        } else {  // its partition, plus the one bucket backward is filling
+          const int64_t bucket = largest_bucket_bytes(plan, r);
+          EXPECT_GT(got.of(memory_kind::gradients), want.of(memory_kind::gradients) - bucket);
+          EXPECT_LE(got.of(memory_kind::gradients), want.of(memory_kind::gradients));
+        }
+        EXPECT_GT(got.of(memory_kind::activations), 0);
+        states = std::max(states, got.of(memory_kind::parameters) + got.of(memory_kind::gradients) +
+                                      got.of(memory_kind::optimizer_state));
+      }
+      // The formulas themselves: Ψ floats of parameters, 1/dp of them in the shard.
+      const int64_t psi = 4 * plan.stage_params[0];
+      const memory_figures f = predicted_model_states(cfg, plan, 0);
+      if (zero == 0) {
+        EXPECT_EQ(f.of(memory_kind::parameters), 2 * psi);
+        EXPECT_EQ(f.of(memory_kind::optimizer_state), 2 * psi);  // AdamW's two moments
+      } else {
+        EXPECT_EQ(f.of(memory_kind::parameters), psi);
+        EXPECT_NEAR(static_cast<double>(f.of(memory_kind::optimizer_state)), 3.0 * psi / dp, 3 * 4 * 8.0);
+      }
+      if (previous > 0) {
+        EXPECT_LT(states, previous) << "zero " << zero << " holds no less than zero " << zero - 1;
+      }
+      previous = states;
+    }
+  }
+}
+
+TEST(ZeroMemory, APlanThatDoesNotFitTheCapIsRefusedBeforeItStartsAndZeroTwoFitsIt) {
+  train_config plain = memory_config(4, 0), zero2 = memory_config(4, 2);
+  // Halfway between what ZeRO-2 needs and what plain DP needs: room for the activations.
+  const int64_t small = predicted_model_states(zero2, plan_of(zero2), 0).total();
+  const int64_t big = predicted_model_states(plain, plan_of(plain), 0).total();
+  const int64_t cap = (small + big) / 2;
+  plain.device_memory = zero2.device_memory = cap;
+  try {
+    run_training(plain);
+    FAIL() << "plain DP was not refused";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("does not fit --device-memory"), std::string::npos) << what;
+    EXPECT_NE(what.find("optimizer_state"), std::string::npos) << what;
+    EXPECT_NE(what.find("higher --zero"), std::string::npos) << what;
+  }
+  const train_summary run = run_training(zero2);
+  for (int64_t total : run.peak_memory_total) EXPECT_LE(total, cap);
+  EXPECT_EQ(run.losses, run_training(memory_config(4, 0)).losses);
+}
+
+TEST(ZeroMemory, ACapTheActivationsOverrunStopsTheJobNamingTheRankAndTheKind) {
+  train_config cfg = memory_config(2, 2);
+  cfg.device_memory = predicted_model_states(cfg, plan_of(cfg), 0).total() + 64;  // model states fit, a step does not
+  try {
+    run_training(cfg);
+    FAIL() << "the job ran past its cap";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("device memory of rank"), std::string::npos) << what;
+    EXPECT_NE(what.find("--device-memory"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
