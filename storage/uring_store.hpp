@@ -16,6 +16,8 @@ struct uring_options {
   int queue_depth = 8;                    // I/Os in flight at most (DeepSpeed default 8)
   bool direct = true;                     // try O_DIRECT; fall back to buffered I/O with a logged warning
   bool remove_on_close = false;           // the destructor unlinks the file (else the caller owns it)
+  bool huge_pages = true;                 // ask for transparent huge pages (madvise) for a pool of 2 MiB or more:
+                                          // a block then is one device request, not split at the segment limit
 };
 
 // Throws std::invalid_argument naming the field: block_size must be a positive multiple of 4096
@@ -34,11 +36,12 @@ class uring_store {
  public:
   using ticket = uint64_t;
 
-  // Opens (creates, truncates) `path` and sizes it to `bytes` rounded up to block_size. Falls back
+  // Opens (creates, truncates) `path` and sizes it to `bytes` rounded up to block_size, reserving
+  // the blocks with fallocate where the file system supports it (a full disk fails here). Falls back
   // to buffered I/O (logged, naming the path and the reason) when O_DIRECT is refused at open or
   // by the first direct I/O, and to plain read/write SQEs (logged once) when the buffers cannot be
-  // registered. Throws std::runtime_error naming the path and strerror if open, ftruncate or the
-  // ring's set-up fails, std::invalid_argument for bad options or a negative size.
+  // registered. Throws std::runtime_error naming the path and strerror if open, fallocate,
+  // ftruncate or the ring's set-up fails, std::invalid_argument for bad options or a negative size.
   uring_store(std::string path, int64_t bytes, uring_options opt = {});
   ~uring_store();  // waits for the I/O in flight, unregisters, closes; unlinks if remove_on_close
   uring_store(const uring_store&) = delete;

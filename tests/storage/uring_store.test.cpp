@@ -17,6 +17,7 @@
 #include <spdlog/spdlog.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -411,16 +412,15 @@ TEST(storage_uring_store, a_read_past_the_end_of_the_file_fails_naming_the_path_
   EXPECT_TRUE(bytes_equal(back.data(), v.data(), MiB));
 }
 
-// A real full file system: a 1 MiB tmpfs in a private mount namespace.
-TEST(storage_uring_store, a_full_file_system_fails_the_write_naming_the_path_and_enospc) {
+// A real full file system (a 1 MiB tmpfs in a private mount namespace): the store reserves its
+// blocks at construction, so the full disk is reported there, before any tensor is offloaded.
+TEST(storage_uring_store, a_full_file_system_fails_at_construction_naming_the_path_and_enospc) {
   temp_dir dir;
   const std::string path = (dir.path / "s.bin").string();
   const auto r = run_in_child([&] {
     if (const int rc = mount_or_skip("tmpfs", dir.path, "size=1m"); rc != 0) return rc;
-    uring_store st(path, 8 * MiB);
-    const std::vector<char> data(8 * MiB, 'x');
     try {
-      st.write(0, data.data(), 8 * MiB);
+      uring_store st(path, 8 * MiB);
     } catch (const std::runtime_error& e) {
       std::printf("error: %s\n", e.what());
       return 0;
@@ -430,8 +430,36 @@ TEST(storage_uring_store, a_full_file_system_fails_the_write_naming_the_path_and
   });
   if (r.code == 77) GTEST_SKIP() << r.output;
   EXPECT_EQ(r.code, 0) << r.output;
-  EXPECT_NE(r.output.find("error: " + path), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("error: " + path + ": cannot reserve"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find(std::strerror(ENOSPC)), std::string::npos) << r.output;
+}
+
+// A write the kernel refuses in its completion (EFBIG: past RLIMIT_FSIZE, lowered after the
+// store reserved its file): the error names the path, the offset and strerror.
+TEST(storage_uring_store, a_write_the_kernel_refuses_fails_naming_the_path_offset_and_strerror) {
+  temp_dir dir;
+  const std::string path = (dir.path / "s.bin").string();
+  const auto r = run_in_child([&] {
+    std::signal(SIGXFSZ, SIG_IGN);  // else the signal ends the process before the error is seen
+    uring_store st(path, 4 * MiB);
+    const rlimit limit{MiB, MiB};
+    CHILD_CHECK(::setrlimit(RLIMIT_FSIZE, &limit) == 0);
+    const std::vector<char> data(MiB, 'x');
+    st.write(0, data.data(), MiB);  // below the limit: lands
+    try {
+      st.write(2 * MiB, data.data(), MiB);
+    } catch (const std::runtime_error& e) {
+      std::printf("error: %s\n", e.what());
+      return 0;
+    }
+    std::printf("no error\n");
+    return 1;
+  });
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("error: " + path + ": write of 1048576 bytes at offset 2097152 failed: " +
+                          std::strerror(EFBIG)),
+            std::string::npos)
+      << r.output;
 }
 
 // ramfs has no direct I/O at all: the O_DIRECT open fails with EINVAL and the store goes buffered.
