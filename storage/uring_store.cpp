@@ -439,12 +439,27 @@ uring_store::uring_store(std::string path, int64_t bytes, uring_options opt) : s
   s_->opt = opt;
   s_->size = align_up(bytes, opt.block_size);
   s_->open_file();
-  s_->reserve();
-  s_->set_up_ring();
+  try {
+    s_->reserve();
+    s_->set_up_ring();
+  } catch (...) {
+    s_->opt.remove_on_close = true;  // the file was created (or truncated) here: do not leave it half reserved
+    throw;
+  }
 }
 
 uring_store::~uring_store() {
   if (s_) s_->drain();
+}
+
+uring_store::uring_store(uring_store&&) noexcept = default;
+
+uring_store& uring_store::operator=(uring_store&& other) noexcept {
+  if (this != &other) {
+    if (s_) s_->drain();  // the kernel must hand back this store's buffers before they are freed
+    s_ = std::move(other.s_);
+  }
+  return *this;
 }
 
 bool uring_store::direct() const { return s_->direct; }

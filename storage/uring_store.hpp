@@ -37,7 +37,8 @@ class uring_store {
   using ticket = uint64_t;
 
   // Opens (creates, truncates) `path` and sizes it to `bytes` rounded up to block_size, reserving
-  // the blocks with fallocate where the file system supports it (a full disk fails here). Falls back
+  // the blocks with fallocate where the file system supports it (a full disk fails here, and the
+  // file is removed again). Falls back
   // to buffered I/O (logged, naming the path and the reason) when O_DIRECT is refused at open or
   // by the first direct I/O, and to plain read/write SQEs (logged once) when the buffers cannot be
   // registered. Throws std::runtime_error naming the path and strerror if open, fallocate,
@@ -46,6 +47,8 @@ class uring_store {
   ~uring_store();  // waits for the I/O in flight, unregisters, closes; unlinks if remove_on_close
   uring_store(const uring_store&) = delete;
   uring_store& operator=(const uring_store&) = delete;
+  uring_store(uring_store&&) noexcept;             // a moved-from store may only be destroyed or assigned to
+  uring_store& operator=(uring_store&&) noexcept;  // drains this store's I/O first
 
   bool direct() const;      // O_DIRECT in effect
   bool registered() const;  // fixed buffers (read_fixed/write_fixed) in effect
@@ -75,7 +78,7 @@ class uring_store {
   void write(int64_t offset, const void* data, int64_t bytes) { wait(submit_write(offset, data, bytes)); }
   void read(int64_t offset, void* data, int64_t bytes) { wait(submit_read(offset, data, bytes)); }
 
-  // Bytes of finished requests (the callers' bytes, not the pads) and seconds spent inside
+  // Bytes moved by completed I/Os (the callers' bytes, not the pads) and seconds spent inside
   // wait()/wait_all() since construction: what a benchmark needs for the hidden-I/O share.
   int64_t bytes_read() const;
   int64_t bytes_written() const;
