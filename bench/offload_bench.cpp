@@ -1,13 +1,15 @@
 // NVMe offload bandwidth: storage/uring_store (the path ZeRO-Infinity style offload takes: host
 // memory copied through registered bounce buffers, block_size I/Os, queue_depth in flight) against
 // fio's io_uring engine on the same directory with the same block size, queue depth and size, in
-// the same run. Both use O_DIRECT, so neither read goes through the page cache. The two run back
-// to back per direction, the order flipped every round; the table gives medians. fio is an optional peer: where
-// it is missing, troupe's figures are printed and the peer is said not to be measured.
+// the same run: once with fio's own buffers (malloc, 4 KiB pages) and, where hugetlb pages are
+// free, once with --iomem=shmhuge (huge pages, as troupe's pool). All use O_DIRECT, so no read
+// goes through the page cache. The peers run back to back per direction, each first in turn
+// across rounds; the table gives medians. fio is an optional peer: where it is missing, troupe's
+// figures are printed and the peer is said not to be measured.
 //
 // Beside each figure it counts the requests the block device completed per MiB moved (from
-// /sys/dev/block/M:m/stat): the disk here serves about one request at a time, so a 1 MiB I/O
-// split in two at the segment limit costs nearly twice (see bench/README.md).
+// /sys/dev/block/M:m/stat): a 1 MiB I/O in 4 KiB pages has 256 segments, more than the virtio
+// disk here takes (254), and is split in two (see bench/README.md).
 //
 // usage: offload_bench [--size 1G] [--block-size 1M] [--queue-depth 8] [--dir /tmp] [--rounds 3]
 //                      [--no-huge-pages]
@@ -21,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -190,14 +193,31 @@ double troupe_pass(uring_store& st, std::vector<char>& host, bool write) {
   return static_cast<double>(st.size()) / seconds_since(start);
 }
 
-std::optional<double> fio_pass(const flags& f, const std::string& file, bool write) {
+// fio's own buffers come from malloc (4 KiB pages); with `huge`, from SysV shared memory in
+// hugetlb pages (--iomem=shmhuge), as troupe's pool is in huge pages.
+std::optional<double> fio_pass(const flags& f, const std::string& file, bool write, bool huge) {
   const std::string rw = write ? "write" : "read";
   const std::string cmd = "fio --name=" + std::string(write ? "w" : "r") + " --ioengine=io_uring --direct=1 --rw=" + rw +
                           " --bs=" + std::to_string(f.block_size) + " --iodepth=" + std::to_string(f.queue_depth) +
-                          " --size=" + std::to_string(f.size) + " --filename=" + quoted(file) + " --output-format=json";
+                          " --size=" + std::to_string(f.size) + " --filename=" + quoted(file) + " --output-format=json" +
+                          (huge ? " --iomem=shmhuge" : "");
   const auto out = run(cmd);
   if (!out) return std::nullopt;
   return fio_bw_bytes(*out, rw);
+}
+
+// Whether the free hugetlb pages hold fio's buffers (iodepth x bs, and a page of slack).
+bool hugetlb_fits(const flags& f) {
+  FILE* m = std::fopen("/proc/meminfo", "r");
+  if (!m) return false;
+  long long free_pages = 0, page_kb = 0;
+  char line[256];
+  while (std::fgets(line, sizeof line, m)) {
+    std::sscanf(line, "HugePages_Free: %lld", &free_pages);
+    std::sscanf(line, "Hugepagesize: %lld kB", &page_kb);
+  }
+  std::fclose(m);
+  return page_kb > 0 && free_pages * page_kb * 1024 >= f.block_size * f.queue_depth + page_kb * 1024;
 }
 
 // Bandwidths (bytes/s) of one peer in one direction, and the device requests per MiB of each pass.
@@ -217,10 +237,11 @@ bool measure(series& s, const std::string& dir, int64_t bytes, bool write, Pass 
   return true;
 }
 
+// " [1.00]": the median requests per MiB, or nothing where the directory has no block device.
 std::string requests_text(const series& s) {
   if (s.requests.empty()) return "";
   char b[32];
-  std::snprintf(b, sizeof b, "%.2f", median(s.requests));
+  std::snprintf(b, sizeof b, " [%.2f]", median(s.requests));
   return b;
 }
 
@@ -254,44 +275,59 @@ int main(int argc, char** argv) {
 
     // Per round and direction both peers run back to back, the order flipped every round, so
     // that the disk's drift (this virtual disk swings 2x within minutes) falls on both.
-    series troupe_s[2], fio_s[2];  // [0] write, [1] read
+    // Peers: troupe, fio as the issue states it, and fio with huge-page buffers where hugetlb
+    // pages are free (as root: echo 16 > /proc/sys/vm/nr_hugepages). [0] write, [1] read.
+    series troupe_s[2], fio_s[2], fio_huge_s[2];
     bool fio_ok = fio_version.has_value();
+    bool fio_huge_ok = fio_ok && hugetlb_fits(f);
     for (int round = 0; round < f.rounds; ++round) {
       for (const bool write : {true, false}) {
+        const int d = write ? 0 : 1;
         auto troupe_run = [&] {
-          measure(troupe_s[write ? 0 : 1], f.dir, f.size, write,
-                  [&] { return std::optional<double>(troupe_pass(st, host, write)); });
+          measure(troupe_s[d], f.dir, f.size, write, [&] { return std::optional<double>(troupe_pass(st, host, write)); });
         };
         auto fio_run = [&] {
-          if (fio_ok && !measure(fio_s[write ? 0 : 1], f.dir, f.size, write, [&] { return fio_pass(f, fio_file, write); })) {
+          if (fio_ok && !measure(fio_s[d], f.dir, f.size, write, [&] { return fio_pass(f, fio_file, write, false); })) {
             std::printf("fio failed or printed no bandwidth: the peer was not measured\n");
-            fio_ok = false;
+            fio_ok = fio_huge_ok = false;
           }
         };
-        if (round % 2 == 0) troupe_run(), fio_run();
-        else fio_run(), troupe_run();
+        auto fio_huge_run = [&] {
+          if (fio_huge_ok && !measure(fio_huge_s[d], f.dir, f.size, write, [&] { return fio_pass(f, fio_file, write, true); })) {
+            std::printf("fio --iomem=shmhuge failed: fio with huge-page buffers was not measured\n");
+            fio_huge_ok = false;
+          }
+        };
+        const std::function<void()> peers[] = {troupe_run, fio_run, fio_huge_run};
+        for (int k = 0; k < 3; ++k) peers[(k + round) % 3]();  // each peer first in turn
       }
       std::printf("round %d: troupe write %.3f read %.3f GB/s", round + 1, troupe_s[0].bw.back() / 1e9,
                   troupe_s[1].bw.back() / 1e9);
       if (fio_ok) std::printf(", fio write %.3f read %.3f GB/s", fio_s[0].bw.back() / 1e9, fio_s[1].bw.back() / 1e9);
+      if (fio_huge_ok)
+        std::printf(", fio huge pages write %.3f read %.3f GB/s", fio_huge_s[0].bw.back() / 1e9, fio_huge_s[1].bw.back() / 1e9);
       std::printf("\n");
     }
     ::unlink(fio_file.c_str());
 
     std::printf("\nmedians of %d rounds (device requests per MiB moved in brackets)\n", f.rounds);
-    std::printf("| direction | troupe uring_store (GB/s) | fio io_uring (GB/s) | troupe / fio |\n");
-    std::printf("|---|---:|---:|---:|\n");
+    std::printf("| direction | troupe uring_store (GB/s) | fio io_uring (GB/s) | troupe / fio | fio, huge-page buffers (GB/s) "
+                "| troupe / fio huge |\n");
+    std::printf("|---|---:|---:|---:|---:|---:|\n");
     const char* names[] = {"write", "read"};
     for (int i = 0; i < 2; ++i) {
       const double t = median(troupe_s[i].bw);
-      if (fio_ok) {
-        const double p = median(fio_s[i].bw);
-        std::printf("| %s | %.3f [%s] | %.3f [%s] | %.2f |\n", names[i], t / 1e9, requests_text(troupe_s[i]).c_str(),
-                    p / 1e9, requests_text(fio_s[i]).c_str(), t / p);
-      } else {
-        std::printf("| %s | %.3f [%s] | not measured | |\n", names[i], t / 1e9, requests_text(troupe_s[i]).c_str());
+      std::printf("| %s | %.3f%s |", names[i], t / 1e9, requests_text(troupe_s[i]).c_str());
+      for (const auto* p : {&fio_s[i], &fio_huge_s[i]}) {
+        const bool ok = p == &fio_s[i] ? fio_ok : fio_huge_ok;
+        if (ok) std::printf(" %.3f%s | %.2f |", median(p->bw) / 1e9, requests_text(*p).c_str(), t / median(p->bw));
+        else std::printf(" not measured | |");
       }
+      std::printf("\n");
     }
+    if (fio_ok && !fio_huge_ok)
+      std::printf("\nfio with huge-page buffers not measured: too few free hugetlb pages (as root: echo 16 > "
+                  "/proc/sys/vm/nr_hugepages; 0 gives them back)\n");
     std::printf("\nstore: registered buffers %s, %lld bytes written, %lld read, %.2f s inside wait\n",
                 st.registered() ? "yes" : "no", static_cast<long long>(st.bytes_written()),
                 static_cast<long long>(st.bytes_read()), st.wait_seconds());
