@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every benchmark of bench/README.md, one after the other, each printing its table with the
-# ratio against its peer. `scripts/setup.sh bench` installs the peers (PyTorch, Gloo, Open MPI)
+# ratio against its peer. `scripts/setup.sh bench` installs the peers (PyTorch, Gloo, Open MPI, fio)
 # and calls this. Takes about half an hour on 2 cores; run it on an otherwise idle machine.
 set -euo pipefail
 build=${1:-build}
@@ -21,3 +21,5 @@ echo "== Pipeline step time against the ideal (P=2)"
 "$build/bench/pipeline_step_time" 20
 echo "== Actor message round trip against a mutex and condition variable"
 "$build/bench/actor_message_overhead" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+echo "== NVMe offload: storage/uring_store against fio (io_uring, O_DIRECT)"
+"$build/bench/offload_bench" --dir "${TROUPE_OFFLOAD_DIR:-/tmp}"

@@ -11,7 +11,6 @@ find_package(GTest REQUIRED)
 find_package(benchmark REQUIRED)
 find_package(tomlplusplus REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
-pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing)
 
 # CUDA is optional: built where nvcc exists, skipped elsewhere.
 option(TROUPE_WITH_CUDA "Build the CUDA/NCCL parts when a CUDA compiler is found" ON)

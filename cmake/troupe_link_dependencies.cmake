@@ -3,7 +3,7 @@
 # troupeConfig.cmake includes this file installed as troupeDependencies.cmake. Each reader first
 # defines troupe_find(<find_package arguments>) and troupe_missing(<what>): stop the build, or
 # mark troupe not found and return. What only the command, tests and benchmarks use (CLI11,
-# toml++, GTest, Google Benchmark, liburing) stays in dependencies.cmake.
+# toml++, GTest, Google Benchmark) stays in dependencies.cmake.
 troupe_find(Threads)
 troupe_find(ZLIB)
 troupe_find(fmt)
@@ -29,6 +29,11 @@ troupe_find(PkgConfig)
 pkg_check_modules(LIBDEFLATE QUIET IMPORTED_TARGET libdeflate)  # the wire frames' CRC-32
 if(NOT LIBDEFLATE_FOUND)
   troupe_missing("libdeflate (pkg-config module libdeflate; Debian: libdeflate-dev)")
+  return()
+endif()
+pkg_check_modules(URING QUIET IMPORTED_TARGET liburing)  # storage/uring_store
+if(NOT URING_FOUND)
+  troupe_missing("liburing (pkg-config module liburing; Debian: liburing-dev)")
   return()
 endif()
 

@@ -4,7 +4,8 @@
 #   scripts/setup.sh train   build, then train the default job (MLP on Fashion-MNIST, CPU)
 #   scripts/setup.sh test    build, then run the whole test suite (ctest)
 #   scripts/setup.sh build   build only
-#   scripts/setup.sh bench   build, install the peers (PyTorch from PyPI into .venv-bench), run bench/
+#   scripts/setup.sh bench   build, install the peers (PyTorch from PyPI into .venv-bench, Gloo, Open MPI,
+#                            fio), run bench/
 # Runs as root or through sudo; never asks a question (CI has no terminal).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,9 @@ packages=(
 [ "$action" = bench ] && packages+=(python3 python3-venv python3-pip)
 # Cross-process peers (Gloo, Open MPI) and the wire fuzzer (bench/fuzz/run_frame_fuzzer.sh).
 [ "$action" = bench ] && packages+=(libgloo-dev openmpi-bin libopenmpi-dev clang libclang-rt-14-dev)
+# The NVMe offload peer (bench/offload_bench runs fio's io_uring engine beside storage/uring_store);
+# a program run by the benchmark, not a build dependency.
+[ "$action" = bench ] && packages+=(fio)
 
 missing=()
 for p in "${packages[@]}"; do
