@@ -20,6 +20,10 @@ bool is_compute(op kind) {
          kind == op::backward_weight;
 }
 
+bool reads_weights(op kind) {
+  return kind == op::forward || kind == op::backward || kind == op::backward_input;
+}
+
 bool is_send(op kind) { return kind == op::send_act || kind == op::send_grad; }
 bool is_recv(op kind) { return kind == op::recv_act || kind == op::recv_grad; }
 bool is_communication(op kind) { return is_send(kind) || is_recv(kind); }

@@ -21,7 +21,7 @@ enum class op {
   send_grad,        // SG send the gradient of the chunk's input to the previous chunk's stage
   recv_grad,        // RG receive the gradient of the chunk's output from the next chunk's stage
   reduce_grads,     // R  reduce this stage's weight gradients across data-parallel peers
-  fetch_params,     // FP gather the chunk's parameters (ZeRO-3); reserved for a later pass
+  fetch_params,     // FP gather the chunk's parameters (ZeRO-3; passes.hpp add_param_fetches)
   release_params,   // RP free the gathered parameters again (ZeRO-3)
   optimizer_step,   // O  apply the optimizer to this stage's parameters
 };
@@ -42,6 +42,8 @@ bool operator==(const action& a, const action& b);
 bool operator!=(const action& a, const action& b);
 
 bool is_compute(op kind);        // forward, backward, backward_input, backward_weight
+bool reads_weights(op kind);     // forward, backward, backward_input: not backward_weight, whose
+                                 // weight gradient needs only the stashed input and output gradient
 bool is_send(op kind);           // send_act, send_grad
 bool is_recv(op kind);           // recv_act, recv_grad
 bool is_communication(op kind);  // is_send or is_recv

@@ -1,4 +1,5 @@
-// passes: add_communication and add_optimizer_step, each a single walk over every stage's list.
+// passes: add_communication, add_optimizer_step and add_param_fetches, each a single walk over
+// every stage's list.
 // They trust the builder's compute order and do not validate it: run validate() on the result.
 #include "schedules/passes.hpp"
 
@@ -86,5 +87,40 @@ schedule add_optimizer_step(const schedule& s) {
 }
 
 schedule complete(const schedule& s) { return add_optimizer_step(add_communication(s)); }
+
+namespace {
+
+// Whether `r` is the receive that brings `a` its input (a forward's activation, a backward's
+// output gradient).
+bool is_receive_for(const action& r, const action& a) {
+  const op wanted = a.kind == op::forward ? op::recv_act : op::recv_grad;
+  return r.kind == wanted && r.microbatch == a.microbatch && r.chunk == a.chunk;
+}
+
+}  // namespace
+
+schedule add_param_fetches(const schedule& s) {
+  schedule out = s;
+  for (std::size_t d = 0; d < s.stages.size(); ++d) {
+    std::vector<action> list;
+    list.reserve(s.stages[d].size() * 3);
+    for (const action& a : s.stages[d]) {
+      if (a.kind == op::fetch_params || a.kind == op::release_params)
+        throw std::invalid_argument("add_param_fetches: schedule already has parameter fetches: stage " +
+                                    std::to_string(d) + " has " + to_string(a));
+      if (!reads_weights(a.kind)) {
+        list.push_back(a);
+        continue;
+      }
+      const action fetch{a.stage, op::fetch_params, a.microbatch, a.chunk, -1};
+      if (!list.empty() && is_receive_for(list.back(), a)) list.insert(list.end() - 1, fetch);
+      else list.push_back(fetch);
+      list.push_back(a);
+      list.push_back(action{a.stage, op::release_params, a.microbatch, a.chunk, -1});
+    }
+    out.stages[d] = std::move(list);
+  }
+  return out;
+}
 
 }  // namespace troupe::sched
