@@ -1,20 +1,26 @@
 // validate: static operand and matching checks, then a symbolic dry run of every stage.
 // The dry run tracks which tensors exist (stashed activations, received inputs and gradients,
-// messages in flight), never their values or how long anything takes.
+// messages in flight, which parameters are fetched), never their values or how long anything
+// takes.
 #include "schedules/validate.hpp"
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 namespace troupe::sched {
 
 namespace {
 
+// Held fetches (ZeRO-3 residency): (chunk, microbatch or -1) -> index of its fetch_params.
+using fetch_map = std::map<std::pair<int, int>, std::size_t>;
+
 struct stage_state {
   std::size_t cursor = 0;
   std::vector<bool> forwarded, input_done, weight_done;  // indexed [chunk * M + microbatch]
   std::vector<int> inputs_received, grads_received;      // received, not yet consumed
-  std::vector<bool> uses_fetch, fetched;                 // per chunk (ZeRO-3 residency)
+  std::vector<bool> uses_fetch;                          // per chunk: any fetch_params of it
+  fetch_map fetched;
   bool has_reduce = false, reduced = false;
   int live = 0;
 };
@@ -33,7 +39,6 @@ class dry_run {
       st.inputs_received.assign(units, 0);
       st.grads_received.assign(units, 0);
       st.uses_fetch.assign(chunks, false);
-      st.fetched.assign(chunks, false);
       for (const action& a : s.stages[d]) {
         if (a.kind == op::fetch_params) st.uses_fetch[static_cast<std::size_t>(a.chunk)] = true;
         if (a.kind == op::reduce_grads) st.has_reduce = true;
@@ -41,6 +46,7 @@ class dry_run {
       }
     }
     result_.peak_live_activations.assign(s.stages.size(), 0);
+    result_.peak_fetched.assign(s.stages.size(), 0);
   }
 
   validation run() {
@@ -68,8 +74,8 @@ class dry_run {
       return " of microbatch " + std::to_string(a.microbatch) + " on chunk " +
              std::to_string(a.chunk);
     };
-    if (is_compute(a.kind) && st.uses_fetch[static_cast<std::size_t>(a.chunk)] &&
-        !st.fetched[static_cast<std::size_t>(a.chunk)])
+    if (reads_weights(a.kind) && st.uses_fetch[static_cast<std::size_t>(a.chunk)] &&
+        covering_fetch(st, a.chunk, a.microbatch) == st.fetched.end())
       return fail(d, to_string(a.kind) + what() + " while the chunk's parameters are not fetched");
     switch (a.kind) {
       case op::forward:
@@ -120,13 +126,19 @@ class dry_run {
         if (!all_weights_done(st)) return fail(d, "optimizer_step before " + missing_weight(st));
         if (st.has_reduce && !st.reduced) return fail(d, "optimizer_step before reduce_grads");
         break;
-      case op::fetch_params:
-        st.fetched[static_cast<std::size_t>(a.chunk)] = true;
+      case op::fetch_params: {
+        const auto held = covering_fetch(st, a.chunk, a.microbatch);
+        if (held != st.fetched.end())
+          return fail(d, "fetch_params" + of_fetch(a) + " while action " + std::to_string(held->second) +
+                             " (" + body_string(s_.stages[d][held->second]) +
+                             ") holds them: fetched twice without a release");
+        st.fetched.emplace(std::make_pair(a.chunk, a.microbatch), st.cursor);
+        result_.peak_fetched[d] = std::max(result_.peak_fetched[d], static_cast<int>(st.fetched.size()));
         break;
+      }
       case op::release_params:
-        if (!st.fetched[static_cast<std::size_t>(a.chunk)])
-          return fail(d, "release_params of chunk " + std::to_string(a.chunk) + " without a fetch");
-        st.fetched[static_cast<std::size_t>(a.chunk)] = false;
+        if (st.fetched.erase(std::make_pair(a.chunk, a.microbatch)) == 0)
+          return fail(d, "release_params" + of_fetch(a) + " without a fetch");
         break;
     }
     ++st.cursor;
@@ -147,6 +159,25 @@ class dry_run {
     if (received == 0) return false;
     --received;
     return true;
+  }
+
+  // The held fetch of chunk c that covers microbatch m: one without a microbatch, or m's own;
+  // for m == -1 any of the chunk's. fetched.end() when none.
+  static fetch_map::const_iterator covering_fetch(const stage_state& st, int c, int m) {
+    const auto end = st.fetched.end();
+    if (m != -1) {
+      const auto whole = st.fetched.find(std::make_pair(c, -1));
+      return whole != end ? whole : st.fetched.find(std::make_pair(c, m));
+    }
+    const auto any = st.fetched.lower_bound(std::make_pair(c, -1));  // (c, -1) sorts first of c's
+    return any != end && any->first.first == c ? any : end;
+  }
+
+  // " of microbatch 3 on chunk 1", or " of chunk 1" for a fetch/release without a microbatch.
+  static std::string of_fetch(const action& a) {
+    const std::string chunk = "chunk " + std::to_string(a.chunk);
+    if (a.microbatch == -1) return " of " + chunk;
+    return " of microbatch " + std::to_string(a.microbatch) + " on " + chunk;
   }
 
   void free_activation(stage_state& st, std::size_t u) {
@@ -175,8 +206,9 @@ class dry_run {
     return static_cast<std::size_t>(chunk * s_.num_microbatches + microbatch);
   }
 
-  bool fail(std::size_t d, const std::string& why) {
-    const std::size_t i = states_[d].cursor;
+  bool fail(std::size_t d, const std::string& why) { return fail_at_action(d, states_[d].cursor, why); }
+
+  bool fail_at_action(std::size_t d, std::size_t i, const std::string& why) {
     result_.stage = static_cast<int>(d);
     result_.action_index = static_cast<int>(i);
     result_.error = "stage " + std::to_string(d) + ", action " + std::to_string(i) + " (" +
@@ -211,6 +243,17 @@ class dry_run {
         result_.error = "stage " + std::to_string(d) + ": " + describe_unit(u) + why;
         return;
       }
+    }
+    for (std::size_t d = 0; d < states_.size(); ++d) {
+      const auto& held = states_[d].fetched;
+      if (held.empty()) continue;
+      const auto first = std::min_element(held.begin(), held.end(), [](const auto& x, const auto& y) {
+        return x.second < y.second;
+      });
+      const action& a = s_.stages[d][first->second];
+      fail_at_action(d, first->second,
+                     "parameters" + of_fetch(a) + " still fetched when the step ends (no release_params)");
+      return;
     }
   }
 

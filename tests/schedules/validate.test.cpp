@@ -1,6 +1,8 @@
 // Tests of validate(): hand-written bad schedules are refused with the first offending
 // instruction named (receive without send, send without receive, cycle, backward before
-// forward, input not arrived, memory bound, bad operands), and peak live activations.
+// forward, input not arrived, memory bound, bad operands), peak live activations, and ZeRO-3
+// parameter residency (compute of an unfetched chunk or microbatch, a fetch twice, a release
+// without its fetch, a fetch still held at the end) with the peak of fetches held.
 #include "schedules/validate.hpp"
 
 #include <gtest/gtest.h>
@@ -164,6 +166,119 @@ TEST(schedules_validate, checks_the_optimizer_step_and_parameter_residency) {
                  0, 3);
   expect_refused(validate(from_rows(1, {"F0 B0 RP"})),
                  "stage 0, action 2 (RP): release_params of chunk 0 without a fetch", 0, 2);
+}
+
+TEST(schedules_validate, refuses_a_forward_of_an_unfetched_chunk_naming_the_action) {
+  expect_refused(validate(from_rows(2, {"FP0 F0 RP0 F1"})),
+                 "stage 0, action 3 (F1): forward of microbatch 1 on chunk 0 while the chunk's "
+                 "parameters are not fetched",
+                 0, 3);
+  // Fetched for another microbatch of the chunk is not fetched for this one.
+  expect_refused(validate(from_rows(2, {"FP0 F1 RP0 FP0 F0 RP0"})),
+                 "stage 0, action 1 (F1): forward of microbatch 1 on chunk 0 while the chunk's "
+                 "parameters are not fetched",
+                 0, 1);
+  // The pass's output with one fetch taken out: stage 1 runs B1 right after the release of F1.
+  schedule s = add_param_fetches(complete(one_f_one_b(2, 2)));
+  auto& row1 = s.stages[1];  // FP0 RA0<0 F0 RP0 FP0 B0 RP0 SG0>0 FP1 RA1<0 F1 RP1 FP1 B1 RP1 SG1>0 R O
+  ASSERT_EQ(row1[12], parse_action("1FP1"));
+  row1.erase(row1.begin() + 12);
+  expect_refused(validate(s),
+                 "stage 1, action 12 (B1): backward of microbatch 1 on chunk 0 while the chunk's "
+                 "parameters are not fetched",
+                 1, 12);
+}
+
+TEST(schedules_validate, backward_weight_reads_no_weights_and_needs_no_fetch) {
+  EXPECT_TRUE(validate(from_rows(1, {"FP0 F0 RP0 FP0 I0 RP0 W0"})).ok());
+  expect_refused(validate(from_rows(1, {"FP0 F0 RP0 I0 W0"})),
+                 "stage 0, action 3 (I0): backward_input of microbatch 0 on chunk 0 while the chunk's "
+                 "parameters are not fetched",
+                 0, 3);
+}
+
+TEST(schedules_validate, a_chunk_never_fetched_on_its_stage_is_not_checked) {
+  // One device, two chunks: chunk 0 is fetched, chunk 1 never is (its parameters stay resident).
+  EXPECT_TRUE(validate(from_rows(1, {"FP0 F0 RP0 F0.c1 B0.c1 FP0 B0 RP0"}, 2)).ok());
+  expect_refused(validate(from_rows(1, {"FP0 F0 RP0 FP0.c1 F0.c1 RP0.c1 B0.c1 FP0 B0 RP0"}, 2)),
+                 "stage 0, action 6 (B0.c1): backward of microbatch 0 on chunk 1 while the chunk's "
+                 "parameters are not fetched",
+                 0, 6);
+}
+
+TEST(schedules_validate, a_fetch_without_a_microbatch_covers_every_microbatch_of_its_chunk) {
+  const validation v = validate(from_rows(2, {"FP F0 F1 B0 B1 RP"}));
+  EXPECT_TRUE(v.ok()) << v.error;
+  EXPECT_EQ(v.peak_fetched, (std::vector<int>{1}));
+  expect_refused(validate(from_rows(2, {"FP F0 RP FP0 F1"})),
+                 "stage 0, action 4 (F1): forward of microbatch 1 on chunk 0 while the chunk's "
+                 "parameters are not fetched",
+                 0, 4);
+}
+
+TEST(schedules_validate, refuses_a_fetch_issued_twice_without_a_release) {
+  expect_refused(validate(from_rows(1, {"FP0 FP0 F0 RP0 RP0"})),
+                 "stage 0, action 1 (FP0): fetch_params of microbatch 0 on chunk 0 while action 0 (FP0) "
+                 "holds them: fetched twice without a release",
+                 0, 1);
+  // A chunk-wide fetch and a per-microbatch one of the same chunk overlap, in either order.
+  expect_refused(validate(from_rows(1, {"FP FP0 F0 RP0 RP"})),
+                 "stage 0, action 1 (FP0): fetch_params of microbatch 0 on chunk 0 while action 0 (FP) "
+                 "holds them: fetched twice without a release",
+                 0, 1);
+  expect_refused(validate(from_rows(2, {"FP1 FP F0 F1 RP RP1"})),
+                 "stage 0, action 1 (FP): fetch_params of chunk 0 while action 0 (FP1) holds them: "
+                 "fetched twice without a release",
+                 0, 1);
+  // Fetch, release, fetch again is the pass's own pattern.
+  EXPECT_TRUE(validate(from_rows(1, {"FP0 F0 RP0 FP0 B0 RP0"})).ok());
+}
+
+TEST(schedules_validate, refuses_a_release_without_its_fetch) {
+  expect_refused(validate(from_rows(2, {"FP0 F0 RP1 FP1 F1 RP1"})),
+                 "stage 0, action 2 (RP1): release_params of microbatch 1 on chunk 0 without a fetch",
+                 0, 2);
+  expect_refused(validate(from_rows(1, {"FP F0 RP0 RP"})),
+                 "stage 0, action 2 (RP0): release_params of microbatch 0 on chunk 0 without a fetch",
+                 0, 2);
+}
+
+TEST(schedules_validate, refuses_a_step_that_ends_with_parameters_fetched_naming_the_fetch) {
+  expect_refused(validate(from_rows(2, {"FP0 F0 RP0 FP1 F1"})),
+                 "stage 0, action 3 (FP1): parameters of microbatch 1 on chunk 0 still fetched when "
+                 "the step ends (no release_params)",
+                 0, 3);
+  // A fetch put in front of each row of a complete schedule and never released.
+  schedule s = complete(gpipe(2, 2));
+  for (int d = 0; d < 2; ++d) {
+    auto& row = s.stages[static_cast<std::size_t>(d)];
+    row.insert(row.begin(), action{d, op::fetch_params, -1, 0, -1});
+  }
+  expect_refused(validate(s),
+                 "stage 0, action 0 (FP): parameters of chunk 0 still fetched when the step ends "
+                 "(no release_params)",
+                 0, 0);
+}
+
+TEST(schedules_validate, fetched_peak_of_one_f_one_b_is_one_per_stage) {
+  EXPECT_EQ(validate(add_param_fetches(complete(one_f_one_b(4, 8)))).peak_fetched,
+            (std::vector<int>{1, 1, 1, 1}));
+  for (const schedule& s : {complete(gpipe(3, 4)), complete(interleaved_1f1b(2, 4, 2)), complete(zb_h1(3, 6))}) {
+    const validation with = validate(add_param_fetches(s));
+    ASSERT_TRUE(with.ok()) << with.error;
+    EXPECT_EQ(with.peak_fetched, std::vector<int>(s.stages.size(), 1)) << s.name;
+    EXPECT_EQ(with.peak_live_activations, validate(s).peak_live_activations) << s.name;
+    EXPECT_EQ(validate(s).peak_fetched, std::vector<int>(s.stages.size(), 0)) << s.name;
+  }
+}
+
+TEST(schedules_validate, fetched_peak_counts_chunk_and_microbatch_pairs_held_at_once) {
+  const validation v = validate(from_rows(2, {"FP0 FP1 F0 F1 RP0 RP1 FP0 FP1 B1 B0 RP1 RP0"}));
+  EXPECT_TRUE(v.ok()) << v.error;
+  EXPECT_EQ(v.peak_fetched, (std::vector<int>{2}));
+  const validation chunks = validate(from_rows(1, {"FP FP.c1 F0 F0.c1 B0.c1 B0 RP.c1 RP"}, 2));
+  EXPECT_TRUE(chunks.ok()) << chunks.error;
+  EXPECT_EQ(chunks.peak_fetched, (std::vector<int>{2}));
 }
 
 }  // namespace
