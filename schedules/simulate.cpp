@@ -1,6 +1,9 @@
 // simulate: steps every stage through its list like validate's dry run, but with a clock per
 // stage and an arrival time per message. A stage's next action starts when its previous one
-// ended (and, for a receive, no earlier than the message arrives): no other queueing exists.
+// ended (for a receive, no earlier than the message arrives; for a weight-reading compute, no
+// earlier than its parameters' all-gather is done): no other queueing exists. Each stage has
+// one gather stream: a fetch's all-gather starts when it is issued (simulate_options::prefetch)
+// and the previous gather of that stage is done.
 #include "schedules/simulate.hpp"
 
 #include <algorithm>
@@ -58,7 +61,9 @@ double transfer_seconds(const cost_model& costs, double bytes) {
 
 }  // namespace
 
-simulation simulate(const schedule& s, const cost_model& costs) {
+simulation simulate(const schedule& s, const cost_model& costs, const simulate_options& options) {
+  if (options.prefetch < 0)
+    throw std::invalid_argument("simulate: prefetch must be >= 0, got " + std::to_string(options.prefetch));
   const validation check = validate(s);
   if (!check.ok()) throw std::invalid_argument("simulate: invalid schedule: " + check.error);
 
@@ -66,6 +71,8 @@ simulation simulate(const schedule& s, const cost_model& costs) {
   simulation out;
   out.busy_seconds.assign(P, 0);
   out.peak_live_activations = check.peak_live_activations;
+  out.peak_fetched = check.peak_fetched;
+  out.exposed_fetch_seconds.assign(P, 0);
   out.events.name = s.name;
   out.events.stages.resize(P);
 
@@ -74,6 +81,13 @@ simulation simulate(const schedule& s, const cost_model& costs) {
   std::map<message_key, std::deque<double>> arrivals;  // per tensor, FIFO of arrival times
   std::map<std::pair<int, int>, double> link_free;     // when each directed link is idle again
   std::map<std::pair<int, int>, link_traffic> traffic;
+  // ZeRO-3, per stage: when each compute action started (prefetch issues relative to them),
+  // when the gather stream is idle again, and for each held fetch (chunk, microbatch or -1)
+  // when its gather is done.
+  std::vector<std::vector<double>> compute_starts(P);
+  std::vector<double> gather_free(P, 0);
+  std::vector<std::map<std::pair<int, int>, double>> gathered(P);
+  const auto prefetch = static_cast<std::size_t>(options.prefetch);
 
   // validate() proved the run finishes, so each sweep makes progress until all are done.
   bool progress = true;
@@ -82,7 +96,7 @@ simulation simulate(const schedule& s, const cost_model& costs) {
     for (std::size_t d = 0; d < P; ++d) {
       while (cursor[d] < s.stages[d].size()) {
         const action& a = s.stages[d][cursor[d]];
-        double end = clock[d];
+        double start = clock[d], end = clock[d];
         if (is_recv(a.kind)) {
           auto it = arrivals.find(key_of(s, a));
           if (it == arrivals.end() || it->second.empty()) break;  // its send has not run yet
@@ -100,10 +114,30 @@ simulation simulate(const schedule& s, const cost_model& costs) {
           ++t.messages;
           t.bytes += bytes;
         } else {
-          end = clock[d] + duration(costs, a);
-          out.busy_seconds[d] += end - clock[d];
+          if (reads_weights(a.kind)) {
+            // validate() proved a held fetch covers it when its chunk is fetched on this stage.
+            auto ready = gathered[d].find({a.chunk, -1});
+            if (ready == gathered[d].end()) ready = gathered[d].find({a.chunk, a.microbatch});
+            if (ready != gathered[d].end() && ready->second > start) {
+              out.exposed_fetch_seconds[d] += ready->second - start;
+              start = ready->second;
+            }
+          }
+          if (is_compute(a.kind)) compute_starts[d].push_back(start);
+          end = start + duration(costs, a);
+          out.busy_seconds[d] += end - start;
+          if (a.kind == op::fetch_params) {
+            const std::vector<double>& starts = compute_starts[d];
+            const double issue = prefetch == 0                ? end
+                                 : starts.size() >= prefetch ? starts[starts.size() - prefetch]
+                                                             : 0.0;
+            gather_free[d] = std::max(issue, gather_free[d]) + costs.param_gather_seconds;
+            gathered[d][{a.chunk, a.microbatch}] = gather_free[d];
+          } else if (a.kind == op::release_params) {
+            gathered[d].erase({a.chunk, a.microbatch});
+          }
         }
-        out.events.stages[d].push_back(timed_action{a, clock[d], end});
+        out.events.stages[d].push_back(timed_action{a, start, end});
         clock[d] = end;
         ++cursor[d];
         progress = true;

@@ -1,6 +1,8 @@
 // Tests of simulate(): the textbook bubble formulas with uniform costs and free transfers
 // (GPipe and 1F1B (P-1)/(M+P-1), interleaved (P-1)/(vM+P-1), ZB-H1 idle (P-1)(F+B-W)),
-// peak live activations, transfer timing on links, per-chunk costs, and timeline consistency.
+// peak live activations, transfer timing on links, per-chunk costs, timeline consistency, and
+// ZeRO-3 parameter gathers (exposed time k*g without prefetch, g with prefetch 1 when g <= t,
+// g + (k-1)(g-t) when the gather is the slower, the gather overlapping a receive's wait).
 #include "schedules/simulate.hpp"
 
 #include <gtest/gtest.h>
@@ -206,6 +208,151 @@ TEST(schedules_simulate, refuses_an_invalid_schedule_with_validates_message) {
     EXPECT_STREQ(e.what(), "simulate: invalid schedule: stage 0, action 2 (B0): backward of "
                            "microbatch 0 on chunk 0 before its gradient arrived");
   }
+}
+
+// One stage running k forwards (M = k), each bracketed by the ZeRO-3 pass: FP_j F_j RP_j.
+schedule forwards_with_fetches(int k) {
+  schedule s;
+  s.name = "forwards";
+  s.num_microbatches = k;
+  s.stages.resize(1);
+  for (int m = 0; m < k; ++m) s.stages[0].push_back(action{0, op::forward, m, 0, -1});
+  return add_param_fetches(s);
+}
+
+cost_model gather_costs(double forward, double gather) {
+  cost_model costs = uniform_costs(forward, 2 * forward, forward, forward);
+  costs.param_gather_seconds = gather;
+  return costs;
+}
+
+TEST(schedules_simulate, without_prefetch_every_gather_is_exposed) {
+  for (int k : {1, 2, 5}) {
+    for (const double g : {0.25, 1.0, 3.0}) {
+      const double t = 1;
+      const simulation r = simulate(forwards_with_fetches(k), gather_costs(t, g), simulate_options{0});
+      SCOPED_TRACE("k=" + std::to_string(k) + " g=" + std::to_string(g));
+      EXPECT_NEAR(r.exposed_fetch_seconds[0], k * g, tolerance);
+      EXPECT_NEAR(r.makespan_seconds, k * (t + g), tolerance);
+      EXPECT_NEAR(r.busy_seconds[0], k * t, tolerance);
+      EXPECT_NEAR(r.idle_seconds[0], k * g, tolerance);  // the exposed gather is idle time
+    }
+  }
+  // The default options are prefetch 0.
+  EXPECT_NEAR(simulate(forwards_with_fetches(3), gather_costs(1, 0.5)).exposed_fetch_seconds[0], 1.5, tolerance);
+}
+
+TEST(schedules_simulate, prefetch_one_hides_all_but_the_first_gather) {
+  for (int k : {1, 2, 5}) {
+    for (const double g : {0.25, 0.5, 1.0}) {  // g <= t
+      const double t = 1;
+      const simulation r = simulate(forwards_with_fetches(k), gather_costs(t, g), simulate_options{1});
+      SCOPED_TRACE("k=" + std::to_string(k) + " g=" + std::to_string(g));
+      EXPECT_NEAR(r.exposed_fetch_seconds[0], g, tolerance);
+      EXPECT_NEAR(r.makespan_seconds, g + k * t, tolerance);
+      // F_j starts when F_{j-1} ends: its gather ran during F_{j-1}.
+      for (int j = 0; j < k; ++j) {
+        EXPECT_NEAR(r.events.stages[0][static_cast<std::size_t>(3 * j + 1)].start_seconds, g + j * t, tolerance);
+      }
+    }
+  }
+}
+
+TEST(schedules_simulate, a_gather_slower_than_the_compute_stays_exposed_by_the_difference) {
+  // The gathers queue on the stage's one gather stream: F_j waits until (j+1)g.
+  for (int k : {1, 2, 5}) {
+    const double t = 1, g = 1.5;
+    const simulation r = simulate(forwards_with_fetches(k), gather_costs(t, g), simulate_options{1});
+    EXPECT_NEAR(r.exposed_fetch_seconds[0], g + (k - 1) * (g - t), tolerance) << k;
+    EXPECT_NEAR(r.makespan_seconds, k * g + t, tolerance) << k;
+    // A deeper prefetch cannot beat the gather stream's bandwidth.
+    EXPECT_NEAR(simulate(forwards_with_fetches(k), gather_costs(t, g), simulate_options{4}).makespan_seconds,
+                k * g + t, tolerance);
+  }
+}
+
+// FP sits before the receive (passes.hpp), so its gather overlaps the wait for the tensor.
+// 1F1B P=2 M=1, F=1 B=2, g=0.5, prefetch 0:
+//   stage 0: FP0, F0 waits for its gather [0,0.5] (exposed 0.5), runs [0.5,1.5], SA0 lands 1.5;
+//            FP0's gather [1.5,2] hides behind RG0<1 (until 5); B0 [5,7].
+//   stage 1: FP0's gather [0,0.5] hides behind RA0<0 (until 1.5); F0 [1.5,2.5]; FP0 right after
+//            RP0: gather [2.5,3] exposed 0.5; B0 [3,5], SG0 lands at 5.
+// With prefetch 1 stage 1's second gather runs during F0 and is hidden.
+TEST(schedules_simulate, a_fetch_before_a_receive_overlaps_its_wait) {
+  const schedule s = add_param_fetches(complete(one_f_one_b(2, 1)));
+  cost_model costs = uniform_costs(1, 2, 1, 1);
+  costs.param_gather_seconds = 0.5;
+  const simulation r = simulate(s, costs);
+  EXPECT_NEAR(r.makespan_seconds, 7, tolerance);
+  EXPECT_EQ(r.exposed_fetch_seconds, (std::vector<double>{0.5, 0.5}));
+  const simulation early = simulate(s, costs, simulate_options{1});
+  EXPECT_NEAR(early.makespan_seconds, 6.5, tolerance);
+  EXPECT_EQ(early.exposed_fetch_seconds, (std::vector<double>{0.5, 0}));
+  // The same schedule with each fetch moved after its receive waits longer.
+  schedule after = s;
+  for (auto& row : after.stages)
+    for (std::size_t i = 0; i + 1 < row.size(); ++i)
+      if (row[i].kind == op::fetch_params && is_recv(row[i + 1].kind)) std::swap(row[i], row[i + 1]);
+  const simulation late = simulate(after, costs);
+  EXPECT_NEAR(late.makespan_seconds, 8, tolerance);
+  EXPECT_EQ(late.exposed_fetch_seconds, (std::vector<double>{1, 1}));
+}
+
+// With no gather time, fetches cost only their own device time (0 here): the textbook figures
+// of every builder are unchanged, nothing is exposed, and one (chunk, microbatch) is held.
+TEST(schedules_simulate, fetches_without_gather_time_change_nothing) {
+  const cost_model costs = uniform_costs(1, 2, 1, 1);
+  for (const schedule& s : {complete(gpipe(3, 4)), complete(one_f_one_b(4, 8)),
+                            complete(interleaved_1f1b(2, 4, 2)), complete(zb_h1(4, 8))}) {
+    for (int prefetch : {0, 2}) {
+      const simulation plain = simulate(s, costs);
+      const simulation fetched = simulate(add_param_fetches(s), costs, simulate_options{prefetch});
+      EXPECT_NEAR(fetched.makespan_seconds, plain.makespan_seconds, tolerance) << s.name;
+      EXPECT_NEAR(fetched.bubble_fraction, plain.bubble_fraction, tolerance) << s.name;
+      EXPECT_EQ(fetched.exposed_fetch_seconds, std::vector<double>(s.stages.size(), 0)) << s.name;
+      EXPECT_EQ(fetched.peak_fetched, std::vector<int>(s.stages.size(), 1)) << s.name;
+      EXPECT_EQ(plain.peak_fetched, std::vector<int>(s.stages.size(), 0)) << s.name;
+    }
+  }
+}
+
+TEST(schedules_simulate, fetch_and_release_device_time_is_busy_time) {
+  cost_model costs = uniform_costs(1, 2, 1, 1);
+  costs.fetch_params_seconds = 0.25;
+  costs.release_params_seconds = 0.125;
+  const simulation r = simulate(add_param_fetches(gpipe(1, 2)), costs);  // 4 F/B, each bracketed
+  EXPECT_NEAR(r.busy_seconds[0], 2 * (1 + 2) + 4 * (0.25 + 0.125), tolerance);
+  EXPECT_NEAR(r.makespan_seconds, r.busy_seconds[0], tolerance);
+}
+
+// A gather wait is a gap before the compute it delays: intervals stay ordered, busy is the sum
+// of the non-communication intervals, and busy + idle is the makespan.
+TEST(schedules_simulate, timeline_with_gather_waits_matches_the_totals) {
+  cost_model costs = uniform_costs(1, 2, 1, 1);
+  costs.param_gather_seconds = 0.75;
+  costs.fetch_params_seconds = 0.0625;
+  for (const schedule& s : {complete(one_f_one_b(4, 8)), complete(interleaved_1f1b(2, 4, 2)), complete(zb_h1(3, 6))}) {
+    for (int prefetch : {0, 1, 3}) {
+      const schedule with = add_param_fetches(s);
+      const simulation r = simulate(with, costs, simulate_options{prefetch});
+      for (std::size_t d = 0; d < with.stages.size(); ++d) {
+        double previous_end = 0, busy = 0;
+        for (const timed_action& e : r.events.stages[d]) {
+          EXPECT_GE(e.start_seconds, previous_end);
+          if (!is_communication(e.what.kind)) busy += e.end_seconds - e.start_seconds;
+          previous_end = e.end_seconds;
+        }
+        EXPECT_NEAR(busy, r.busy_seconds[d], tolerance);
+        EXPECT_NEAR(r.busy_seconds[d] + r.idle_seconds[d], r.makespan_seconds, tolerance);
+        EXPECT_LE(r.exposed_fetch_seconds[d], r.idle_seconds[d] + tolerance);
+      }
+    }
+  }
+}
+
+TEST(schedules_simulate, refuses_a_negative_prefetch) {
+  EXPECT_THROW(simulate(complete(gpipe(1, 1)), uniform_costs(1, 2, 1, 1), simulate_options{-1}),
+               std::invalid_argument);
 }
 
 }  // namespace
