@@ -70,4 +70,11 @@ schedule make_named_schedule(const std::string& name, int P, int M, int v) {
   return s;
 }
 
+schedule make_named_schedule_with_fetches(const std::string& name, int P, int M, int v) {
+  const schedule s = add_param_fetches(make_named_schedule(name, P, M, v));
+  const auto check = validate(s);
+  if (!check.ok()) throw std::invalid_argument("schedule " + name + " with parameter fetches is invalid: " + check.error);
+  return s;
+}
+
 }  // namespace troupe::sched

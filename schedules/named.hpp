@@ -22,4 +22,10 @@ std::string known_builders();                 // "gpipe, 1f1b, interleaved, zb-h
 // a multiple of P for interleaved, an invalid result).
 schedule make_named_schedule(const std::string& name, int stages, int microbatches, int virtual_stages);
 
+// The same step for ZeRO-3: add_param_fetches(make_named_schedule(...)), every forward,
+// backward and backward_input bracketed by its parameter fetch and release, validated. Throws
+// as make_named_schedule does.
+schedule make_named_schedule_with_fetches(const std::string& name, int stages, int microbatches,
+                                          int virtual_stages);
+
 }  // namespace troupe::sched

@@ -70,6 +70,25 @@ TEST(schedules_action, canonical_strings_parse_back_to_themselves) {
   EXPECT_EQ(r.peer, -1);
 }
 
+// The ZeRO-3 pass's actions carry a microbatch and a chunk.
+TEST(schedules_action, fetch_and_release_of_a_microbatch_on_a_chunk_round_trip) {
+  const action fetch{1, op::fetch_params, 3, 1, -1};
+  const action release{1, op::release_params, 3, 1, -1};
+  EXPECT_EQ(to_string(fetch), "1FP3.c1");
+  EXPECT_EQ(body_string(release), "RP3.c1");
+  EXPECT_EQ(parse_action("1FP3.c1"), fetch);
+  EXPECT_EQ(parse_action("RP3.c1", 1), release);
+  EXPECT_THROW(parse_action("1FP3.c0"), std::invalid_argument);
+  EXPECT_THROW(parse_action("1FP3>0"), std::invalid_argument);
+}
+
+TEST(schedules_action, forward_backward_and_backward_input_read_weights_backward_weight_does_not) {
+  std::vector<op> reading;
+  for (op kind : all_ops)
+    if (reads_weights(kind)) reading.push_back(kind);
+  EXPECT_EQ(reading, (std::vector<op>{op::forward, op::backward, op::backward_input}));
+}
+
 TEST(schedules_action, refuses_non_canonical_and_malformed_text) {
   const std::vector<std::string> bad = {
       "",       "F3",      "1",       "1X3",   "1F",     "1F03",   "01F3",  "1F3.c0",

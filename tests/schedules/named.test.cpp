@@ -1,5 +1,6 @@
 // Schedules by name (schedules/named.hpp): every built-in name round-trips through its enum, a
-// named schedule is exactly its builder completed by the passes, and bad requests are refused
+// named schedule is exactly its builder completed by the passes (with the ZeRO-3 pass for the
+// _with_fetches form), and bad requests are refused
 // with the message users see.
 #include <gtest/gtest.h>
 
@@ -27,6 +28,15 @@ TEST(schedules_named, a_named_schedule_is_its_builder_completed) {
   EXPECT_EQ(make_named_schedule("1f1b", 4, 8, 1), complete(one_f_one_b(4, 8)));
   EXPECT_EQ(make_named_schedule("interleaved", 2, 4, 2), complete(interleaved_1f1b(2, 4, 2)));
   EXPECT_EQ(make_named_schedule("zb-h1", 3, 6, 1), complete(zb_h1(3, 6)));
+}
+
+TEST(schedules_named, a_named_schedule_with_fetches_is_its_completed_builder_with_the_zero3_pass) {
+  EXPECT_EQ(make_named_schedule_with_fetches("gpipe", 1, 2, 1), add_param_fetches(complete(gpipe(1, 2))));
+  EXPECT_EQ(make_named_schedule_with_fetches("1f1b", 4, 8, 1), add_param_fetches(complete(one_f_one_b(4, 8))));
+  EXPECT_EQ(make_named_schedule_with_fetches("interleaved", 2, 4, 2),
+            add_param_fetches(complete(interleaved_1f1b(2, 4, 2))));
+  EXPECT_EQ(make_named_schedule_with_fetches("zb-h1", 3, 6, 1), add_param_fetches(complete(zb_h1(3, 6))));
+  EXPECT_THROW(make_named_schedule_with_fetches("pipedream", 2, 4, 1), std::invalid_argument);
 }
 
 std::string refusal(const std::string& name, int P, int M, int v) {

@@ -1,6 +1,7 @@
 // Tests of the schedule type: chunk layout arithmetic, message keys, the text form's exact
 // round trip and its error messages, and the golden files under golden/ (complete schedules of
-// each builder). Set TROUPE_UPDATE_GOLDEN=1 to rewrite the goldens, then review the git diff.
+// each builder, and small ones with the ZeRO-3 fetches). Set TROUPE_UPDATE_GOLDEN=1 to rewrite
+// the goldens, then review the git diff.
 #include "schedules/schedule.hpp"
 
 #include <gtest/gtest.h>
@@ -51,7 +52,7 @@ TEST(schedules_schedule, every_builder_round_trips_through_text) {
       std::vector<schedule> all = {gpipe(P, M), one_f_one_b(P, M), zb_h1(P, M)};
       if (M % P == 0) all.push_back(interleaved_1f1b(P, M, 3));
       for (const schedule& compute_only : all) {
-        for (const schedule& s : {compute_only, complete(compute_only)}) {
+        for (const schedule& s : {compute_only, complete(compute_only), add_param_fetches(complete(compute_only))}) {
           const std::string text = to_string(s);
           ASSERT_EQ(parse_schedule(text), s) << text;
           ASSERT_EQ(to_string(parse_schedule(text)), text);
@@ -121,6 +122,20 @@ TEST(schedules_golden, interleaved_1f1b_p4_m8_v2) {
   expect_golden("interleaved_1f1b_p4_m8_v2", complete(interleaved_1f1b(4, 8, 2)));
 }
 TEST(schedules_golden, zb_h1_p4_m8) { expect_golden("zb_h1_p4_m8", complete(zb_h1(4, 8))); }
+
+// The ZeRO-3 step: the complete schedule with every F, B and I bracketed by FP and RP.
+TEST(schedules_golden, gpipe_p1_m2_fetch) {
+  expect_golden("gpipe_p1_m2_fetch", add_param_fetches(complete(gpipe(1, 2))));
+}
+TEST(schedules_golden, one_f_one_b_p2_m4_fetch) {
+  expect_golden("1f1b_p2_m4_fetch", add_param_fetches(complete(one_f_one_b(2, 4))));
+}
+TEST(schedules_golden, interleaved_1f1b_p2_m4_v2_fetch) {
+  expect_golden("interleaved_1f1b_p2_m4_v2_fetch", add_param_fetches(complete(interleaved_1f1b(2, 4, 2))));
+}
+TEST(schedules_golden, zb_h1_p2_m4_fetch) {
+  expect_golden("zb_h1_p2_m4_fetch", add_param_fetches(complete(zb_h1(2, 4))));
+}
 
 }  // namespace
 }  // namespace troupe::sched
