@@ -38,10 +38,17 @@ caf::actor spawn_evaluator(caf::actor_system& sys, const model_spec& model, uint
 
 // Master parameters and optimizer state for the flat range it owns. Detached, like a stage. With
 // a ledger, its state (and its master copy, as `master_kind`: parameters when the stage runs on
-// the shard's own tensors, optimizer_state when a ZeRO shard keeps a part of its own) is counted.
+// the shard's own tensors, optimizer_state when a ZeRO shard keeps a part of its own) is counted:
+// the device's ledger, or the host's when the optimizer is offloaded to host memory. With a
+// store (offload_store.hpp) master copy and state live in the store's file instead, tile_floats
+// (a multiple of 1024) of each per tile, and `host` counts the tiles in memory.
 struct shard_memory {
   std::shared_ptr<device_memory> ledger;
   memory_kind master_kind = memory_kind::parameters;
+  caf::actor store;
+  int64_t tile_floats = 0;
+  bool pipeline = true;  // read tile i+1 while tile i is updated (else one tile at a time)
+  std::shared_ptr<device_memory> host;
 };
 caf::actor spawn_optimizer_shard(caf::actor_system& sys, optimizer_config cfg, int64_t offset, int64_t size,
                                  shard_memory memory = {});

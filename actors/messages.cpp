@@ -15,6 +15,11 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<eval_report>("troupe::eval_report");
   cfg.add_message_type<gradients_msg>("troupe::gradients_msg");
   cfg.add_message_type<observed_gradients>("troupe::observed_gradients");
+  cfg.add_message_type<store_write>("troupe::store_write");
+  cfg.add_message_type<store_read>("troupe::store_read");
+  cfg.add_message_type<store_done>("troupe::store_done");
+  cfg.add_message_type<offload_stats_request>("troupe::offload_stats_request");
+  cfg.add_message_type<offload_stats>("troupe::offload_stats");
   cfg.add_message_type<params_msg>("troupe::params_msg");
   cfg.add_message_type<params_request>("troupe::params_request");
   // collectives and data parallelism

@@ -103,6 +103,34 @@ struct eval_report {
   int64_t samples = 0;
 };
 
+// ---- optimizer_shard <-> offload_store ----
+
+// optimizer shard -> offload_store, and its answers: bytes of the store's file at `offset` (a
+// multiple of 4096), written from / read into a tensor. An offload store answers requests in
+// the order they came, so a read sees every earlier write. `seconds`: the store's time on it.
+struct store_write {
+  int64_t offset = 0;
+  tensor data;  // f32, flat
+};
+struct store_read {
+  int64_t offset = 0;
+  int64_t count = 0;  // floats
+};
+struct store_done {
+  tensor data;  // what was read (empty for a write)
+  double seconds = 0;
+};
+
+// anyone -> an optimizer shard offloaded to NVMe: what its steps cost so far. io_seconds: the
+// store's time on the shard's reads and writes; update_seconds: the updates themselves;
+// step_seconds: gradients in to parameters out. The I/O the steps hid behind the updates is
+// io + update - step (at most the smaller of the two).
+struct offload_stats_request {};
+struct offload_stats {
+  int64_t steps = 0;
+  double io_seconds = 0, update_seconds = 0, step_seconds = 0;
+};
+
 // ---- stage <-> optimizer_shard ----
 
 // stage -> optimizer_shard: gradients of the flat range [offset, offset + grads.numel()).
@@ -230,6 +258,14 @@ TROUPE_INSPECT(eval_order, x.epoch)
 TROUPE_INSPECT(eval_report, x.epoch, x.loss_sum, x.count, x.correct, x.samples)
 TROUPE_INSPECT(gradients_msg, x.step, x.offset, x.grads)
 TROUPE_INSPECT(observed_gradients, x.rank, x.step, x.grads)
+TROUPE_INSPECT(store_write, x.offset, x.data)
+TROUPE_INSPECT(store_read, x.offset, x.count)
+TROUPE_INSPECT(store_done, x.data, x.seconds)
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, offload_stats_request&) {
+  return f(caf::meta::type_name("offload_stats_request"));
+}
+TROUPE_INSPECT(offload_stats, x.steps, x.io_seconds, x.update_seconds, x.step_seconds)
 TROUPE_INSPECT(params_msg, x.step, x.offset, x.params)
 TROUPE_INSPECT(params_request, x.stage)
 TROUPE_INSPECT(collective_request, x.seq, x.op, x.root, x.total, x.data)
@@ -245,7 +281,7 @@ TROUPE_INSPECT(collective_log_entry, x.seq, x.op, x.total, x.left, x.right, x.st
 TROUPE_INSPECT(collective_log, x.rank, x.ranks, x.entries)
 // stage -> coordinator, once per step of every rank: the measured record (step_trace.hpp).
 TROUPE_INSPECT(stage_step_record, x.step, x.rank, x.loss_sum, x.count, x.correct, x.peak_live, x.step_start,
-               x.step_end, x.compute_seconds, x.tp_seconds, x.peak_activation_bytes, x.peak_memory, x.actions, x.start_seconds,
+               x.step_end, x.compute_seconds, x.tp_seconds, x.peak_activation_bytes, x.peak_memory, x.peak_host_memory, x.actions, x.start_seconds,
                x.end_seconds, x.buckets, x.bucket_sent, x.bucket_done)
 #undef TROUPE_INSPECT
 

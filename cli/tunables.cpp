@@ -181,6 +181,33 @@ std::vector<tunable> make_table() {
                    "Cap on each rank's device memory, e.g. 512MiB, 2GiB (a plan that does not fit is refused "
                    "before it starts; 0: none) [0]",
                    [](train_config& c, const value& v) { c.device_memory = parse_bytes(v.text); }));
+  t.push_back(choice("--offload", "zero.offload",
+                     "What ZeRO-Offload moves off the device: none, optimizer (master copy and state; the step runs "
+                     "there; needs --zero 1 or 2) [none]",
+                     {"none", "optimizer", "params", "both"}, [](train_config& c, const value& v) {
+                       const std::string& w = v.text;
+                       c.offload = w == "optimizer" ? offload_what::optimizer
+                                   : w == "params"  ? offload_what::params
+                                   : w == "both"    ? offload_what::both
+                                                    : offload_what::none;
+                     }));
+  t.push_back(choice("--offload-to", "zero.offload_to",
+                     "Where --offload puts it: host (host memory) or nvme (a file in --offload-dir, through io_uring) "
+                     "[host]",
+                     {"host", "nvme"}, [](train_config& c, const value& v) {
+                       c.offload_to = v.text == "nvme" ? offload_target::nvme : offload_target::host;
+                     }));
+  t.push_back(text("--offload-dir", "zero.offload_dir", "Folder on the NVMe drive for --offload-to nvme",
+                   [](train_config& c, const value& v) { c.offload_dir = v.text; }));
+  t.push_back(text("--aio-block-size", "zero.aio_block_size",
+                   "Bytes per NVMe I/O, a multiple of 4KiB (DeepSpeed's aio block_size) [1MiB]",
+                   [](train_config& c, const value& v) { c.aio_block_size = parse_bytes(v.text); }));
+  t.push_back(integer("--aio-queue-depth", "zero.aio_queue_depth", "NVMe I/Os in flight at once [8]", 1, 4096,
+                      [](train_config& c, const value& v) { c.aio_queue_depth = static_cast<int>(v.integer); }));
+  t.push_back(choice("--offload-pipeline", "zero.offload_pipeline",
+                     "Read tile i+1 and write tile i-1 while tile i is updated (DeepSpeed's pipeline_read/write) "
+                     "[on]",
+                     {"on", "off"}, [](train_config& c, const value& v) { c.offload_pipeline = v.text == "on"; }));
   t.push_back(texts("--straggler", "data_parallel.stragglers",
                     "Delay a DP rank before each step: rank:ms or rank:ms:random (uniform in [0, 2 ms)); repeatable",
                     [](train_config& c, const value& v) {

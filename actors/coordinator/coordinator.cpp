@@ -144,6 +144,7 @@ void step_done(self_ptr self, std::vector<stage_step_record>& ranks) {
   sum.peak_activation_bytes.resize(ranks.size(), 0);
   sum.peak_memory.resize(ranks.size());
   sum.peak_memory_total.resize(ranks.size(), 0);
+  sum.peak_host_memory.resize(ranks.size());
   for (size_t r = 0; r < ranks.size(); ++r) {  // rank order: the same sum on every run
     loss_sum += ranks[r].loss_sum;
     count += ranks[r].count;
@@ -157,6 +158,10 @@ void step_done(self_ptr self, std::vector<stage_step_record>& ranks) {
       for (size_t k = 0; k < kMemoryKinds; ++k) sum.peak_memory[r].bytes[k] = std::max(sum.peak_memory[r].bytes[k], peak[k]);
       sum.peak_memory_total[r] = std::max(sum.peak_memory_total[r], peak[kMemoryKinds]);
     }
+    const auto& host = ranks[r].peak_host_memory;
+    if (host.size() == kMemoryKinds + 1)
+      for (size_t k = 0; k < kMemoryKinds; ++k)
+        sum.peak_host_memory[r].bytes[k] = std::max(sum.peak_host_memory[r].bytes[k], host[k]);
   }
   // The stages run on without waiting for us, so a step lasts from the previous step's end to this one.
   const auto now = clock_type::now();

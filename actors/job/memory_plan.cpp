@@ -6,14 +6,16 @@
 
 namespace troupe {
 
-namespace {
-
-int64_t state_floats(const optimizer_config& o) {
+int64_t optimizer_state_floats(const optimizer_config& o) {
   if (o.kind == "adamw") return 2;
   return o.momentum != 0.0f ? 1 : 0;
 }
 
-}  // namespace
+int64_t offload_tile_floats(const train_config& cfg) {
+  constexpr int64_t page = 4096 / sizeof(float);
+  const int64_t queue = cfg.aio_block_size * cfg.aio_queue_depth / static_cast<int64_t>(sizeof(float));
+  return std::max(page, queue / (1 + optimizer_state_floats(cfg.optim)) / page * page);
+}
 
 int64_t largest_bucket_bytes(const job_plan& plan, int rank) {
   const sched::mesh_coords at = plan.mesh.coords_of(rank);
@@ -28,7 +30,7 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
   const auto& buckets = plan.buckets.at(plan.slot(at.pp, at.tp));
   const int64_t f = sizeof(float);
   const int64_t psi = plan.stage_params.at(plan.slot(at.pp, at.tp)) * f;
-  const int64_t k = state_floats(cfg.optim);
+  const int64_t k = optimizer_state_floats(cfg.optim);
   bool any_bucket = false;
   for (const auto& c : buckets) any_bucket = any_bucket || !c.empty();
   memory_figures m;
@@ -42,7 +44,7 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
   const int64_t shard = shard_size(shard_layout(buckets, plan.mesh.dp, at.dp)) * f;
   set(memory_kind::parameters, psi);
   set(memory_kind::gradients, cfg.zero >= 2 ? shard + largest_bucket_bytes(plan, rank) : psi);
-  set(memory_kind::optimizer_state, shard + k * shard);
+  set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none ? shard + k * shard : 0);
   return m;
 }
 

@@ -10,6 +10,7 @@
 //   zero 1: parameters 4Ψ, gradients 4Ψ, optimizer state 4S (its master copy) + 4kS;
 //   zero 2: parameters 4Ψ, gradients 4S plus the bucket backward is filling (at most the largest;
 //           counted here as the largest), optimizer state as zero 1.
+// Offloaded (host or nvme), the optimizer state is off the device: 0 there.
 // Activations and communication buffers depend on the schedule and timing: not predicted here.
 #pragma once
 
@@ -18,6 +19,12 @@
 #include "kernels/device_memory.hpp"
 
 namespace troupe {
+
+// The optimizer's state floats per parameter: AdamW 2, SGD 1 with momentum, 0 without.
+int64_t optimizer_state_floats(const optimizer_config& o);
+// Floats of each section (master, each state) of one offload tile: a slot of the three fills
+// the store's queue (block size x queue depth), in whole 4 KiB pages, at least one page.
+int64_t offload_tile_floats(const train_config& cfg);
 
 memory_figures predicted_model_states(const train_config& cfg, const job_plan& plan, int rank);
 // The largest gradient bucket of the rank's stage, in bytes (0 without data parallelism).

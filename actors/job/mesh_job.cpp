@@ -1,10 +1,15 @@
 // spawn_ranks / spawn_mesh: a mesh's ranks as actors (mesh_job.hpp).
 #include "actors/job/mesh_job.hpp"
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <thread>
 
 #include "actors/actors.hpp"
+#include "actors/job/memory_plan.hpp"
 #include "actors/job/mesh_links.hpp"
+#include "actors/store/offload_store.hpp"
 #include "actors/stage/stage.hpp"
 #include "comm/tp_groups.hpp"
 
@@ -51,11 +56,31 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     a.dp_rank = at.dp;
     a.dp_size = plan.mesh.dp;
     a.memory = device_memory::make("rank " + std::to_string(rank) + " (cpu)", cfg.device_memory);
+    a.host_memory = device_memory::make("host of rank " + std::to_string(rank));  // counted for offload only
     int64_t n = plan.stage_params.at(plan.slot(at.pp, at.tp));
-    shard_memory where{a.memory, memory_kind::parameters};  // plain: the stage runs on the shard's tensor
+    shard_memory where;  // plain: the stage runs on the shard's tensor, counted as its parameters
+    where.ledger = a.memory;
     if (cfg.zero >= 1 && a.collective) {  // ZeRO: the shard keeps this rank's segments, its own copy
       n = shard_size(shard_layout(a.buckets, a.dp_size, a.dp_rank));
       where.master_kind = memory_kind::optimizer_state;
+      if (optimizer_offload(cfg) != offload_target::none) where.ledger = a.host_memory;  // off the device
+    }
+    if (n > 0 && where.ledger == a.host_memory && optimizer_offload(cfg) == offload_target::nvme) {
+      where.tile_floats = offload_tile_floats(cfg);
+      where.pipeline = cfg.offload_pipeline;
+      where.host = a.host_memory;
+      const int64_t tiles = (n + where.tile_floats - 1) / where.tile_floats;
+      const int64_t slot_floats = where.tile_floats * (1 + optimizer_state_floats(cfg.optim));
+      storage::uring_options io;
+      io.block_size = cfg.aio_block_size;
+      io.queue_depth = cfg.aio_queue_depth;
+      const std::string path = (std::filesystem::path(cfg.offload_dir) /
+                                ("troupe-" + std::to_string(::getpid()) + "-rank" + std::to_string(rank) + ".optimizer"))
+                                   .string();
+      where.store = spawn_offload_store(sys, path, tiles * slot_floats * static_cast<int64_t>(sizeof(float)), io,
+                                        a.host_memory);
+      out.members.push_back(where.store);
+      out.detached.push_back(where.store);
     }
     if (n > 0) {  // a stage of ReLUs alone has nothing to optimize
       a.optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, n, where);

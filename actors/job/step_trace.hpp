@@ -27,6 +27,7 @@ struct stage_step_record {
   // The rank's device ledger (kernels/device_memory.hpp) over the run so far: the peak of each
   // memory_kind in its order, then the peak of all together. Empty when not counted.
   std::vector<int64_t> peak_memory;
+  std::vector<int64_t> peak_host_memory;  // the same for what its offloaded optimizer holds on the host
   // The schedule row as executed: each action's text and its interval (steady-clock seconds).
   std::vector<std::string> actions;
   std::vector<double> start_seconds, end_seconds;

@@ -2,10 +2,12 @@
 #include "actors/job/train_config.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <stdexcept>
 
 #include "comm/tls_files.hpp"
 #include "kernels/blas_runtime.hpp"
+#include "storage/uring_store.hpp"
 
 namespace troupe {
 
@@ -95,9 +97,49 @@ void validate(const train_config& c) {
     bad("zero must be 0, 1 or 2, got " + std::to_string(c.zero) +
         (c.zero == 3 ? " (stage 3, partitioned parameters, is not built yet)" : ""));
   if (c.device_memory < 0) bad("device_memory must be >= 0 bytes (0: no cap)");
+  if (c.offload == offload_what::params || c.offload == offload_what::both)
+    bad(std::string("offloading parameters (offload ") + to_string(c.offload) +
+        ") needs zero 3, partitioned parameters, which is not built yet; offload the optimizer alone");
+  if (optimizer_offload(c) != offload_target::none) {
+    if (c.zero < 1)
+      bad("offloading the optimizer needs zero 1 or 2: a rank offloads its optimizer shard (DeepSpeed's rule too)");
+    if (c.offload_to == offload_target::nvme) {
+      if (c.offload_dir.empty()) bad("offload to nvme needs offload_dir (--offload-dir), a folder on the NVMe drive");
+      std::error_code ec;
+      if (!std::filesystem::is_directory(c.offload_dir, ec))
+        bad("offload_dir \"" + c.offload_dir + "\" is not an existing folder");
+      storage::uring_options o;
+      o.block_size = c.aio_block_size;
+      o.queue_depth = c.aio_queue_depth;
+      storage::validate(o);
+    }
+  }
   for (const auto& st : c.stragglers)
     if (st.rank >= c.mesh.dp)
       bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.mesh.dp));
+}
+
+const char* to_string(offload_target t) {
+  switch (t) {
+    case offload_target::none: return "none";
+    case offload_target::host: return "host";
+    case offload_target::nvme: return "nvme";
+  }
+  return "?";
+}
+
+const char* to_string(offload_what w) {
+  switch (w) {
+    case offload_what::none: return "none";
+    case offload_what::optimizer: return "optimizer";
+    case offload_what::params: return "params";
+    case offload_what::both: return "both";
+  }
+  return "?";
+}
+
+offload_target optimizer_offload(const train_config& c) {
+  return c.offload == offload_what::optimizer || c.offload == offload_what::both ? c.offload_to : offload_target::none;
 }
 
 eval_plan plan_evaluation(const train_config& c, int64_t held_out, int64_t rows_per_sample) {

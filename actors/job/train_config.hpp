@@ -49,6 +49,12 @@ struct process_config {
   std::function<void(uint16_t)> on_listening;
 };
 
+enum class offload_target { none, host, nvme };
+const char* to_string(offload_target t);  // "none", "host", "nvme"
+// What ZeRO-Offload moves (DeepSpeed's offload_optimizer / offload_param).
+enum class offload_what { none, optimizer, params, both };
+const char* to_string(offload_what w);  // "none", "optimizer", "params", "both"
+
 struct train_config {
   model_spec model;           // kind "mlp" trains on Fashion-MNIST, "gpt" on the text corpus
   optimizer_config optim;
@@ -95,6 +101,17 @@ struct train_config {
   int zero = 0;
   // Each rank's device memory cap in bytes (0: none). The ledger counts every kind anyway.
   int64_t device_memory = 0;
+  // ZeRO-Offload (host) and ZeRO-Infinity (nvme) of the optimizer (needs zero >= 1): where each
+  // rank's optimizer shard keeps its master copy and state, and runs its step. host: in host
+  // memory, off the device's ledger; nvme: in a file under offload_dir through an io_uring
+  // store (storage/uring_store.hpp), read, updated and written back a tile at a time, reading
+  // tile i+1 and writing tile i-1 while tile i is updated (offload_pipeline).
+  offload_what offload = offload_what::none;
+  offload_target offload_to = offload_target::host;
+  std::string offload_dir;                     // nvme: where each rank's shard file goes
+  int64_t aio_block_size = int64_t{1} << 20;   // bytes per I/O (DeepSpeed's aio default)
+  int aio_queue_depth = 8;                     // I/Os in flight (DeepSpeed's default)
+  bool offload_pipeline = true;                // overlap a tile's I/O with its neighbour's update
   std::vector<straggler_spec> stragglers;
   int64_t trace_step = -1;          // step written to trace.json (-1: the last one)
   process_config process;           // mesh.processes > 1: this process's part
@@ -105,6 +122,9 @@ struct train_config {
 
 // Throws std::invalid_argument naming the bad field.
 void validate(const train_config& cfg);
+
+// Where the job's optimizer shards keep their state: none (on the device), host or nvme.
+offload_target optimizer_offload(const train_config& cfg);
 
 // Held-out evaluation: which samples, and how many go through one forward pass. The samples are
 // the first eval_max_batches x eval_batch_size of the held-out set (all of it when
@@ -149,6 +169,7 @@ struct train_summary {
   // the most all kinds held together, over the whole run; by mesh rank.
   std::vector<memory_figures> peak_memory;
   std::vector<int64_t> peak_memory_total;
+  std::vector<memory_figures> peak_host_memory;  // host memory an offloaded optimizer shard held, by rank
   sched::timeline measured;            // the traced step, every rank (lanes as in trace_path)
   std::vector<sched::timeline> recent; // the first replica's last (up to 32) steps, one lane per stage
 };

@@ -1,7 +1,14 @@
 // optimizer_shard: owns the fp32 master copy of a flat parameter range and its optimizer state.
 // It adopts the initial values a stage sends, then answers every gradient message with the
 // updated parameters. One shard holding everything is plain training; ZeRO cuts the range.
+// Offloaded to NVMe, master copy and state live in an offload_store's file, a tile of the
+// shard per slot [master | state 0 | state 1], and a step walks the tiles: tile i is updated
+// while the store reads tile i+1 and writes tile i-1 (DeepSpeed's pipeline_read/_write).
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
 
 #include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
@@ -9,6 +16,16 @@
 namespace troupe {
 
 namespace {
+
+// One step over an offloaded shard, in flight.
+struct tiled_step {
+  caf::response_promise reply;
+  int64_t step = 0;
+  tensor grads, out;
+  int64_t requested = 0, updated = 0, written = 0;  // tiles
+  std::map<int64_t, tensor> arrived;                // read, not yet updated
+  std::chrono::steady_clock::time_point began;
+};
 
 struct shard_state {
   int64_t offset = 0;
@@ -18,11 +35,121 @@ struct shard_state {
   int64_t step = -1;  // the step being updated, for a failure's report
   shard_memory memory;
   memory_charge state_bytes;  // the optimizer's own state (moments)
+  // Offloaded to NVMe: tile floats per slot section, tiles, and the step in flight.
+  int64_t tile = 0, tiles = 0;
+  bool initialized = false;
+  tiled_step pending;
+  offload_stats stats;
+  ~shard_state() {
+    if (stats.steps == 0 || stats.io_seconds <= 0) return;
+    const double hidden = std::max(0.0, stats.io_seconds + stats.update_seconds - stats.step_seconds);
+    spdlog::info("offloaded optimizer shard of {} values: {} steps, NVMe I/O {:.3f} s, updates {:.3f} s, steps {:.3f} s: "
+                 "{:.0f}% of the I/O hidden behind the updates",
+                 size, stats.steps, stats.io_seconds, stats.update_seconds, stats.step_seconds,
+                 100.0 * hidden / stats.io_seconds);
+  }
   static inline const char* name = "optimizer_shard";
 };
 
-caf::behavior optimizer_shard(caf::stateful_actor<shard_state>* self, optimizer_config cfg, int64_t offset,
-                              int64_t size, shard_memory memory) {
+using self_ptr = caf::stateful_actor<shard_state>*;
+
+int64_t slot_floats(const shard_state& s) { return s.tile * (1 + s.opt->state_floats()); }
+int64_t slot_offset(const shard_state& s, int64_t t) {
+  return t * slot_floats(s) * static_cast<int64_t>(sizeof(float));
+}
+int64_t tile_length(const shard_state& s, int64_t t) { return std::min(s.tile, s.size - t * s.tile); }
+
+void request_tile(self_ptr self);
+
+// Tile t is in memory: update it in place in its slot buffer, keep its new parameters for the
+// answer and send the slot back to the store.
+void update_tile(self_ptr self, int64_t t, tensor slot) {
+  auto& s = self->state;
+  tiled_step& p = s.pending;
+  if (!slot.reclaim()) slot = slot.clone();  // the store's buffer is ours alone once received
+  const int64_t n = tile_length(s, t);
+  float* master = slot.data();
+  float* state[2] = {master + s.tile, master + 2 * s.tile};
+  const auto t0 = std::chrono::steady_clock::now();
+  s.opt->update_tile(master, master, std::as_const(p.grads).data() + t * s.tile, state, n);
+  std::copy(master, master + n, p.out.data() + t * s.tile);
+  s.stats.update_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++p.updated;
+  slot.freeze();
+  self->request(s.memory.store, caf::infinite, store_write{slot_offset(s, t), std::move(slot)})
+      .then([self](const store_done& d) {
+        auto& s = self->state;
+        s.stats.io_seconds += d.seconds;
+        if (++s.pending.written == s.tiles) {  // every tile is back on the drive: the step is done
+          tensor out = std::move(s.pending.out);
+          out.freeze();
+          s.stats.step_seconds +=
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - s.pending.began).count();
+          s.pending.grads = tensor();
+          s.pending.reply.deliver(params_msg{s.pending.step, s.offset, std::move(out)});
+          return;
+        }
+        if (!s.memory.pipeline) request_tile(self);  // one tile at a time: read the next now
+      });
+}
+
+void request_tile(self_ptr self) {
+  auto& s = self->state;
+  tiled_step& p = s.pending;
+  if (p.requested >= s.tiles) return;
+  const int64_t t = p.requested++;
+  self->request(s.memory.store, caf::infinite, store_read{slot_offset(s, t), slot_floats(s)})
+      .then([self, t](store_done& d) {
+        auto& s = self->state;
+        s.stats.io_seconds += d.seconds;
+        tiled_step& p = s.pending;
+        p.arrived.emplace(t, std::move(d.data));
+        while (!p.arrived.empty() && p.arrived.begin()->first == p.updated) {
+          const int64_t next = p.updated;
+          tensor slot = std::move(p.arrived.begin()->second);
+          p.arrived.erase(p.arrived.begin());
+          if (s.memory.pipeline) request_tile(self);  // tile i+1 is read while tile i is updated
+          update_tile(self, next, std::move(slot));
+        }
+      });
+}
+
+void begin_tiled_step(self_ptr self);
+
+// Writes the initial master copy with zero state, one slot at a time (so only one is ever in
+// memory); the store answers in order, so every later read sees it. Gradients that arrive
+// before the last slot is written wait for it.
+void write_initial(self_ptr self, tensor params, int64_t t) {
+  auto& s = self->state;
+  if (t == s.tiles) {
+    s.initialized = true;
+    if (s.pending.reply.pending()) begin_tiled_step(self);
+    return;
+  }
+  tensor slot({slot_floats(s)});  // zeros: the state before the first step
+  if (s.memory.host) s.memory.host->charge(slot, memory_kind::buffers);
+  const int64_t n = tile_length(s, t);
+  const float* from = std::as_const(params).data() + t * s.tile;
+  std::copy(from, from + n, slot.data());
+  slot.freeze();
+  self->request(s.memory.store, caf::infinite, store_write{slot_offset(s, t), std::move(slot)})
+      .then([self, params, t](const store_done& d) {
+        self->state.stats.io_seconds += d.seconds;
+        write_initial(self, params, t + 1);
+      });
+}
+
+void begin_tiled_step(self_ptr self) {
+  auto& s = self->state;
+  s.pending.began = std::chrono::steady_clock::now();
+  s.pending.out = tensor::uninitialized({s.size});
+  if (s.memory.host) s.memory.host->charge(s.pending.out, memory_kind::buffers);
+  s.opt->begin_step();
+  ++s.stats.steps;
+  request_tile(self);
+}
+
+caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offset, int64_t size, shard_memory memory) {
   auto& st = self->state;
   name_failures(self, [self] {
     const auto& s = self->state;
@@ -30,9 +157,14 @@ caf::behavior optimizer_shard(caf::stateful_actor<shard_state>* self, optimizer_
   });
   st.offset = offset;
   st.size = size;
-  st.opt = make_optimizer(cfg, size);
   st.memory = std::move(memory);
+  const bool offloaded = static_cast<bool>(st.memory.store);
+  st.opt = make_optimizer(cfg, size, offloaded ? state_storage::external : state_storage::internal);
   if (st.memory.ledger) st.state_bytes = memory_charge(st.memory.ledger, memory_kind::optimizer_state, st.opt->state_bytes());
+  if (offloaded) {
+    st.tile = st.memory.tile_floats;
+    st.tiles = (size + st.tile - 1) / st.tile;
+  }
   return {
       [self](const params_msg& m) {
         auto& s = self->state;
@@ -40,17 +172,29 @@ caf::behavior optimizer_shard(caf::stateful_actor<shard_state>* self, optimizer_
           throw std::invalid_argument("optimizer_shard: initial parameters for [" + std::to_string(m.offset) + ", +" +
                                       std::to_string(m.params.numel()) + "), shard owns [" +
                                       std::to_string(s.offset) + ", +" + std::to_string(s.size) + ")");
+        if (s.memory.store) return write_initial(self, m.params, 0);
         s.master = m.params;  // frozen: written again only once nobody else holds it (reclaim)
         s.master.freeze();
         if (s.memory.ledger) s.memory.ledger->charge(s.master, s.memory.master_kind);
       },
-      [self](gradients_msg& m) {
+      [self](gradients_msg& m) -> caf::result<params_msg> {
         auto& s = self->state;
         s.step = m.step;
+        if (s.memory.store) {
+          if (m.grads.numel() != s.size)
+            throw std::invalid_argument("optimizer_shard: " + std::to_string(m.grads.numel()) +
+                                        " gradients for a shard of " + std::to_string(s.size));
+          s.pending = tiled_step{};
+          s.pending.reply = self->make_response_promise();
+          s.pending.step = m.step;
+          s.pending.grads = std::move(m.grads);
+          if (s.initialized) begin_tiled_step(self);  // else when the initial slots are written
+          return s.pending.reply;
+        }
+        if (s.master.empty()) throw std::logic_error("optimizer_shard: gradients before initial parameters");
         // The gradients are dropped before the answer leaves, so the stage never holds next
         // step's gradients while these still exist (the ledger would count both).
         const tensor grads = std::move(m.grads);
-        if (s.master.empty()) throw std::logic_error("optimizer_shard: gradients before initial parameters");
         // In place when nobody else holds the master copy any more (a ZeRO stage copies out its
         // segments); otherwise out of place, since the previous parameters are still in a
         // stage's hands: a fresh tensor becomes the master copy and is sent without a copy.
@@ -67,6 +211,7 @@ caf::behavior optimizer_shard(caf::stateful_actor<shard_state>* self, optimizer_
         s.master = next;
         return params_msg{m.step, s.offset, std::move(next)};
       },
+      [self](offload_stats_request) { return self->state.stats; },
   };
 }
 

@@ -433,6 +433,11 @@ void finish_step(self_ptr self) {
     s.record.peak_memory.assign(peak.bytes.begin(), peak.bytes.end());
     s.record.peak_memory.push_back(s.args.memory->peak_total());
   }
+  if (s.args.host_memory) {
+    const memory_figures peak = s.args.host_memory->peak();
+    s.record.peak_host_memory.assign(peak.bytes.begin(), peak.bytes.end());
+    s.record.peak_host_memory.push_back(s.args.host_memory->peak_total());
+  }
   s.record.step_end = now_seconds();
   const double next_start = s.record.step_end;
   self->send(s.args.coordinator, std::move(s.record));

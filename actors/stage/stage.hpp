@@ -51,7 +51,8 @@ struct stage_args {
   // shard's update every bucket is all-gathered back into the stage's parameters.
   int zero = 0;
   int dp_rank = 0, dp_size = 1;
-  std::shared_ptr<device_memory> memory;  // the rank's device ledger (null: not counted)
+  std::shared_ptr<device_memory> memory;       // the rank's device ledger (null: not counted)
+  std::shared_ptr<device_memory> host_memory;  // what its offloaded optimizer shard holds in host memory
 };
 
 // Detached: compute runs on the actor's own thread, never on a scheduler thread.

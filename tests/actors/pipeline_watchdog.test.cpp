@@ -93,6 +93,7 @@ TEST(PipelineRefuses, FetchParamsItCannotRunIsAnErrorNamingTheAction) {
   for (int d = 0; d < 2; ++d) {
     auto& row = plan.stages[static_cast<size_t>(d)];
     row.insert(row.begin(), sched::action{d, sched::op::fetch_params, -1, 0, -1});
+    row.push_back(sched::action{d, sched::op::release_params, -1, 0, -1});  // validate() wants it released
   }
   const std::string what = message_of([&] { run_training(small_job(plan)); });
   EXPECT_NE(what.find("action 0 (FP): fetch_params needs ZeRO-3"), std::string::npos) << what;

@@ -180,3 +180,112 @@ TEST(ZeroMemory, ACapTheActivationsOverrunStopsTheJobNamingTheRankAndTheKind) {
 }
 
 }  // namespace
+
+namespace {
+
+// ZeRO-Offload and ZeRO-Infinity of the optimizer: the same bits again, the state off the
+// device's ledger (on the host's for host; only tiles in flight for nvme), and bad settings
+// refused by name.
+struct offload_case {
+  std::string model, optim;
+  int dp = 2, zero = 1;
+  offload_target to = offload_target::host;
+  bool pipeline = true;
+};
+
+std::string offload_name(const offload_case& c) {
+  return c.model + "_" + c.optim + "_dp" + std::to_string(c.dp) + "_zero" + std::to_string(c.zero) + "_" +
+         to_string(c.to) + (c.pipeline ? "" : "_serial");
+}
+
+std::string offload_dir() {
+  const auto d = std::filesystem::temp_directory_path() / "troupe-zero-offload";
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+train_config offloaded(train_config cfg, offload_target to, bool pipeline = true) {
+  cfg.offload = offload_what::optimizer;
+  cfg.offload_to = to;
+  cfg.offload_dir = offload_dir();
+  cfg.aio_block_size = 4096;  // small tiles (1024 floats each): a shard here spans several
+  cfg.aio_queue_depth = 2;
+  cfg.offload_pipeline = pipeline;
+  return cfg;
+}
+
+class OffloadMatchesPlainDataParallel : public ::testing::TestWithParam<offload_case> {};
+
+TEST_P(OffloadMatchesPlainDataParallel, TwentyStepsBitwiseSameLossesAndParameters) {
+  const offload_case c = GetParam();
+  const train_summary want = run_training(config_for({c.model, c.optim, c.dp, 0}));
+  const train_summary got = run_training(offloaded(config_for({c.model, c.optim, c.dp, c.zero}), c.to, c.pipeline));
+  EXPECT_EQ(got.losses, want.losses);
+  EXPECT_EQ(got.final_params.to_vector(), want.final_params.to_vector());
+  for (size_t r = 0; r < got.peak_memory.size(); ++r) {
+    EXPECT_EQ(got.peak_memory[r].of(memory_kind::optimizer_state), 0) << "rank " << r;
+    EXPECT_GT(got.peak_host_memory[r].total(), 0) << "rank " << r;
+  }
+  // Every shard file is gone with its store.
+  EXPECT_TRUE(std::filesystem::is_empty(offload_dir()));
+}
+
+std::vector<offload_case> offload_cases() {
+  std::vector<offload_case> out;
+  for (const char* model : {"mlp", "gpt"})
+    for (const char* optim : {"sgd", "adamw"})
+      for (int dp : {2, 4})
+        for (int zero : {1, 2})
+          for (offload_target to : {offload_target::host, offload_target::nvme}) out.push_back({model, optim, dp, zero, to});
+  out.push_back({"gpt", "adamw", 2, 2, offload_target::nvme, false});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Targets, OffloadMatchesPlainDataParallel, ::testing::ValuesIn(offload_cases()),
+                         [](const ::testing::TestParamInfo<offload_case>& i) { return offload_name(i.param); });
+
+TEST(ZeroOffload, HostKeepsTheShardsStateOnTheHostAndNvmeOnlyItsTilesInFlight) {
+  const train_config on_device = memory_config(2, 2);
+  const job_plan plan = plan_of(on_device);
+  const int64_t state = predicted_model_states(on_device, plan, 0).of(memory_kind::optimizer_state);
+  const train_summary host = run_training(offloaded(on_device, offload_target::host));
+  const train_summary nvme = run_training(offloaded(on_device, offload_target::nvme));
+  for (int r = 0; r < 2; ++r) {
+    const auto i = static_cast<size_t>(r);
+    // Host: the shard's master copy and moments, exactly what the device held without offload.
+    EXPECT_EQ(host.peak_host_memory[i].of(memory_kind::optimizer_state), predicted_model_states(on_device, plan, r).of(memory_kind::optimizer_state));
+    // NVMe: no state in memory at all; slots of 3 x 1024 floats and the updated shard in flight.
+    EXPECT_EQ(nvme.peak_host_memory[i].of(memory_kind::optimizer_state), 0);
+    EXPECT_GT(nvme.peak_host_memory[i].of(memory_kind::buffers), 0);
+    EXPECT_LT(nvme.peak_host_memory[i].total(), state);
+  }
+  EXPECT_EQ(host.losses, nvme.losses);
+}
+
+TEST(ZeroOffload, BadSettingsAreRefusedByName) {
+  auto message = [](train_config cfg) {
+    try {
+      validate(cfg);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  train_config c = offloaded(config_for({"mlp", "sgd", 2, 0}), offload_target::host);
+  EXPECT_NE(message(c).find("needs zero 1 or 2"), std::string::npos) << message(c);
+  c = offloaded(config_for({"mlp", "sgd", 2, 2}), offload_target::nvme);
+  c.offload_dir = "";
+  EXPECT_NE(message(c).find("--offload-dir"), std::string::npos) << message(c);
+  c.offload_dir = "/no/such/folder";
+  EXPECT_NE(message(c).find("\"/no/such/folder\" is not an existing folder"), std::string::npos) << message(c);
+  c = offloaded(config_for({"mlp", "sgd", 2, 2}), offload_target::nvme);
+  c.aio_block_size = 1000;
+  EXPECT_NE(message(c).find("block_size"), std::string::npos) << message(c);
+  c = offloaded(config_for({"mlp", "sgd", 2, 2}), offload_target::host);
+  c.offload = offload_what::params;
+  EXPECT_NE(message(c).find("needs zero 3"), std::string::npos) << message(c);
+  c = config_for({"mlp", "sgd", 2, 3});
+  EXPECT_NE(message(c).find("stage 3"), std::string::npos) << message(c);
+}
+
+}  // namespace
