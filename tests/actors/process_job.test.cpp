@@ -222,10 +222,13 @@ TEST(ProcessJob, FourProcessesOnLoopbackEqualFourRanksInOneProcessBitwise) {
 // The mesh in one process, then as each number of processes: the same losses and final
 // parameters, bit for bit.
 void expect_mesh_over_processes_bitwise(const troupe::sched::mesh& one, const std::vector<int>& worlds,
-                                        const std::string& name, bool gpt = false) {
+                                        const std::string& name, bool gpt = false, std::string variant = "") {
   const std::string dir = temp_dir(name);
-  const troupe::train_summary in_process = troupe::run_training(
-      gpt ? troupe::test::small_gpt_mesh_config(one, dir + "/one", 6) : troupe::test::small_mesh_config(one, dir + "/one", 6));
+  troupe::train_config cfg =
+      gpt ? troupe::test::small_gpt_mesh_config(one, dir + "/one", 6) : troupe::test::small_mesh_config(one, dir + "/one", 6);
+  std::string prefixes = variant;
+  troupe::test::apply(troupe::test::take_variant(prefixes), cfg);
+  const troupe::train_summary in_process = troupe::run_training(cfg);
   ASSERT_EQ(in_process.losses.size(), 6u);
   char want[17];
   std::snprintf(want, sizeof want, "%016llx", static_cast<unsigned long long>(troupe::test::bytes_hash(in_process.final_params)));
@@ -233,7 +236,7 @@ void expect_mesh_over_processes_bitwise(const troupe::sched::mesh& one, const st
     std::string params;
     const auto losses =
         run_processes(world, 6, dir + "/p" + std::to_string(world), {}, "127.0.0.1",
-                      (gpt ? "gpt:" : "") + troupe::sched::to_string(one), &params);
+                      variant + (gpt ? "gpt:" : "") + troupe::sched::to_string(one), &params);
     SCOPED_TRACE(std::to_string(world) + " processes");
     expect_bitwise_equal(in_process.losses, losses);
     EXPECT_EQ(params, want) << "final parameters differ";
@@ -254,6 +257,16 @@ TEST(ProcessJob, DpByPpByTpMeshAsTwoAndAsEightProcessesEqualsTheSameMeshInOnePro
 // The same for a GPT: attention split by heads, the vocabulary-parallel embedding and loss.
 TEST(ProcessJob, GptOverDpByPpByTpAsTwoAndAsEightProcessesEqualsTheSameMeshInOneProcessBitwise) {
   expect_mesh_over_processes_bitwise({2, 2, 2, 1}, {2, 8}, "gpt222", true);
+}
+
+// ZeRO-2 with the optimizer on NVMe, its reduce-scatters and all-gathers on TCP rings between
+// processes: the in-process bits again.
+TEST(ProcessJob, ZeroTwoWithNvmeOffloadOverDpByPpAsTwoAndFourProcessesEqualsOneProcessBitwise) {
+  expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {2, 4}, "zero2nvme", false, "zero2:nvme:");
+}
+
+TEST(ProcessJob, ZeroOneGptOverDpByTpAsTwoProcessesEqualsOneProcessBitwise) {
+  expect_mesh_over_processes_bitwise({2, 1, 2, 1}, {2}, "zero1gpt", true, "zero1:");
 }
 
 TEST(ProcessJob, WedgedStageOfADpByPpMeshOverFourProcessesIsNamedByTheWatchdogAndEveryProcessEnds) {

@@ -3,6 +3,7 @@
 // two can only differ in where the ranks live.
 #pragma once
 
+#include <filesystem>
 #include <string>
 
 #include "actors/job/train_config.hpp"
@@ -49,6 +50,37 @@ inline train_config small_gpt_mesh_config(const sched::mesh& m, const std::strin
   c.batch_size = 8;
   c.optim.lr = 3e-3f;
   return c;
+}
+
+// What a test's mesh text may say beyond the mesh, as prefixes: "zeroN:" (ZeRO stage N) and
+// "nvme:" (the optimizer offloaded to NVMe, in OUT_DIR/nvme). take_variant removes them.
+struct job_variant {
+  int zero = 0;
+  bool nvme = false;
+};
+inline job_variant take_variant(std::string& text) {
+  job_variant v;
+  for (;;) {
+    if (text.rfind("zero", 0) == 0 && text.size() > 5 && text[5] == ':') {
+      v.zero = text[4] - '0';
+      text = text.substr(6);
+    } else if (text.rfind("nvme:", 0) == 0) {
+      v.nvme = true;
+      text = text.substr(5);
+    } else {
+      return v;
+    }
+  }
+}
+inline void apply(const job_variant& v, train_config& c) {
+  c.zero = v.zero;
+  if (!v.nvme) return;
+  c.offload = offload_what::optimizer;
+  c.offload_to = offload_target::nvme;
+  c.offload_dir = c.out_dir + "/nvme";
+  std::filesystem::create_directories(c.offload_dir);
+  c.aio_block_size = 4096;  // several tiles even for these small shards
+  c.aio_queue_depth = 2;
 }
 
 // A 64-bit FNV-1a hash of a tensor's bytes: equal tensors, equal hashes (the processes print

@@ -25,8 +25,9 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(spdlog::stderr_color_mt("stderr"));  // stdout carries PORT/LOSS lines
   const double straggle = argc > 9 ? std::atof(argv[9]) : 0.0;
   troupe::train_config cfg = troupe::test::small_dp_config(std::atoi(argv[2]), argv[6], std::atoll(argv[7]), straggle);
-  if (argc > 10) {  // MESH, or gpt:MESH for the small GPT
+  if (argc > 10) {  // MESH, or gpt:MESH for the small GPT, after zeroN: / nvme: prefixes
     std::string text = argv[10];
+    const troupe::test::job_variant variant = troupe::test::take_variant(text);
     const bool gpt = text.rfind("gpt:", 0) == 0;
     const auto m = troupe::sched::parse_mesh(gpt ? text.substr(4) : text);
     if (!m) {
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
     }
     cfg = gpt ? troupe::test::small_gpt_mesh_config(*m, argv[6], std::atoll(argv[7]))
               : troupe::test::small_mesh_config(*m, argv[6], std::atoll(argv[7]), straggle);
+    troupe::test::apply(variant, cfg);
   }
   if (argc > 11) cfg.watchdog_seconds = std::atof(argv[11]);
   auto& p = cfg.process;
