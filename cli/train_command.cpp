@@ -193,6 +193,10 @@ int run(const CLI::App& cmd, const train_flags& f) {
       spdlog::info("the compute device was busy {:.0f}% of the training time", 100.0 * s.compute_seconds / s.train_seconds);
     spdlog::info("metrics: {}", s.metrics_path);
     return 0;
+  } catch (const std::invalid_argument& e) {  // refused before it started (a plan that cannot run): bad input
+    spdlog::error("{}: {}", who, e.what());
+    if (workers) workers->wait(10000);
+    return 2;
   } catch (const std::exception& e) {
     spdlog::error("{}: {}", who, e.what());
     if (workers) workers->wait(10000);

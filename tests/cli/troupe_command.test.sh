@@ -63,6 +63,25 @@ check "--micro-batches without --pp is refused" 2 "--micro-batches needs a pipel
 check "--schedule without --pp is refused" 2 "--schedule needs a pipeline" -- "$troupe" train --schedule gpipe "${k[@]}"
 check "--virtual-stages outside interleaved is refused" 2 "--virtual-stages .* interleaved only" -- \
   "$troupe" train --pp 2 --virtual-stages 2 --hidden 64,64 "${k[@]}"
+check "--zero 3 is refused: not built yet" 2 "zero must be 0, 1 or 2, got 3 \(stage 3" -- "$troupe" train --zero 3 "${k[@]}"
+check "--offload optimizer without ZeRO is refused" 2 "offloading the optimizer needs zero 1 or 2" -- \
+  "$troupe" train --dp 2 --offload optimizer "${k[@]}"
+check "--offload params is refused: it needs zero 3" 2 "offloading parameters \(offload params\) needs zero 3" -- \
+  "$troupe" train --dp 2 --zero 2 --offload params "${k[@]}"
+check "--offload-to nvme without --offload-dir is refused" 2 "needs offload_dir \(--offload-dir\)" -- \
+  "$troupe" train --dp 2 --zero 2 --offload optimizer --offload-to nvme "${k[@]}"
+check "--offload-dir that does not exist is refused" 2 "offload_dir \"$tmp/none\" is not an existing folder" -- \
+  "$troupe" train --dp 2 --zero 2 --offload optimizer --offload-to nvme --offload-dir "$tmp/none" "${k[@]}"
+check "--aio-block-size 1000 is refused" 2 "block_size must be a positive multiple of 4096" -- \
+  "$troupe" train --dp 2 --zero 2 --offload optimizer --offload-to nvme --offload-dir "$tmp" --aio-block-size 1000 "${k[@]}"
+check "--device-memory lots is refused" 2 "--device-memory: a size must be a number of bytes" -- \
+  "$troupe" train --device-memory lots "${k[@]}"
+check "a plan over --device-memory is refused before it starts, with the numbers" 2 \
+  "does not fit --device-memory 1.00 MiB: rank 0 needs [0-9.]+ MiB for its model states alone at zero 0 \(parameters" -- \
+  "$troupe" train --dp 2 --device-memory 1MiB "${k[@]}"
+check "--zero 2 with NVMe offload trains" 0 "peak device memory of a rank .*zero 2.*optimizer_state 0 B" -- \
+  "$troupe" train --dp 2 --zero 2 --offload optimizer --offload-to nvme --offload-dir "$tmp" --max-steps 2 \
+  --eval-batches 1 --no-progress --out "$tmp/nvme"
 check "--master-port 70000 is refused" 2 "--master-port: must be in 1\.\.65535, got 70000" -- \
   "$troupe" train --master-port 70000 "${k[@]}"
 for bad in "train:threads = 4294967297:train.threads: must be in 1" \
