@@ -83,16 +83,7 @@ class MeshMatchesSingleDevice : public ::testing::TestWithParam<mesh_case> {};
 TEST_P(MeshMatchesSingleDevice, TwentyStepsSameLossesAndParametersExactScheduleAndLiveActivations) {
   const mesh_case c = GetParam();
   const setup s = c.model == "mlp" ? mlp_setup() : gpt_setup();
-  train_config cfg;
-  cfg.model = s.model;
-  cfg.optim = optimizer_for(c.optim);
-  cfg.batch_size = s.batch;
-  cfg.max_steps = kSteps;
-  cfg.epochs = 1;
-  cfg.train_data = s.data;
-  cfg.eval_max_batches = 1;
-  cfg.eval_batch_size = 4;
-  cfg.progress = false;
+  train_config cfg = tiny_config(s, c.optim);
   cfg.mesh.dp = c.dp;
   cfg.mesh.pp = c.pp;
   cfg.mesh.tp = c.tp;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/job/train_config.hpp"
 #include "kernels/model.hpp"
 #include "kernels/optimizer.hpp"
 #include "storage/dataset.hpp"
@@ -69,6 +70,21 @@ inline optimizer_config optimizer_for(const std::string& kind) {
   o.momentum = 0;
   o.weight_decay = kind == "sgd" ? 0.0f : o.weight_decay;
   return o;
+}
+
+// A job of kSteps steps on the setup's data, one epoch, a tiny evaluation, no progress bar.
+inline train_config tiny_config(const setup& s, const std::string& optim) {
+  train_config cfg;
+  cfg.model = s.model;
+  cfg.optim = optimizer_for(optim);
+  cfg.batch_size = s.batch;
+  cfg.max_steps = kSteps;
+  cfg.epochs = 1;
+  cfg.train_data = s.data;
+  cfg.eval_max_batches = 1;
+  cfg.eval_batch_size = 4;
+  cfg.progress = false;
+  return cfg;
 }
 
 }  // namespace troupe::test

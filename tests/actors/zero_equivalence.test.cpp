@@ -32,16 +32,7 @@ std::string case_name(const zero_case& c) {
 
 train_config config_for(const zero_case& c) {
   const setup s = c.model == "mlp" ? mlp_setup() : gpt_setup();
-  train_config cfg;
-  cfg.model = s.model;
-  cfg.optim = optimizer_for(c.optim);
-  cfg.batch_size = s.batch;
-  cfg.max_steps = kSteps;
-  cfg.epochs = 1;
-  cfg.train_data = s.data;
-  cfg.eval_max_batches = 1;
-  cfg.eval_batch_size = 4;
-  cfg.progress = false;
+  train_config cfg = tiny_config(s, c.optim);
   cfg.mesh.dp = c.dp;
   cfg.mesh.pp = c.pp;
   cfg.mesh.tp = c.tp;
@@ -96,6 +87,7 @@ train_config memory_config(int dp, int zero) {
   cfg.model.hidden = {64, 64, 64, 64, 64, 64};
   cfg.bucket_mb = 0.01;  // 2621 floats: each 64 x 64 layer is a bucket of its own, a fifth of the model
   cfg.max_steps = 3;
+  cfg.out_dir += std::string("-") + ::testing::UnitTest::GetInstance()->current_test_info()->name();  // its own folder
   return cfg;
 }
 
@@ -198,16 +190,13 @@ std::string offload_name(const offload_case& c) {
          to_string(c.to) + (c.pipeline ? "" : "_serial");
 }
 
-std::string offload_dir() {
-  const auto d = std::filesystem::temp_directory_path() / "troupe-zero-offload";
-  std::filesystem::create_directories(d);
-  return d.string();
-}
-
+// Each job its own folders (ctest runs cases side by side): out_dir, and beside it the shard files.
 train_config offloaded(train_config cfg, offload_target to, bool pipeline = true) {
+  cfg.out_dir += std::string("-offload-") + to_string(to) + (pipeline ? "" : "-serial");
   cfg.offload = offload_what::optimizer;
   cfg.offload_to = to;
-  cfg.offload_dir = offload_dir();
+  cfg.offload_dir = cfg.out_dir + "-nvme";
+  std::filesystem::create_directories(cfg.offload_dir);
   cfg.aio_block_size = 4096;  // small tiles (1024 floats each): a shard here spans several
   cfg.aio_queue_depth = 2;
   cfg.offload_pipeline = pipeline;
@@ -218,8 +207,11 @@ class OffloadMatchesPlainDataParallel : public ::testing::TestWithParam<offload_
 
 TEST_P(OffloadMatchesPlainDataParallel, TwentyStepsBitwiseSameLossesAndParameters) {
   const offload_case c = GetParam();
-  const train_summary want = run_training(config_for({c.model, c.optim, c.dp, 0}));
-  const train_summary got = run_training(offloaded(config_for({c.model, c.optim, c.dp, c.zero}), c.to, c.pipeline));
+  train_config plain = config_for({c.model, c.optim, c.dp, 0});
+  plain.out_dir += "-baseline-of-" + offload_name(c);
+  const train_config cfg = offloaded(config_for({c.model, c.optim, c.dp, c.zero}), c.to, c.pipeline);
+  const train_summary want = run_training(plain);
+  const train_summary got = run_training(cfg);
   EXPECT_EQ(got.losses, want.losses);
   EXPECT_EQ(got.final_params.to_vector(), want.final_params.to_vector());
   for (size_t r = 0; r < got.peak_memory.size(); ++r) {
@@ -227,7 +219,7 @@ TEST_P(OffloadMatchesPlainDataParallel, TwentyStepsBitwiseSameLossesAndParameter
     EXPECT_GT(got.peak_host_memory[r].total(), 0) << "rank " << r;
   }
   // Every shard file is gone with its store.
-  EXPECT_TRUE(std::filesystem::is_empty(offload_dir()));
+  EXPECT_TRUE(std::filesystem::is_empty(cfg.offload_dir));
 }
 
 std::vector<offload_case> offload_cases() {
