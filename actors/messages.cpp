@@ -20,6 +20,9 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<store_done>("troupe::store_done");
   cfg.add_message_type<offload_stats_request>("troupe::offload_stats_request");
   cfg.add_message_type<offload_stats>("troupe::offload_stats");
+  cfg.add_message_type<shard_state_request>("troupe::shard_state_request");
+  cfg.add_message_type<shard_state>("troupe::shard_state");
+  cfg.add_message_type<shard_state_restored>("troupe::shard_state_restored");
   cfg.add_message_type<params_msg>("troupe::params_msg");
   cfg.add_message_type<params_request>("troupe::params_request");
   // collectives and data parallelism

@@ -131,6 +131,22 @@ struct offload_stats {
   double io_seconds = 0, update_seconds = 0, step_seconds = 0;
 };
 
+// anyone -> an optimizer shard: its state, for a checkpoint. The answer is a shard_state, and a
+// shard_state sent to a shard (of the same range, optimizer and size) restores it; that answer
+// is a shard_state_restored. master: the fp32 master copy; state: the optimizer's state arrays
+// (state_floats of them, each of the shard's size, one after another); steps: its step count.
+struct shard_state_request {};
+struct shard_state {
+  int64_t offset = 0;
+  int64_t steps = 0;
+  std::string optimizer;  // "adamw" or "sgd"
+  int32_t state_floats = 0;
+  tensor master, state;
+};
+struct shard_state_restored {
+  int64_t steps = 0;
+};
+
 // ---- stage <-> optimizer_shard ----
 
 // stage -> optimizer_shard: gradients of the flat range [offset, offset + grads.numel()).
@@ -266,6 +282,12 @@ typename Inspector::result_type inspect(Inspector& f, offload_stats_request&) {
   return f(caf::meta::type_name("offload_stats_request"));
 }
 TROUPE_INSPECT(offload_stats, x.steps, x.io_seconds, x.update_seconds, x.step_seconds)
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, shard_state_request&) {
+  return f(caf::meta::type_name("shard_state_request"));
+}
+TROUPE_INSPECT(shard_state, x.offset, x.steps, x.optimizer, x.state_floats, x.master, x.state)
+TROUPE_INSPECT(shard_state_restored, x.steps)
 TROUPE_INSPECT(params_msg, x.step, x.offset, x.params)
 TROUPE_INSPECT(params_request, x.stage)
 TROUPE_INSPECT(collective_request, x.seq, x.op, x.root, x.total, x.data)

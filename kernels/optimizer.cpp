@@ -33,6 +33,16 @@ void optimizer::step(float* out, const float* params, const float* grads, int64_
   update_tile(out, params, grads, arrays, n);
 }
 
+void optimizer::restore(int64_t steps, std::vector<float> state) {
+  if (steps < 0) throw std::invalid_argument("optimizer: restoring a negative step count " + std::to_string(steps));
+  if (state.size() != state_.size())
+    throw std::invalid_argument("optimizer: a saved state of " + std::to_string(state.size()) + " floats for one that keeps " +
+                                std::to_string(state_.size()) + " (" + std::to_string(state_floats()) + " x " +
+                                std::to_string(shard_size_) + ")");
+  steps_ = steps;
+  state_ = std::move(state);
+}
+
 namespace {
 
 class sgd final : public optimizer {

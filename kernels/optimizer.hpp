@@ -46,6 +46,12 @@ class optimizer {
   virtual int state_floats() const = 0;
 
   int64_t steps() const { return steps_; }
+  // For checkpoints: its own state arrays (state_floats() arrays of the shard, one after
+  // another; empty when the state is external), and their restore, with the step count (AdamW's
+  // bias correction depends on it). restore throws std::invalid_argument naming both sizes when
+  // the state does not fit this optimizer.
+  const std::vector<float>& state() const { return state_; }
+  void restore(int64_t steps, std::vector<float> state);
   // Bytes of state it keeps itself (0 when the state is external).
   int64_t state_bytes() const { return static_cast<int64_t>(state_.size() * sizeof(float)); }
 

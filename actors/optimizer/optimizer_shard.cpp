@@ -27,7 +27,7 @@ struct tiled_step {
   std::chrono::steady_clock::time_point began;
 };
 
-struct shard_state {
+struct shard_actor_state {
   int64_t offset = 0;
   int64_t size = 0;
   tensor master;
@@ -40,7 +40,8 @@ struct shard_state {
   bool initialized = false;
   tiled_step pending;
   offload_stats stats;
-  ~shard_state() {
+  std::string kind;  // the optimizer's, for checkpoints
+  ~shard_actor_state() {
     if (stats.steps == 0 || stats.io_seconds <= 0) return;
     const double hidden = std::max(0.0, stats.io_seconds + stats.update_seconds - stats.step_seconds);
     spdlog::info("offloaded optimizer shard of {} values: {} steps, NVMe I/O {:.3f} s, updates {:.3f} s, steps {:.3f} s: "
@@ -51,13 +52,13 @@ struct shard_state {
   static inline const char* name = "optimizer_shard";
 };
 
-using self_ptr = caf::stateful_actor<shard_state>*;
+using self_ptr = caf::stateful_actor<shard_actor_state>*;
 
-int64_t slot_floats(const shard_state& s) { return s.tile * (1 + s.opt->state_floats()); }
-int64_t slot_offset(const shard_state& s, int64_t t) {
+int64_t slot_floats(const shard_actor_state& s) { return s.tile * (1 + s.opt->state_floats()); }
+int64_t slot_offset(const shard_actor_state& s, int64_t t) {
   return t * slot_floats(s) * static_cast<int64_t>(sizeof(float));
 }
-int64_t tile_length(const shard_state& s, int64_t t) { return std::min(s.tile, s.size - t * s.tile); }
+int64_t tile_length(const shard_actor_state& s, int64_t t) { return std::min(s.tile, s.size - t * s.tile); }
 
 void request_tile(self_ptr self);
 
@@ -146,6 +147,52 @@ void begin_tiled_step(self_ptr self) {
   request_tile(self);
 }
 
+// Checkpoints of an offloaded shard: every slot read back in order into the two halves of a
+// shard_state, or written from one.
+void read_state(self_ptr self, caf::response_promise reply, std::shared_ptr<shard_state> out, int64_t t) {
+  auto& s = self->state;
+  if (t == s.tiles) {
+    out->master.freeze();
+    out->state.freeze();
+    reply.deliver(std::move(*out));
+    return;
+  }
+  self->request(s.memory.store, caf::infinite, store_read{slot_offset(s, t), slot_floats(s)})
+      .then([self, reply, out, t](const store_done& d) mutable {
+        auto& s = self->state;
+        const int64_t n = tile_length(s, t);
+        const float* slot = d.data.data();
+        std::copy(slot, slot + n, out->master.data() + t * s.tile);
+        for (int j = 0; j < out->state_floats; ++j)
+          std::copy(slot + (1 + j) * s.tile, slot + (1 + j) * s.tile + n, out->state.data() + j * s.size + t * s.tile);
+        read_state(self, std::move(reply), std::move(out), t + 1);
+      });
+}
+
+void write_state(self_ptr self, caf::response_promise reply, shard_state in, int64_t t) {
+  auto& s = self->state;
+  if (t == s.tiles) {
+    s.opt->restore(in.steps, {});
+    s.initialized = true;
+    reply.deliver(shard_state_restored{in.steps});
+    return;
+  }
+  tensor slot({slot_floats(s)});
+  if (s.memory.host) s.memory.host->charge(slot, memory_kind::buffers);
+  const int64_t n = tile_length(s, t);
+  const float* master = std::as_const(in.master).data() + t * s.tile;
+  std::copy(master, master + n, slot.data());
+  for (int j = 0; j < in.state_floats; ++j) {
+    const float* state = std::as_const(in.state).data() + j * s.size + t * s.tile;
+    std::copy(state, state + n, slot.data() + (1 + j) * s.tile);
+  }
+  slot.freeze();
+  self->request(s.memory.store, caf::infinite, store_write{slot_offset(s, t), std::move(slot)})
+      .then([self, reply, in = std::move(in), t](const store_done&) mutable {
+        write_state(self, std::move(reply), std::move(in), t + 1);
+      });
+}
+
 caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offset, int64_t size, shard_memory memory) {
   auto& st = self->state;
   name_failures(self, [self] {
@@ -154,6 +201,7 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
   });
   st.offset = offset;
   st.size = size;
+  st.kind = cfg.kind;
   st.memory = std::move(memory);
   const bool offloaded = static_cast<bool>(st.memory.store);
   st.opt = make_optimizer(cfg, size, offloaded ? state_storage::external : state_storage::internal);
@@ -209,6 +257,49 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
         return params_msg{m.step, s.offset, std::move(next)};
       },
       [self](offload_stats_request) { return self->state.stats; },
+      [self](shard_state_request) -> caf::result<shard_state> {
+        auto& s = self->state;
+        if (s.pending.reply.pending())
+          return caf::make_error(caf::sec::invalid_argument, "optimizer_shard: its state asked for during a step");
+        shard_state out{s.offset, s.opt->steps(), s.kind, s.opt->state_floats(), tensor(), tensor()};
+        if (!s.memory.store) {
+          if (s.master.empty())
+            return caf::make_error(caf::sec::invalid_argument, "optimizer_shard: its state asked for before its initial parameters");
+          out.master = s.master;  // frozen: shared, not copied
+          out.state = tensor({static_cast<int64_t>(s.opt->state().size())}, s.opt->state());
+          out.state.freeze();
+          return out;
+        }
+        out.master = tensor::uninitialized({s.size});
+        out.state = tensor::uninitialized({out.state_floats * s.size});
+        auto reply = self->make_response_promise();
+        read_state(self, reply, std::make_shared<shard_state>(std::move(out)), 0);
+        return reply;
+      },
+      [self](shard_state& in) -> caf::result<shard_state_restored> {
+        auto& s = self->state;
+        const std::string where = "optimizer shard [" + std::to_string(s.offset) + ", +" + std::to_string(s.size) + ")";
+        if (in.offset != s.offset || in.master.numel() != s.size || in.optimizer != s.kind ||
+            in.state_floats != s.opt->state_floats() || in.state.numel() != in.state_floats * s.size)
+          // Refused, not thrown: the shard keeps its own state and goes on.
+          return caf::make_error(caf::sec::invalid_argument, where + " (" + s.kind + ", " + std::to_string(s.opt->state_floats()) +
+                                      " state arrays) cannot take the saved state of shard [" + std::to_string(in.offset) +
+                                      ", +" + std::to_string(in.master.numel()) + ") (" + in.optimizer + ", " +
+                                      std::to_string(in.state_floats) + " state arrays of " +
+                                      std::to_string(in.state.numel()) + " floats)");
+        if (s.pending.reply.pending())
+          return caf::make_error(caf::sec::invalid_argument, where + ": a restore during a step is refused");
+        if (!s.memory.store) {
+          s.opt->restore(in.steps, in.state.to_vector());
+          s.master = in.master;
+          s.master.freeze();
+          if (s.memory.ledger) s.memory.ledger->charge(s.master, s.memory.master_kind);
+          return shard_state_restored{in.steps};
+        }
+        auto reply = self->make_response_promise();
+        write_state(self, reply, std::move(in), 0);
+        return reply;
+      },
   };
 }
 
