@@ -13,6 +13,7 @@ layer_stack::layer_stack(layer_list layers, int64_t first_layer, uint64_t seed) 
     offsets_.push_back(total);
     total += l->num_params();
   }
+  total_params_ = total;
   params_ = tensor({total});
   grads_ = tensor({total});
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -58,7 +59,7 @@ void layer_stack::rebind() {
   const float* p = std::as_const(params_).data();
   if (grads_split()) {
     for (size_t i = 0; i < layers_.size(); ++i)
-      if (unit_of_layer_[i] < 0) layers_[i]->bind(p + offsets_[i], nullptr);  // no parameters, no gradients
+      if (unit_of_layer_[i] < 0) layers_[i]->bind(p ? p + offsets_[i] : nullptr, nullptr);  // no parameters, no gradients
     for (size_t u = 0; u < units_.size(); ++u) bind_unit(u);
     return;
   }
@@ -66,10 +67,49 @@ void layer_stack::rebind() {
 }
 
 void layer_stack::bind_unit(size_t u) {
-  const float* p = std::as_const(params_).data();
   grad_unit& unit = units_[u];
-  for (size_t i = unit.first; i <= unit.last; ++i)
-    layers_[i]->bind(p + offsets_[i], unit.grads.empty() ? nullptr : unit.grads.data() + (offsets_[i] - offsets_[unit.first]));
+  for (size_t i = unit.first; i <= unit.last; ++i) {
+    const int64_t at = offsets_[i] - offsets_[unit.first];
+    const float* p = !params_split_        ? std::as_const(params_).data() + offsets_[i]
+                     : unit.params.empty() ? nullptr
+                                           : std::as_const(unit.params).data() + at;
+    layers_[i]->bind(p, unit.grads.empty() ? nullptr : unit.grads.data() + at);
+  }
+}
+
+int64_t layer_stack::unit_size(size_t u) const {
+  const grad_unit& unit = units_.at(u);
+  return offsets_[unit.last] + layers_[unit.last]->num_params() - offsets_[unit.first];
+}
+
+void layer_stack::split_params() {
+  if (!grads_split()) throw std::logic_error("layer_stack: split_params needs the gradient units (split_grads) first");
+  params_split_ = true;
+  params_ = tensor();
+  rebind();
+}
+
+void layer_stack::set_unit_params(size_t u, tensor values) {
+  if (!params_split_) throw std::logic_error("layer_stack: set_unit_params without split_params");
+  if (values.numel() != unit_size(u))
+    throw std::invalid_argument("layer_stack: unit " + std::to_string(u) + " holds " + std::to_string(unit_size(u)) +
+                                " parameters, got " + std::to_string(values.numel()));
+  if (memory_) memory_->charge(values, memory_kind::parameters);
+  units_.at(u).params = std::move(values);
+  bind_unit(u);
+}
+
+void layer_stack::release_unit_params(size_t u) {
+  units_.at(u).params = tensor();
+  bind_unit(u);
+}
+
+void layer_stack::check_params(size_t layer) const {
+  if (!params_split_ || unit_of_layer_.at(layer) < 0) return;
+  if (units_[static_cast<size_t>(unit_of_layer_[layer])].params.empty())
+    throw std::logic_error("layer_stack: layer " + std::to_string(layer) + " (" + layers_[layer]->kind() +
+                           ") runs while its unit " + std::to_string(unit_of_layer_[layer]) +
+                           " holds no parameters (not fetched, or released)");
 }
 
 void layer_stack::split_grads(const std::vector<std::pair<size_t, size_t>>& units) {
@@ -83,7 +123,7 @@ void layer_stack::split_grads(const std::vector<std::pair<size_t, size_t>>& unit
       if (of[i] >= 0) throw std::invalid_argument("layer_stack: layer " + std::to_string(i) + " is in two gradient units");
       of[i] = static_cast<int>(list.size());
     }
-    list.push_back({first, last, tensor()});
+    list.push_back({first, last, tensor(), tensor()});
   }
   for (size_t i = 0; i < layers_.size(); ++i)
     if (of[i] < 0 && layers_[i]->num_params() > 0)
@@ -147,9 +187,19 @@ tensor layer_stack::take_grads() {
 }
 
 tensor layer_stack::forward(const tensor& x, stack_context& ctx) const {
+  return forward(x, ctx, layer_done_fn(), layer_done_fn());
+}
+
+tensor layer_stack::forward(const tensor& x, stack_context& ctx, const layer_done_fn& before,
+                            const layer_done_fn& after) const {
   ctx.saved.assign(layers_.size(), {});
   tensor h = x;
-  for (size_t i = 0; i < layers_.size(); ++i) h = layers_[i]->forward(h, ctx.saved[i]);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    if (before) before(i);
+    check_params(i);
+    h = layers_[i]->forward(h, ctx.saved[i]);
+    if (after) after(i);
+  }
   return h;
 }
 
@@ -169,6 +219,7 @@ tensor layer_stack::backward(const tensor& dy, stack_context& ctx, bool need_inp
   tensor g = dy;
   for (size_t i = layers_.size(); i-- > 0;) {
     if (before) before(i);
+    check_params(i);
     prepare_grads(i);
     const bool want_dx = i > 0 || need_input_grad;
     tensor dx = want_dx ? layers_[i]->backward_input(g, ctx.saved[i]) : tensor();

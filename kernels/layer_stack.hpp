@@ -21,12 +21,13 @@ struct stack_context {
 
 class layer_stack {
  public:
+  using layer_done_fn = std::function<void(size_t layer)>;
   // first_layer is the global index of layers[0] in the model; with seed it fixes the init.
   layer_stack(layer_list layers, int64_t first_layer, uint64_t seed);
   layer_stack(const layer_stack&) = delete;
   layer_stack& operator=(const layer_stack&) = delete;
 
-  int64_t num_params() const { return params_.numel(); }
+  int64_t num_params() const { return total_params_; }
   size_t num_layers() const { return layers_.size(); }
   layer& at(size_t i) { return *layers_.at(i); }
   const layer& at(size_t i) const { return *layers_.at(i); }
@@ -65,14 +66,30 @@ class layer_stack {
   // sent is never written again.
   tensor take_grads();
 
+  // ZeRO-3: no flat parameter buffer either. Each gradient unit's parameters arrive whole (a
+  // gathered, read-only tensor) by set_unit_params and go again by release_unit_params; a layer
+  // of a unit that holds none cannot run (std::logic_error naming the layer). Needs split_grads
+  // first (the same units); the flat buffer is dropped, so the caller takes its shard before.
+  void split_params();
+  bool params_split() const { return params_split_; }
+  size_t num_units() const { return units_.size(); }
+  std::pair<size_t, size_t> unit_layers(size_t u) const { return {units_.at(u).first, units_.at(u).last}; }
+  int64_t unit_size(size_t u) const;  // parameters (and gradients) of unit u
+  int64_t unit_offset(size_t u) const { return offsets_.at(units_.at(u).first); }  // in the unsplit layout
+  void set_unit_params(size_t u, tensor values);
+  void release_unit_params(size_t u);
+  bool has_unit_params(size_t u) const { return !units_.at(u).params.empty(); }
+
   tensor forward(const tensor& x, stack_context& ctx) const;
+  // The same, calling before(i) just before layer i's forward and after(i) right after it (ZeRO-3
+  // streams each unit's parameters in and out there).
+  tensor forward(const tensor& x, stack_context& ctx, const layer_done_fn& before, const layer_done_fn& after) const;
   // Backward through every layer, adding into grads(). Returns dL/dx, or an empty tensor when
   // need_input_grad is false (the first stage skips its most expensive GEMM that way).
   tensor backward(const tensor& dy, stack_context& ctx, bool need_input_grad);
   // The same walk, calling layer_done(i) as soon as layer i's parameter gradients are final
   // (layers run last to first). Data parallelism hooks its gradient buckets here, so a bucket
   // can travel while backward continues; the hook runs on the caller's thread.
-  using layer_done_fn = std::function<void(size_t layer)>;
   tensor backward(const tensor& dy, stack_context& ctx, bool need_input_grad, const layer_done_fn& layer_done);
   // And with before(i) called just before layer i's backward (full recomputation rebuilds the
   // layer's activations there, so only one layer's are ever held again).
@@ -84,13 +101,17 @@ class layer_stack {
   void bind_unit(size_t u);
   layer_list layers_;
   std::vector<int64_t> offsets_;
+  int64_t total_params_ = 0;
   tensor params_;
   tensor grads_;
   std::shared_ptr<device_memory> memory_;
   struct grad_unit {
     size_t first = 0, last = 0;  // layers, inclusive
     tensor grads;                // empty until backward reaches the unit
+    tensor params;               // ZeRO-3: the gathered parameters while the unit holds them
   };
+  bool params_split_ = false;
+  void check_params(size_t layer) const;
   std::vector<grad_unit> units_;
   std::vector<int> unit_of_layer_;  // -1: a layer without parameters outside every unit
 };

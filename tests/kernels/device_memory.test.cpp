@@ -167,3 +167,60 @@ TEST(SplitGradients, RefusesALayerWithParametersInNoUnitOrInTwo) {
 
 }  // namespace
 }  // namespace troupe
+
+namespace troupe {
+namespace {
+
+// ZeRO-3's parameter units: a stack without a flat parameter buffer, each unit's parameters set
+// just before its first layer and released right after its last, computes the flat stack's bits
+// forward and backward while holding at most one unit's parameters, and refuses to run a layer
+// whose unit holds none.
+TEST(SplitParameters, UnitsStreamedInAndOutGiveTheFlatStacksBitsHoldingOneUnitAtATime) {
+  pipeline_chunk flat(build_layers(mlp()), 0, 42), split(build_layers(mlp()), 0, 42);
+  layer_stack& st = split.stack();
+  st.split_grads({{3, 4}, {1, 2}, {0, 0}});
+  const tensor full = st.params().clone();  // what the data-parallel group would gather from
+  st.split_params();
+  auto m = device_memory::make("test");
+  split.account_to(m);
+  EXPECT_EQ(live(m, memory_kind::parameters), 0);
+  std::vector<int> unit_of(st.num_layers(), -1);
+  for (size_t u = 0; u < st.num_units(); ++u)
+    for (size_t i = st.unit_layers(u).first; i <= st.unit_layers(u).second; ++i) unit_of[i] = static_cast<int>(u);
+  int64_t most = 0;
+  auto fetch = [&](size_t layer, bool going_up) {
+    const auto u = static_cast<size_t>(unit_of[layer]);
+    const auto [first, last] = st.unit_layers(u);
+    if (layer != (going_up ? first : last)) return;
+    tensor part({st.unit_size(u)});
+    std::copy(full.data() + st.unit_offset(u), full.data() + st.unit_offset(u) + st.unit_size(u), part.data());
+    part.freeze();
+    st.set_unit_params(u, part);
+    most = std::max(most, live(m, memory_kind::parameters));
+  };
+  auto release = [&](size_t layer, bool going_up) {
+    const auto u = static_cast<size_t>(unit_of[layer]);
+    if (layer == (going_up ? st.unit_layers(u).second : st.unit_layers(u).first)) st.release_unit_params(u);
+  };
+  stack_context flat_ctx, split_ctx;
+  const tensor x = inputs(7);
+  const tensor want = flat.stack().forward(x, flat_ctx);
+  const tensor got = st.forward(x, split_ctx, [&](size_t i) { fetch(i, true); }, [&](size_t i) { release(i, true); });
+  EXPECT_EQ(got.to_vector(), want.to_vector());
+  const loss_result l = cross_entropy(want, labels, 0.25f);
+  flat.stack().backward(l.dlogits, flat_ctx, true);
+  st.backward(l.dlogits, split_ctx, true, [&](size_t i) { release(i, false); }, [&](size_t i) { fetch(i, false); });
+  std::vector<float> grads;
+  for (size_t u : {2, 1, 0}) {
+    const tensor g = st.take_unit_grads(u);
+    grads.insert(grads.end(), g.data(), g.data() + g.numel());
+  }
+  EXPECT_EQ(grads, flat.stack().grads().to_vector());
+  EXPECT_EQ(most, 4 * 35);  // the largest unit alone: 6 x 5 + 5
+  EXPECT_EQ(live(m, memory_kind::parameters), 0);
+  stack_context ctx;
+  EXPECT_THROW(st.forward(x, ctx), std::logic_error);  // nothing fetched
+}
+
+}  // namespace
+}  // namespace troupe
