@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/flag_value.hpp"
 #include "storage/uring_store.hpp"
 
 using troupe::storage::uring_options;
@@ -73,14 +74,7 @@ flags parse(int argc, char** argv) {
       f.huge_pages = false;
       continue;
     }
-    if (const auto eq = a.find('='); eq != std::string::npos) {
-      v = a.substr(eq + 1);
-      a = a.substr(0, eq);
-    } else if (i + 1 < argc) {
-      v = argv[++i];
-    } else {
-      throw std::invalid_argument(a + " needs a value");
-    }
+    v = troupe::bench::flag_value(a, i, argc, argv);
     if (a == "--size") f.size = parse_bytes(v);
     else if (a == "--block-size") f.block_size = parse_bytes(v);
     else if (a == "--queue-depth") f.queue_depth = std::atoi(v.c_str());

@@ -29,6 +29,7 @@
 #include "actors/job/training_job.hpp"
 #include "actors/messages.hpp"
 #include "actors/store/offload_store.hpp"
+#include "bench/flag_value.hpp"
 #include "kernels/blas_runtime.hpp"
 
 namespace {
@@ -67,14 +68,7 @@ flags parse(int argc, char** argv) {
                   argv[0]);
       std::exit(0);
     }
-    if (const auto eq = a.find('='); eq != std::string::npos) {
-      v = a.substr(eq + 1);
-      a = a.substr(0, eq);
-    } else if (i + 1 < argc) {
-      v = argv[++i];
-    } else {
-      throw std::invalid_argument(a + " needs a value");
-    }
+    v = troupe::bench::flag_value(a, i, argc, argv);
     if (a == "--dir") f.dir = v;
     else if (a == "--steps") f.steps = std::max(1, std::atoi(v.c_str()));
     else if (a == "--warmup") f.warmup = std::max(0, std::atoi(v.c_str()));
