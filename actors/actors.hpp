@@ -69,6 +69,7 @@ struct coordinator_args {
   sched::mesh mesh;
   sched::schedule plan;         // the rows the stages run (for the watchdog's report)
   model_spec model;             // with chunks: how tp ranks' shares merge into the evaluator's model
+  bool sharded_params = false;  // ZeRO-3: each replica holds a part of the parameters; ask them all
   std::vector<layer_range> chunks;
   int64_t trace_step = -1;      // -1: the last
   std::shared_ptr<metrics_log> log;

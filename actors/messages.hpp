@@ -346,6 +346,9 @@ struct pipeline_params_msg {
   int32_t stage = 0;
   std::vector<int32_t> model_chunks;  // model chunk index of each params entry
   std::vector<tensor> params;         // flat f32, one per chunk
+  // ZeRO-3: per chunk, the (offset, count) runs of params this replica holds (the rest are
+  // zeros); empty: all of them.
+  std::vector<std::vector<int64_t>> owned;
 };
 
 template <class Inspector>
@@ -371,7 +374,7 @@ typename Inspector::result_type inspect(Inspector& f, pipeline_params_request& x
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pipeline_params_msg& x) {
-  return f(caf::meta::type_name("pipeline_params_msg"), x.stage, x.model_chunks, x.params);
+  return f(caf::meta::type_name("pipeline_params_msg"), x.stage, x.model_chunks, x.params, x.owned);
 }
 
 #define TROUPE_INSPECT_NET(type, ...)                                   \

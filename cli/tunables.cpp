@@ -175,8 +175,10 @@ std::vector<tunable> make_table() {
   // [zero]
   t.push_back(integer("--zero", "zero.stage",
                       "ZeRO stage over each data-parallel group: 0 plain, 1 optimizer state partitioned, 2 gradients "
-                      "too [0]",
+                      "too, 3 parameters too (one process) [0]",
                       0, 3, [](train_config& c, const value& v) { c.zero = static_cast<int>(v.integer); }));
+  t.push_back(integer("--prefetch", "zero.prefetch", "ZeRO-3: parameter units gathered ahead of the one in use [1]", 1,
+                      64, [](train_config& c, const value& v) { c.prefetch = static_cast<int>(v.integer); }));
   t.push_back(text("--device-memory", "zero.device_memory",
                    "Cap on each rank's device memory, e.g. 512MiB, 2GiB (a plan that does not fit is refused "
                    "before it starts; 0: none) [0]",

@@ -65,8 +65,11 @@ tensor pipeline_chunk::forward(int microbatch, const tensor& x) {
                            " while its previous stash is still live");
   peak_ = std::max(peak_, live());
   stash& s = it->second;
+  if (need_ && recompute_ == recompute_mode::full)
+    throw std::logic_error("pipeline_chunk: streamed parameters (ZeRO-3) with full recomputation");
   if (recompute_ != recompute_mode::full) {
-    tensor y = stack_.forward(x, s.ctx);
+    tensor y = need_ ? stack_.forward(x, s.ctx, [&](size_t i) { need_(i, true); }, [&](size_t i) { done_(i, true); })
+                     : stack_.forward(x, s.ctx);
     note_bytes(s);
     return y;
   }
@@ -109,6 +112,14 @@ tensor pipeline_chunk::backward(int microbatch, const tensor& dy, bool need_inpu
           if (layer_done) layer_done(i);
         },
         [&](size_t i) { recompute_layer(s, i); });
+  } else if (need_) {
+    dx = stack_.backward(
+        dy, s.ctx, need_input_grad,
+        [&](size_t i) {
+          if (layer_done) layer_done(i);
+          done_(i, false);
+        },
+        [&](size_t i) { need_(i, false); });
   } else {
     dx = layer_done ? stack_.backward(dy, s.ctx, need_input_grad, layer_done) : stack_.backward(dy, s.ctx, need_input_grad);
   }
@@ -117,6 +128,7 @@ tensor pipeline_chunk::backward(int microbatch, const tensor& dy, bool need_inpu
 }
 
 tensor pipeline_chunk::backward_input(int microbatch, const tensor& dy, bool need_input_grad) {
+  if (need_) throw std::logic_error("pipeline_chunk: streamed parameters (ZeRO-3) with a split backward");
   stash& s = find(microbatch, "backward_input");
   if (s.input_done)
     throw std::logic_error("pipeline_chunk: second backward_input of microbatch " + std::to_string(microbatch));

@@ -51,6 +51,15 @@ class pipeline_chunk {
   // stash is counted as its forward (or a recomputation) left it, so no action rescans the others.
   int64_t live_bytes() const { return live_bytes_; }
   int64_t peak_bytes() const { return peak_bytes_; }
+  // ZeRO-3: need(i, forward) right before layer i runs and done(i, forward) right after, in
+  // forward and in a full backward, so each unit's parameters are streamed in and out around
+  // its layers (the stack's split_params). Not with full recomputation or a split backward,
+  // which would need them again or apart (std::logic_error there).
+  using param_hook = std::function<void(size_t layer, bool forward)>;
+  void set_param_hooks(param_hook need, param_hook done) {
+    need_ = std::move(need);
+    done_ = std::move(done);
+  }
   // Counts the chunk's parameters, gradients and stashed activations on the device's ledger.
   void account_to(std::shared_ptr<device_memory> memory) {
     stack_.account_to(memory);
@@ -90,6 +99,7 @@ class pipeline_chunk {
   int peak_ = 0;
   int64_t live_bytes_ = 0, peak_bytes_ = 0;
   std::shared_ptr<device_memory> memory_;
+  param_hook need_, done_;
 };
 
 }  // namespace troupe

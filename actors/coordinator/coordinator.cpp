@@ -83,15 +83,28 @@ void gather_params(self_ptr self, Done done) {
   const int P = s.args.mesh.pp, T = s.args.mesh.tp;
   const auto K = static_cast<size_t>(sched::num_model_chunks(s.args.plan));
   auto parts = std::make_shared<std::vector<std::vector<tensor>>>(K, std::vector<tensor>(static_cast<size_t>(T)));
-  auto left = std::make_shared<int>(P * T);
+  // ZeRO-3: no replica holds all of a chunk; each gives its runs and they are put together.
+  const int D = s.args.sharded_params ? s.args.mesh.dp : 1;
+  auto left = std::make_shared<int>(P * T * D);
+  for (int d = 0; d < D; ++d)
   for (int p = 0; p < P; ++p)
     for (int t = 0; t < T; ++t)
-      self->request(s.stages.at(static_cast<size_t>(first_replica_rank(s.args.mesh, p, t))), caf::infinite,
+      self->request(s.stages.at(static_cast<size_t>(s.args.mesh.rank_of({d, p, t}))), caf::infinite,
                     pipeline_params_request{p})
           .then(
               [self, parts, left, done, t](pipeline_params_msg& m) {
-                for (size_t i = 0; i < m.params.size(); ++i)
-                  parts->at(static_cast<size_t>(m.model_chunks[i])).at(static_cast<size_t>(t)) = std::move(m.params[i]);
+                for (size_t i = 0; i < m.params.size(); ++i) {
+                  tensor& slot = parts->at(static_cast<size_t>(m.model_chunks[i])).at(static_cast<size_t>(t));
+                  if (m.owned.empty()) {
+                    slot = std::move(m.params[i]);
+                    continue;
+                  }
+                  if (slot.empty()) slot = tensor({m.params[i].numel()});
+                  const auto& runs = m.owned.at(i);
+                  for (size_t r = 0; r + 1 < runs.size(); r += 2)
+                    std::copy(std::as_const(m.params[i]).data() + runs[r],
+                              std::as_const(m.params[i]).data() + runs[r] + runs[r + 1], slot.data() + runs[r]);
+                }
                 if (--*left > 0) return;
                 auto& s = self->state;
                 std::vector<float> flat;

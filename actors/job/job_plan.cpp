@@ -5,6 +5,7 @@
 
 #include "actors/job/memory_plan.hpp"
 #include "schedules/named.hpp"
+#include "schedules/passes.hpp"
 #include "schedules/validate.hpp"
 
 namespace troupe {
@@ -28,6 +29,18 @@ job_plan plan_job(const train_config& cfg, const prepared_job& data) {
     if (!check.ok()) bad("the schedule is refused before it runs: " + check.error);
     if (p.schedule.num_stages != P)
       bad("the schedule has " + std::to_string(p.schedule.num_stages) + " stages but the mesh has pp " + std::to_string(P));
+  }
+  if (cfg.zero >= 3 && N > 1) {  // ZeRO-3: every weight-reading action bracketed by FP and RP
+    bool fetches = false;
+    for (const auto& row : p.schedule.stages)
+      for (const auto& a : row) fetches = fetches || a.kind == sched::op::fetch_params;
+    if (!fetches) p.schedule = sched::add_param_fetches(p.schedule);
+    for (const auto& row : p.schedule.stages)
+      for (const auto& a : row)
+        if (a.kind == sched::op::backward_input)
+          bad("zero 3 with a split backward (" + sched::to_string(a) + ") is not built yet");
+    const sched::validation check = sched::validate(p.schedule);
+    if (!check.ok()) bad("the schedule with ZeRO-3's fetches is refused: " + check.error);
   }
   const int M = p.schedule.num_microbatches;
   if (cfg.batch_size < static_cast<int64_t>(N) * M)

@@ -42,6 +42,12 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
     return m;
   }
   const int64_t shard = shard_size(shard_layout(buckets, plan.mesh.dp, at.dp)) * f;
+  if (cfg.zero >= 3) {  // its segments twice at O (out of place), and the units gathered at most
+    set(memory_kind::parameters, 2 * shard + (cfg.prefetch + 1) * largest_bucket_bytes(plan, rank));
+    set(memory_kind::gradients, shard + largest_bucket_bytes(plan, rank));
+    set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none ? k * shard : 0);
+    return m;
+  }
   set(memory_kind::parameters, psi);
   set(memory_kind::gradients, cfg.zero >= 2 ? shard + largest_bucket_bytes(plan, rank) : psi);
   set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none ? shard + k * shard : 0);

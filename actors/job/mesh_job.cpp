@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "actors/actors.hpp"
@@ -18,7 +19,7 @@ namespace troupe {
 rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                         const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
                         const collective_of& collective, const tp_group_of_fn& tp_group_of,
-                        const std::vector<caf::actor>& observers) {
+                        const std::vector<caf::actor>& observers, const tp_group_of_fn& dp_group_of) {
   rank_actors out;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   for (int rank : ranks) {
@@ -60,9 +61,15 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     int64_t n = plan.stage_params.at(plan.slot(at.pp, at.tp));
     shard_memory where;  // plain: the stage runs on the shard's tensor, counted as its parameters
     where.ledger = a.memory;
+    if (cfg.zero >= 3 && a.collective) {  // ZeRO-3: units gathered over a group the stage's threads drive
+      a.dp_group = dp_group_of(rank);
+      a.prefetch = cfg.prefetch;
+      out.tp_members.push_back(a.dp_group);
+    }
     if (cfg.zero >= 1 && a.collective) {  // ZeRO: the shard keeps this rank's segments, its own copy
       n = shard_size(shard_layout(a.buckets, a.dp_size, a.dp_rank));
-      where.master_kind = memory_kind::optimizer_state;
+      // ZeRO-3's stage runs on the shard's tensor (its segments), as plain DP's does on the whole.
+      where.master_kind = cfg.zero >= 3 ? memory_kind::parameters : memory_kind::optimizer_state;
       if (optimizer_offload(cfg) != offload_target::none) where.ledger = a.host_memory;  // off the device
     }
     if (n > 0 && where.ledger == a.host_memory && optimizer_offload(cfg) == offload_target::nvme) {
@@ -105,9 +112,20 @@ rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const pr
   for (int r = 0; r < plan.mesh.ranks(); ++r) all.push_back(r);
   std::vector<caf::actor> observers;
   for (const auto& make : extras.gradient_observers) observers.push_back(make(sys));
+  // ZeRO-3's parameter groups: one per data-parallel group, its members meeting in memory.
+  std::map<int, std::vector<std::shared_ptr<tp_group>>> dp_groups;
+  if (cfg.zero >= 3 && plan.mesh.dp > 1)
+    for (int r = 0; r < plan.mesh.ranks(); ++r) {
+      const int g = plan.mesh.group_index(sched::axis::dp, r);
+      if (!dp_groups.count(g)) dp_groups[g] = net::make_local_tp_group(plan.mesh.dp);
+    }
   rank_actors out = spawn_ranks(
       sys, cfg, data, plan, all, coordinator, [&](int rank) { return links.collective_of(rank); },
-      [&](int rank) { return links.tp_of(rank); }, observers);
+      [&](int rank) { return links.tp_of(rank); }, observers,
+      [&](int rank) -> std::shared_ptr<tp_group> {
+        auto it = dp_groups.find(plan.mesh.group_index(sched::axis::dp, rank));
+        return it == dp_groups.end() ? nullptr : it->second.at(static_cast<size_t>(plan.mesh.coords_of(rank).dp));
+      });
   out.members.insert(out.members.end(), observers.begin(), observers.end());
   links.connect_pipelines(out.stages, coordinator);
   out.members.insert(out.members.end(), links.actors().begin(), links.actors().end());

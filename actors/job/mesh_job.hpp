@@ -40,7 +40,7 @@ using tp_group_of_fn = std::function<std::shared_ptr<tp_group>(int rank)>;
 rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                         const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
                         const collective_of& collective, const tp_group_of_fn& tp_group_of,
-                        const std::vector<caf::actor>& observers = {});
+                        const std::vector<caf::actor>& observers = {}, const tp_group_of_fn& dp_group_of = {});
 
 // Every rank of the mesh in this process: one in-process collective group per data-parallel
 // group, one in-process tp group per tensor-parallel group, and each pipeline's stages told

@@ -97,8 +97,10 @@ struct train_config {
   double bucket_mb = 25.0;          // gradient bucket cap in MiB (PyTorch DDP's default)
   // ZeRO (Rajbhandari et al. 2020) over each data-parallel group: 1 partitions the optimizer
   // state (each rank updates 1/dp of the parameters and all-gathers the rest), 2 the gradients
-  // too (buckets are reduce-scattered, a rank keeps its part). Its buckets are the units.
+  // too (buckets are reduce-scattered, a rank keeps its part), 3 the parameters as well (each
+  // unit all-gathered just before its layers run, dropped after). Its buckets are the units.
   int zero = 0;
+  int prefetch = 1;  // ZeRO-3: parameter units gathered ahead of the one in use
   // Each rank's device memory cap in bytes (0: none). The ledger counts every kind anyway.
   int64_t device_memory = 0;
   // ZeRO-Offload (host) and ZeRO-Infinity (nvme) of the optimizer (needs zero >= 1): where each

@@ -30,6 +30,7 @@ coordinator_args coordinator_args_for(const train_config& cfg, const prepared_jo
   a.plan = plan.schedule;
   a.model = data.model;
   a.chunks = plan.chunks;
+  a.sharded_params = cfg.zero >= 3 && plan.mesh.dp > 1;
   a.trace_step = cfg.trace_step;
   a.log = out.log;
   a.summary = out.summary;

@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "actors/actor_failure.hpp"
+#include "actors/stage/param_fetcher.hpp"
 #include "comm/ring_schedule.hpp"
 #include "comm/tp_groups.hpp"
 #include "kernels/loss.hpp"
@@ -60,6 +61,11 @@ struct stage_state {
   std::vector<shard_piece> pieces;  // ZeRO: this rank's segment of every bucket, in bucket order
   tensor shard_grads;               // ZeRO: the reduced gradients of those segments
   int64_t gathers_pending = 0;
+  // ZeRO-3: this rank's parameter segments (its optimizer shard's answer), and the stream that
+  // gathers the units; per local chunk, each layer's unit.
+  tensor param_shard;
+  std::unique_ptr<param_fetcher> fetcher;
+  std::vector<std::vector<int>> unit_of_layer;
   bool straggled = false;
   enum class opt_phase { idle, sent, done } opt = opt_phase::idle;
   stage_step_record record;  // what the step reports
@@ -77,6 +83,7 @@ const std::vector<sched::action>& row(const stage_state& s) {
 
 bool zero_on(const stage_state& s) { return !s.pieces.empty(); }
 bool grads_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 2; }
+bool params_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 3; }
 
 int model_chunk_of(const stage_state& s, int chunk) { return sched::model_chunk(s.args.plan, s.args.stage, chunk); }
 int last_model_chunk(const stage_state& s) { return sched::num_model_chunks(s.args.plan) - 1; }
@@ -345,9 +352,16 @@ bool execute(self_ptr self, const sched::action& a) {
       s.waiting_for = "the all-reduce of " + std::to_string(s.buckets_pending) +
                       " gradient bucket(s) over its data-parallel group";
       return false;
-    case op::fetch_params:
-    case op::release_params:
-      refuse(s, sched::to_string(a.kind) + " needs ZeRO-3 parameter sharding, which this runtime does not have");
+    case op::fetch_params:  // the units stream in as the action reaches them (param_fetcher)
+      if (!params_partitioned(s)) refuse(s, sched::to_string(a.kind) + " needs ZeRO-3 (--zero 3 over a data-parallel group)");
+      return true;
+    case op::release_params: {
+      if (!params_partitioned(s)) refuse(s, sched::to_string(a.kind) + " needs ZeRO-3 (--zero 3 over a data-parallel group)");
+      const layer_stack& stack = chunk.stack();
+      for (size_t u = 0; u < stack.num_units(); ++u)
+        if (stack.has_unit_params(u)) refuse(s, "unit " + std::to_string(u) + " of the chunk still holds its parameters");
+      return true;
+    }
     case op::optimizer_step: {
       if (s.opt == stage_state::opt_phase::done) {
         s.opt = stage_state::opt_phase::idle;
@@ -402,6 +416,49 @@ bool execute(self_ptr self, const sched::action& a) {
 }
 
 void begin_step(self_ptr self, int64_t step);
+
+// ZeRO-3: every unit the row's F and B actions will run, in that order: a forward walks a
+// chunk's units up (its buckets from the last, which holds the lowest layers), a backward down.
+std::vector<param_fetcher::request> fetch_order(const stage_state& s) {
+  std::vector<param_fetcher::request> out;
+  for (const sched::action& a : row(s)) {
+    if (a.kind != op::forward && a.kind != op::backward) continue;
+    const auto c = static_cast<size_t>(a.chunk);
+    const auto& buckets = s.args.buckets[c];
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      const size_t b = a.kind == op::forward ? buckets.size() - 1 - k : k;
+      size_t index = b;
+      for (size_t e = 0; e < c; ++e) index += s.args.buckets[e].size();
+      const shard_piece& p = s.pieces.at(index);
+      tensor seg = tensor::uninitialized({p.count});
+      const float* from = s.param_shard.data() + p.at_shard;
+      std::copy(from, from + p.count, seg.data());
+      out.push_back({a.chunk, b, buckets[b].count, std::move(seg)});
+    }
+  }
+  return out;
+}
+
+// The stage's hooks into its chunks: a unit's parameters arrive before its first layer runs
+// (in the walk's direction) and go after its last.
+void stream_params(self_ptr self, size_t c) {
+  auto& s = self->state;
+  layer_stack& stack = s.chunks[c]->stack();
+  auto entry = [&stack](size_t u, bool forward) { return forward ? stack.unit_layers(u).first : stack.unit_layers(u).second; };
+  s.chunks[c]->set_param_hooks(
+      [self, c, entry](size_t layer, bool forward) {
+        auto& st = self->state;
+        const int u = st.unit_of_layer[c][layer];
+        if (u < 0 || layer != entry(static_cast<size_t>(u), forward)) return;
+        st.chunks[c]->stack().set_unit_params(static_cast<size_t>(u), st.fetcher->take(static_cast<int>(c), static_cast<size_t>(u)));
+      },
+      [self, c, entry](size_t layer, bool forward) {
+        auto& st = self->state;
+        const int u = st.unit_of_layer[c][layer];
+        if (u < 0 || layer != entry(static_cast<size_t>(u), !forward)) return;
+        st.chunks[c]->stack().release_unit_params(static_cast<size_t>(u));
+      });
+}
 
 void request_batches(self_ptr self, int64_t up_to) {
   auto& s = self->state;
@@ -513,6 +570,7 @@ void begin_step(self_ptr self, int64_t step) {
     c->stack().zero_grads();
     c->reset_peak();
   }
+  if (params_partitioned(s)) s.fetcher->begin_step(fetch_order(s));
   if (grads_partitioned(s)) {  // every segment is written by its bucket's reduce-scatter
     s.shard_grads = tensor::uninitialized({shard_size(s.pieces)});
     if (s.args.memory) s.args.memory->charge(s.shard_grads, memory_kind::gradients);
@@ -552,7 +610,6 @@ caf::behavior stage(self_ptr self, stage_args args) {
         units.emplace_back(static_cast<size_t>(b.first_layer), static_cast<size_t>(b.last_layer));
       st.chunks[c]->stack().split_grads(units);
     }
-    st.chunks[c]->account_to(st.args.memory);
   }
   st.last_weight_action.assign(st.chunks.size(), row(st).size());
   for (size_t i = 0; i < row(st).size(); ++i) {
@@ -584,6 +641,24 @@ caf::behavior stage(self_ptr self, stage_args args) {
     }
     initial = std::move(part);
   }
+  if (params_partitioned(st)) {
+    // The whole stage was built (its init needs every layer); from here on it keeps its segments.
+    initial.freeze();
+    st.param_shard = initial;
+    if (st.args.memory) st.args.memory->charge(st.param_shard, memory_kind::parameters);
+    st.fetcher = std::make_unique<param_fetcher>(st.args.dp_group, st.args.prefetch);
+    st.unit_of_layer.resize(st.chunks.size());
+    for (size_t c = 0; c < st.chunks.size(); ++c) {
+      layer_stack& stack = st.chunks[c]->stack();
+      stack.split_params();
+      st.unit_of_layer[c].assign(stack.num_layers(), -1);
+      for (size_t u = 0; u < stack.num_units(); ++u)
+        for (size_t i = stack.unit_layers(u).first; i <= stack.unit_layers(u).second; ++i)
+          st.unit_of_layer[c][i] = static_cast<int>(u);
+      stream_params(self, c);
+    }
+  }
+  for (auto& c : st.chunks) c->account_to(st.args.memory);
   initial.freeze();
   if (n > 0) self->send(st.args.optimizer, params_msg{-1, 0, std::move(initial)});
   st.waiting_for = "no step ordered";
@@ -608,6 +683,13 @@ caf::behavior stage(self_ptr self, stage_args args) {
       },
       [self](const params_msg& m) {
         auto& s = self->state;
+        if (params_partitioned(s)) {  // the updated segments are all the stage keeps
+          if (m.step < 0) return;
+          s.param_shard = m.params;
+          s.opt = stage_state::opt_phase::done;
+          advance_after_message(self);
+          return;
+        }
         if (zero_on(s)) {
           if (m.step >= 0) gather_params(self, m);
           return;
@@ -637,10 +719,28 @@ caf::behavior stage(self_ptr self, stage_args args) {
         pipeline_params_msg out;
         out.stage = s.args.stage;
         for (size_t c = 0; c < s.chunks.size(); ++c) {
-          tensor p = s.chunks[c]->stack().params().clone();
-          p.freeze();
           out.model_chunks.push_back(model_chunk_of(s, static_cast<int>(c)));
+          if (!params_partitioned(s)) {
+            tensor p = s.chunks[c]->stack().params().clone();
+            p.freeze();
+            out.params.push_back(std::move(p));
+            continue;
+          }
+          // ZeRO-3: only this rank's segments, where they sit in the chunk; the coordinator
+          // puts the replicas' answers together.
+          tensor p({s.chunks[c]->stack().num_params()});
+          std::vector<int64_t> runs;
+          for (const shard_piece& piece : s.pieces) {
+            if (piece.chunk != static_cast<int>(c) || piece.count == 0) continue;
+            const int64_t at = s.args.buckets[c][piece.bucket].offset + piece.in_bucket;
+            const float* from = std::as_const(s.param_shard).data() + piece.at_shard;
+            std::copy(from, from + piece.count, p.data() + at);
+            runs.push_back(at);
+            runs.push_back(piece.count);
+          }
+          p.freeze();
           out.params.push_back(std::move(p));
+          out.owned.push_back(std::move(runs));
         }
         return out;
       },

@@ -49,8 +49,13 @@ struct stage_args {
   // those. 1: buckets are all-reduced as before and O sends the shard's part; 2: buckets are
   // reduce-scattered, and the stage's gradients are per bucket, freed once sent. After the
   // shard's update every bucket is all-gathered back into the stage's parameters.
+  // 3: parameters too. The stage keeps only its segments; each unit is all-gathered (over
+  // `dp_group`, on a param_fetcher's thread, `prefetch` units ahead) right before its first
+  // layer runs in F or B and dropped after its last, and the schedule's FP/RP bracket them.
   int zero = 0;
   int dp_rank = 0, dp_size = 1;
+  std::shared_ptr<tp_group> dp_group;
+  int prefetch = 1;
   std::shared_ptr<device_memory> memory;       // the rank's device ledger (null: not counted)
   std::shared_ptr<device_memory> host_memory;  // what its offloaded optimizer shard holds in host memory
 };

@@ -81,8 +81,9 @@ TEST_F(parallel_messages, PipelineMessagesRoundTrip) {
   EXPECT_EQ(st.waiting_for, "activation of microbatch 1");
   EXPECT_EQ(round_trip(pipeline_failure{1, "boom"}).what, "boom");
   EXPECT_EQ(round_trip(pipeline_params_request{1}).stage, 1);
-  auto p = round_trip(pipeline_params_msg{1, {1, 3}, {sample(), sample()}});
+  auto p = round_trip(pipeline_params_msg{1, {1, 3}, {sample(), sample()}, {{0, 2}, {4, 1, 7, 3}}});
   EXPECT_EQ(p.model_chunks, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(p.owned, (std::vector<std::vector<int64_t>>{{0, 2}, {4, 1, 7, 3}}));
   ASSERT_EQ(p.params.size(), 2u);
   EXPECT_EQ(p.params[1].to_vector(), sample().to_vector());
 }

@@ -1,0 +1,59 @@
+// param_fetcher: ZeRO-3's parameter stream of one stage. A thread of its own all-gathers the
+// stage's parameter units from its data-parallel group, in the order the stage's schedule row
+// will use them, at most `depth` units ahead of use, so a gather overlaps the compute of the
+// units before it. Every member of the group is given the same order (the replicas run the same
+// row), so their blocking all-gathers meet. No CAF.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/tensor.hpp"
+#include "kernels/tp_group.hpp"
+
+namespace troupe {
+
+class param_fetcher {
+ public:
+  // One unit to gather: its size and this rank's segment, shard_of(count, dp, rank).
+  struct request {
+    int chunk = 0;
+    size_t unit = 0;
+    int64_t count = 0;
+    tensor segment;
+  };
+  // depth >= 1: gathered units waiting to be taken, at most.
+  param_fetcher(std::shared_ptr<tp_group> group, int depth);
+  ~param_fetcher();
+  param_fetcher(const param_fetcher&) = delete;
+  param_fetcher& operator=(const param_fetcher&) = delete;
+
+  // The step's units in order of use; the previous step's must all have been taken.
+  void begin_step(std::vector<request> order);
+  // Blocks until the next unit in order is gathered and returns it (frozen). Throws
+  // std::logic_error when (chunk, unit) is not the next in order, std::runtime_error with the
+  // group's error when its gather failed or the fetcher was stopped.
+  tensor take(int chunk, size_t unit);
+  // Ends every wait with `why` (the job is stopping).
+  void stop(const std::string& why);
+
+ private:
+  void run();
+  std::shared_ptr<tp_group> group_;
+  size_t depth_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<request> todo_;                         // not gathered yet
+  std::deque<std::pair<request, tensor>> ready_;     // gathered, in order
+  std::deque<std::pair<int, size_t>> expected_;      // what take() must be asked for next
+  std::string error_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace troupe
