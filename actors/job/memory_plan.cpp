@@ -42,8 +42,8 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
     return m;
   }
   const int64_t shard = shard_size(shard_layout(buckets, plan.mesh.dp, at.dp)) * f;
-  if (cfg.zero >= 3) {  // its segments twice at O (out of place), and the units gathered at most
-    set(memory_kind::parameters, 2 * shard + (cfg.prefetch + 1) * largest_bucket_bytes(plan, rank));
+  if (cfg.zero >= 3) {  // its segments (updated in place), and the units gathered at most
+    set(memory_kind::parameters, shard + (cfg.prefetch + 1) * largest_bucket_bytes(plan, rank));
     set(memory_kind::gradients, shard + largest_bucket_bytes(plan, rank));
     set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none ? k * shard : 0);
     return m;

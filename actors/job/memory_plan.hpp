@@ -10,8 +10,8 @@
 //   zero 1: parameters 4Ψ, gradients 4Ψ, optimizer state 4S (its master copy) + 4kS;
 //   zero 2: parameters 4Ψ, gradients 4S plus the bucket backward is filling (at most the largest;
 //           counted here as the largest), optimizer state as zero 1.
-//   zero 3: parameters 2·4S (the segments, and their update out of place) plus the units
-//           gathered (the one in use and `prefetch` ahead: counted as that many of the largest),
+//   zero 3: parameters 4S (the segments, updated in place once the step's gathers are done)
+//           plus the units gathered (the one in use and `prefetch` ahead: counted as that many of the largest),
 //           gradients as zero 2, optimizer state 4kS (its master copy is the stage's segments).
 // Offloaded (host or nvme), the optimizer state is off the device: 0 there.
 // Activations and communication buffers depend on the schedule and timing: not predicted here.

@@ -64,8 +64,9 @@ void param_fetcher::run() {
     tensor full = tensor::uninitialized({r.count});
     try {
       const shard_range mine = shard_of(r.count, group_->size(), group_->rank());
-      const float* own = std::as_const(r.segment).data();
+      const float* own = std::as_const(r.source).data() + r.at;
       std::copy(own, own + mine.count, full.data() + mine.begin);
+      r.source = tensor();  // the segments may be updated in place once every unit has them
       group_->all_gather(full.data(), r.count);
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(mu_);

@@ -20,12 +20,14 @@ namespace troupe {
 
 class param_fetcher {
  public:
-  // One unit to gather: its size and this rank's segment, shard_of(count, dp, rank).
+  // One unit to gather: its size, and where this rank's segment (shard_of(count, dp, rank))
+  // sits in `source` (the rank's parameter segments, held only until this unit is gathered).
   struct request {
     int chunk = 0;
     size_t unit = 0;
     int64_t count = 0;
-    tensor segment;
+    tensor source;
+    int64_t at = 0;
   };
   // depth >= 1: gathered units waiting to be taken, at most.
   param_fetcher(std::shared_ptr<tp_group> group, int depth);

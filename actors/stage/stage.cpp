@@ -430,10 +430,7 @@ std::vector<param_fetcher::request> fetch_order(const stage_state& s) {
       size_t index = b;
       for (size_t e = 0; e < c; ++e) index += s.args.buckets[e].size();
       const shard_piece& p = s.pieces.at(index);
-      tensor seg = tensor::uninitialized({p.count});
-      const float* from = s.param_shard.data() + p.at_shard;
-      std::copy(from, from + p.count, seg.data());
-      out.push_back({a.chunk, b, buckets[b].count, std::move(seg)});
+      out.push_back({a.chunk, b, buckets[b].count, s.param_shard, p.at_shard});
     }
   }
   return out;
@@ -570,7 +567,12 @@ void begin_step(self_ptr self, int64_t step) {
     c->stack().zero_grads();
     c->reset_peak();
   }
-  if (params_partitioned(s)) s.fetcher->begin_step(fetch_order(s));
+  if (params_partitioned(s)) {
+    // From here the gathers hold the segments; once the last is done the optimizer shard is
+    // their only holder and updates them in place.
+    s.fetcher->begin_step(fetch_order(s));
+    s.param_shard = tensor();
+  }
   if (grads_partitioned(s)) {  // every segment is written by its bucket's reduce-scatter
     s.shard_grads = tensor::uninitialized({shard_size(s.pieces)});
     if (s.args.memory) s.args.memory->charge(s.shard_grads, memory_kind::gradients);
@@ -728,6 +730,8 @@ caf::behavior stage(self_ptr self, stage_args args) {
           }
           // ZeRO-3: only this rank's segments, where they sit in the chunk; the coordinator
           // puts the replicas' answers together.
+          if (s.param_shard.empty())
+            throw std::logic_error("rank " + std::to_string(s.args.rank) + ": parameters asked for during a step");
           tensor p({s.chunks[c]->stack().num_params()});
           std::vector<int64_t> runs;
           for (const shard_piece& piece : s.pieces) {

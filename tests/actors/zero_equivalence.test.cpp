@@ -228,7 +228,11 @@ TEST_P(OffloadMatchesPlainDataParallel, TwentyStepsBitwiseSameLossesAndParameter
   EXPECT_EQ(got.final_params.to_vector(), want.final_params.to_vector());
   for (size_t r = 0; r < got.peak_memory.size(); ++r) {
     EXPECT_EQ(got.peak_memory[r].of(memory_kind::optimizer_state), 0) << "rank " << r;
-    EXPECT_GT(got.peak_host_memory[r].total(), 0) << "rank " << r;
+    // ZeRO-3's master copy is the stage's own segments (fp32 throughout), so with SGD without
+    // momentum a host-offloaded shard keeps nothing there.
+    if (c.zero < 3 || c.optim == "adamw" || c.to == offload_target::nvme) {
+      EXPECT_GT(got.peak_host_memory[r].total(), 0) << "rank " << r;
+    }
   }
   // Every shard file is gone with its store.
   EXPECT_TRUE(std::filesystem::is_empty(cfg.offload_dir));
