@@ -22,6 +22,7 @@ over a DeviceMesh ("dp", "pp", "tp"):
   blocks, the rest with the final layernorm and head), Schedule1F1B or ScheduleGPipe over the
   same number of microbatches.
 - dp: DistributedDataParallel over the dp mesh dimension; each replica gets 1/dp of the batch.
+  With --fsdp (pp 1, tp 1), FSDP2 instead: `fully_shard` on every block and then on the model.
 
 Prints one JSON line: samples_per_s (steps after the warm-up), losses (per step, mean over the
 global batch), vocab, torch version.
@@ -226,7 +227,12 @@ def worker(rank, a, port, results):
     tp_mesh = mesh["tp"] if a.tp > 1 else None
     if tp_mesh is not None:
         model = tensor_parallel(model, tp_mesh)
-    if a.dp > 1:  # over the dp dimension of the mesh: DDP turns the tp shards into local parameters
+    if a.dp > 1 and a.fsdp:  # FSDP2: every block its own unit, then the root (embeddings, head)
+        from torch.distributed.fsdp import fully_shard
+        for b in model.blocks.values():
+            fully_shard(b, mesh=mesh["dp"])
+        fully_shard(model, mesh=mesh["dp"])
+    elif a.dp > 1:  # over the dp dimension of the mesh: DDP turns the tp shards into local parameters
         from torch.nn.parallel import DistributedDataParallel
         model = DistributedDataParallel(model, device_mesh=mesh["dp"])
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=a.weight_decay)
@@ -326,6 +332,7 @@ def main():
     p.add_argument("--pp", type=int, default=1)
     p.add_argument("--tp", type=int, default=1)
     p.add_argument("--micro-batches", type=int, default=1)
+    p.add_argument("--fsdp", action="store_true", help="dp through FSDP2's fully_shard (one unit per block) instead of DDP; pp 1, tp 1")
     p.add_argument("--schedule", choices=("1f1b", "gpipe"), default="1f1b")
     p.add_argument("--cuts", default="", help="first block of each pipeline stage after the first, e.g. 2 [blocks/pp]")
     p.add_argument("--steps", type=int, default=60, help="timed steps")
