@@ -1,9 +1,9 @@
 #!/bin/bash
-# ZeRO-2 with the optimizer on NVMe trains a model whose plain data-parallel job does not fit
+# ZeRO-3 with the optimizer on NVMe trains a model whose plain data-parallel job does not fit
 # --device-memory: plain DP is refused before it starts (exit 2, with the numbers), the offloaded
 # job runs under the same cap to the plain job's losses bit for bit, and the process's peak
-# resident memory is lower than the same ZeRO-2 job keeping its optimizer in memory, by most of
-# the optimizer state the predictions put on NVMe.
+# resident memory is lower than a ZeRO-2 job keeping its optimizer in memory, by most of the
+# optimizer state the predictions put on NVMe.
 set -u
 troupe=$1
 source "$(dirname "$0")/check_lib.sh"
@@ -32,9 +32,9 @@ losses() { python3 -c 'import json,sys; print([json.loads(l)["loss"] for l in op
 
 plain_rss=$(rss plain "$troupe" train "${job[@]}" --out "$tmp/plain") || fail=1
 memory_rss=$(rss zero2 "$troupe" train "${job[@]}" --zero 2 --out "$tmp/zero2") || fail=1
-nvme_rss=$(rss nvme "$troupe" train "${job[@]}" --zero 2 --offload optimizer --offload-to nvme --offload-dir "$tmp/nvme" \
+nvme_rss=$(rss nvme "$troupe" train "${job[@]}" --zero 3 --offload optimizer --offload-to nvme --offload-dir "$tmp/nvme" \
   --aio-block-size 256KiB --aio-queue-depth 4 --device-memory $cap --out "$tmp/nvme-run") || fail=1
-echo "peak RSS: plain DP ${plain_rss} KiB, zero 2 ${memory_rss} KiB, zero 2 + NVMe offload ${nvme_rss} KiB"
+echo "peak RSS: plain DP ${plain_rss} KiB, zero 2 ${memory_rss} KiB, zero 3 + NVMe offload ${nvme_rss} KiB"
 if [ -n "${nvme_rss:-}" ] && [ -n "${memory_rss:-}" ]; then
   # 2 ranks x 12 bytes x 5.95 M parameters = 143 MB of optimizer state off the host; staging the
   # tiles and the updated shard (2 x 24 MB) takes some back: ask for 60 MB.
