@@ -68,6 +68,11 @@ def run_pytorch(a, mesh, env):
            "--threads", "1"]
     if pp > 1:
         cmd += ["--micro-batches", str(a.micro_batches), "--schedule", a.schedule]
+    return run_pytorch_peer(cmd, env)
+
+
+def run_pytorch_peer(cmd, env):
+    """Runs bench/pytorch_gpt.py and returns its JSON line, with first_loss added."""
     for attempt in range(3):  # its gloo ranks have aborted now and then; such a run is repeated, and said so
         p = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if p.returncode == 0:

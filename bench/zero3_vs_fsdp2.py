@@ -21,7 +21,7 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
-from tp_vs_pytorch import troupe_rate  # noqa: E402  (the same rate windows as the TP bench)
+from tp_vs_pytorch import run_pytorch_peer, troupe_rate  # noqa: E402  (the TP bench's rate windows and retries)
 
 
 def run_troupe(a, zero, env):
@@ -37,19 +37,9 @@ def run_troupe(a, zero, env):
 
 
 def run_pytorch(a, fsdp, env):
-    import json
     cmd = [a.python, os.path.join(HERE, "pytorch_gpt.py"), "--dp", "2", "--steps", str(a.steps), "--warmup",
            str(a.warmup), "--batch-size", "16", "--threads", "1"] + (["--fsdp"] if fsdp else [])
-    for attempt in range(3):  # gloo ranks have aborted now and then; such a run is repeated, and said so
-        p = subprocess.run(cmd, env=env, capture_output=True, text=True)
-        if p.returncode == 0:
-            break
-        print(f"PyTorch peer failed (attempt {attempt + 1}):\n{p.stderr[-2000:]}", file=sys.stderr)
-    else:
-        sys.exit("PyTorch peer failed three times")
-    r = json.loads(p.stdout.strip().splitlines()[-1])
-    r["first_loss"] = r["losses"][0]
-    return r
+    return run_pytorch_peer(cmd, env)
 
 
 def main():

@@ -52,6 +52,8 @@ class layer_stack {
   // Throws std::invalid_argument naming a layer that is in none or in two.
   void split_grads(const std::vector<std::pair<size_t, size_t>>& units);
   bool grads_split() const { return !unit_of_layer_.empty(); }
+  // The unit holding layer i, -1 for a parameter-free layer outside every unit.
+  int unit_of(size_t layer) const { return unit_of_layer_.at(layer); }
   // Unit u's gradients so far (zeros if backward never reached it); the unit starts afresh.
   tensor take_unit_grads(size_t u);
   // Gives layer i's unit its storage if it has none. Every backward walk calls it before layer

@@ -7,8 +7,7 @@
 namespace troupe {
 
 int64_t optimizer_state_floats(const optimizer_config& o) {
-  if (o.kind == "adamw") return 2;
-  return o.momentum != 0.0f ? 1 : 0;
+  return make_optimizer(o, 0, state_storage::external)->state_floats();  // the rule lives in one place
 }
 
 int64_t offload_tile_floats(const train_config& cfg) {

@@ -62,10 +62,9 @@ struct stage_state {
   tensor shard_grads;               // ZeRO: the reduced gradients of those segments
   int64_t gathers_pending = 0;
   // ZeRO-3: this rank's parameter segments (its optimizer shard's answer), and the stream that
-  // gathers the units; per local chunk, each layer's unit.
+  // gathers the units.
   tensor param_shard;
   std::unique_ptr<param_fetcher> fetcher;
-  std::vector<std::vector<int>> unit_of_layer;
   bool straggled = false;
   enum class opt_phase { idle, sent, done } opt = opt_phase::idle;
   stage_step_record record;  // what the step reports
@@ -445,13 +444,13 @@ void stream_params(self_ptr self, size_t c) {
   s.chunks[c]->set_param_hooks(
       [self, c, entry](size_t layer, bool forward) {
         auto& st = self->state;
-        const int u = st.unit_of_layer[c][layer];
+        const int u = st.chunks[c]->stack().unit_of(layer);
         if (u < 0 || layer != entry(static_cast<size_t>(u), forward)) return;
         st.chunks[c]->stack().set_unit_params(static_cast<size_t>(u), st.fetcher->take(static_cast<int>(c), static_cast<size_t>(u)));
       },
       [self, c, entry](size_t layer, bool forward) {
         auto& st = self->state;
-        const int u = st.unit_of_layer[c][layer];
+        const int u = st.chunks[c]->stack().unit_of(layer);
         if (u < 0 || layer != entry(static_cast<size_t>(u), !forward)) return;
         st.chunks[c]->stack().release_unit_params(static_cast<size_t>(u));
       });
@@ -649,14 +648,8 @@ caf::behavior stage(self_ptr self, stage_args args) {
     st.param_shard = initial;
     if (st.args.memory) st.args.memory->charge(st.param_shard, memory_kind::parameters);
     st.fetcher = std::make_unique<param_fetcher>(st.args.dp_group, st.args.prefetch);
-    st.unit_of_layer.resize(st.chunks.size());
     for (size_t c = 0; c < st.chunks.size(); ++c) {
-      layer_stack& stack = st.chunks[c]->stack();
-      stack.split_params();
-      st.unit_of_layer[c].assign(stack.num_layers(), -1);
-      for (size_t u = 0; u < stack.num_units(); ++u)
-        for (size_t i = stack.unit_layers(u).first; i <= stack.unit_layers(u).second; ++i)
-          st.unit_of_layer[c][i] = static_cast<int>(u);
+      st.chunks[c]->stack().split_params();
       stream_params(self, c);
     }
   }
