@@ -8,6 +8,7 @@
 #include <liburing.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <spdlog/spdlog.h>
@@ -120,7 +121,7 @@ struct uring_store::state {
   char* buffer(int i) const { return pool + static_cast<int64_t>(i) * opt.block_size; }
 
   void open_file() {
-    const int flags = O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
+    const int flags = opt.existing ? O_RDONLY | O_CLOEXEC : O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
     if (opt.direct) {
       fd = ::open(path.c_str(), flags | O_DIRECT, 0644);
       if (fd >= 0) {
@@ -439,6 +440,13 @@ uring_store::uring_store(std::string path, int64_t bytes, uring_options opt) : s
   s_->opt = opt;
   s_->size = align_up(bytes, opt.block_size);
   s_->open_file();
+  if (opt.existing) {
+    struct stat st {};
+    if (::fstat(s_->fd, &st) != 0) throw std::runtime_error(s_->path + ": cannot stat (" + errno_text(errno) + ")");
+    s_->size = st.st_size;
+    s_->set_up_ring();
+    return;
+  }
   try {
     s_->reserve();
     s_->set_up_ring();
@@ -472,6 +480,7 @@ int64_t uring_store::bytes_written() const { return s_->bytes_written; }
 double uring_store::wait_seconds() const { return s_->wait_seconds; }
 
 uring_store::ticket uring_store::submit_write(int64_t offset, const void* data, int64_t bytes) {
+  if (s_->opt.existing) throw std::invalid_argument(s_->path + ": opened read-only (existing), a write is refused");
   // The data is only read (copied into a bounce buffer); the request keeps one pointer type.
   return s_->add(state::kind::write, offset, const_cast<char*>(static_cast<const char*>(data)), bytes);
 }
@@ -512,6 +521,11 @@ void uring_store::wait_all() {
     if (first_failed != s_->requests.end()) s_->throw_failed(first_failed);
     s_->drive();
   }
+}
+
+void uring_store::sync() {
+  wait_all();
+  if (::fsync(s_->fd) != 0) throw std::runtime_error(s_->path + ": fsync failed (" + errno_text(errno) + ")");
 }
 
 }  // namespace troupe::storage

@@ -18,6 +18,8 @@ struct uring_options {
   bool remove_on_close = false;           // the destructor unlinks the file (else the caller owns it)
   bool huge_pages = true;                 // ask for transparent huge pages (madvise) for a pool of 2 MiB or more:
                                           // a block then is one device request, not split at the segment limit
+  bool existing = false;                  // open the file as it is, read-only, sized as it is (a checkpoint's shard):
+                                          // no create, no truncate, no reservation; writes are refused
 };
 
 // Throws std::invalid_argument naming the field: block_size must be a positive multiple of 4096
@@ -44,6 +46,8 @@ class uring_store {
   // registered. Throws std::runtime_error naming the path and strerror if open, fallocate,
   // ftruncate or the ring's set-up fails, std::invalid_argument for bad options or a negative size.
   uring_store(std::string path, int64_t bytes, uring_options opt = {});
+  // With uring_options::existing, `bytes` is ignored: the store is the file's size, and a missing
+  // file throws std::runtime_error naming the path.
   ~uring_store();  // waits for the I/O in flight, unregisters, closes; unlinks if remove_on_close
   uring_store(const uring_store&) = delete;
   uring_store& operator=(const uring_store&) = delete;
@@ -76,6 +80,9 @@ class uring_store {
   void wait_all();
 
   void write(int64_t offset, const void* data, int64_t bytes) { wait(submit_write(offset, data, bytes)); }
+  // Waits for every request, then fsync: what was written survives a crash of the machine.
+  // Throws std::runtime_error naming the path.
+  void sync();
   void read(int64_t offset, void* data, int64_t bytes) { wait(submit_read(offset, data, bytes)); }
 
   // Bytes moved by completed I/Os (the callers' bytes, not the pads) and seconds spent inside
