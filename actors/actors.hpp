@@ -11,6 +11,7 @@
 #include "actors/job/train_config.hpp"
 #include "kernels/partition.hpp"
 #include "schedules/schedule.hpp"
+#include "storage/checkpoint.hpp"
 #include "storage/dataset.hpp"
 
 namespace troupe {
@@ -55,8 +56,8 @@ caf::actor spawn_optimizer_shard(caf::actor_system& sys, optimizer_config cfg, i
 
 // Drives the job, every shape of it: it orders runs of steps (up to the next evaluation) to every
 // stage of the mesh, collects one stage_step_record per rank and step, sums the loss in rank
-// order, writes metrics, and at each epoch's end gathers the first replica's parameters for the
-// evaluator. Started with (start_atom, stages by mesh rank, evaluator, members). It monitors
+// order, writes metrics, at each epoch's end gathers the first replica's parameters for the
+// evaluator, and commits checkpoints. Started with (start_atom, stages by mesh rank, evaluator, members). It monitors
 // every member and stops the job with the reason when one dies; an error of its own (a metrics
 // line it cannot write) stops the job the same way. Its watchdog polls the stages when no step
 // finished for a while and stops the job, naming each stage's blocked action and the
@@ -77,6 +78,15 @@ struct coordinator_args {
   std::shared_ptr<job_failure> failure;  // set when the job stopped on an error
   std::shared_ptr<job_record> record;
   double watchdog_seconds = 0;  // no progress this long: report and stop (0: never)
+  int64_t first_step = 0;       // a resumed job's: the checkpoint's step
+  // Checkpoints (an empty dir: none): after every checkpoint_every steps (0: only the last) and
+  // after the last step, every stage has its shard write its part into the checkpoint's partial
+  // directory while the next steps run; once all parts are in, the coordinator commits the
+  // manifest (checkpoint_base: its fields that do not come from the parts).
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int keep = 0;
+  storage::checkpoint_manifest checkpoint_base;
 };
 // coordinator <- job: the collective group(s) whose recent operations a watchdog report shows.
 using watch_atom = caf::atom_constant<caf::atom("watch")>;

@@ -23,6 +23,9 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<shard_state_request>("troupe::shard_state_request");
   cfg.add_message_type<shard_state>("troupe::shard_state");
   cfg.add_message_type<shard_state_restored>("troupe::shard_state_restored");
+  cfg.add_message_type<checkpoint_order>("troupe::checkpoint_order");
+  cfg.add_message_type<checkpoint_write>("troupe::checkpoint_write");
+  cfg.add_message_type<checkpoint_part>("troupe::checkpoint_part");
   cfg.add_message_type<params_msg>("troupe::params_msg");
   cfg.add_message_type<params_request>("troupe::params_request");
   // collectives and data parallelism

@@ -147,6 +147,36 @@ struct shard_state_restored {
   int64_t steps = 0;
 };
 
+// ---- checkpoints: coordinator -> stage -> its optimizer shard, and back (storage/checkpoint.hpp) ----
+
+// coordinator -> every stage once step `step` - 1 is done everywhere: have checkpoint `step`'s
+// part of this rank written into `dir` (the checkpoint's partial directory). Answered with a
+// checkpoint_part.
+struct checkpoint_order {
+  int64_t step = 0;
+  std::string dir;
+};
+// stage -> its optimizer shard: write master copy and state as shard file `file` of `dir`.
+// runs: (shard float, global float, count) triples, where the shard's values sit in the
+// checkpoint's global layout.
+struct checkpoint_write {
+  int64_t step = 0;
+  std::string dir, file, writer;
+  std::vector<int64_t> runs;
+};
+// optimizer shard -> coordinator (the stage delegates): the file it wrote, as its manifest
+// entry. sections: (byte offset, floats, CRC-32) per array. An empty file: this rank writes
+// nothing (a data-parallel replica of rank dp 0's state without ZeRO).
+struct checkpoint_part {
+  std::string file, writer;
+  int64_t bytes = 0;
+  std::vector<std::string> arrays;
+  std::vector<int64_t> sections;
+  std::vector<int64_t> runs;
+  int64_t optimizer_steps = 0;
+  double seconds = 0;  // the shard's time on it: snapshot, write, fsync
+};
+
 // ---- stage <-> optimizer_shard ----
 
 // stage -> optimizer_shard: gradients of the flat range [offset, offset + grads.numel()).
@@ -288,6 +318,9 @@ typename Inspector::result_type inspect(Inspector& f, shard_state_request&) {
 }
 TROUPE_INSPECT(shard_state, x.offset, x.steps, x.optimizer, x.state_floats, x.master, x.state)
 TROUPE_INSPECT(shard_state_restored, x.steps)
+TROUPE_INSPECT(checkpoint_order, x.step, x.dir)
+TROUPE_INSPECT(checkpoint_write, x.step, x.dir, x.file, x.writer, x.runs)
+TROUPE_INSPECT(checkpoint_part, x.file, x.writer, x.bytes, x.arrays, x.sections, x.runs, x.optimizer_steps, x.seconds)
 TROUPE_INSPECT(params_msg, x.step, x.offset, x.params)
 TROUPE_INSPECT(params_request, x.stage)
 TROUPE_INSPECT(collective_request, x.seq, x.op, x.root, x.total, x.data)

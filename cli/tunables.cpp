@@ -210,6 +210,20 @@ std::vector<tunable> make_table() {
                      "Read tile i+1 and write tile i-1 while tile i is updated (DeepSpeed's pipeline_read/write) "
                      "[on]",
                      {"on", "off"}, [](train_config& c, const value& v) { c.offload_pipeline = v.text == "on"; }));
+  // [checkpoint]
+  t.push_back(text("--checkpoint-dir", "checkpoint.dir",
+                   "Save checkpoints under this folder (each rank's shard writes its part; a manifest commits it) "
+                   "after every --checkpoint-every steps and after the last step",
+                   [](train_config& c, const value& v) { c.checkpoint_dir = v.text; }));
+  t.push_back(integer("--checkpoint-every", "checkpoint.every",
+                      "Steps between checkpoints (0: after the last step only; needs --checkpoint-dir) [0]", 0, big,
+                      [](train_config& c, const value& v) { c.checkpoint_every = v.integer; }));
+  t.push_back(integer("--keep", "checkpoint.keep", "Checkpoints kept, the newest (0: all) [0]", 0, 1 << 20,
+                      [](train_config& c, const value& v) { c.keep = static_cast<int>(v.integer); }));
+  t.push_back(text("--resume", "checkpoint.resume",
+                   "Continue from a checkpoint: a checkpoint folder (its latest), one of its step-N folders, or "
+                   "latest (--checkpoint-dir's); any mesh, ZeRO stage or offload loads it",
+                   [](train_config& c, const value& v) { c.resume = v.text; }));
   t.push_back(texts("--straggler", "data_parallel.stragglers",
                     "Delay a DP rank before each step: rank:ms or rank:ms:random (uniform in [0, 2 ms)); repeatable",
                     [](train_config& c, const value& v) {

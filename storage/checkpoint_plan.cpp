@@ -91,6 +91,22 @@ std::vector<value_run> merge_runs(std::vector<value_run> runs) {
   return out;
 }
 
+std::vector<value_run> compose_runs(const std::vector<value_run>& a, std::vector<value_run> b) {
+  std::sort(b.begin(), b.end(), [](const value_run& x, const value_run& y) { return x.local < y.local; });
+  std::vector<value_run> out;
+  for (const value_run& r : a) {
+    const int64_t end = r.global + r.count;
+    // The first run of b that ends after r's start in Y.
+    auto it = std::upper_bound(b.begin(), b.end(), r.global,
+                               [](int64_t y, const value_run& x) { return y < x.local + x.count; });
+    for (; it != b.end() && it->local < end; ++it) {
+      const int64_t lo = std::max(r.global, it->local), hi = std::min(end, it->local + it->count);
+      if (hi > lo) out.push_back({r.local + (lo - r.global), it->global + (lo - it->local), hi - lo});
+    }
+  }
+  return merge_runs(std::move(out));
+}
+
 int64_t covered_floats(std::vector<value_run> runs) {
   std::sort(runs.begin(), runs.end(), [](const value_run& a, const value_run& b) { return a.global < b.global; });
   int64_t total = 0, reach = 0;

@@ -42,6 +42,10 @@ std::vector<read_item> plan_reads(const std::vector<std::vector<value_run>>& sav
 // Runs over the same buffer merged where one continues the other in both spaces; sorted by local.
 std::vector<value_run> merge_runs(std::vector<value_run> runs);
 
+// a maps X to Y (local: X, global: Y), b maps Y to Z: the runs that map X to Z, sorted by X.
+// Floats of a that b does not map are left out.
+std::vector<value_run> compose_runs(const std::vector<value_run>& a, std::vector<value_run> b);
+
 // Distinct global floats the runs cover (overlaps counted once): a checkpoint whose files cover
 // fewer than its arrays hold is partial.
 int64_t covered_floats(std::vector<value_run> runs);

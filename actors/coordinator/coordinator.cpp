@@ -37,6 +37,9 @@ struct coordinator_state {
   bool polling = false;
   std::vector<caf::actor> collectives;  // dumped into a watchdog report
   bool finishing = false;
+  int64_t until = 0;            // the end of the run of steps last ordered
+  int checkpoints_writing = 0;  // ordered, not yet committed
+  bool finish_when_saved = false;
   static inline const char* name = "coordinator";
 };
 
@@ -69,8 +72,78 @@ void order_steps(self_ptr self, int64_t step) {
   s.step_start = clock_type::now();
   s.recent.assign(1, s.step_start);
   const int64_t epoch_end = (step / s.args.steps_per_epoch + 1) * s.args.steps_per_epoch;
-  const int64_t until = std::min(epoch_end, s.args.total_steps);
+  int64_t until = std::min(epoch_end, s.args.total_steps);
+  // A checkpoint is of the state between two steps, so a run of steps ends at each one.
+  if (!s.args.checkpoint_dir.empty() && s.args.checkpoint_every > 0)
+    until = std::min(until, (step / s.args.checkpoint_every + 1) * s.args.checkpoint_every);
+  s.until = until;
   for (auto& st : s.stages) self->send(st, step_order{step, until});
+}
+
+bool saves_after(const coordinator_state& s, int64_t steps_done) {
+  if (s.args.checkpoint_dir.empty()) return false;
+  return steps_done == s.args.total_steps || (s.args.checkpoint_every > 0 && steps_done % s.args.checkpoint_every == 0);
+}
+
+void finish_when_saved(self_ptr self) {
+  auto& s = self->state;
+  if (s.checkpoints_writing > 0) s.finish_when_saved = true;
+  else finish(self);
+}
+
+// Every part is in: the manifest, the commit record, goes last.
+void commit(self_ptr self, int64_t step, const std::vector<checkpoint_part>& parts, double began) {
+  auto& s = self->state;
+  storage::checkpoint_manifest m = s.args.checkpoint_base;
+  m.step = step;
+  int64_t bytes = 0;
+  double slowest = 0;
+  for (const checkpoint_part& p : parts) {
+    if (p.file.empty()) continue;
+    storage::checkpoint_file f;
+    f.name = p.file;
+    f.bytes = p.bytes;
+    f.writer = p.writer;
+    for (size_t j = 0; j < p.arrays.size(); ++j)
+      f.sections.push_back({p.arrays[j], p.sections.at(3 * j), p.sections.at(3 * j + 1),
+                            static_cast<uint32_t>(p.sections.at(3 * j + 2))});
+    f.runs = unflatten(p.runs);
+    m.optimizer_steps = p.optimizer_steps;
+    m.files.push_back(std::move(f));
+    bytes += p.bytes;
+    slowest = std::max(slowest, p.seconds);
+  }
+  const std::string dir = storage::commit_checkpoint(s.args.checkpoint_dir, m, s.args.keep);
+  const double seconds = std::chrono::duration<double>(clock_type::now().time_since_epoch()).count() - began;
+  spdlog::info("checkpoint after step {}: {} ({} files, {:.1f} MB; slowest writer {:.3f} s, committed after {:.3f} s)",
+               step, dir, m.files.size(), static_cast<double>(bytes) / 1e6, slowest, seconds);
+  s.args.summary->checkpoints.push_back(dir);
+  if (--s.checkpoints_writing == 0 && s.finish_when_saved) finish(self);
+}
+
+// Orders checkpoint `step` (the state after `step` steps): every stage's shard writes its part.
+// The stages go on with the next steps meanwhile; each shard writes before it takes its next
+// gradients, so its part is the state between the two steps.
+void checkpoint(self_ptr self, int64_t step) {
+  auto& s = self->state;
+  const std::string dir = storage::begin_checkpoint(s.args.checkpoint_dir, step);
+  ++s.checkpoints_writing;
+  const double began = std::chrono::duration<double>(clock_type::now().time_since_epoch()).count();
+  auto parts = std::make_shared<std::vector<checkpoint_part>>(s.stages.size());
+  auto left = std::make_shared<size_t>(s.stages.size());
+  for (size_t r = 0; r < s.stages.size(); ++r)
+    self->request(s.stages[r], caf::infinite, checkpoint_order{step, dir})
+        .then(
+            [self, parts, left, r, step, began](checkpoint_part& p) {
+              (*parts)[r] = std::move(p);
+              if (--*left == 0) commit(self, step, *parts, began);
+            },
+            [self, step](caf::error& e) {
+              fail(self, "checkpoint after step " + std::to_string(step) + " not written: " + self->system().render(e) +
+                             " (the checkpoints committed before are intact)",
+                   true);
+              finish(self);
+            });
 }
 
 int first_replica_rank(const sched::mesh& m, int stage, int tp = 0) { return m.rank_of({0, stage, tp}); }
@@ -199,7 +272,9 @@ void step_done(self_ptr self, std::vector<stage_step_record>& ranks) {
   sum.samples += s.args.samples_per_step;
   sum.steps = step + 1;
   keep_record(self, ranks);
+  if (saves_after(s, step + 1)) checkpoint(self, step + 1);
   if (step + 1 == s.args.total_steps || (step + 1) % s.args.steps_per_epoch == 0) evaluate(self, epoch);
+  else if (step + 1 == s.until) order_steps(self, step + 1);  // a run cut at a checkpoint goes on
 }
 
 void stage_reported(self_ptr self, stage_step_record& r) {
@@ -321,7 +396,9 @@ void start(self_ptr self, std::vector<caf::actor> stages, caf::actor evaluator, 
   s.evaluator = std::move(evaluator);
   s.members = std::move(members);
   for (auto& m : s.members) self->monitor(m);
-  order_steps(self, 0);
+  s.args.summary->first_step = s.args.first_step;
+  s.args.summary->steps = s.args.first_step;
+  order_steps(self, s.args.first_step);
   if (s.args.watchdog_seconds > 0)
     self->delayed_send(self, watchdog_period(s.args.watchdog_seconds), watchdog_atom::value);
 }
@@ -364,7 +441,7 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
         sum.test_loss.push_back(loss);
         s.args.log->eval(r.epoch, sum.steps, loss, acc);
         if (sum.steps < s.args.total_steps) order_steps(self, sum.steps);
-        else finish(self);
+        else finish_when_saved(self);
       },
   };
 }

@@ -67,6 +67,7 @@ job_plan plan_job(const train_config& cfg, const prepared_job& data) {
       }
   }
   check_device_memory(cfg, p);
+  p.resume = open_resume(cfg, data.model, data.total_steps);
   return p;
 }
 

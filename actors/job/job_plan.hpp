@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "actors/job/checkpointing.hpp"
 #include "actors/stage/dp_buckets.hpp"
 #include "actors/job/prepared_job.hpp"
 #include "actors/job/train_config.hpp"
@@ -23,13 +24,16 @@ struct job_plan {
   // with one replica: nothing to reduce.
   std::vector<std::vector<std::vector<grad_bucket>>> buckets;
   std::vector<int64_t> stage_params;
+  // The checkpoint the job continues from (cfg.resume), opened and checked; null: a fresh start.
+  std::shared_ptr<const resume_point> resume;
   size_t slot(int stage, int tp) const { return static_cast<size_t>(stage * mesh.tp + tp); }
   int buckets_of_stage(int stage, int tp = 0) const;
 };
 
 // Throws std::invalid_argument naming the problem: a schedule validate() refuses, one whose
 // stage count is not mesh.pp, a batch too small for dp x M, a cut the model cannot take, model
-// states that do not fit cfg.device_memory (memory_plan.hpp).
+// states that do not fit cfg.device_memory (memory_plan.hpp). A checkpoint to resume from that
+// cannot be (checkpointing.hpp: open_resume) throws std::runtime_error naming it.
 job_plan plan_job(const train_config& cfg, const prepared_job& data);
 
 }  // namespace troupe

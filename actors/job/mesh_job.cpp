@@ -56,6 +56,8 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     a.zero = cfg.zero;
     a.dp_rank = at.dp;
     a.dp_size = plan.mesh.dp;
+    a.writes_checkpoint = cfg.zero >= 1 || at.dp == 0;  // without ZeRO every replica holds the same state
+    a.resume = plan.resume;
     a.memory = device_memory::make("rank " + std::to_string(rank) + " (cpu)", cfg.device_memory);
     a.host_memory = device_memory::make("host of rank " + std::to_string(rank));  // counted for offload only
     int64_t n = plan.stage_params.at(plan.slot(at.pp, at.tp));

@@ -105,6 +105,10 @@ void validate(const train_config& c) {
       bad("zero 3 with the split backward of zb-h1 is not built yet (use gpipe, 1f1b or interleaved)");
   }
   if (c.device_memory < 0) bad("device_memory must be >= 0 bytes (0: no cap)");
+  if (c.checkpoint_every < 0) bad("checkpoint_every must be >= 0, got " + std::to_string(c.checkpoint_every));
+  if (c.keep < 0) bad("keep must be >= 0 (0: keep every checkpoint), got " + std::to_string(c.keep));
+  if (c.checkpoint_every > 0 && c.checkpoint_dir.empty()) bad("checkpoint_every needs checkpoint_dir (--checkpoint-dir)");
+  if (c.resume == "latest" && c.checkpoint_dir.empty()) bad("resume latest needs checkpoint_dir (--checkpoint-dir)");
   if (c.offload == offload_what::params || c.offload == offload_what::both)
     bad(std::string("offloading parameters (offload ") + to_string(c.offload) +
         ") is not built yet (it needs zero 3's units offloaded too); offload the optimizer alone");

@@ -114,6 +114,16 @@ struct train_config {
   int64_t aio_block_size = int64_t{1} << 20;   // bytes per I/O (DeepSpeed's aio default)
   int aio_queue_depth = 8;                     // I/Os in flight (DeepSpeed's default)
   bool offload_pipeline = true;                // overlap a tile's I/O with its neighbour's update
+  // Checkpoints (storage/checkpoint.hpp): with a checkpoint_dir, every rank's optimizer shard
+  // writes its part after every checkpoint_every steps (0: after the last step only) and after
+  // the last step; the coordinator commits the manifest, and keep > 0 leaves the newest `keep`.
+  std::string checkpoint_dir;
+  int64_t checkpoint_every = 0;
+  int keep = 0;
+  // Continue from a checkpoint: a checkpoint root (its latest), a step directory, or "latest"
+  // (checkpoint_dir's). Any mesh, ZeRO stage and offload loads it; the model and optimizer kind
+  // must be the checkpoint's.
+  std::string resume;
   std::vector<straggler_spec> stragglers;
   int64_t trace_step = -1;          // step written to trace.json (-1: the last one)
   process_config process;           // mesh.processes > 1: this process's part
@@ -143,7 +153,9 @@ struct eval_plan {
 eval_plan plan_evaluation(const train_config& cfg, int64_t held_out, int64_t rows_per_sample);
 
 struct train_summary {
-  std::vector<double> losses;          // mean training loss of each step
+  std::vector<double> losses;          // mean training loss of each step (from first_step on)
+  int64_t first_step = 0;              // the step the run began at (a resumed run: the checkpoint's)
+  std::vector<std::string> checkpoints;  // committed during the run, in order
   std::vector<double> test_accuracy;   // after each epoch (token accuracy for the GPT)
   std::vector<double> test_loss;
   int64_t steps = 0;

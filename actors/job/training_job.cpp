@@ -37,6 +37,11 @@ coordinator_args coordinator_args_for(const train_config& cfg, const prepared_jo
   a.failure = out.failure;
   a.record = out.record;
   a.watchdog_seconds = cfg.watchdog_seconds;
+  a.first_step = plan.resume ? plan.resume->manifest.step : 0;
+  a.checkpoint_dir = cfg.checkpoint_dir;
+  a.checkpoint_every = cfg.checkpoint_every;
+  a.keep = cfg.keep;
+  if (!cfg.checkpoint_dir.empty()) a.checkpoint_base = checkpoint_base(cfg, data.model, data.steps_per_epoch);
   return a;
 }
 

@@ -8,10 +8,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <map>
 
 #include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
+#include "actors/job/checkpointing.hpp"
 
 namespace troupe {
 
@@ -38,6 +40,7 @@ struct shard_actor_state {
   // Offloaded to NVMe: tile floats per slot section, tiles, and the step in flight.
   int64_t tile = 0, tiles = 0;
   bool initialized = false;
+  bool checkpointing = false;  // offloaded: its slots are being read back for a checkpoint; a step waits
   tiled_step pending;
   offload_stats stats;
   std::string kind;  // the optimizer's, for checkpoints
@@ -149,24 +152,70 @@ void begin_tiled_step(self_ptr self) {
 
 // Checkpoints of an offloaded shard: every slot read back in order into the two halves of a
 // shard_state, or written from one.
-void read_state(self_ptr self, caf::response_promise reply, std::shared_ptr<shard_state> out, int64_t t) {
+void read_state(self_ptr self, std::shared_ptr<shard_state> out, int64_t t, std::function<void(shard_state&)> done) {
   auto& s = self->state;
   if (t == s.tiles) {
     out->master.freeze();
     out->state.freeze();
-    reply.deliver(std::move(*out));
+    done(*out);
     return;
   }
   self->request(s.memory.store, caf::infinite, store_read{slot_offset(s, t), slot_floats(s)})
-      .then([self, reply, out, t](const store_done& d) mutable {
+      .then([self, out, t, done = std::move(done)](const store_done& d) mutable {
         auto& s = self->state;
         const int64_t n = tile_length(s, t);
         const float* slot = d.data.data();
         std::copy(slot, slot + n, out->master.data() + t * s.tile);
         for (int j = 0; j < out->state_floats; ++j)
           std::copy(slot + (1 + j) * s.tile, slot + (1 + j) * s.tile + n, out->state.data() + j * s.size + t * s.tile);
-        read_state(self, std::move(reply), std::move(out), t + 1);
+        read_state(self, std::move(out), t + 1, std::move(done));
       });
+}
+
+// The shard's state now (a snapshot: the master copy is shared, the state copied), or, offloaded,
+// once every slot is read back; a step that arrives meanwhile waits for it.
+void snapshot(self_ptr self, std::function<void(shard_state&)> done) {
+  auto& s = self->state;
+  shard_state out{s.offset, s.opt->steps(), s.kind, s.opt->state_floats(), tensor(), tensor()};
+  if (!s.memory.store) {
+    out.master = s.master;  // frozen: shared, not copied
+    out.state = tensor({static_cast<int64_t>(s.opt->state().size())}, s.opt->state());
+    out.state.freeze();
+    done(out);
+    return;
+  }
+  out.master = tensor::uninitialized({s.size});
+  out.state = tensor::uninitialized({out.state_floats * s.size});
+  s.checkpointing = true;
+  read_state(self, std::make_shared<shard_state>(std::move(out)), 0, [self, done = std::move(done)](shard_state& st) {
+    auto& s = self->state;
+    s.checkpointing = false;
+    done(st);
+    if (s.pending.reply.pending() && s.initialized) begin_tiled_step(self);
+  });
+}
+
+// Writes the snapshot as one shard file (storage/checkpoint.hpp) on the shard's own thread.
+checkpoint_part write_part(const shard_actor_state& s, const checkpoint_write& w, const shard_state& st) {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::vector<std::string> names{"params"};
+  for (auto& a : storage::optimizer_state_arrays(st.optimizer, st.state_floats)) names.push_back(a);
+  std::vector<const float*> arrays{std::as_const(st.master).data()};
+  for (int j = 0; j < st.state_floats; ++j) arrays.push_back(std::as_const(st.state).data() + j * s.size);
+  const storage::checkpoint_file f =
+      storage::write_shard_file(w.dir, w.file, w.writer, names, arrays, s.size, unflatten(w.runs));
+  checkpoint_part p;
+  p.file = f.name;
+  p.writer = f.writer;
+  p.bytes = f.bytes;
+  for (const auto& sec : f.sections) {
+    p.arrays.push_back(sec.array);
+    p.sections.insert(p.sections.end(), {sec.byte_offset, sec.floats, static_cast<int64_t>(sec.crc32)});
+  }
+  p.runs = flatten(f.runs);
+  p.optimizer_steps = st.steps;
+  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return p;
 }
 
 void write_state(self_ptr self, caf::response_promise reply, shard_state in, int64_t t) {
@@ -175,6 +224,7 @@ void write_state(self_ptr self, caf::response_promise reply, shard_state in, int
     s.opt->restore(in.steps, {});
     s.initialized = true;
     reply.deliver(shard_state_restored{in.steps});
+    if (s.pending.reply.pending()) begin_tiled_step(self);  // a resumed stage's first gradients came meanwhile
     return;
   }
   tensor slot({slot_floats(s)});
@@ -233,7 +283,8 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
           s.pending.reply = self->make_response_promise();
           s.pending.step = m.step;
           s.pending.grads = std::move(m.grads);
-          if (s.initialized) begin_tiled_step(self);  // else when the initial slots are written
+          // Else when the initial slots are written, or a checkpoint's read of them is done.
+          if (s.initialized && !s.checkpointing) begin_tiled_step(self);
           return s.pending.reply;
         }
         if (s.master.empty()) throw std::logic_error("optimizer_shard: gradients before initial parameters");
@@ -259,21 +310,29 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
       [self](offload_stats_request) { return self->state.stats; },
       [self](shard_state_request) -> caf::result<shard_state> {
         auto& s = self->state;
-        if (s.pending.reply.pending())
+        if (s.pending.reply.pending() || s.checkpointing)
           return caf::make_error(caf::sec::invalid_argument, "optimizer_shard: its state asked for during a step");
-        shard_state out{s.offset, s.opt->steps(), s.kind, s.opt->state_floats(), tensor(), tensor()};
-        if (!s.memory.store) {
-          if (s.master.empty())
-            return caf::make_error(caf::sec::invalid_argument, "optimizer_shard: its state asked for before its initial parameters");
-          out.master = s.master;  // frozen: shared, not copied
-          out.state = tensor({static_cast<int64_t>(s.opt->state().size())}, s.opt->state());
-          out.state.freeze();
-          return out;
-        }
-        out.master = tensor::uninitialized({s.size});
-        out.state = tensor::uninitialized({out.state_floats * s.size});
-        auto reply = self->make_response_promise();
-        read_state(self, reply, std::make_shared<shard_state>(std::move(out)), 0);
+        if (!s.memory.store && s.master.empty())
+          return caf::make_error(caf::sec::invalid_argument, "optimizer_shard: its state asked for before its initial parameters");
+        auto reply = self->make_response_promise<shard_state>();
+        snapshot(self, [reply](shard_state& st) mutable { reply.deliver(std::move(st)); });
+        return reply;
+      },
+      [self](checkpoint_write& w) -> caf::result<checkpoint_part> {
+        auto& s = self->state;
+        const std::string where = "optimizer shard [" + std::to_string(s.offset) + ", +" + std::to_string(s.size) + ")";
+        if (s.pending.reply.pending() || s.checkpointing)
+          return caf::make_error(caf::sec::invalid_argument, where + ": a checkpoint during a step is refused");
+        if (!s.memory.store && s.master.empty())
+          return caf::make_error(caf::sec::invalid_argument, where + ": a checkpoint before its initial parameters");
+        auto reply = self->make_response_promise<checkpoint_part>();
+        snapshot(self, [self, reply, w = std::move(w)](shard_state& st) mutable {
+          try {
+            reply.deliver(write_part(self->state, w, st));
+          } catch (const std::exception& e) {  // a full disk: the job is told, the shard goes on
+            reply.deliver(caf::make_error(caf::sec::runtime_error, std::string(e.what())));
+          }
+        });
         return reply;
       },
       [self](shard_state& in) -> caf::result<shard_state_restored> {

@@ -10,6 +10,7 @@
 #include <sched.h>
 
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <random>
 #include <thread>
@@ -65,6 +66,10 @@ struct stage_state {
   // gathers the units.
   tensor param_shard;
   std::unique_ptr<param_fetcher> fetcher;
+  // Where this rank's values sit in the checkpoints' global layout: each local chunk's
+  // parameters (from its buffer's start), and its optimizer shard's floats.
+  std::vector<std::vector<storage::value_run>> chunk_runs;
+  std::vector<storage::value_run> shard_runs;
   bool straggled = false;
   enum class opt_phase { idle, sent, done } opt = opt_phase::idle;
   stage_step_record record;  // what the step reports
@@ -579,6 +584,43 @@ void begin_step(self_ptr self, int64_t step) {
   request_batches(self, step + 2);
 }
 
+// Resuming: the shard gets its master copy with the saved optimizer state and step count, in
+// one message, instead of the initial parameters.
+void restore_shard(self_ptr self, tensor initial) {
+  auto& s = self->state;
+  const resume_point& from = *s.args.resume;
+  const int64_t n = initial.numel();
+  const auto arrays = static_cast<int32_t>(from.manifest.arrays.size() - 1);
+  tensor state({arrays * n});
+  for (int32_t j = 0; j < arrays; ++j)
+    storage::read_values(from.dir, from.manifest, from.manifest.arrays[static_cast<size_t>(1 + j)], s.shard_runs,
+                         state.data() + j * n);
+  state.freeze();
+  self->request(s.args.optimizer, caf::infinite,
+                shard_state{0, from.manifest.optimizer_steps, from.manifest.optimizer, arrays, std::move(initial), std::move(state)})
+      .then([](const shard_state_restored&) {},
+            [self](caf::error& e) {
+              fail(self, "rank " + std::to_string(self->state.args.rank) + ": its optimizer shard refused the checkpoint's state: " +
+                             self->system().render(e));
+            });
+}
+
+// The coordinator's checkpoint order: this rank's shard writes its part, and its answer goes
+// back to the coordinator; a rank that holds a copy of another's state answers with no file.
+caf::result<checkpoint_part> write_checkpoint(self_ptr self, const checkpoint_order& o) {
+  auto& s = self->state;
+  if (!s.args.writes_checkpoint || !s.args.optimizer) return checkpoint_part{};
+  char name[32];
+  std::snprintf(name, sizeof name, "rank-%05d.bin", s.args.rank);
+  std::string writer = "rank " + std::to_string(s.args.rank) + " (stage " + std::to_string(s.args.stage) + ", dp " +
+                       std::to_string(s.args.dp_rank) + ")";
+  auto reply = self->make_response_promise<checkpoint_part>();
+  self->request(s.args.optimizer, caf::infinite, checkpoint_write{o.step, o.dir, name, std::move(writer), flatten(s.shard_runs)})
+      .then([reply](checkpoint_part& p) mutable { reply.deliver(std::move(p)); },
+            [reply](caf::error& e) mutable { reply.deliver(std::move(e)); });
+  return reply;
+}
+
 caf::behavior stage(self_ptr self, stage_args args) {
   auto& st = self->state;
   name_failures(self, [self] {
@@ -596,8 +638,13 @@ caf::behavior stage(self_ptr self, stage_args args) {
     st.args.tp = st.tp_clock;
   }
   layer_list all = build_layers(st.args.model, st.args.tp.get(), st.args.sequence_parallel);
+  std::vector<storage::value_run> stage_runs;  // the stage's chunks end to end
+  std::vector<int64_t> chunk_at;
   for (int c = 0; c < st.args.plan.virtual_stages; ++c) {
     const layer_range r = st.args.model_chunks.at(static_cast<size_t>(model_chunk_of(st, c)));
+    st.chunk_runs.push_back(chunk_runs(all, r, 0));
+    chunk_at.push_back(stage_runs.empty() ? 0 : stage_runs.back().local + stage_runs.back().count);
+    for (const auto& run : chunk_runs(all, r, chunk_at.back())) stage_runs.push_back(run);
     st.chunks.push_back(std::make_unique<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed, st.args.recompute));
   }
   st.args.buckets.resize(st.chunks.size());
@@ -620,6 +667,13 @@ caf::behavior stage(self_ptr self, stage_args args) {
   }
   int64_t n = 0;
   for (auto& c : st.chunks) n += c->stack().num_params();
+  if (st.args.resume) {  // the checkpoint's values replace the initial ones before anyone sees them
+    const resume_point& from = *st.args.resume;
+    for (size_t c = 0; c < st.chunks.size(); ++c)
+      storage::read_values(from.dir, from.manifest, "params", st.chunk_runs[c], st.chunks[c]->stack().params().data());
+    st.next_request = from.manifest.step;
+  }
+  st.shard_runs = zero_on(st) ? shard_runs(st.pieces, st.args.buckets, chunk_at, stage_runs) : stage_runs;
   tensor initial;
   if (st.chunks.size() == 1 && !zero_on(st)) {
     // The shard's master copy is the stack's own buffer (frozen: neither writes it again), so the
@@ -655,7 +709,8 @@ caf::behavior stage(self_ptr self, stage_args args) {
   }
   for (auto& c : st.chunks) c->account_to(st.args.memory);
   initial.freeze();
-  if (n > 0) self->send(st.args.optimizer, params_msg{-1, 0, std::move(initial)});
+  if (n > 0 && st.args.resume) restore_shard(self, std::move(initial));
+  else if (n > 0) self->send(st.args.optimizer, params_msg{-1, 0, std::move(initial)});
   st.waiting_for = "no step ordered";
   request_batches(self, 1);
   return {
@@ -702,6 +757,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
         s.opt = stage_state::opt_phase::done;
         advance_after_message(self);
       },
+      [self](const checkpoint_order& o) { return write_checkpoint(self, o); },
       [self](const pipeline_status_request&) {
         auto& s = self->state;
         const bool active = s.step >= 0 && s.cursor < row(s).size();

@@ -7,6 +7,7 @@
 
 #include <caf/all.hpp>
 
+#include "actors/job/checkpointing.hpp"
 #include "actors/stage/dp_buckets.hpp"
 #include "actors/messages.hpp"
 #include "actors/job/train_config.hpp"
@@ -58,6 +59,11 @@ struct stage_args {
   int prefetch = 1;
   std::shared_ptr<device_memory> memory;       // the rank's device ledger (null: not counted)
   std::shared_ptr<device_memory> host_memory;  // what its offloaded optimizer shard holds in host memory
+  // Checkpoints: a checkpoint_order has this rank's optimizer shard write its part (when
+  // writes_checkpoint: ZeRO partitions, or the first replica's copy without ZeRO); with `resume`
+  // the stage starts from the checkpoint's parameters and hands its shard the saved state.
+  bool writes_checkpoint = false;
+  std::shared_ptr<const resume_point> resume;
 };
 
 // Detached: compute runs on the actor's own thread, never on a scheduler thread.
