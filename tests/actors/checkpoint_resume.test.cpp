@@ -1,0 +1,217 @@
+// Checkpoints in a training job: a run saves after steps 8 and 16 (and 20) without changing a
+// number, and a run resumed from step 8 in the same layout gives bit for bit the losses of steps
+// 8..19 and the final parameters of the uninterrupted run, for plain, data-parallel, pipeline,
+// tensor-parallel, ZeRO 1/2/3 and offloaded jobs. Resumed in another layout (dp 4 -> 2,
+// pp 2 -> 1, tp 2 -> 4, zero 3 -> 0, offloaded -> not) the next-step loss is the uninterrupted
+// run's: bitwise where the two layouts compute the same bits, within float rounding where their
+// reductions are ordered differently. A checkpoint of another model, or with a corrupt shard, is
+// refused naming it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "actors/job/training_job.hpp"
+#include "storage/checkpoint.hpp"
+#include "tests/actors/tiny_jobs.hpp"
+
+using namespace troupe;
+using namespace troupe::test;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct layout {
+  int dp = 1, pp = 1, tp = 1, M = 1, zero = 0;
+  offload_target offload = offload_target::none;
+};
+
+std::string name_of(const layout& l) {
+  std::string n = "dp" + std::to_string(l.dp) + "_pp" + std::to_string(l.pp) + "_tp" + std::to_string(l.tp) + "_M" +
+                  std::to_string(l.M) + "_zero" + std::to_string(l.zero);
+  if (l.offload != offload_target::none) n += std::string("_offload_") + to_string(l.offload);
+  return n;
+}
+
+fs::path scratch(const std::string& name) {
+  const fs::path p = fs::temp_directory_path() / ("troupe-ckpt-" + name);
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+train_config config_for(const std::string& model, const std::string& optim, const layout& l, const fs::path& dir) {
+  const setup s = model == "mlp" ? mlp_setup() : gpt_setup();
+  train_config cfg = tiny_config(s, optim);
+  if (optim == "sgd") cfg.optim.momentum = 0.9f;  // a state array to save
+  cfg.mesh.dp = l.dp;
+  cfg.mesh.pp = l.pp;
+  cfg.mesh.tp = l.tp;
+  cfg.micro_batches = l.M;
+  cfg.zero = l.zero;
+  cfg.bucket_mb = 0.0005;  // several buckets per stage: ZeRO's shards are strided pieces
+  cfg.watchdog_seconds = 20;
+  if (l.offload != offload_target::none) {
+    cfg.offload = offload_what::optimizer;
+    cfg.offload_to = l.offload;
+    cfg.offload_dir = (dir / "nvme").string();
+    fs::create_directories(cfg.offload_dir);
+  }
+  cfg.out_dir = (dir / "out").string();
+  return cfg;
+}
+
+struct resume_case {
+  std::string model, optim;
+  layout saved, resumed;
+  bool bitwise = true;  // the two layouts compute the same bits
+};
+
+std::string case_name(const resume_case& c) {
+  return c.model + "_" + c.optim + "_" + name_of(c.saved) + "_to_" + name_of(c.resumed);
+}
+
+void PrintTo(const resume_case& c, std::ostream* os) { *os << case_name(c); }
+
+class CheckpointResume : public ::testing::TestWithParam<resume_case> {};
+
+TEST_P(CheckpointResume, ResumedFromStep8GivesTheUninterruptedRunsLosses) {
+  const resume_case& c = GetParam();
+  const fs::path dir = scratch(case_name(c));
+  // The uninterrupted run, in the resumed layout, saving nothing.
+  train_config plain = config_for(c.model, c.optim, c.resumed, dir / "plain");
+  const train_summary want = run_training(plain);
+  // The run that saves, in the saved layout.
+  train_config saver = config_for(c.model, c.optim, c.saved, dir / "saver");
+  saver.checkpoint_dir = (dir / "ckpt").string();
+  saver.checkpoint_every = 8;
+  saver.keep = 0;
+  const train_summary saved = run_training(saver);
+  ASSERT_EQ(saved.checkpoints.size(), 3u);  // after steps 8, 16 and the last, 20
+  ASSERT_TRUE(fs::exists(fs::path(saver.checkpoint_dir) / "step-00000008" / "manifest.capnp"));
+  // Resumed from step 8 in the resumed layout.
+  train_config resumed = config_for(c.model, c.optim, c.resumed, dir / "resumed");
+  resumed.resume = (fs::path(saver.checkpoint_dir) / "step-00000008").string();
+  const train_summary got = run_training(resumed);
+  EXPECT_EQ(got.first_step, 8);
+  ASSERT_EQ(got.losses.size(), static_cast<size_t>(kSteps - 8));
+  const std::vector<double> tail(want.losses.begin() + 8, want.losses.end());
+  if (c.bitwise) {
+    EXPECT_EQ(saved.losses, want.losses) << "saving changed a number";
+    EXPECT_EQ(got.losses, tail);
+    EXPECT_EQ(got.final_params.to_vector(), want.final_params.to_vector());
+  } else {
+    // The parameters at step 8 are the saved layout's; its own loss at step 8 is the next step's.
+    EXPECT_NEAR(got.losses.front(), saved.losses.at(8), 1e-5 * std::abs(saved.losses.at(8)));
+    for (size_t i = 0; i < tail.size(); ++i) EXPECT_NEAR(got.losses[i], tail[i], 1e-4 * std::abs(tail[i])) << "step " << 8 + i;
+  }
+}
+
+layout L(int dp, int pp, int tp, int M, int zero, offload_target o = offload_target::none) {
+  return layout{dp, pp, tp, M, zero, o};
+}
+
+const auto none = offload_target::none;
+const auto host = offload_target::host;
+const auto nvme = offload_target::nvme;
+
+INSTANTIATE_TEST_SUITE_P(
+    SameLayout, CheckpointResume,
+    ::testing::Values(resume_case{"mlp", "sgd", L(1, 1, 1, 1, 0), L(1, 1, 1, 1, 0)},
+                      resume_case{"mlp", "adamw", L(1, 1, 1, 1, 0), L(1, 1, 1, 1, 0)},
+                      resume_case{"mlp", "adamw", L(2, 1, 1, 1, 0), L(2, 1, 1, 1, 0)},
+                      resume_case{"gpt", "adamw", L(1, 2, 1, 2, 0), L(1, 2, 1, 2, 0)},
+                      resume_case{"gpt", "sgd", L(1, 1, 2, 1, 0), L(1, 1, 2, 1, 0)},
+                      resume_case{"mlp", "adamw", L(2, 1, 1, 1, 1), L(2, 1, 1, 1, 1)},
+                      resume_case{"gpt", "adamw", L(2, 2, 1, 2, 2), L(2, 2, 1, 2, 2)},
+                      resume_case{"mlp", "sgd", L(2, 1, 1, 1, 3), L(2, 1, 1, 1, 3)},
+                      resume_case{"gpt", "adamw", L(2, 1, 2, 1, 3), L(2, 1, 2, 1, 3)},
+                      resume_case{"mlp", "adamw", L(2, 1, 1, 1, 2, host), L(2, 1, 1, 1, 2, host)},
+                      resume_case{"mlp", "adamw", L(2, 1, 1, 1, 2, nvme), L(2, 1, 1, 1, 2, nvme)}),
+    [](const auto& info) { return case_name(info.param); });
+
+INSTANTIATE_TEST_SUITE_P(
+    Reshard, CheckpointResume,
+    ::testing::Values(resume_case{"mlp", "adamw", L(4, 1, 1, 1, 0), L(2, 1, 1, 1, 0), false},
+                      resume_case{"mlp", "adamw", L(4, 1, 1, 1, 2), L(2, 1, 1, 1, 1), false},
+                      resume_case{"gpt", "adamw", L(1, 2, 1, 2, 0), L(1, 1, 1, 1, 0), false},
+                      resume_case{"gpt", "adamw", L(1, 1, 2, 1, 0), L(1, 1, 4, 1, 0), false},
+                      resume_case{"mlp", "adamw", L(2, 1, 1, 1, 3), L(2, 1, 1, 1, 0), true},
+                      resume_case{"mlp", "sgd", L(2, 1, 1, 1, 2, nvme), L(2, 1, 1, 1, 0), true},
+                      resume_case{"gpt", "adamw", L(2, 2, 2, 2, 1), L(1, 1, 1, 1, 0), false}),
+    [](const auto& info) { return case_name(info.param); });
+
+// Saving, with --keep 2: the two newest checkpoints stay, and `latest` names the newest.
+TEST(CheckpointKeep, KeepTwoLeavesTheTwoNewestAndLatestNamesTheLast) {
+  const fs::path dir = scratch("keep");
+  train_config cfg = config_for("mlp", "adamw", L(1, 1, 1, 1, 0), dir);
+  cfg.checkpoint_dir = (dir / "ckpt").string();
+  cfg.checkpoint_every = 4;
+  cfg.keep = 2;
+  const train_summary s = run_training(cfg);
+  EXPECT_EQ(s.checkpoints.size(), 5u);
+  const auto left = storage::committed_checkpoints(cfg.checkpoint_dir);
+  ASSERT_EQ(left.size(), 2u);
+  EXPECT_EQ(fs::path(left[0]).filename(), "step-00000016");
+  EXPECT_EQ(fs::path(storage::resolve_checkpoint(cfg.checkpoint_dir)).filename(), "step-00000020");
+}
+
+std::string failure_of(const train_config& cfg) {
+  try {
+    run_training(cfg);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(CheckpointRefusedByAJob, AnotherModelsCheckpointIsRefusedBeforeTheStartNamingIt) {
+  const fs::path dir = scratch("other-model");
+  train_config saver = config_for("mlp", "adamw", L(1, 1, 1, 1, 0), dir / "a");
+  saver.checkpoint_dir = (dir / "ckpt").string();
+  saver.max_steps = 4;
+  run_training(saver);
+  train_config other = config_for("mlp", "adamw", L(1, 1, 1, 1, 0), dir / "b");
+  other.model.hidden = {16, 16, 16};
+  other.resume = saver.checkpoint_dir;
+  const std::string why = failure_of(other);
+  EXPECT_NE(why.find("another model"), std::string::npos) << why;
+  EXPECT_NE(why.find("step-00000004"), std::string::npos) << why;
+  train_config sgd = config_for("mlp", "sgd", L(1, 1, 1, 1, 0), dir / "c");
+  sgd.resume = saver.checkpoint_dir;
+  EXPECT_NE(failure_of(sgd).find("adamw"), std::string::npos);
+}
+
+TEST(CheckpointRefusedByAJob, ACorruptShardStopsTheResumedJobNamingTheFile) {
+  const fs::path dir = scratch("corrupt");
+  train_config saver = config_for("mlp", "adamw", L(1, 1, 1, 1, 0), dir / "a");
+  saver.checkpoint_dir = (dir / "ckpt").string();
+  saver.max_steps = 4;
+  run_training(saver);
+  const fs::path shard = fs::path(saver.checkpoint_dir) / "step-00000004" / "rank-00000.bin";
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(100);
+    f.put('\x55');
+  }
+  train_config resumed = config_for("mlp", "adamw", L(1, 1, 1, 1, 0), dir / "b");
+  resumed.resume = saver.checkpoint_dir;
+  const std::string why = failure_of(resumed);
+  EXPECT_NE(why.find("rank-00000.bin"), std::string::npos) << why;
+  EXPECT_NE(why.find("checksum"), std::string::npos) << why;
+  EXPECT_TRUE(fs::exists(shard));  // nothing was overwritten
+}
+
+TEST(CheckpointRefusedByAJob, ACheckpointAtTheLastStepLeavesNothingToTrain) {
+  const fs::path dir = scratch("at-end");
+  train_config saver = config_for("mlp", "adamw", L(1, 1, 1, 1, 0), dir / "a");
+  saver.checkpoint_dir = (dir / "ckpt").string();
+  run_training(saver);
+  train_config again = config_for("mlp", "adamw", L(1, 1, 1, 1, 0), dir / "b");
+  again.resume = saver.checkpoint_dir;
+  EXPECT_NE(failure_of(again).find("nothing left to train"), std::string::npos);
+}
+
+}  // namespace
