@@ -174,6 +174,7 @@ int run(const CLI::App& cmd, const train_flags& f) {
   if (spawn_local_) {
     workers = std::make_unique<local_workers>(cfg);
     cfg.process.on_listening = [w = workers.get()](uint16_t port) { w->start(port); };
+    cfg.process.on_restart = [w = workers.get()](const std::string& resume) { w->restart(resume); };
   }
   const char* who = f.worker ? "troupe worker" : "troupe train";
   try {

@@ -220,9 +220,14 @@ std::vector<tunable> make_table() {
                       [](train_config& c, const value& v) { c.checkpoint_every = v.integer; }));
   t.push_back(integer("--keep", "checkpoint.keep", "Checkpoints kept, the newest (0: all) [0]", 0, 1 << 20,
                       [](train_config& c, const value& v) { c.keep = static_cast<int>(v.integer); }));
+  t.push_back(integer("--max-restarts", "checkpoint.max_restarts",
+                      "Start a failed job (a lost process, a dead actor) again from the latest checkpoint, at most "
+                      "this many times; under a launcher, its own restarts and --resume auto do this [0]",
+                      0, 1 << 20, [](train_config& c, const value& v) { c.max_restarts = static_cast<int>(v.integer); }));
   t.push_back(text("--resume", "checkpoint.resume",
-                   "Continue from a checkpoint: a checkpoint folder (its latest), one of its step-N folders, or "
-                   "latest (--checkpoint-dir's); any mesh, ZeRO stage or offload loads it",
+                   "Continue from a checkpoint: a checkpoint folder (its latest), one of its step-N folders, "
+                   "latest (--checkpoint-dir's), or auto (its latest if it has one, else a fresh start); any mesh, "
+                   "ZeRO stage or offload loads it",
                    [](train_config& c, const value& v) { c.resume = v.text; }));
   t.push_back(texts("--straggler", "data_parallel.stragglers",
                     "Delay a DP rank before each step: rank:ms or rank:ms:random (uniform in [0, 2 ms)); repeatable",

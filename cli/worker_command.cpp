@@ -75,6 +75,13 @@ local_workers::~local_workers() {
   for (pid_t p : pids_) ::waitpid(p, nullptr, 0);
 }
 
+void local_workers::restart(const std::string& resume) {
+  for (pid_t p : pids_) ::kill(p, SIGKILL);
+  for (pid_t p : pids_) ::waitpid(p, nullptr, 0);
+  pids_.clear();
+  resume_ = resume;
+}
+
 void local_workers::start(uint16_t port) {
   std::ifstream in("/proc/self/cmdline", std::ios::binary);
   std::vector<std::string> args;
@@ -83,11 +90,13 @@ void local_workers::start(uint16_t port) {
   std::vector<std::string> child{"/proc/self/exe"};
   bool sub = false;
   for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--nodes") { ++i; continue; }
-    if (args[i].rfind("--nodes=", 0) == 0) continue;
+    if (args[i] == "--nodes" || (resume_ && args[i] == "--resume")) { ++i; continue; }
+    if (args[i].rfind("--nodes=", 0) == 0 || (resume_ && args[i].rfind("--resume=", 0) == 0)) continue;
     if (!sub && args[i] == "train") { child.push_back("worker"); sub = true; continue; }
     child.push_back(args[i]);
   }
+  // A restart: every worker resumes from the checkpoint process 0 resumes from.
+  if (resume_ && !resume_->empty()) child.insert(child.end(), {"--resume", *resume_});
   const pid_t parent = ::getpid();
   for (int r = 1; r < cfg_.mesh.processes; ++r) {
     const pid_t pid = ::fork();

@@ -47,10 +47,14 @@ class local_workers {
   void start(uint16_t master_port);
   // Waits up to timeout_ms for all to exit; returns how many exited non-zero (or were killed).
   int wait(int timeout_ms);
+  // Before a restart: kills the workers still running, and has the next start() give them
+  // --resume `resume` (none: empty) in place of the job's own.
+  void restart(const std::string& resume);
 
  private:
   train_config cfg_;
   std::vector<pid_t> pids_;
+  std::optional<std::string> resume_;
 };
 
 void add_worker_command(CLI::App& app, int& exit_code);

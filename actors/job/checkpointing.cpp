@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <filesystem>
 #include <stdexcept>
 
 #include "kernels/model.hpp"
@@ -83,8 +84,14 @@ storage::checkpoint_manifest checkpoint_base(const train_config& cfg, const mode
 
 std::shared_ptr<const resume_point> open_resume(const train_config& cfg, const model_spec& model, int64_t total_steps) {
   if (cfg.resume.empty()) return nullptr;
+  if (cfg.resume == "auto") {  // a launcher's restart: the latest checkpoint when there is one
+    std::error_code ec;
+    if (!std::filesystem::is_directory(cfg.checkpoint_dir, ec) || storage::committed_checkpoints(cfg.checkpoint_dir).empty())
+      return nullptr;
+  }
   auto r = std::make_shared<resume_point>();
-  r->dir = storage::resolve_checkpoint(cfg.resume == "latest" ? cfg.checkpoint_dir : cfg.resume);
+  const bool latest = cfg.resume == "latest" || cfg.resume == "auto";
+  r->dir = storage::resolve_checkpoint(latest ? cfg.checkpoint_dir : cfg.resume);
   r->manifest = storage::read_manifest(r->dir);
   const storage::checkpoint_manifest& m = r->manifest;
   storage::check_compatible(m, r->dir, model, cfg.optim.kind);

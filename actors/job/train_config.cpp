@@ -108,7 +108,11 @@ void validate(const train_config& c) {
   if (c.checkpoint_every < 0) bad("checkpoint_every must be >= 0, got " + std::to_string(c.checkpoint_every));
   if (c.keep < 0) bad("keep must be >= 0 (0: keep every checkpoint), got " + std::to_string(c.keep));
   if (c.checkpoint_every > 0 && c.checkpoint_dir.empty()) bad("checkpoint_every needs checkpoint_dir (--checkpoint-dir)");
-  if (c.resume == "latest" && c.checkpoint_dir.empty()) bad("resume latest needs checkpoint_dir (--checkpoint-dir)");
+  if ((c.resume == "latest" || c.resume == "auto") && c.checkpoint_dir.empty())
+    bad("resume " + c.resume + " needs checkpoint_dir (--checkpoint-dir)");
+  if (c.max_restarts < 0) bad("max_restarts must be >= 0, got " + std::to_string(c.max_restarts));
+  if (c.max_restarts > 0 && c.checkpoint_dir.empty())
+    bad("max_restarts needs checkpoint_dir (--checkpoint-dir): a restart continues from the latest checkpoint");
   if (c.offload == offload_what::params || c.offload == offload_what::both)
     bad(std::string("offloading parameters (offload ") + to_string(c.offload) +
         ") is not built yet (it needs zero 3's units offloaded too); offload the optimizer alone");

@@ -47,6 +47,9 @@ struct process_config {
   std::string tls_cert, tls_key, tls_ca;  // PEM files: control plane over caf_openssl TLS
   // Rank 0: called with the gate's port once it listens (tests and --nodes start workers then).
   std::function<void(uint16_t)> on_listening;
+  // Rank 0 of a --nodes job, before a restart (max_restarts): the CLI stops what is left of the
+  // workers, and starts the next ones (at the next on_listening) resuming from `resume`.
+  std::function<void(const std::string& resume)> on_restart;
 };
 
 enum class offload_target { none, host, nvme };
@@ -123,7 +126,12 @@ struct train_config {
   // Continue from a checkpoint: a checkpoint root (its latest), a step directory, or "latest"
   // (checkpoint_dir's). Any mesh, ZeRO stage and offload loads it; the model and optimizer kind
   // must be the checkpoint's.
-  std::string resume;
+  std::string resume;  // also "auto": checkpoint_dir's latest when it has one, else a fresh start
+  // A job that fails (a lost process, a dead actor) is torn down and started again from
+  // checkpoint_dir's latest checkpoint, at most max_restarts times: in this process for a job
+  // held in one process or started with --nodes; under a launcher, the launcher restarts the
+  // processes (torchrun --max-restarts) and `resume auto` has them continue.
+  int max_restarts = 0;
   std::vector<straggler_spec> stragglers;
   int64_t trace_step = -1;          // step written to trace.json (-1: the last one)
   process_config process;           // mesh.processes > 1: this process's part
@@ -156,6 +164,7 @@ struct train_summary {
   std::vector<double> losses;          // mean training loss of each step (from first_step on)
   int64_t first_step = 0;              // the step the run began at (a resumed run: the checkpoint's)
   std::vector<std::string> checkpoints;  // committed during the run, in order
+  int restarts = 0;                      // times the job was started again after a failure
   std::vector<double> test_accuracy;   // after each epoch (token accuracy for the GPT)
   std::vector<double> test_loss;
   int64_t steps = 0;

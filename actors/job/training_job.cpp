@@ -9,6 +9,8 @@
 
 #include <filesystem>
 
+#include "storage/checkpoint.hpp"
+
 #include "actors/actors.hpp"
 #include "actors/job/job_outputs.hpp"
 #include "actors/job/mesh_job.hpp"
@@ -47,7 +49,45 @@ coordinator_args coordinator_args_for(const train_config& cfg, const prepared_jo
 
 train_summary run_training(const train_config& cfg) { return run_training(cfg, job_extras{}); }
 
+namespace {
+
+train_summary run_once(const train_config& cfg, const job_extras& extras);
+
+// A restart is this process's to make when it holds the whole job, or started the others itself
+// (--nodes); under a launcher every process exits and the launcher starts them again.
+bool restarts_here(const train_config& cfg) { return cfg.mesh.processes == 1 || cfg.process.on_restart; }
+
+}  // namespace
+
 train_summary run_training(const train_config& cfg, const job_extras& extras) {
+  train_config c = cfg;
+  for (int restarts = 0;; ++restarts) {
+    try {
+      train_summary s = run_once(c, extras);
+      s.restarts = restarts;
+      return s;
+    } catch (const std::invalid_argument&) {
+      throw;  // refused before it started: a restart would be refused again
+    } catch (const std::runtime_error& e) {
+      if (restarts >= c.max_restarts || !restarts_here(c)) throw;
+      std::error_code ec;
+      const std::vector<std::string> saved = std::filesystem::is_directory(c.checkpoint_dir, ec)
+                                                 ? storage::committed_checkpoints(c.checkpoint_dir)
+                                                 : std::vector<std::string>{};
+      c.resume = saved.empty() ? std::string() : saved.back();
+      const int64_t from = saved.empty() ? 0 : storage::read_manifest(saved.back()).step;
+      spdlog::warn("restart {} of {}: the job failed ({}); every rank starts again from {}, so the steps it did "
+                   "after step {} are replayed",
+                   restarts + 1, c.max_restarts, e.what(),
+                   saved.empty() ? std::string("the beginning (no checkpoint yet)") : "the checkpoint " + saved.back(), from);
+      if (c.process.on_restart) c.process.on_restart(c.resume);
+    }
+  }
+}
+
+namespace {
+
+train_summary run_once(const train_config& cfg, const job_extras& extras) {
   if (cfg.zero >= 1 && cfg.mesh.dp > 1 && !extras.gradient_observers.empty())
     throw std::invalid_argument("gradient observers see a rank's whole gradients, which ZeRO (zero " +
                                 std::to_string(cfg.zero) + ") hands to its optimizer shard only in part; use zero 0");
@@ -83,5 +123,7 @@ train_summary run_training(const train_config& cfg, const job_extras& extras) {
   if (!out.failure->what.empty()) throw std::runtime_error(out.failure->what);
   return finish_summary(cfg, plan, out);
 }
+
+}  // namespace
 
 }  // namespace troupe
