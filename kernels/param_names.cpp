@@ -24,10 +24,12 @@ std::vector<named_param> named_params(const model_spec& spec) {
   std::vector<named_param> out;
   int64_t offset = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
-    const std::string prefix = spec.kind == "gpt" ? gpt_prefix(spec, i, *layers[i]) : "layers." + std::to_string(i) + ".";
+    const std::string prefix =
+        spec.kind == "gpt" ? gpt_prefix(spec, i, *layers[i]) : "layers." + std::to_string(i) + ".";
     for (const param_spec& p : layers[i]->param_specs()) {
       // The embedding's two tables are modules of their own in PyTorch (nn.Embedding each).
-      const std::string name = p.name == "wte" ? "tok_emb.weight" : p.name == "wpe" ? "pos_emb.weight" : prefix + p.name;
+      const std::string name =
+          p.name == "wte" ? "tok_emb.weight" : p.name == "wpe" ? "pos_emb.weight" : prefix + p.name;
       out.push_back({name, p.shape, offset, numel_of(p.shape)});
       offset += out.back().count;
     }

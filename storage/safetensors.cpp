@@ -131,7 +131,8 @@ class header_parser {
       for (int i = 0; i < 4; ++i, ++at_) {
         const char h = at_ < s_.size() ? s_[at_] : 0;
         if (!std::isxdigit(static_cast<unsigned char>(h))) fail("bad \\u escape");
-        code = code * 16 + static_cast<unsigned>(std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (h | 0x20) - 'a' + 10);
+        const int digit = std::isdigit(static_cast<unsigned char>(h)) ? h - '0' : (h | 0x20) - 'a' + 10;
+        code = code * 16 + static_cast<unsigned>(digit);
       }
       if (code >= 0xd800 && code < 0xe000) fail("a surrogate \\u escape");
       if (code < 0x80) out += static_cast<char>(code);
@@ -231,7 +232,10 @@ std::vector<named_tensor> read_safetensors(const std::string& path, safetensors_
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error(path + ": cannot open: " + std::strerror(errno));
   const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto fail = [&](const std::string& what) -> std::runtime_error { return std::runtime_error(path + ": " + what); };
+  auto fail = [&](const std::string& what) { return std::runtime_error(path + ": " + what); };
+  auto gap = [&](uint64_t from, uint64_t to) {
+    return fail("bytes [" + std::to_string(from) + ", " + std::to_string(to) + ") of the data belong to no tensor");
+  };
   if (bytes.size() < 8)
     throw fail("truncated: " + std::to_string(bytes.size()) + " bytes, less than the 8-byte header length");
   uint64_t length = 0;
@@ -254,7 +258,7 @@ std::vector<named_tensor> read_safetensors(const std::string& path, safetensors_
       throw fail(who + " has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                  "] outside the data (" + std::to_string(data_size) + " bytes)");
     if (begin < covered) throw fail(who + " overlaps \"" + out.back().name + "\"");
-    if (begin > covered) throw fail("bytes [" + std::to_string(covered) + ", " + std::to_string(begin) + ") of the data belong to no tensor");
+    if (begin > covered) throw gap(covered, begin);
     const int64_t n = elements(e.shape);
     if (n < 0 || static_cast<uint64_t>(n) * sizeof(float) != end - begin)
       throw fail(who + " has shape " + shape_text(e.shape) + " but " + std::to_string(end - begin) + " bytes");
@@ -263,8 +267,7 @@ std::vector<named_tensor> read_safetensors(const std::string& path, safetensors_
     out.push_back(std::move(t));
     covered = end;
   }
-  if (covered != data_size)
-    throw fail("bytes [" + std::to_string(covered) + ", " + std::to_string(data_size) + ") of the data belong to no tensor");
+  if (covered != data_size) throw gap(covered, data_size);
   if (metadata) *metadata = std::move(meta);
   return out;
 }

@@ -9,28 +9,10 @@
 #include <set>
 
 #include "kernels/layer_stack.hpp"
+#include "tests/oracle/oracle_models.hpp"
 
 namespace troupe {
 namespace {
-
-model_spec gpt_spec() {
-  model_spec s;
-  s.kind = "gpt";
-  s.vocab = 11;
-  s.context = 8;
-  s.channels = 16;
-  s.heads = 2;
-  s.blocks = 2;
-  return s;
-}
-
-model_spec mlp_spec() {
-  model_spec s;
-  s.inputs = 12;
-  s.hidden = {16, 8};
-  s.classes = 5;
-  return s;
-}
 
 // The names' contract, and their shapes by name.
 std::map<std::string, shape_t> check_tiling(const model_spec& spec) {
@@ -50,16 +32,16 @@ std::map<std::string, shape_t> check_tiling(const model_spec& spec) {
 }
 
 TEST(NamedParams, MlpNamesAreSequentialIndicesOfItsLinearsTilingTheFlatVector) {
-  const auto shapes = check_tiling(mlp_spec());
+  const auto shapes = check_tiling(test::oracle_mlp());
   const std::map<std::string, shape_t> expected{
       {"layers.0.weight", {16, 12}}, {"layers.0.bias", {16}}, {"layers.2.weight", {8, 16}},
       {"layers.2.bias", {8}},        {"layers.4.weight", {5, 8}}, {"layers.4.bias", {5}}};
   EXPECT_EQ(shapes, expected);
-  EXPECT_EQ(named_params(mlp_spec()).front().name, "layers.0.weight");
+  EXPECT_EQ(named_params(test::oracle_mlp()).front().name, "layers.0.weight");
 }
 
 TEST(NamedParams, GptNamesFollowTheModuleTreeTilingTheFlatVector) {
-  const model_spec spec = gpt_spec();
+  const model_spec spec = test::oracle_gpt();
   const auto shapes = check_tiling(spec);
   const int64_t C = 16, V = 11;
   EXPECT_EQ(shapes.size(), 2u + 2u * 12u + 4u);
@@ -80,7 +62,7 @@ TEST(NamedParams, GptNamesFollowTheModuleTreeTilingTheFlatVector) {
 }
 
 TEST(NamedParams, GptWithoutAVocabularyIsRefused) {
-  model_spec spec = gpt_spec();
+  model_spec spec = test::oracle_gpt();
   spec.vocab = 0;
   EXPECT_THROW(named_params(spec), std::invalid_argument);
 }

@@ -25,6 +25,7 @@
 #include "kernels/param_names.hpp"
 #include "kernels/train_step.hpp"
 #include "storage/safetensors.hpp"
+#include "tests/oracle/oracle_models.hpp"
 
 namespace troupe {
 namespace {
@@ -39,30 +40,21 @@ struct job {
 constexpr uint64_t init_seed = 42;
 
 job mlp_job() {
-  job j;
-  j.spec.inputs = 12;
-  j.spec.hidden = {16, 8};
-  j.spec.classes = 5;
+  job j{test::oracle_mlp(), {}};
   std::mt19937_64 rng(7);
   std::normal_distribution<float> x(0.0f, 1.0f);
-  std::uniform_int_distribution<int32_t> cls(0, 4);
-  j.data.inputs = tensor({6, 12});
+  std::uniform_int_distribution<int32_t> cls(0, static_cast<int32_t>(j.spec.classes) - 1);
+  j.data.inputs = tensor({6, j.spec.inputs});
   for (int64_t i = 0; i < j.data.inputs.numel(); ++i) j.data.inputs.data()[i] = x(rng);
   for (int i = 0; i < 6; ++i) j.data.targets.push_back(cls(rng));
   return j;
 }
 
 job gpt_job() {
-  job j;
-  j.spec.kind = "gpt";
-  j.spec.vocab = 11;
-  j.spec.context = 8;
-  j.spec.channels = 16;
-  j.spec.heads = 2;
-  j.spec.blocks = 2;
+  job j{test::oracle_gpt(), {}};
   std::mt19937_64 rng(7);
-  std::uniform_int_distribution<int32_t> tok(0, 10);
-  j.data.inputs = tensor({3, 8});
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(j.spec.vocab) - 1);
+  j.data.inputs = tensor({3, j.spec.context});
   for (int64_t i = 0; i < j.data.inputs.numel(); ++i) j.data.inputs.data()[i] = static_cast<float>(tok(rng));
   for (int64_t i = 0; i < j.data.inputs.numel(); ++i) j.data.targets.push_back(tok(rng));
   return j;
@@ -120,7 +112,8 @@ void perturb(layer_stack& stack, const model_spec& spec) {
   std::mt19937_64 rng(99);
   tensor values = stack.params().clone();
   for (const named_param& p : named_params(spec)) {
-    std::normal_distribution<float> noise(0.0f, p.shape.size() == 2 ? 1.0f / std::sqrt(static_cast<float>(p.shape[1])) : 0.5f);
+    const float spread = p.shape.size() == 2 ? 1.0f / std::sqrt(static_cast<float>(p.shape[1])) : 0.5f;
+    std::normal_distribution<float> noise(0.0f, spread);
     for (int64_t i = 0; i < p.count; ++i) values.data()[p.offset + i] += noise(rng);
   }
   stack.load_params(values);
