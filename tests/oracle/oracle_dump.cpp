@@ -38,6 +38,7 @@ struct job {
 };
 
 constexpr uint64_t init_seed = 42;
+constexpr int optimizer_steps = 2;  // the second is where momentum first counts and bias correction has t > 1
 
 job mlp_job() {
   job j{test::oracle_mlp(), {}};
@@ -128,7 +129,7 @@ storage::safetensors_metadata metadata(const job& j) {
           {"model.hidden", hidden}, {"model.classes", std::to_string(s.classes)}, {"model.vocab", std::to_string(s.vocab)},
           {"model.context", std::to_string(s.context)}, {"model.channels", std::to_string(s.channels)},
           {"model.heads", std::to_string(s.heads)}, {"model.blocks", std::to_string(s.blocks)},
-          {"init_seed", std::to_string(init_seed)}, {"steps", "2"},
+          {"init_seed", std::to_string(init_seed)}, {"steps", std::to_string(optimizer_steps)},
           {"adamw.lr", num(a.lr)}, {"adamw.beta1", num(a.beta1)}, {"adamw.beta2", num(a.beta2)},
           {"adamw.eps", num(a.eps)}, {"adamw.weight_decay", num(a.weight_decay)},
           {"sgd.lr", num(g.lr)}, {"sgd.momentum", num(g.momentum)}, {"sgd.weight_decay", num(g.weight_decay)},
@@ -151,7 +152,7 @@ void dump(const job& j, const std::string& path) {
   for (const optimizer_config& cfg : {adamw_config(), sgd_config()}) {
     layer_stack stack(build_layers(j.spec), 0, init_seed);
     auto opt = make_optimizer(cfg, stack.num_params());
-    for (int t = 1; t <= 2; ++t) {
+    for (int t = 1; t <= optimizer_steps; ++t) {
       train_step(stack, *opt, j.data);
       add_point(out, cfg.kind + "." + std::to_string(t) + ".", stack, j);
     }
