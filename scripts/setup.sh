@@ -23,6 +23,8 @@ packages=(
 )
 # The MPI collective back end (--backend mpi) is built and tested where Open MPI is installed.
 [ "$action" = test ] && packages+=(openmpi-bin libopenmpi-dev)
+# The PyTorch oracle (tests/oracle/) checks the kernels against Debian's PyTorch; skipped without it.
+[ "$action" = test ] && packages+=(python3-torch python3-numpy)
 # The benchmarks' peer (PyTorch on CPU) is only needed to run bench/: a current release from PyPI
 # in the project's virtual environment (below), not Debian's python3-torch 1.13, which has no
 # DTensor tensor parallelism.
