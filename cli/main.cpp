@@ -7,6 +7,7 @@
 
 #include <string>
 
+#include "cli/export_command.hpp"
 #include "cli/info_command.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/schedule_command.hpp"
@@ -24,6 +25,7 @@ int main(int argc, char** argv) {
   troupe::cli::add_worker_command(app, exit_code);
   troupe::cli::add_info_command(app, exit_code);
   troupe::cli::add_plan_command(app, exit_code);
+  troupe::cli::add_export_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -13,7 +13,9 @@
 #include <fstream>
 
 #include "actors/job/training_job.hpp"
+#include "kernels/param_names.hpp"
 #include "storage/checkpoint.hpp"
+#include "storage/checkpoint_export.hpp"
 #include "tests/actors/tiny_jobs.hpp"
 
 using namespace troupe;
@@ -156,6 +158,34 @@ TEST(CheckpointKeep, KeepTwoLeavesTheTwoNewestAndLatestNamesTheLast) {
   ASSERT_EQ(left.size(), 2u);
   EXPECT_EQ(fs::path(left[0]).filename(), "step-00000016");
   EXPECT_EQ(fs::path(storage::resolve_checkpoint(cfg.checkpoint_dir)).filename(), "step-00000020");
+}
+
+// `troupe export`'s tensors are the job's final parameters, bit for bit, under PyTorch's names:
+// a GPT split over pp 2 x tp 2 and ZeRO-2 over dp 2 is put back together from the shards' runs.
+TEST(CheckpointExport, ExportedTensorsAreTheFinalParametersUnderTheirNames) {
+  const fs::path dir = scratch("export");
+  train_config cfg = config_for("gpt", "adamw", L(2, 2, 2, 2, 2), dir);
+  cfg.checkpoint_dir = (dir / "ckpt").string();
+  cfg.max_steps = 4;
+  const train_summary s = run_training(cfg);
+  const std::string out = (dir / "model.safetensors").string();
+  const storage::export_report r = storage::export_safetensors(cfg.checkpoint_dir, out, true);
+  EXPECT_EQ(r.step, 4);
+  storage::safetensors_metadata meta;
+  const auto tensors = storage::read_safetensors(out, &meta);
+  const auto names = named_params(cfg.model);
+  ASSERT_EQ(tensors.size(), 3 * names.size());  // parameters, exp_avg, exp_avg_sq
+  const std::vector<float> want = s.final_params.to_vector();
+  for (size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(tensors[i].name, names[i].name);
+    EXPECT_EQ(tensors[i].shape, names[i].shape);
+    EXPECT_EQ(tensors[i].values, std::vector<float>(want.begin() + names[i].offset,
+                                                   want.begin() + names[i].offset + names[i].count))
+        << names[i].name;
+  }
+  EXPECT_EQ(tensors[names.size()].name, names[0].name + ".exp_avg");
+  EXPECT_EQ(meta.at("model.kind"), "gpt");
+  EXPECT_EQ(meta.at("troupe.step"), "4");
 }
 
 std::string failure_of(const train_config& cfg) {

@@ -24,6 +24,7 @@
 #include "kernels/model.hpp"
 #include "kernels/param_names.hpp"
 #include "kernels/train_step.hpp"
+#include "storage/checkpoint_export.hpp"
 #include "storage/safetensors.hpp"
 #include "tests/oracle/oracle_models.hpp"
 
@@ -121,21 +122,17 @@ void perturb(layer_stack& stack, const model_spec& spec) {
 }
 
 storage::safetensors_metadata metadata(const job& j) {
-  const model_spec& s = j.spec;
-  std::string hidden;
-  for (int64_t h : s.hidden) hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
   const optimizer_config a = adamw_config(), g = sgd_config();
-  return {{"model", describe(s)}, {"model.kind", s.kind}, {"model.inputs", std::to_string(s.inputs)},
-          {"model.hidden", hidden}, {"model.classes", std::to_string(s.classes)}, {"model.vocab", std::to_string(s.vocab)},
-          {"model.context", std::to_string(s.context)}, {"model.channels", std::to_string(s.channels)},
-          {"model.heads", std::to_string(s.heads)}, {"model.blocks", std::to_string(s.blocks)},
+  storage::safetensors_metadata m = storage::model_metadata(j.spec);
+  m.insert({
           {"init_seed", std::to_string(init_seed)}, {"steps", std::to_string(optimizer_steps)},
           {"adamw.lr", num(a.lr)}, {"adamw.beta1", num(a.beta1)}, {"adamw.beta2", num(a.beta2)},
           {"adamw.eps", num(a.eps)}, {"adamw.weight_decay", num(a.weight_decay)},
           {"sgd.lr", num(g.lr)}, {"sgd.momentum", num(g.momentum)}, {"sgd.weight_decay", num(g.weight_decay)},
           {"loss", "mean cross-entropy over the rows (MLP samples, GPT tokens); grad.* is its gradient (grad_scale 1/rows)"},
           {"targets", "class ids (MLP, B) or next-token ids (GPT, B*T), as F32"},
-          {"points", "'' init, 'perturbed.' init + noise, 'adamw.1.' 'adamw.2.' 'sgd.1.' 'sgd.2.' after train_steps from init"}};
+          {"points", "'' init, 'perturbed.' init + noise, 'adamw.1.' 'adamw.2.' 'sgd.1.' 'sgd.2.' after train_steps from init"}});
+  return m;
 }
 
 void dump(const job& j, const std::string& path) {
