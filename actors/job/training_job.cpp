@@ -76,10 +76,14 @@ train_summary run_training(const train_config& cfg, const job_extras& extras) {
                                                  : std::vector<std::string>{};
       c.resume = saved.empty() ? std::string() : saved.back();
       const int64_t from = saved.empty() ? 0 : storage::read_manifest(saved.back()).step;
-      spdlog::warn("restart {} of {}: the job failed ({}); every rank starts again from {}, so the steps it did "
-                   "after step {} are replayed",
-                   restarts + 1, c.max_restarts, e.what(),
-                   saved.empty() ? std::string("the beginning (no checkpoint yet)") : "the checkpoint " + saved.back(), from);
+      if (saved.empty())
+        spdlog::warn("restart {} of {}: the job failed ({}); no checkpoint was committed yet, so every rank starts again "
+                     "from the beginning and every step it did is replayed",
+                     restarts + 1, c.max_restarts, e.what());
+      else
+        spdlog::warn("restart {} of {}: the job failed ({}); every rank starts again from the checkpoint {}, so the "
+                     "steps it did after step {} are replayed",
+                     restarts + 1, c.max_restarts, e.what(), saved.back(), from);
       if (c.process.on_restart) c.process.on_restart(c.resume);
     }
   }

@@ -8,11 +8,14 @@
 // refused naming it.
 #include <gtest/gtest.h>
 
+#include <caf/all.hpp>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "actors/job/training_job.hpp"
+#include "actors/messages.hpp"
 #include "kernels/param_names.hpp"
 #include "storage/checkpoint.hpp"
 #include "storage/checkpoint_export.hpp"
@@ -186,6 +189,54 @@ TEST(CheckpointExport, ExportedTensorsAreTheFinalParametersUnderTheirNames) {
   EXPECT_EQ(tensors[names.size()].name, names[0].name + ".exp_avg");
   EXPECT_EQ(meta.at("model.kind"), "gpt");
   EXPECT_EQ(meta.at("troupe.step"), "4");
+}
+
+// An actor of the job that dies when it sees step `at`, the first `times` times a job spawns it:
+// a lost actor, as a stage or a shard that crashed would be.
+caf::behavior dies_at(caf::event_based_actor* self, int64_t at, std::shared_ptr<int> times) {
+  return {[self, at, times](const observed_gradients& g) {
+    if (g.step == at && *times > 0) {
+      --*times;
+      self->quit(caf::make_error(caf::sec::runtime_error, "injected: an actor of the job died at step " + std::to_string(at)));
+    }
+  }};
+}
+
+job_extras dying_actor(int64_t at, std::shared_ptr<int> times) {
+  job_extras e;
+  e.gradient_observers.push_back([at, times](caf::actor_system& sys) { return sys.spawn(dies_at, at, times); });
+  return e;
+}
+
+// --max-restarts in one process: a job that loses an actor at step 13 (after the checkpoint at
+// step 8), or at step 3 (before any), starts again from the latest checkpoint (or the
+// beginning) and ends with the uninterrupted run's parameters, bit for bit. Dying more often
+// than max_restarts lets the failure through.
+TEST(CheckpointRestart, AJobThatLosesAnActorRestartsFromItsLatestCheckpointAndEndsBitwiseTheSame) {
+  const fs::path dir = scratch("restart");
+  train_config plain = config_for("mlp", "adamw", L(2, 1, 1, 1, 0), dir / "plain");
+  const train_summary want = run_training(plain);
+  for (int64_t at : {13, 3}) {
+    train_config cfg = config_for("mlp", "adamw", L(2, 1, 1, 1, 0), dir / ("at" + std::to_string(at)));
+    cfg.checkpoint_dir = (dir / ("ckpt" + std::to_string(at))).string();
+    cfg.checkpoint_every = 8;
+    cfg.max_restarts = 1;
+    const train_summary got = run_training(cfg, dying_actor(at, std::make_shared<int>(1)));
+    EXPECT_EQ(got.restarts, 1);
+    EXPECT_EQ(got.first_step, at > 8 ? 8 : 0);
+    EXPECT_EQ(got.final_params.to_vector(), want.final_params.to_vector()) << "died at step " << at;
+    EXPECT_EQ(got.losses.back(), want.losses.back());
+  }
+  train_config cfg = config_for("mlp", "adamw", L(2, 1, 1, 1, 0), dir / "twice");
+  cfg.checkpoint_dir = (dir / "ckpt-twice").string();
+  cfg.checkpoint_every = 8;
+  cfg.max_restarts = 1;
+  try {
+    run_training(cfg, dying_actor(13, std::make_shared<int>(2)));
+    FAIL() << "a job that failed twice with max_restarts 1 succeeded";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("injected"), std::string::npos) << e.what();
+  }
 }
 
 std::string failure_of(const train_config& cfg) {
