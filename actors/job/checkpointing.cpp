@@ -3,6 +3,7 @@
 #include "actors/job/checkpointing.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <filesystem>
 #include <stdexcept>
@@ -103,6 +104,10 @@ std::shared_ptr<const resume_point> open_resume(const train_config& cfg, const m
   if (m.global_floats != job.global_floats)
     throw std::runtime_error(r->dir + ": " + std::to_string(m.global_floats) + " parameters, this job's model has " +
                              std::to_string(job.global_floats));
+  if (m.batch_size != cfg.batch_size || m.seed != cfg.seed)
+    spdlog::warn("{}: saved with batch {} and seed {}, resumed with batch {} and seed {}: the sampler goes on from step "
+                 "{} in another order than the saved run's",
+                 r->dir, m.batch_size, m.seed, cfg.batch_size, cfg.seed, m.step);
   if (m.step >= total_steps)
     throw std::runtime_error(r->dir + ": saved after step " + std::to_string(m.step) + ", and this job ends at step " +
                              std::to_string(total_steps) + ": nothing left to train (raise --epochs or --max-steps)");

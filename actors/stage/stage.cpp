@@ -638,13 +638,19 @@ caf::behavior stage(self_ptr self, stage_args args) {
     st.args.tp = st.tp_clock;
   }
   layer_list all = build_layers(st.args.model, st.args.tp.get(), st.args.sequence_parallel);
+  // Runs first: taking a chunk's layers out of `all` leaves holes a later chunk's runs would read.
   std::vector<storage::value_run> stage_runs;  // the stage's chunks end to end
   std::vector<int64_t> chunk_at;
+  int64_t at = 0;
   for (int c = 0; c < st.args.plan.virtual_stages; ++c) {
     const layer_range r = st.args.model_chunks.at(static_cast<size_t>(model_chunk_of(st, c)));
     st.chunk_runs.push_back(chunk_runs(all, r, 0));
-    chunk_at.push_back(stage_runs.empty() ? 0 : stage_runs.back().local + stage_runs.back().count);
-    for (const auto& run : chunk_runs(all, r, chunk_at.back())) stage_runs.push_back(run);
+    chunk_at.push_back(at);
+    for (const auto& run : chunk_runs(all, r, at)) stage_runs.push_back(run);
+    for (int64_t l = r.begin; l < r.end; ++l) at += all.at(static_cast<size_t>(l))->num_params();
+  }
+  for (int c = 0; c < st.args.plan.virtual_stages; ++c) {
+    const layer_range r = st.args.model_chunks.at(static_cast<size_t>(model_chunk_of(st, c)));
     st.chunks.push_back(std::make_unique<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed, st.args.recompute));
   }
   st.args.buckets.resize(st.chunks.size());

@@ -31,12 +31,14 @@ namespace fs = std::filesystem;
 struct layout {
   int dp = 1, pp = 1, tp = 1, M = 1, zero = 0;
   offload_target offload = offload_target::none;
+  std::string schedule = "1f1b";
 };
 
 std::string name_of(const layout& l) {
   std::string n = "dp" + std::to_string(l.dp) + "_pp" + std::to_string(l.pp) + "_tp" + std::to_string(l.tp) + "_M" +
                   std::to_string(l.M) + "_zero" + std::to_string(l.zero);
   if (l.offload != offload_target::none) n += std::string("_offload_") + to_string(l.offload);
+  if (l.schedule != "1f1b") n += "_" + l.schedule;
   return n;
 }
 
@@ -55,6 +57,7 @@ train_config config_for(const std::string& model, const std::string& optim, cons
   cfg.mesh.pp = l.pp;
   cfg.mesh.tp = l.tp;
   cfg.micro_batches = l.M;
+  cfg.schedule = l.schedule;
   cfg.zero = l.zero;
   cfg.bucket_mb = 0.0005;  // several buckets per stage: ZeRO's shards are strided pieces
   cfg.watchdog_seconds = 20;
@@ -117,6 +120,11 @@ TEST_P(CheckpointResume, ResumedFromStep8GivesTheUninterruptedRunsLosses) {
 layout L(int dp, int pp, int tp, int M, int zero, offload_target o = offload_target::none) {
   return layout{dp, pp, tp, M, zero, o};
 }
+layout interleaved(int dp, int pp, int M, int zero) {  // two chunks per stage, not adjacent in the model
+  layout l = L(dp, pp, 1, M, zero);
+  l.schedule = "interleaved";
+  return l;
+}
 
 const auto none = offload_target::none;
 const auto host = offload_target::host;
@@ -128,6 +136,7 @@ INSTANTIATE_TEST_SUITE_P(
                       resume_case{"mlp", "adamw", L(1, 1, 1, 1, 0), L(1, 1, 1, 1, 0)},
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 0), L(2, 1, 1, 1, 0)},
                       resume_case{"gpt", "adamw", L(1, 2, 1, 2, 0), L(1, 2, 1, 2, 0)},
+                      resume_case{"gpt", "adamw", interleaved(2, 2, 4, 1), interleaved(2, 2, 4, 1)},
                       resume_case{"gpt", "sgd", L(1, 1, 2, 1, 0), L(1, 1, 2, 1, 0)},
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 1), L(2, 1, 1, 1, 1)},
                       resume_case{"gpt", "adamw", L(2, 2, 1, 2, 2), L(2, 2, 1, 2, 2)},
@@ -142,6 +151,7 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(resume_case{"mlp", "adamw", L(4, 1, 1, 1, 0), L(2, 1, 1, 1, 0), false},
                       resume_case{"mlp", "adamw", L(4, 1, 1, 1, 2), L(2, 1, 1, 1, 1), false},
                       resume_case{"gpt", "adamw", L(1, 2, 1, 2, 0), L(1, 1, 1, 1, 0), false},
+                      resume_case{"mlp", "sgd", interleaved(1, 2, 4, 0), L(2, 1, 1, 1, 2), false},
                       resume_case{"gpt", "adamw", L(1, 1, 2, 1, 0), L(1, 1, 4, 1, 0), false},
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 3), L(2, 1, 1, 1, 0), true},
                       resume_case{"mlp", "sgd", L(2, 1, 1, 1, 2, nvme), L(2, 1, 1, 1, 0), true},
