@@ -14,7 +14,6 @@
 // usage: offload_bench [--size 1G] [--block-size 1M] [--queue-depth 8] [--dir /tmp] [--rounds 3]
 //                      [--no-huge-pages]
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -29,11 +28,14 @@
 #include <string>
 #include <vector>
 
+#include "bench/fio_peer.hpp"
 #include "bench/flag_value.hpp"
 #include "storage/uring_store.hpp"
 
 using troupe::storage::uring_options;
 using troupe::storage::uring_store;
+using troupe::bench::fio_bw_bytes;
+using troupe::bench::fs_type;
 
 namespace {
 
@@ -95,69 +97,6 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// A command's standard output, and whether it exited 0.
-std::optional<std::string> run(const std::string& cmd) {
-  FILE* p = ::popen((cmd + " 2>/dev/null").c_str(), "r");
-  if (!p) return std::nullopt;
-  std::string out;
-  char buf[4096];
-  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
-  if (::pclose(p) != 0) return std::nullopt;
-  return out;
-}
-
-std::string quoted(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-// jobs[0].<dir>.bw_bytes from fio's JSON: the first "bw_bytes" directly inside the object that is
-// the value of the first job's "<dir>" key (the same word also appears as a value: "rw" : "write").
-std::optional<double> fio_bw_bytes(const std::string& json, const std::string& dir) {
-  const auto jobs = json.find("\"jobs\"");
-  if (jobs == std::string::npos) return std::nullopt;
-  const std::string key = "\"" + dir + "\"";
-  size_t at = std::string::npos;
-  for (size_t k = json.find(key, jobs); k != std::string::npos; k = json.find(key, k + 1)) {
-    const auto colon = json.find_first_not_of(" \t\n", k + key.size());
-    if (colon == std::string::npos || json[colon] != ':') continue;
-    const auto brace = json.find_first_not_of(" \t\n", colon + 1);
-    if (brace != std::string::npos && json[brace] == '{') {
-      at = brace;
-      break;
-    }
-  }
-  if (at == std::string::npos) return std::nullopt;
-  int depth = 0;
-  for (size_t i = at; i < json.size(); ++i) {
-    if (json[i] == '{') ++depth;
-    else if (json[i] == '}' && --depth == 0) break;
-    else if (depth == 1 && json.compare(i, 10, "\"bw_bytes\"") == 0) {
-      const auto colon = json.find(':', i);
-      return std::strtod(json.c_str() + colon + 1, nullptr);
-    }
-  }
-  return std::nullopt;
-}
-
-std::string fs_type(const std::string& dir) {
-  struct statfs s {};
-  if (::statfs(dir.c_str(), &s) != 0) return "unknown";
-  switch (static_cast<unsigned long>(s.f_type)) {
-    case 0xEF53: return "ext2/3/4";
-    case 0x58465342: return "xfs";
-    case 0x9123683E: return "btrfs";
-    case 0x01021994: return "tmpfs";
-    case 0x794c7630: return "overlayfs";
-    default: {
-      char b[32];
-      std::snprintf(b, sizeof b, "0x%lx", static_cast<unsigned long>(s.f_type));
-      return b;
-    }
-  }
-}
-
 // Requests the block device under `dir` has completed so far (reads or writes); -1 where there is
 // none (tmpfs, overlay).
 int64_t device_requests(const std::string& dir, bool write) {
@@ -193,9 +132,9 @@ std::optional<double> fio_pass(const flags& f, const std::string& file, bool wri
   const std::string rw = write ? "write" : "read";
   const std::string cmd = "fio --name=" + std::string(write ? "w" : "r") + " --ioengine=io_uring --direct=1 --rw=" + rw +
                           " --bs=" + std::to_string(f.block_size) + " --iodepth=" + std::to_string(f.queue_depth) +
-                          " --size=" + std::to_string(f.size) + " --filename=" + quoted(file) + " --output-format=json" +
+                          " --size=" + std::to_string(f.size) + " --filename=" + troupe::bench::shell_quoted(file) + " --output-format=json" +
                           (huge ? " --iomem=shmhuge" : "");
-  const auto out = run(cmd);
+  const auto out = troupe::bench::run_command(cmd);
   if (!out) return std::nullopt;
   return fio_bw_bytes(*out, rw);
 }
@@ -253,8 +192,7 @@ int main(int argc, char** argv) {
     o.huge_pages = f.huge_pages;
     troupe::storage::validate(o);
 
-    auto fio_version = run("fio --version");
-    if (fio_version) fio_version->erase(fio_version->find_last_not_of("\n ") + 1);
+    const auto fio_version = troupe::bench::fio_version();
     const std::string fio_file = f.dir + "/fio.dat";
     std::printf("offload: %lld bytes, block %lld, queue depth %d, O_DIRECT, in %s (%s), %d rounds, troupe's pool in %s "
                 "pages; peer: %s\n",

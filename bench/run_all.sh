@@ -23,5 +23,7 @@ echo "== Actor message round trip against a mutex and condition variable"
 "$build/bench/actor_message_overhead" --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 echo "== NVMe offload: storage/uring_store against fio (io_uring, O_DIRECT)"
 "$build/bench/offload_bench" --dir "${TROUPE_OFFLOAD_DIR:-/tmp}"
+echo "== Checkpoints: write and read bandwidth against fio, and the step time of checkpointing every K steps"
+"$build/bench/checkpoint_bench" --dir "${TROUPE_OFFLOAD_DIR:-/tmp}"
 echo "== ZeRO 1/2 and optimizer offload: step time against plain DP, NVMe I/O hidden behind the update"
 "$build/bench/zero_bench" --dir "${TROUPE_OFFLOAD_DIR:-/tmp}"

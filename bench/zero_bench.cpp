@@ -30,6 +30,7 @@
 #include "actors/messages.hpp"
 #include "actors/store/offload_store.hpp"
 #include "bench/flag_value.hpp"
+#include "bench/load_average.hpp"
 #include "kernels/blas_runtime.hpp"
 
 namespace {
@@ -89,17 +90,7 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 double seconds_since(clock_type::time_point t) { return std::chrono::duration<double>(clock_type::now() - t).count(); }
-// Other work on this shared machine moves every figure: the load is printed beside them.
-std::string load_average() {
-  double a = 0, b = 0, c = 0;
-  if (FILE* f = std::fopen("/proc/loadavg", "r")) {
-    if (std::fscanf(f, "%lf %lf %lf", &a, &b, &c) != 3) a = b = c = -1;
-    std::fclose(f);
-  }
-  char out[64];
-  std::snprintf(out, sizeof out, "%.2f %.2f %.2f", a, b, c);
-  return out;
-}
+using troupe::bench::load_average;
 double mib(int64_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 // ---- part 1: step time of a GPT under each ZeRO stage and offload, against plain DP ----
