@@ -113,7 +113,16 @@ void commit(self_ptr self, int64_t step, const std::vector<checkpoint_part>& par
     bytes += p.bytes;
     slowest = std::max(slowest, p.seconds);
   }
-  const std::string dir = storage::commit_checkpoint(s.args.checkpoint_dir, m, s.args.keep);
+  std::string dir;
+  try {
+    dir = storage::commit_checkpoint(s.args.checkpoint_dir, m, s.args.keep);
+  } catch (const std::exception& e) {
+    fail(self, "checkpoint after step " + std::to_string(step) + " not committed: " + e.what() +
+                   " (the checkpoints committed before are intact)",
+         true);
+    finish(self);
+    return;
+  }
   const double seconds = std::chrono::duration<double>(clock_type::now().time_since_epoch()).count() - began;
   spdlog::info("checkpoint after step {}: {} ({} files, {:.1f} MB; slowest writer {:.3f} s, committed after {:.3f} s)",
                step, dir, m.files.size(), static_cast<double>(bytes) / 1e6, slowest, seconds);
@@ -122,8 +131,8 @@ void commit(self_ptr self, int64_t step, const std::vector<checkpoint_part>& par
 }
 
 // Orders checkpoint `step` (the state after `step` steps): every stage's shard writes its part.
-// The stages go on with the next steps meanwhile; each shard writes before it takes its next
-// gradients, so its part is the state between the two steps.
+// The stages go on with the next steps meanwhile; each shard takes its snapshot before it takes
+// its next gradients (so its part is the state between the two steps), and its writer writes it.
 void checkpoint(self_ptr self, int64_t step) {
   auto& s = self->state;
   const std::string dir = storage::begin_checkpoint(s.args.checkpoint_dir, step);
@@ -139,7 +148,10 @@ void checkpoint(self_ptr self, int64_t step) {
               if (--*left == 0) commit(self, step, *parts, began);
             },
             [self, step](caf::error& e) {
-              fail(self, "checkpoint after step " + std::to_string(step) + " not written: " + self->system().render(e) +
+              // A refusal's own words (a shard's "...: No space left on device"), not CAF's wrapping.
+              const caf::message& why = e.context();
+              const std::string text = why.match_elements<std::string>() ? why.get_as<std::string>(0) : self->system().render(e);
+              fail(self, "checkpoint after step " + std::to_string(step) + " not written: " + text +
                              " (the checkpoints committed before are intact)",
                    true);
               finish(self);

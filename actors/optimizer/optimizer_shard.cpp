@@ -44,6 +44,7 @@ struct shard_actor_state {
   tiled_step pending;
   offload_stats stats;
   std::string kind;  // the optimizer's, for checkpoints
+  caf::actor writer;  // its checkpoint writer, spawned at the first checkpoint
   ~shard_actor_state() {
     if (stats.steps == 0 || stats.io_seconds <= 0) return;
     const double hidden = std::max(0.0, stats.io_seconds + stats.update_seconds - stats.step_seconds);
@@ -195,15 +196,16 @@ void snapshot(self_ptr self, std::function<void(shard_state&)> done) {
   });
 }
 
-// Writes the snapshot as one shard file (storage/checkpoint.hpp) on the shard's own thread.
-checkpoint_part write_part(const shard_actor_state& s, const checkpoint_write& w, const shard_state& st) {
+// Writes the snapshot as one shard file (storage/checkpoint.hpp).
+checkpoint_part write_part(const checkpoint_write& w, const shard_state& st) {
   const auto t0 = std::chrono::steady_clock::now();
+  const int64_t size = st.master.numel();
   std::vector<std::string> names{"params"};
   for (auto& a : storage::optimizer_state_arrays(st.optimizer, st.state_floats)) names.push_back(a);
   std::vector<const float*> arrays{std::as_const(st.master).data()};
-  for (int j = 0; j < st.state_floats; ++j) arrays.push_back(std::as_const(st.state).data() + j * s.size);
+  for (int j = 0; j < st.state_floats; ++j) arrays.push_back(std::as_const(st.state).data() + j * size);
   const storage::checkpoint_file f =
-      storage::write_shard_file(w.dir, w.file, w.writer, names, arrays, s.size, unflatten(w.runs));
+      storage::write_shard_file(w.dir, w.file, w.writer, names, arrays, size, unflatten(w.runs));
   checkpoint_part p;
   p.file = f.name;
   p.writer = f.writer;
@@ -216,6 +218,19 @@ checkpoint_part write_part(const shard_actor_state& s, const checkpoint_write& w
   p.optimizer_steps = st.steps;
   p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return p;
+}
+
+// A shard's checkpoint writer: detached and linked to its shard, so a write (CRC, I/O, fsync)
+// runs beside the shard's next update instead of before it. The snapshot it writes shares the
+// master copy (the next update then goes out of place) and owns a copy of the state.
+caf::behavior shard_writer(caf::event_based_actor*) {
+  return {[](const checkpoint_write& w, const shard_state& st) -> caf::result<checkpoint_part> {
+    try {
+      return write_part(w, st);
+    } catch (const std::exception& e) {  // a full disk: the job is told, the shard goes on
+      return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
+    }
+  }};
 }
 
 void write_state(self_ptr self, caf::response_promise reply, shard_state in, int64_t t) {
@@ -325,13 +340,12 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
           return caf::make_error(caf::sec::invalid_argument, where + ": a checkpoint during a step is refused");
         if (!s.memory.store && s.master.empty())
           return caf::make_error(caf::sec::invalid_argument, where + ": a checkpoint before its initial parameters");
+        if (!s.writer) s.writer = self->spawn<caf::detached + caf::linked>(shard_writer);
         auto reply = self->make_response_promise<checkpoint_part>();
         snapshot(self, [self, reply, w = std::move(w)](shard_state& st) mutable {
-          try {
-            reply.deliver(write_part(self->state, w, st));
-          } catch (const std::exception& e) {  // a full disk: the job is told, the shard goes on
-            reply.deliver(caf::make_error(caf::sec::runtime_error, std::string(e.what())));
-          }
+          self->request(self->state.writer, caf::infinite, std::move(w), std::move(st))
+              .then([reply](checkpoint_part& p) mutable { reply.deliver(std::move(p)); },
+                    [reply](caf::error& e) mutable { reply.deliver(std::move(e)); });
         });
         return reply;
       },
