@@ -264,12 +264,18 @@ std::string failure_of(const train_config& cfg) {
   return "";
 }
 
-TEST(CheckpointRefusedByAJob, AnotherModelsCheckpointIsRefusedBeforeTheStartNamingIt) {
-  const fs::path dir = scratch("other-model");
+// A plain MLP job of 4 steps that saved its checkpoint under dir/ckpt.
+train_config saved_after_4_steps(const fs::path& dir) {
   train_config saver = config_for("mlp", "adamw", L(1, 1, 1, 1, 0), dir / "a");
   saver.checkpoint_dir = (dir / "ckpt").string();
   saver.max_steps = 4;
   run_training(saver);
+  return saver;
+}
+
+TEST(CheckpointRefusedByAJob, AnotherModelsCheckpointIsRefusedBeforeTheStartNamingIt) {
+  const fs::path dir = scratch("other-model");
+  const train_config saver = saved_after_4_steps(dir);
   train_config other = config_for("mlp", "adamw", L(1, 1, 1, 1, 0), dir / "b");
   other.model.hidden = {16, 16, 16};
   other.resume = saver.checkpoint_dir;
@@ -283,10 +289,7 @@ TEST(CheckpointRefusedByAJob, AnotherModelsCheckpointIsRefusedBeforeTheStartNami
 
 TEST(CheckpointRefusedByAJob, ACorruptShardStopsTheResumedJobNamingTheFile) {
   const fs::path dir = scratch("corrupt");
-  train_config saver = config_for("mlp", "adamw", L(1, 1, 1, 1, 0), dir / "a");
-  saver.checkpoint_dir = (dir / "ckpt").string();
-  saver.max_steps = 4;
-  run_training(saver);
+  const train_config saver = saved_after_4_steps(dir);
   const fs::path shard = fs::path(saver.checkpoint_dir) / "step-00000004" / "rank-00000.bin";
   {
     std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);

@@ -107,6 +107,20 @@ std::string save(const std::string& root, int64_t step, float base, int keep, co
   return commit_checkpoint(root, m, keep, io);
 }
 
+// Checkpoint 1 under root, uncommitted: one file of `floats` ones at global 0, of `global` floats.
+checkpoint_manifest one_file(const std::string& root, int64_t floats, int64_t global) {
+  const std::string dir = begin_checkpoint(root, 1);
+  const std::vector<float> v(static_cast<size_t>(floats), 1.0f);
+  checkpoint_manifest m;
+  m.model = tiny_mlp();
+  m.step = 1;
+  m.optimizer = "sgd";
+  m.global_floats = global;
+  m.arrays = {"params"};
+  m.files.push_back(write_shard_file(dir, "rank-0.bin", "rank 0", m.arrays, {v.data()}, floats, {{0, 0, floats}}));
+  return m;
+}
+
 std::vector<float> load(const std::string& path, const std::string& array = "params") {
   const std::string dir = resolve_checkpoint(path);
   const checkpoint_manifest m = read_manifest(dir);
@@ -135,15 +149,7 @@ TEST(CheckpointFiles, RoundTripThroughLatestAndPruneKeepsTheNewest) {
 
 TEST(CheckpointFiles, ACommitThatDoesNotCoverEveryFloatIsRefused) {
   const std::string root = fresh_dir("partial");
-  const std::string dir = begin_checkpoint(root, 1);
-  std::vector<float> v(10, 1.0f);
-  checkpoint_manifest m;
-  m.model = tiny_mlp();
-  m.step = 1;
-  m.optimizer = "sgd";
-  m.global_floats = 20;
-  m.arrays = {"params"};
-  m.files.push_back(write_shard_file(dir, "rank-0.bin", "rank 0", m.arrays, {v.data()}, 10, {{0, 0, 10}}));
+  const checkpoint_manifest m = one_file(root, 10, 20);
   EXPECT_THROW(commit_checkpoint(root, m, 0), std::runtime_error);
   EXPECT_TRUE(committed_checkpoints(root).empty());
 }
@@ -241,16 +247,8 @@ TEST(CheckpointRefusal, AnotherModelOrOptimizerIsRefusedNamingTheCheckpoint) {
 
 TEST(CheckpointRefusal, ANewerFormatIsRefusedNamingBothVersions) {
   const std::string root = fresh_dir("newer");
-  const std::string dir = begin_checkpoint(root, 1);
-  std::vector<float> v(4, 1.0f);
-  checkpoint_manifest m;
+  checkpoint_manifest m = one_file(root, 4, 4);
   m.format_version = checkpoint_format_version + 1;
-  m.model = tiny_mlp();
-  m.step = 1;
-  m.optimizer = "sgd";
-  m.global_floats = 4;
-  m.arrays = {"params"};
-  m.files.push_back(write_shard_file(dir, "rank-0.bin", "rank 0", m.arrays, {v.data()}, 4, {{0, 0, 4}}));
   const std::string committed = commit_checkpoint(root, m, 0);
   expect_refused([&] { read_manifest(committed); }, "format " + std::to_string(checkpoint_format_version + 1));
 }
