@@ -52,6 +52,14 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker) {
     c.mesh.processes = r.env->world_size;
     p.master_addr = r.env->master_addr;
     p.master_port = r.env->master_port;
+    // torchrun's agent serves its own store on MASTER_PORT, so troupe's gate takes the next port
+    // unless --master-port (or the config file) names one.
+    if (env.count("TORCHELASTIC_RUN_ID") && !lf.master_port && p.master_port < 65535) {
+      ++p.master_port;
+      if (p.index == 0)
+        spdlog::info("under torchrun: its store holds MASTER_PORT {}, troupe's control gate listens on {}",
+                     p.master_port - 1, p.master_port);
+    }
   } else if (!r.env && c.mesh.processes <= 1) {
     throw std::invalid_argument(r.error);
   } else if (c.mesh.processes > 1) {  // --nodes N alone: every rank on this machine, started from here
