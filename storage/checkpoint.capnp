@@ -32,6 +32,7 @@ struct Section {
   byteOffset @1 :Int64;
   floats @2 :Int64;
   crc32 @3 :UInt32;
+  dtype @4 :Text;     # "f32", the only one written so far
 }
 
 struct ShardFile {

@@ -164,6 +164,7 @@ std::vector<unsigned char> serialize(const checkpoint_manifest& m) {
       secs[j].setByteOffset(f.sections[j].byte_offset);
       secs[j].setFloats(f.sections[j].floats);
       secs[j].setCrc32(f.sections[j].crc32);
+      secs[j].setDtype(f.sections[j].dtype);
     }
     auto runs = fb.initRuns(static_cast<unsigned>(f.runs.size()));
     for (unsigned j = 0; j < f.runs.size(); ++j) {
@@ -211,7 +212,8 @@ checkpoint_manifest parse(const std::string& path, const std::string& text) {
       f.name = fr.getName();
       f.bytes = fr.getBytes();
       f.writer = fr.getWriter();
-      for (auto s : fr.getSections()) f.sections.push_back({s.getArray(), s.getByteOffset(), s.getFloats(), s.getCrc32()});
+      for (auto s : fr.getSections())
+        f.sections.push_back({s.getArray(), s.getByteOffset(), s.getFloats(), s.getCrc32(), s.getDtype()});
       for (auto run : fr.getRuns()) f.runs.push_back({run.getLocal(), run.getGlobal(), run.getCount()});
       m.files.push_back(std::move(f));
     }
@@ -235,6 +237,7 @@ void check_fields(const std::string& path, const checkpoint_manifest& m) {
     int64_t floats = -1;
     for (size_t j = 0; j < f.sections.size(); ++j) {
       const checkpoint_section& s = f.sections[j];
+      if (s.dtype != "f32") bad(f.name + " section \"" + s.array + "\" is of dtype \"" + s.dtype + "\"; this troupe reads f32");
       if (s.array != m.arrays[j]) bad(f.name + " section " + std::to_string(j) + " is \"" + s.array + "\", not \"" + m.arrays[j] + "\"");
       if (s.byte_offset < 0 || s.floats < 0 || s.byte_offset + 4 * s.floats > f.bytes)
         bad(f.name + " section \"" + s.array + "\" lies outside the file's " + std::to_string(f.bytes) + " bytes");

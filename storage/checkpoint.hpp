@@ -27,6 +27,7 @@ struct checkpoint_section {
   int64_t byte_offset = 0;
   int64_t floats = 0;
   uint32_t crc32 = 0;
+  std::string dtype = "f32";
 };
 
 struct checkpoint_file {
