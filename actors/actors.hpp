@@ -54,6 +54,20 @@ struct shard_memory {
 caf::actor spawn_optimizer_shard(caf::actor_system& sys, optimizer_config cfg, int64_t offset, int64_t size,
                                  shard_memory memory = {});
 
+// One parameter server (train_config.hpp: consistency_model): the parameters of one (pipeline
+// stage, tp rank) slot, `size` of them, with their optimizer, for `replicas` data-parallel
+// replicas. Each applied push is appended to `updates` (the server's own list). Detached.
+struct param_server_args {
+  int32_t slot = 0;
+  int32_t replicas = 1;
+  int64_t size = 0;
+  optimizer_config optim;
+  consistency_model consistency = consistency_model::bsp;
+  int staleness = 0;
+  std::shared_ptr<std::vector<train_summary::server_update>> updates;
+};
+caf::actor spawn_param_server(caf::actor_system& sys, param_server_args args);
+
 // Drives the job, every shape of it: it orders runs of steps (up to the next evaluation) to every
 // stage of the mesh, collects one stage_step_record per rank and step, sums the loss in rank
 // order, writes metrics, at each epoch's end gathers the first replica's parameters for the

@@ -184,6 +184,7 @@ struct gradients_msg {
   int64_t step = 0;
   int64_t offset = 0;
   tensor grads;
+  int32_t replica = 0;  // the sender's dp coordinate: a parameter server's workers are told apart by it
 };
 // stage -> a job's gradient observer (job_extras.hpp), every step: the rank's gradients, reduced
 // over its data-parallel group and about to go to its optimizer shard (its tp share, its
@@ -302,7 +303,7 @@ TROUPE_INSPECT(eval_batch_msg, x.epoch, x.index, x.total, x.data)
 TROUPE_INSPECT(step_order, x.step, x.until)
 TROUPE_INSPECT(eval_order, x.epoch)
 TROUPE_INSPECT(eval_report, x.epoch, x.loss_sum, x.count, x.correct, x.samples)
-TROUPE_INSPECT(gradients_msg, x.step, x.offset, x.grads)
+TROUPE_INSPECT(gradients_msg, x.step, x.offset, x.grads, x.replica)
 TROUPE_INSPECT(observed_gradients, x.rank, x.step, x.grads)
 TROUPE_INSPECT(store_write, x.offset, x.data)
 TROUPE_INSPECT(store_read, x.offset, x.count)

@@ -210,6 +210,19 @@ std::vector<tunable> make_table() {
                      "Read tile i+1 and write tile i-1 while tile i is updated (DeepSpeed's pipeline_read/write) "
                      "[on]",
                      {"on", "off"}, [](train_config& c, const value& v) { c.offload_pipeline = v.text == "on"; }));
+  // [server]
+  t.push_back(choice("--consistency", "server.consistency",
+                     "Parameter servers instead of collectives: bsp (wait for every replica each step), ssp (a "
+                     "replica may lead the slowest by --staleness steps), asp (never wait); none: collectives [none]",
+                     {"none", "bsp", "ssp", "asp"}, [](train_config& c, const value& v) {
+                       c.consistency = v.text == "bsp"   ? consistency_model::bsp
+                                       : v.text == "ssp" ? consistency_model::ssp
+                                       : v.text == "asp" ? consistency_model::asp
+                                                         : consistency_model::none;
+                     }));
+  t.push_back(integer("--staleness", "server.staleness",
+                      "With --consistency ssp: steps a replica may run ahead of the slowest [0]", 0, 1 << 20,
+                      [](train_config& c, const value& v) { c.staleness = static_cast<int>(v.integer); }));
   // [checkpoint]
   t.push_back(text("--checkpoint-dir", "checkpoint.dir",
                    "Save checkpoints under this folder (each rank's shard writes its part; a manifest commits it) "

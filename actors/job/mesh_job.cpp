@@ -91,7 +91,21 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       out.members.push_back(where.store);
       out.detached.push_back(where.store);
     }
-    if (n > 0) {  // a stage of ReLUs alone has nothing to optimize
+    if (cfg.consistency != consistency_model::none) {
+      // Parameter servers: the replicas meet at their slot's server, not in a collective.
+      a.collective = caf::actor{};
+      const auto slot = static_cast<int32_t>(plan.slot(at.pp, at.tp));
+      auto server = out.servers.find(slot);
+      if (server == out.servers.end() && n > 0) {
+        param_server_args ps{slot, plan.mesh.dp, n, cfg.optim, cfg.consistency, cfg.staleness,
+                             std::make_shared<std::vector<train_summary::server_update>>()};
+        out.server_updates.push_back(ps.updates);
+        server = out.servers.emplace(slot, spawn_param_server(sys, std::move(ps))).first;
+        out.members.push_back(server->second);
+        out.detached.push_back(server->second);
+      }
+      if (server != out.servers.end()) a.optimizer = server->second;
+    } else if (n > 0) {  // a stage of ReLUs alone has nothing to optimize
       a.optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, n, where);
       out.members.push_back(a.optimizer);
       out.detached.push_back(a.optimizer);

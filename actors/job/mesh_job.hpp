@@ -25,6 +25,8 @@ struct rank_actors {
   std::map<int, caf::actor> loaders;  // by replica (dp coordinate)
   std::vector<caf::actor> collectives;  // in-process groups' members (spawn_mesh only)
   std::vector<std::shared_ptr<tp_group>> tp_members;  // the stages' tp group members (tp > 1)
+  std::map<int32_t, caf::actor> servers;  // parameter servers, by (stage, tp) slot
+  std::vector<std::shared_ptr<std::vector<train_summary::server_update>>> server_updates;  // each server's records
 };
 
 // A failed job's stages may wait inside a tensor-parallel collective for a peer that is gone,

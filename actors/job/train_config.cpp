@@ -105,6 +105,17 @@ void validate(const train_config& c) {
       bad("zero 3 with the split backward of zb-h1 is not built yet (use gpipe, 1f1b or interleaved)");
   }
   if (c.device_memory < 0) bad("device_memory must be >= 0 bytes (0: no cap)");
+  if (c.staleness < 0) bad("staleness must be >= 0, got " + std::to_string(c.staleness));
+  if (c.staleness > 0 && c.consistency != consistency_model::ssp)
+    bad("staleness is the bound of --consistency ssp, not " + std::string(to_string(c.consistency)));
+  if (c.consistency != consistency_model::none) {
+    const std::string mode = std::string("consistency ") + to_string(c.consistency);
+    if (c.mesh.processes > 1) bad(mode + " across processes is not built yet: its servers meet their workers in one process");
+    if (c.zero > 0) bad(mode + ": parameter servers hold the optimizer themselves; use zero 0");
+    if (c.offload != offload_what::none) bad(mode + ": offload is for ZeRO's optimizer shards, not parameter servers");
+    if (!c.checkpoint_dir.empty() || !c.resume.empty())
+      bad(mode + ": checkpoints of parameter servers are not built yet");
+  }
   if (c.checkpoint_every < 0) bad("checkpoint_every must be >= 0, got " + std::to_string(c.checkpoint_every));
   if (c.keep < 0) bad("keep must be >= 0 (0: keep every checkpoint), got " + std::to_string(c.keep));
   if (c.checkpoint_every > 0 && c.checkpoint_dir.empty()) bad("checkpoint_every needs checkpoint_dir (--checkpoint-dir)");
@@ -133,6 +144,16 @@ void validate(const train_config& c) {
   for (const auto& st : c.stragglers)
     if (st.rank >= c.mesh.dp)
       bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.mesh.dp));
+}
+
+const char* to_string(consistency_model c) {
+  switch (c) {
+    case consistency_model::none: return "none";
+    case consistency_model::bsp: return "bsp";
+    case consistency_model::ssp: return "ssp";
+    case consistency_model::asp: return "asp";
+  }
+  return "?";
 }
 
 const char* to_string(offload_target t) {

@@ -58,6 +58,17 @@ const char* to_string(offload_target t);  // "none", "host", "nvme"
 enum class offload_what { none, optimizer, params, both };
 const char* to_string(offload_what w);  // "none", "optimizer", "params", "both"
 
+// Parameter servers (actors/server/param_server.cpp) instead of collectives: each pipeline stage's
+// tp share of the parameters lives on one server with its optimizer, every data-parallel replica
+// pushes its gradients there and takes the parameters it sends back. bsp: the server waits for
+// every replica's push of a step and applies their sum (sync DP, with the sum at the server);
+// ssp: it applies each push at once, and holds back a replica's parameters while that replica
+// would run more than `staleness` steps ahead of the slowest (Ho et al. 2013); asp: it never
+// holds back (Hogwild-style). Under ssp and asp each push is applied as a step of its own,
+// scaled to its replica's share of the batch (x dp).
+enum class consistency_model { none, bsp, ssp, asp };
+const char* to_string(consistency_model c);  // "none", "bsp", "ssp", "asp"
+
 struct train_config {
   model_spec model;           // kind "mlp" trains on Fashion-MNIST, "gpt" on the text corpus
   optimizer_config optim;
@@ -132,6 +143,8 @@ struct train_config {
   // held in one process or started with --nodes; under a launcher, the launcher restarts the
   // processes (torchrun --max-restarts) and `resume auto` has them continue.
   int max_restarts = 0;
+  consistency_model consistency = consistency_model::none;  // none: collectives, no servers
+  int staleness = 0;                                       // ssp: steps a replica may lead the slowest
   std::vector<straggler_spec> stragglers;
   int64_t trace_step = -1;          // step written to trace.json (-1: the last one)
   process_config process;           // mesh.processes > 1: this process's part
@@ -165,6 +178,17 @@ struct train_summary {
   int64_t first_step = 0;              // the step the run began at (a resumed run: the checkpoint's)
   std::vector<std::string> checkpoints;  // committed during the run, in order
   int restarts = 0;                      // times the job was started again after a failure
+  // Parameter servers: every push each server applied, in the order it applied them.
+  struct server_update {
+    int32_t server = 0;      // its (pipeline stage, tp rank) slot
+    int32_t replica = 0;     // the pushing replica
+    int64_t step = 0;        // the replica's step (its clock) the gradients are of
+    int64_t version_read = 0;   // server updates applied when the replica got the parameters it used
+    int64_t version_applied = 0;  // ... when this push was applied (the staleness in updates is the difference)
+    int64_t slowest = 0;     // the slowest replica's clock (pushes applied) when this one read its parameters
+    bool held = false;       // its next parameters were held back (ssp: it would have led by more than s)
+  };
+  std::vector<server_update> server_updates;
   std::vector<double> test_accuracy;   // after each epoch (token accuracy for the GPT)
   std::vector<double> test_loss;
   int64_t steps = 0;

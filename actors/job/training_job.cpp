@@ -105,12 +105,14 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
   log_plan(cfg, data, plan);
   job_outputs out(cfg, data);
   teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
+  std::vector<std::shared_ptr<std::vector<train_summary::server_update>>> server_updates;
   {
     caf::actor_system_config sys_cfg;
     configure_runtime(sys_cfg);
     caf::actor_system sys{sys_cfg};
     auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, data, plan, out));
     rank_actors ranks = spawn_mesh(sys, cfg, data, plan, coordinator, extras);
+    server_updates = ranks.server_updates;
     auto evaluator = spawn_evaluator(sys, data.model, cfg.seed, ranks.loaders.at(0), coordinator);
     ranks.members.push_back(evaluator);
     caf::anon_send(coordinator, watch_atom::value, ranks.collectives);
@@ -125,7 +127,9 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
     }
   }
   if (!out.failure->what.empty()) throw std::runtime_error(out.failure->what);
-  return finish_summary(cfg, plan, out);
+  train_summary s = finish_summary(cfg, plan, out);
+  for (const auto& u : server_updates) s.server_updates.insert(s.server_updates.end(), u->begin(), u->end());
+  return s;
 }
 
 }  // namespace

@@ -388,7 +388,7 @@ bool execute(self_ptr self, const sched::action& a) {
           }
         }
         s.shard_grads.freeze();
-        self->send(s.args.optimizer, gradients_msg{s.step, 0, std::move(s.shard_grads)});
+        self->send(s.args.optimizer, gradients_msg{s.step, 0, std::move(s.shard_grads), s.args.dp_rank});
         s.shard_grads = tensor();
         s.opt = stage_state::opt_phase::sent;
       }
@@ -407,7 +407,7 @@ bool execute(self_ptr self, const sched::action& a) {
         }
         grads.freeze();
         for (const auto& o : s.args.observers) self->send(o, observed_gradients{s.args.rank, s.step, grads});
-        self->send(s.args.optimizer, gradients_msg{s.step, 0, std::move(grads)});
+        self->send(s.args.optimizer, gradients_msg{s.step, 0, std::move(grads), s.args.dp_rank});
         s.opt = stage_state::opt_phase::sent;
       }
       s.waiting_for = s.gathers_pending > 0 ? "the all-gather of " + std::to_string(s.gathers_pending) +

@@ -1,0 +1,160 @@
+// param_server: the master parameters of one (pipeline stage, tp rank) slot and their optimizer,
+// shared by every data-parallel replica of that slot. A replica's stage pushes its gradients
+// (gradients_msg, tagged with its replica and step) and gets the parameters for its next step
+// as the answer; when that answer goes out is the consistency model:
+//   bsp  once every replica pushed this step: their sum in replica order, one optimizer step;
+//   ssp  each push applied at once; the answer waits while the replica would lead the slowest
+//        replica by more than `staleness` steps;
+//   asp  each push applied at once, answered at once.
+// Every applied push is recorded (train_summary::server_update): the checks of the consistency
+// contracts read the records, not the timing.
+#include <algorithm>
+#include <map>
+
+#include "actors/actor_failure.hpp"
+#include "actors/actors.hpp"
+
+namespace troupe {
+
+namespace {
+
+struct waiting_push {
+  caf::response_promise reply;
+  int64_t step = 0;
+  tensor grads;
+};
+
+struct server_state {
+  param_server_args args;
+  tensor master;
+  std::unique_ptr<optimizer> opt;
+  int64_t version = 0;                 // updates applied
+  std::vector<int64_t> clock;          // per replica: its pushes applied
+  std::vector<int64_t> version_read;   // per replica: the version of the parameters it last got
+  std::vector<int64_t> slowest_read;   // per replica: the slowest clock when it got them
+  std::map<int64_t, std::map<int32_t, waiting_push>> bsp;  // by step, by replica
+  std::map<int32_t, waiting_push> held;  // ssp: answers held back, by replica
+  static inline const char* name = "param_server";
+};
+
+using self_ptr = caf::stateful_actor<server_state>*;
+
+int64_t slowest(const server_state& s) { return *std::min_element(s.clock.begin(), s.clock.end()); }
+
+// One optimizer step on the master copy: in place when no stage holds it any more, else into a
+// fresh tensor (the stages still run on the previous one).
+void apply(server_state& s, const float* grads) {
+  tensor next = std::move(s.master);
+  if (next.reclaim()) {
+    s.opt->step(next.data(), grads, next.numel());
+  } else {
+    const tensor previous = std::move(next);
+    next = tensor::uninitialized({previous.numel()});
+    s.opt->step(next.data(), previous.data(), grads, previous.numel());
+  }
+  next.freeze();
+  s.master = next;
+  ++s.version;
+}
+
+void record(server_state& s, int32_t replica, int64_t step, bool held) {
+  const auto r = static_cast<size_t>(replica);
+  s.args.updates->push_back({s.args.slot, replica, step, s.version_read[r], s.version - 1, s.slowest_read[r], held});
+}
+
+// Replica r gets the parameters for its step `step` + 1.
+void answer(server_state& s, int32_t replica, int64_t step, caf::response_promise& reply) {
+  const auto r = static_cast<size_t>(replica);
+  s.version_read[r] = s.version;
+  s.slowest_read[r] = slowest(s);
+  reply.deliver(params_msg{step, 0, s.master});
+}
+
+// ssp: answers whose replica no longer leads the slowest by more than the bound go out.
+void release_held(server_state& s) {
+  for (auto it = s.held.begin(); it != s.held.end();) {
+    if (it->second.step + 1 - slowest(s) > s.args.staleness) {
+      ++it;
+      continue;
+    }
+    answer(s, it->first, it->second.step, it->second.reply);
+    it = s.held.erase(it);
+  }
+}
+
+caf::result<params_msg> push(self_ptr self, gradients_msg& m) {
+  auto& s = self->state;
+  const int32_t r = m.replica;
+  if (r < 0 || r >= s.args.replicas)
+    return caf::make_error(caf::sec::invalid_argument, "param_server " + std::to_string(s.args.slot) + ": a push from replica " +
+                                                           std::to_string(r) + " of " + std::to_string(s.args.replicas));
+  if (m.grads.numel() != s.master.numel())
+    return caf::make_error(caf::sec::invalid_argument, "param_server " + std::to_string(s.args.slot) + ": " +
+                                                           std::to_string(m.grads.numel()) + " gradients for " +
+                                                           std::to_string(s.master.numel()) + " parameters");
+  auto reply = self->make_response_promise();
+  if (s.args.consistency == consistency_model::bsp) {
+    s.bsp[m.step][r] = waiting_push{reply, m.step, std::move(m.grads)};
+    auto& all = s.bsp[m.step];
+    if (static_cast<int>(all.size()) < s.args.replicas) return reply;
+    // Replica order, so the sum is the same on every run (a ring all-reduce sums in its own order).
+    std::vector<float> sum(static_cast<size_t>(s.master.numel()), 0.0f);
+    for (auto& [replica, p] : all) {
+      const float* g = std::as_const(p.grads).data();
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += g[i];
+    }
+    apply(s, sum.data());
+    for (auto& [replica, p] : all) {
+      ++s.clock[static_cast<size_t>(replica)];
+      record(s, replica, p.step, false);
+    }
+    for (auto& [replica, p] : all) answer(s, replica, p.step, p.reply);
+    s.bsp.erase(m.step);
+    return reply;
+  }
+  // A push on its own is a step on its replica's share of the batch: scaled back to a mean.
+  std::vector<float> g(std::as_const(m.grads).data(), std::as_const(m.grads).data() + m.grads.numel());
+  for (float& x : g) x *= static_cast<float>(s.args.replicas);
+  m.grads = tensor();
+  apply(s, g.data());
+  ++s.clock[static_cast<size_t>(r)];
+  const bool hold = s.args.consistency == consistency_model::ssp && m.step + 1 - slowest(s) > s.args.staleness;
+  record(s, r, m.step, hold);
+  if (hold) s.held[r] = waiting_push{reply, m.step, tensor()};
+  else answer(s, r, m.step, reply);
+  release_held(s);
+  return reply;
+}
+
+caf::behavior param_server(self_ptr self, param_server_args args) {
+  auto& st = self->state;
+  name_failures(self, [self] { return std::make_pair("parameter server " + std::to_string(self->state.args.slot), self->state.version); });
+  st.args = std::move(args);
+  st.opt = make_optimizer(st.args.optim, st.args.size);
+  st.clock.assign(static_cast<size_t>(st.args.replicas), 0);
+  st.version_read.assign(static_cast<size_t>(st.args.replicas), 0);
+  st.slowest_read.assign(static_cast<size_t>(st.args.replicas), 0);
+  return {
+      // Every replica sends its initial parameters (the same values: one seed); the first is kept.
+      [self](const params_msg& m) {
+        auto& s = self->state;
+        if (m.params.numel() != s.args.size)
+          throw std::invalid_argument("param_server " + std::to_string(s.args.slot) + ": initial parameters of " +
+                                      std::to_string(m.params.numel()) + " values for a server of " +
+                                      std::to_string(s.args.size));
+        if (s.master.empty()) {
+          s.master = m.params;
+          s.master.freeze();
+        }
+      },
+      [self](gradients_msg& m) { return push(self, m); },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_param_server(caf::actor_system& sys, param_server_args args) {
+  return sys.spawn<caf::detached>(param_server, std::move(args));
+}
+
+}  // namespace troupe

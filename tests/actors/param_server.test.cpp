@@ -1,0 +1,144 @@
+// Parameter servers (actors/server/param_server.cpp): BSP gives collective sync DP's numbers
+// (bitwise at dp 2, where a sum of two is the same in either order; within float rounding at
+// dp 4, where the ring sums in another order); under SSP no replica ever starts a step more than
+// s ahead of the slowest, and with a straggler the fast ones do run exactly s ahead; under ASP
+// every push is applied exactly once, some of them stale.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include "actors/job/training_job.hpp"
+#include "tests/actors/tiny_jobs.hpp"
+
+using namespace troupe;
+using namespace troupe::test;
+
+namespace {
+
+struct ps_case {
+  std::string model, optim;
+  int dp = 2, pp = 1, tp = 1, M = 1;
+};
+
+std::string case_name(const ps_case& c) {
+  return c.model + "_" + c.optim + "_dp" + std::to_string(c.dp) + "_pp" + std::to_string(c.pp) + "_tp" +
+         std::to_string(c.tp);
+}
+void PrintTo(const ps_case& c, std::ostream* os) { *os << case_name(c); }
+
+train_config config_for(const ps_case& c, consistency_model mode, const std::string& tag) {
+  const setup s = c.model == "mlp" ? mlp_setup() : gpt_setup();
+  train_config cfg = tiny_config(s, c.optim);
+  cfg.mesh.dp = c.dp;
+  cfg.mesh.pp = c.pp;
+  cfg.mesh.tp = c.tp;
+  cfg.micro_batches = c.M;
+  cfg.consistency = mode;
+  cfg.watchdog_seconds = 20;
+  cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-ps-" + case_name(c) + "-" + tag)).string();
+  return cfg;
+}
+
+class BspMatchesCollectiveDataParallel : public ::testing::TestWithParam<ps_case> {};
+
+TEST_P(BspMatchesCollectiveDataParallel, TwentyStepsSameLossesAndParameters) {
+  const ps_case& c = GetParam();
+  const train_summary want = run_training(config_for(c, consistency_model::none, "collective"));
+  const train_summary got = run_training(config_for(c, consistency_model::bsp, "bsp"));
+  ASSERT_EQ(got.losses.size(), want.losses.size());
+  const std::vector<float> a = got.final_params.to_vector(), b = want.final_params.to_vector();
+  ASSERT_EQ(a.size(), b.size());
+  if (c.dp == 2) {
+    EXPECT_EQ(got.losses, want.losses);
+    EXPECT_EQ(a, b);
+  } else {
+    for (size_t i = 0; i < want.losses.size(); ++i)
+      EXPECT_NEAR(got.losses[i], want.losses[i], 1e-5 * std::abs(want.losses[i])) << "step " << i;
+    float worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::abs(a[i] - b[i]));
+    EXPECT_LT(worst, 1e-4f);
+  }
+  // Every replica's push of every step applied once per server, all with no staleness.
+  const int servers = c.pp * c.tp;
+  EXPECT_EQ(got.server_updates.size(), static_cast<size_t>(servers * c.dp * kSteps));
+  for (const auto& u : got.server_updates) {
+    EXPECT_EQ(u.version_applied - u.version_read, 0) << "replica " << u.replica << " step " << u.step;
+    EXPECT_FALSE(u.held);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Meshes, BspMatchesCollectiveDataParallel,
+                         ::testing::Values(ps_case{"mlp", "sgd", 2}, ps_case{"mlp", "adamw", 2}, ps_case{"mlp", "adamw", 4},
+                                           ps_case{"gpt", "adamw", 2}, ps_case{"gpt", "sgd", 4},
+                                           ps_case{"mlp", "adamw", 2, 2, 1, 2}, ps_case{"gpt", "adamw", 2, 1, 2, 1}),
+                         [](const auto& info) { return case_name(info.param); });
+
+// Every push of every replica applied exactly once: (replica, step) pairs unique and complete,
+// versions 0..n-1 in order on each server.
+void expect_every_push_applied_once(const train_summary& s, int replicas, int servers) {
+  std::map<int32_t, std::vector<train_summary::server_update>> by_server;
+  for (const auto& u : s.server_updates) by_server[u.server].push_back(u);
+  ASSERT_EQ(static_cast<int>(by_server.size()), servers);
+  for (const auto& [server, updates] : by_server) {
+    ASSERT_EQ(updates.size(), static_cast<size_t>(replicas * kSteps)) << "server " << server;
+    std::set<std::pair<int32_t, int64_t>> seen;
+    for (size_t i = 0; i < updates.size(); ++i) {
+      EXPECT_EQ(updates[i].version_applied, static_cast<int64_t>(i));
+      EXPECT_TRUE(seen.emplace(updates[i].replica, updates[i].step).second)
+          << "replica " << updates[i].replica << " step " << updates[i].step << " applied twice";
+    }
+  }
+}
+
+TEST(StaleSynchronousParallel, NoReplicaStartsAStepMoreThanSAheadAndTheFastOnesRunExactlySAhead) {
+  for (int s : {1, 3}) {
+    train_config cfg = config_for(ps_case{"mlp", "adamw", 3}, consistency_model::ssp, "ssp" + std::to_string(s));
+    cfg.staleness = s;
+    cfg.stragglers = {straggler_spec{0, 15}};  // replica 0 sleeps 15 ms before each step
+    const train_summary got = run_training(cfg);
+    expect_every_push_applied_once(got, 3, 1);
+    int64_t lead = 0, held = 0;
+    for (const auto& u : got.server_updates) {
+      EXPECT_LE(u.step - u.slowest, s) << "replica " << u.replica << " began step " << u.step << " while the slowest had done "
+                                       << u.slowest << " (bound " << s << ")";
+      lead = std::max(lead, u.step - u.slowest);
+      held += u.held;
+    }
+    EXPECT_EQ(lead, s) << "with a straggler, the fast replicas should run up to the bound";
+    EXPECT_GT(held, 0) << "with a straggler, the fast replicas should have been held";
+    EXPECT_LT(got.losses.back(), got.losses.front());
+  }
+}
+
+TEST(AsynchronousParallel, EveryPushIsAppliedOnceAndSomeAreStale) {
+  train_config cfg = config_for(ps_case{"mlp", "adamw", 3}, consistency_model::asp, "asp");
+  cfg.stragglers = {straggler_spec{0, 15}};
+  const train_summary got = run_training(cfg);
+  expect_every_push_applied_once(got, 3, 1);
+  int64_t stale = 0, lead = 0;
+  for (const auto& u : got.server_updates) {
+    stale = std::max(stale, u.version_applied - u.version_read);
+    lead = std::max(lead, u.step - u.slowest);
+    EXPECT_FALSE(u.held);
+  }
+  EXPECT_GT(stale, 0) << "a straggler's pushes land after the others'";
+  EXPECT_GT(lead, 1) << "nothing holds a fast replica back";
+  EXPECT_LT(got.losses.back(), got.losses.front());
+}
+
+TEST(ParameterServers, AcrossProcessesAndWithZeroAreRefusedByName) {
+  train_config cfg = config_for(ps_case{"mlp", "adamw", 2}, consistency_model::ssp, "refused");
+  cfg.zero = 1;
+  try {
+    run_training(cfg);
+    FAIL() << "zero with parameter servers was not refused";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("consistency ssp"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
