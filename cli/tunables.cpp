@@ -243,7 +243,10 @@ std::vector<tunable> make_table() {
                    "ZeRO stage or offload loads it",
                    [](train_config& c, const value& v) { c.resume = v.text; }));
   t.push_back(texts("--straggler", "data_parallel.stragglers",
-                    "Delay a DP rank before each step: rank:ms or rank:ms:random (uniform in [0, 2 ms)); repeatable",
+                    "Delay a DP replica before each step, by a distribution of mean ms: rank:ms (fixed), "
+                    "rank:ms:uniform (or random, in [0, 2 ms)), rank:ms:exponential, rank:ms:pareto[:shape] "
+                    "(heavy-tailed, shape > 1, 1.5 if not given), rank:ms:burst[:period] (period x ms every "
+                    "period-th step, 10 if not given); repeatable",
                     [](train_config& c, const value& v) {
                       c.stragglers.clear();
                       for (const auto& s : v.texts) c.stragglers.push_back(parse_straggler(s));

@@ -2,6 +2,7 @@
 #include "actors/job/train_config.hpp"
 
 #include <cmath>
+#include <random>
 #include <filesystem>
 #include <stdexcept>
 
@@ -11,30 +12,88 @@
 
 namespace troupe {
 
+const char* to_string(delay_kind k) {
+  switch (k) {
+    case delay_kind::fixed: return "fixed";
+    case delay_kind::uniform: return "uniform";
+    case delay_kind::exponential: return "exponential";
+    case delay_kind::pareto: return "pareto";
+    case delay_kind::burst: return "burst";
+  }
+  return "?";
+}
+
 straggler_spec parse_straggler(const std::string& text) {
-  auto bad = [&]() -> straggler_spec {
-    throw std::invalid_argument("straggler \"" + text + "\": expected rank:ms or rank:ms:random, e.g. 1:50");
+  auto bad = [&](const std::string& why) -> straggler_spec {
+    throw std::invalid_argument("straggler \"" + text + "\": " + why +
+                                "; expected rank:ms[:fixed|uniform|exponential|pareto[:shape]|burst[:period]], e.g. 1:50 "
+                                "or 1:50:exponential");
   };
-  const auto c1 = text.find(':');
-  if (c1 == std::string::npos || c1 == 0) return bad();
-  const auto c2 = text.find(':', c1 + 1);
-  straggler_spec s;
-  try {
+  std::vector<std::string> parts;
+  for (size_t at = 0;;) {
+    const size_t c = text.find(':', at);
+    parts.push_back(text.substr(at, c == std::string::npos ? std::string::npos : c - at));
+    if (c == std::string::npos) break;
+    at = c + 1;
+  }
+  if (parts.size() < 2 || parts.size() > 4) return bad("not 2 to 4 fields");
+  auto number = [&](const std::string& t, const char* what) {
     size_t used = 0;
-    s.rank = std::stoi(text.substr(0, c1), &used);
-    if (used != c1) return bad();
-    const std::string ms = text.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1);
-    s.ms = std::stod(ms, &used);
-    if (used != ms.size()) return bad();
-  } catch (const std::logic_error&) {
-    return bad();
+    double v = 0;
+    try {
+      v = std::stod(t, &used);
+    } catch (const std::logic_error&) {
+      used = 0;
+    }
+    if (t.empty() || used != t.size() || !std::isfinite(v)) bad(std::string("its ") + what + " \"" + t + "\" is not a number");
+    return v;
+  };
+  straggler_spec s;
+  const double rank = number(parts[0], "rank");
+  if (rank < 0 || rank != std::floor(rank)) return bad("its rank must be a whole number >= 0");
+  s.rank = static_cast<int>(rank);
+  s.ms = number(parts[1], "delay");
+  if (s.ms < 0) return bad("its delay must be >= 0");
+  if (parts.size() >= 3) {
+    const std::string& k = parts[2];
+    if (k == "fixed") s.kind = delay_kind::fixed;
+    else if (k == "uniform" || k == "random") s.kind = delay_kind::uniform;
+    else if (k == "exponential") s.kind = delay_kind::exponential;
+    else if (k == "pareto") s.kind = delay_kind::pareto;
+    else if (k == "burst") s.kind = delay_kind::burst;
+    else return bad("unknown distribution \"" + k + "\"");
   }
-  if (c2 != std::string::npos) {
-    if (text.substr(c2 + 1) != "random") return bad();
-    s.random = true;
+  if (parts.size() == 4) {
+    if (s.kind != delay_kind::pareto && s.kind != delay_kind::burst)
+      return bad(std::string("a ") + to_string(s.kind) + " delay takes no parameter");
+    s.param = number(parts[3], s.kind == delay_kind::pareto ? "shape" : "period");
+    if (s.kind == delay_kind::pareto && !(s.param > 1)) return bad("a Pareto shape must be > 1 (its mean is finite only then)");
+    if (s.kind == delay_kind::burst && (s.param < 1 || s.param != std::floor(s.param)))
+      return bad("a burst period must be a whole number of steps >= 1");
   }
-  if (s.rank < 0 || s.ms < 0) return bad();
   return s;
+}
+
+double straggler_delay_ms(const straggler_spec& s, uint64_t seed, int64_t step) {
+  std::seed_seq seq{seed, static_cast<uint64_t>(s.rank), static_cast<uint64_t>(step)};
+  std::mt19937_64 rng(seq);
+  switch (s.kind) {
+    case delay_kind::fixed: return s.ms;
+    case delay_kind::uniform: return std::uniform_real_distribution<double>(0.0, 2.0 * s.ms)(rng);
+    case delay_kind::exponential: return s.ms > 0 ? std::exponential_distribution<double>(1.0 / s.ms)(rng) : 0.0;
+    case delay_kind::pareto: {
+      // x_m (1 - u)^(-1/a) has mean a x_m / (a - 1): x_m is chosen for mean ms.
+      const double a = s.param > 0 ? s.param : 1.5;
+      const double xm = s.ms * (a - 1) / a;
+      const double u = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+      return xm * std::pow(1.0 - u, -1.0 / a);
+    }
+    case delay_kind::burst: {
+      const auto period = static_cast<int64_t>(s.param > 0 ? s.param : 10);
+      return step % period == 0 ? s.ms * static_cast<double>(period) : 0.0;
+    }
+  }
+  return 0;
 }
 
 void validate(const train_config& c) {

@@ -24,15 +24,27 @@ namespace storage {
 class dataset;
 }
 
-// An injected delay for stress tests: rank `rank` sleeps before each step's forward, `ms`
-// milliseconds (fixed) or uniformly in [0, 2 ms) (random, seeded per rank and step).
+// An injected delay for stress tests: the ranks of data-parallel replica `rank` (its first
+// pipeline stage) sleep before each step's forward, by a distribution of mean `ms` (seeded per
+// rank and step, so a run repeats its delays):
+//   fixed        ms every step
+//   uniform      uniform in [0, 2 ms)  ("random" is the same)
+//   exponential  exponential, mean ms
+//   pareto       Pareto of shape `param` (> 1; 1.5 if not given): heavy-tailed, mean ms
+//   burst        period x ms on every `param`-th step (period 10 if not given), none between
+enum class delay_kind { fixed, uniform, exponential, pareto, burst };
+const char* to_string(delay_kind k);
 struct straggler_spec {
   int rank = 0;
   double ms = 0;
-  bool random = false;
+  delay_kind kind = delay_kind::fixed;
+  double param = 0;  // pareto: the shape; burst: the period in steps (0: the default)
 };
-// Parses "rank:ms" or "rank:ms:random"; throws std::invalid_argument naming the text.
+// Parses "rank:ms", "rank:ms:kind" or "rank:ms:kind:param"; throws std::invalid_argument naming
+// the text and what it expected.
 straggler_spec parse_straggler(const std::string& text);
+// The delay of `step` in milliseconds (the same for the same seed, rank and step).
+double straggler_delay_ms(const straggler_spec& s, uint64_t seed, int64_t step);
 
 // How this process takes part in a job whose mesh spans several processes (actors/process/process_job.cpp);
 // the number of processes is the mesh's (train_config::mesh.processes).

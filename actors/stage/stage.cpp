@@ -184,12 +184,7 @@ void straggle(stage_state& s) {
   const straggler_spec& st = s.args.straggler;
   if (st.ms <= 0 || s.straggled) return;
   s.straggled = true;
-  double ms = st.ms;
-  if (st.random) {
-    std::seed_seq seq{s.args.seed, static_cast<uint64_t>(st.rank), static_cast<uint64_t>(s.step)};
-    std::mt19937_64 rng(seq);
-    ms = std::uniform_real_distribution<double>(0.0, 2.0 * st.ms)(rng);
-  }
+  const double ms = straggler_delay_ms(st, s.args.seed, s.step);
   std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
 }
 

@@ -3,6 +3,9 @@
 // once, last to first, with gradients equal to the plain backward's. Plus the trace maths.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "actors/stage/dp_buckets.hpp"
 #include "actors/job/step_trace.hpp"
 #include "actors/job/train_config.hpp"
@@ -88,15 +91,54 @@ TEST(StepTrace, AnAllReduceIsDrawnFromWhenTheLastRankOfItsGroupHandedItIn) {
   EXPECT_DOUBLE_EQ(t.stages[3][0].start_seconds, 4.0);
 }
 
-TEST(Straggler, ParsesFixedAndRandomAndRefusesNonsense) {
+TEST(Straggler, ParsesEveryDistributionAndRefusesNonsense) {
   auto a = parse_straggler("1:50");
   EXPECT_EQ(a.rank, 1);
   EXPECT_EQ(a.ms, 50);
-  EXPECT_FALSE(a.random);
+  EXPECT_EQ(a.kind, delay_kind::fixed);
   auto b = parse_straggler("3:12.5:random");
   EXPECT_EQ(b.rank, 3);
   EXPECT_EQ(b.ms, 12.5);
-  EXPECT_TRUE(b.random);
-  for (const char* bad : {"", "1", ":5", "a:5", "1:x", "1:5:often", "-1:5", "1:-5"})
+  EXPECT_EQ(b.kind, delay_kind::uniform);
+  EXPECT_EQ(parse_straggler("0:5:exponential").kind, delay_kind::exponential);
+  EXPECT_EQ(parse_straggler("0:5:pareto:2.5").param, 2.5);
+  EXPECT_EQ(parse_straggler("0:5:burst:4").param, 4);
+  for (const char* bad : {"", "1", ":5", "a:5", "1:x", "1:5:often", "-1:5", "1:-5", "1.5:5", "1:5:pareto:1",
+                          "1:5:burst:0", "1:5:burst:2.5", "1:5:fixed:3", "1:5:pareto:2:9"})
     EXPECT_THROW(parse_straggler(bad), std::invalid_argument) << bad;
+}
+
+// Each distribution's sample over many steps against its formulas: the mean is ms for all of
+// them, and each has its own shape.
+TEST(Straggler, DelaysFollowTheirDistributionsAndRepeatForTheSameSeed) {
+  const int n = 40000;
+  auto sample = [&](const std::string& text) {
+    std::vector<double> v;
+    const straggler_spec s = parse_straggler(text);
+    for (int i = 0; i < n; ++i) v.push_back(straggler_delay_ms(s, 42, i));
+    return v;
+  };
+  auto mean = [](const std::vector<double>& v) {
+    double t = 0;
+    for (double x : v) t += x;
+    return t / static_cast<double>(v.size());
+  };
+  for (double x : sample("0:7")) EXPECT_EQ(x, 7.0);
+  const auto u = sample("0:10:uniform");
+  EXPECT_NEAR(mean(u), 10.0, 0.15);
+  EXPECT_GE(*std::min_element(u.begin(), u.end()), 0.0);
+  EXPECT_LT(*std::max_element(u.begin(), u.end()), 20.0);
+  const auto e = sample("0:10:exponential");
+  EXPECT_NEAR(mean(e), 10.0, 0.3);
+  const double above = static_cast<double>(std::count_if(e.begin(), e.end(), [](double x) { return x > 20.0; })) / n;
+  EXPECT_NEAR(above, std::exp(-2.0), 0.01);  // P(X > 2 mean) = e^-2
+  const auto p = sample("0:10:pareto:3");
+  EXPECT_NEAR(mean(p), 10.0, 0.4);
+  EXPECT_GE(*std::min_element(p.begin(), p.end()), 10.0 * 2.0 / 3.0);  // x_m = mean (a - 1) / a
+  const double tail = static_cast<double>(std::count_if(p.begin(), p.end(), [](double x) { return x > 40.0; })) / n;
+  EXPECT_NEAR(tail, std::pow(20.0 / 3.0 / 40.0, 3.0), 0.002);  // P(X > x) = (x_m / x)^a
+  const auto b = sample("0:10:burst:4");
+  for (int i = 0; i < 12; ++i) EXPECT_EQ(b[static_cast<size_t>(i)], i % 4 == 0 ? 40.0 : 0.0);
+  EXPECT_DOUBLE_EQ(mean(b), 10.0);
+  EXPECT_EQ(sample("0:10:exponential"), e);  // the same seed, rank and steps: the same delays
 }

@@ -21,7 +21,7 @@ TEST(DataParallelWatchdog, StalledStepIsReportedWithTheCollectivesStateAndTheJob
   cfg.progress = false;
   cfg.mesh.dp = 2;
   cfg.bucket_mb = 0.01;
-  cfg.stragglers = {straggler_spec{1, 3000, false}};  // rank 1 stalls 3 s before each step
+  cfg.stragglers = {straggler_spec{1, 3000, delay_kind::fixed}};  // rank 1 stalls 3 s before each step
   cfg.watchdog_seconds = 0.5;
   cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-watchdog-" + std::to_string(::getpid()))).string();
   const auto t0 = std::chrono::steady_clock::now();

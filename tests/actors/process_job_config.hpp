@@ -24,7 +24,7 @@ inline train_config small_dp_config(int ranks, const std::string& out_dir, int64
   c.out_dir = out_dir;
   c.mesh.dp = ranks;
   c.bucket_mb = 0.01;  // several buckets: the net collective sees more than one request per step
-  if (straggle_ms > 0) c.stragglers.push_back({1, straggle_ms, false});
+  if (straggle_ms > 0) c.stragglers.push_back({1, straggle_ms, delay_kind::fixed});
   return c;
 }
 
