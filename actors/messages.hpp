@@ -427,6 +427,7 @@ struct join_request {
 // job hub -> rank r: whom its stage reports to, and where the data-plane ring meets.
 struct join_reply {
   caf::actor coordinator;
+  std::vector<caf::actor> servers;  // parameter servers by (stage, tp) slot (none without --consistency)
 };
 // What one process serves to the others on the data plane: the rendezvous of each data-parallel
 // group whose first member it holds (group = pipeline stage), and its point-to-point endpoint
@@ -461,7 +462,7 @@ struct job_end {
   std::string report;
 };
 TROUPE_INSPECT_NET(join_request, x.rank, x.config)
-TROUPE_INSPECT_NET(join_reply, x.coordinator)
+TROUPE_INSPECT_NET(join_reply, x.coordinator, x.servers)
 TROUPE_INSPECT_NET(process_endpoints, x.ring_groups, x.ring_hosts, x.ring_ports, x.p2p_host, x.p2p_port)
 TROUPE_INSPECT_NET(worker_ready, x.rank, x.hub, x.stages, x.serves)
 TROUPE_INSPECT_NET(mesh_addresses, x.ring_hosts, x.ring_ports, x.p2p_hosts, x.p2p_ports)

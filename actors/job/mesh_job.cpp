@@ -19,7 +19,8 @@ namespace troupe {
 rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                         const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
                         const collective_of& collective, const tp_group_of_fn& tp_group_of,
-                        const std::vector<caf::actor>& observers, const tp_group_of_fn& dp_group_of) {
+                        const std::vector<caf::actor>& observers, const tp_group_of_fn& dp_group_of,
+                        const std::vector<caf::actor>& servers) {
   rank_actors out;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   for (int rank : ranks) {
@@ -94,17 +95,7 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     if (cfg.consistency != consistency_model::none) {
       // Parameter servers: the replicas meet at their slot's server, not in a collective.
       a.collective = caf::actor{};
-      const auto slot = static_cast<int32_t>(plan.slot(at.pp, at.tp));
-      auto server = out.servers.find(slot);
-      if (server == out.servers.end() && n > 0) {
-        param_server_args ps{slot, plan.mesh.dp, n, cfg.optim, cfg.consistency, cfg.staleness,
-                             std::make_shared<std::vector<train_summary::server_update>>()};
-        out.server_updates.push_back(ps.updates);
-        server = out.servers.emplace(slot, spawn_param_server(sys, std::move(ps))).first;
-        out.members.push_back(server->second);
-        out.detached.push_back(server->second);
-      }
-      if (server != out.servers.end()) a.optimizer = server->second;
+      if (n > 0) a.optimizer = servers.at(plan.slot(at.pp, at.tp));
     } else if (n > 0) {  // a stage of ReLUs alone has nothing to optimize
       a.optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, n, where);
       out.members.push_back(a.optimizer);
@@ -113,6 +104,20 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     out.stages.push_back(spawn_stage(sys, std::move(a)));
     out.members.push_back(out.stages.back());
     out.detached.push_back(out.stages.back());
+  }
+  return out;
+}
+
+job_servers spawn_servers(caf::actor_system& sys, const train_config& cfg, const job_plan& plan) {
+  job_servers out;
+  if (cfg.consistency == consistency_model::none) return out;
+  out.by_slot.resize(plan.stage_params.size());
+  for (size_t slot = 0; slot < plan.stage_params.size(); ++slot) {
+    if (plan.stage_params[slot] == 0) continue;  // a stage of ReLUs alone has nothing to serve
+    param_server_args ps{static_cast<int32_t>(slot), plan.mesh.dp, plan.stage_params[slot], cfg.optim, cfg.consistency,
+                         cfg.staleness, std::make_shared<std::vector<train_summary::server_update>>()};
+    out.updates.push_back(ps.updates);
+    out.by_slot[slot] = spawn_param_server(sys, std::move(ps));
   }
   return out;
 }
@@ -135,13 +140,18 @@ rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const pr
       const int g = plan.mesh.group_index(sched::axis::dp, r);
       if (!dp_groups.count(g)) dp_groups[g] = net::make_local_tp_group(plan.mesh.dp);
     }
+  const job_servers servers = spawn_servers(sys, cfg, plan);
   rank_actors out = spawn_ranks(
       sys, cfg, data, plan, all, coordinator, [&](int rank) { return links.collective_of(rank); },
       [&](int rank) { return links.tp_of(rank); }, observers,
       [&](int rank) -> std::shared_ptr<tp_group> {
         auto it = dp_groups.find(plan.mesh.group_index(sched::axis::dp, rank));
         return it == dp_groups.end() ? nullptr : it->second.at(static_cast<size_t>(plan.mesh.coords_of(rank).dp));
-      });
+      },
+      servers.by_slot);
+  for (const auto& server : servers.by_slot)
+    if (server) out.members.push_back(server), out.detached.push_back(server);
+  out.server_updates = servers.updates;
   out.members.insert(out.members.end(), observers.begin(), observers.end());
   links.connect_pipelines(out.stages, coordinator);
   out.members.insert(out.members.end(), links.actors().begin(), links.actors().end());

@@ -25,8 +25,7 @@ struct rank_actors {
   std::map<int, caf::actor> loaders;  // by replica (dp coordinate)
   std::vector<caf::actor> collectives;  // in-process groups' members (spawn_mesh only)
   std::vector<std::shared_ptr<tp_group>> tp_members;  // the stages' tp group members (tp > 1)
-  std::map<int32_t, caf::actor> servers;  // parameter servers, by (stage, tp) slot
-  std::vector<std::shared_ptr<std::vector<train_summary::server_update>>> server_updates;  // each server's records
+  std::vector<std::shared_ptr<std::vector<train_summary::server_update>>> server_updates;  // spawn_mesh's servers' records
 };
 
 // A failed job's stages may wait inside a tensor-parallel collective for a peer that is gone,
@@ -38,11 +37,22 @@ using collective_of = std::function<caf::actor(int rank)>;
 // rank -> its member of its tensor-parallel group; null with tp 1.
 using tp_group_of_fn = std::function<std::shared_ptr<tp_group>(int rank)>;
 
-// `observers`: actors every rank sends its gradients to each step (job_extras.hpp).
+// With --consistency: one parameter server per (stage, tp) slot that holds parameters, all in
+// the process that calls it (process 0 of a job over several), by slot; empty handles for slots
+// of parameter-free stages. Each server's records, and the actors to stop, come with them.
+struct job_servers {
+  std::vector<caf::actor> by_slot;
+  std::vector<std::shared_ptr<std::vector<train_summary::server_update>>> updates;
+};
+job_servers spawn_servers(caf::actor_system& sys, const train_config& cfg, const job_plan& plan);
+
+// `observers`: actors every rank sends its gradients to each step (job_extras.hpp). `servers`:
+// with --consistency, every slot's parameter server (spawn_servers, here or in process 0).
 rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                         const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
                         const collective_of& collective, const tp_group_of_fn& tp_group_of,
-                        const std::vector<caf::actor>& observers = {}, const tp_group_of_fn& dp_group_of = {});
+                        const std::vector<caf::actor>& observers = {}, const tp_group_of_fn& dp_group_of = {},
+                        const std::vector<caf::actor>& servers = {});
 
 // Every rank of the mesh in this process: one in-process collective group per data-parallel
 // group, one in-process tp group per tensor-parallel group, and each pipeline's stages told

@@ -169,7 +169,6 @@ void validate(const train_config& c) {
     bad("staleness is the bound of --consistency ssp, not " + std::string(to_string(c.consistency)));
   if (c.consistency != consistency_model::none) {
     const std::string mode = std::string("consistency ") + to_string(c.consistency);
-    if (c.mesh.processes > 1) bad(mode + " across processes is not built yet: its servers meet their workers in one process");
     if (c.zero > 0) bad(mode + ": parameter servers hold the optimizer themselves; use zero 0");
     if (c.offload != offload_what::none) bad(mode + ": offload is for ZeRO's optimizer shards, not parameter servers");
     if (!c.checkpoint_dir.empty() || !c.resume.empty())

@@ -77,7 +77,8 @@ const char* to_string(offload_what w);  // "none", "optimizer", "params", "both"
 // ssp: it applies each push at once, and holds back a replica's parameters while that replica
 // would run more than `staleness` steps ahead of the slowest (Ho et al. 2013); asp: it never
 // holds back (Hogwild-style). Under ssp and asp each push is applied as a step of its own,
-// scaled to its replica's share of the batch (x dp).
+// scaled to its replica's share of the batch (x dp). Over several processes every server lives
+// in process 0 and the other processes' stages push to it through the middleman.
 enum class consistency_model { none, bsp, ssp, asp };
 const char* to_string(consistency_model c);  // "none", "bsp", "ssp", "asp"
 

@@ -179,9 +179,12 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
 
   auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, 0, pc.master_addr, std::move(mpi)));
   auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, job, plan, out));
+  const job_servers servers = spawn_servers(sys, cfg, plan);  // every slot's, here: the workers get their handles
   rank_actors p = spawn_ranks(
       sys, cfg, job, plan, cfg.mesh.ranks_of_process(0), coordinator, [&](int rank) { return links->collective_of(rank); },
-      [&](int rank) { return links->tp_of(rank); });
+      [&](int rank) { return links->tp_of(rank); }, {}, {}, servers.by_slot);
+  for (const auto& server : servers.by_slot)
+    if (server) p.members.push_back(server), p.detached.push_back(server);
   links->connect_pipelines(p.stages, coordinator);
   auto evaluator = spawn_evaluator(sys, job.model, cfg.seed, p.loaders.at(0), coordinator);
   middleman_drain drain;  // the detached actors, watched before their handles leave the process
@@ -209,6 +212,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
   ha.peer_timeout = to_ms(pc.peer_timeout_seconds);
   ha.join_timeout = to_ms(pc.join_timeout_seconds);
   ha.coordinator = coordinator;
+  ha.servers = servers.by_slot;
   ha.local_stages = p.stages;
   ha.evaluator = evaluator;
   ha.serves = serves;
@@ -277,7 +281,9 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
     drain.drain(sys);  // before ~actor_system (see middleman_link.hpp)
   }
   if (!ok) throw std::runtime_error(report);
-  return finish_summary(cfg, plan, out);
+  train_summary s = finish_summary(cfg, plan, out);
+  for (const auto& u : servers.updates) s.server_updates.insert(s.server_updates.end(), u->begin(), u->end());
+  return s;
 }
 
 train_summary run_worker(const train_config& cfg, const prepared_job& job, const job_plan& plan,
@@ -313,7 +319,8 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
   auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, pc.index, local_host, std::move(mpi)));
   rank_actors p = spawn_ranks(
       sys, cfg, job, plan, cfg.mesh.ranks_of_process(pc.index), joined.coordinator,
-      [&](int rank) { return links->collective_of(rank); }, [&](int rank) { return links->tp_of(rank); });
+      [&](int rank) { return links->collective_of(rank); }, [&](int rank) { return links->tp_of(rank); }, {}, {},
+      joined.servers);
   links->connect_pipelines(p.stages, joined.coordinator);
   middleman_drain drain;  // the detached actors, watched before their handles leave the process
   for (const auto& a : p.detached) drain.watch(a);

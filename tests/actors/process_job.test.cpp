@@ -265,6 +265,12 @@ TEST(ProcessJob, ZeroTwoWithNvmeOffloadOverDpByPpAsTwoAndFourProcessesEqualsOneP
   expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {2, 4}, "zero2nvme", false, "zero2:nvme:");
 }
 
+// Parameter servers (BSP) in process 0, pushed to from every process through the middleman: the
+// one-process BSP bits (which are collective DP's at dp 2; param_server.test.cpp).
+TEST(ProcessJob, ParameterServersBspOverDpByPpAsTwoAndFourProcessesEqualsOneProcessBitwise) {
+  expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {2, 4}, "bsp22", false, "bsp:");
+}
+
 TEST(ProcessJob, ZeroOneGptOverDpByTpAsTwoProcessesEqualsOneProcessBitwise) {
   expect_mesh_over_processes_bitwise({2, 1, 2, 1}, {2}, "zero1gpt", true, "zero1:");
 }

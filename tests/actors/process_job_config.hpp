@@ -52,11 +52,13 @@ inline train_config small_gpt_mesh_config(const sched::mesh& m, const std::strin
   return c;
 }
 
-// What a test's mesh text may say beyond the mesh, as prefixes: "zeroN:" (ZeRO stage N) and
-// "nvme:" (the optimizer offloaded to NVMe, in OUT_DIR/nvme). take_variant removes them.
+// What a test's mesh text may say beyond the mesh, as prefixes: "zeroN:" (ZeRO stage N),
+// "nvme:" (the optimizer offloaded to NVMe, in OUT_DIR/nvme) and "bsp:" (parameter servers,
+// BSP). take_variant removes them.
 struct job_variant {
   int zero = 0;
   bool nvme = false;
+  bool bsp = false;
 };
 inline job_variant take_variant(std::string& text) {
   job_variant v;
@@ -67,6 +69,9 @@ inline job_variant take_variant(std::string& text) {
     } else if (text.rfind("nvme:", 0) == 0) {
       v.nvme = true;
       text = text.substr(5);
+    } else if (text.rfind("bsp:", 0) == 0) {
+      v.bsp = true;
+      text = text.substr(4);
     } else {
       return v;
     }
@@ -74,6 +79,7 @@ inline job_variant take_variant(std::string& text) {
 }
 inline void apply(const job_variant& v, train_config& c) {
   c.zero = v.zero;
+  if (v.bsp) c.consistency = consistency_model::bsp;
   if (!v.nvme) return;
   c.offload = offload_what::optimizer;
   c.offload_to = offload_target::nvme;
