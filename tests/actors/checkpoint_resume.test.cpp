@@ -50,17 +50,11 @@ fs::path scratch(const std::string& name) {
 }
 
 train_config config_for(const std::string& model, const std::string& optim, const layout& l, const fs::path& dir) {
-  const setup s = model == "mlp" ? mlp_setup() : gpt_setup();
-  train_config cfg = tiny_config(s, optim);
+  train_config cfg = tiny_mesh_config(model, optim, l.dp, l.pp, l.tp, l.M);
   if (optim == "sgd") cfg.optim.momentum = 0.9f;  // a state array to save
-  cfg.mesh.dp = l.dp;
-  cfg.mesh.pp = l.pp;
-  cfg.mesh.tp = l.tp;
-  cfg.micro_batches = l.M;
   cfg.schedule = l.schedule;
   cfg.zero = l.zero;
   cfg.bucket_mb = 0.0005;  // several buckets per stage: ZeRO's shards are strided pieces
-  cfg.watchdog_seconds = 20;
   if (l.offload != offload_target::none) {
     cfg.offload = offload_what::optimizer;
     cfg.offload_to = l.offload;

@@ -31,14 +31,8 @@ std::string case_name(const ps_case& c) {
 void PrintTo(const ps_case& c, std::ostream* os) { *os << case_name(c); }
 
 train_config config_for(const ps_case& c, consistency_model mode, const std::string& tag) {
-  const setup s = c.model == "mlp" ? mlp_setup() : gpt_setup();
-  train_config cfg = tiny_config(s, c.optim);
-  cfg.mesh.dp = c.dp;
-  cfg.mesh.pp = c.pp;
-  cfg.mesh.tp = c.tp;
-  cfg.micro_batches = c.M;
+  train_config cfg = tiny_mesh_config(c.model, c.optim, c.dp, c.pp, c.tp, c.M);
   cfg.consistency = mode;
-  cfg.watchdog_seconds = 20;
   cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-ps-" + case_name(c) + "-" + tag)).string();
   return cfg;
 }

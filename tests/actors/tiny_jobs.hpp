@@ -87,4 +87,16 @@ inline train_config tiny_config(const setup& s, const std::string& optim) {
   return cfg;
 }
 
+// tiny_config for `model` ("mlp" or "gpt") over a dp x pp x tp mesh with M microbatches, and a
+// watchdog short enough for a test.
+inline train_config tiny_mesh_config(const std::string& model, const std::string& optim, int dp, int pp, int tp, int M) {
+  train_config cfg = tiny_config(model == "mlp" ? mlp_setup() : gpt_setup(), optim);
+  cfg.mesh.dp = dp;
+  cfg.mesh.pp = pp;
+  cfg.mesh.tp = tp;
+  cfg.micro_batches = M;
+  cfg.watchdog_seconds = 20;
+  return cfg;
+}
+
 }  // namespace troupe::test

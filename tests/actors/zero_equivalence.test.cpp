@@ -31,15 +31,9 @@ std::string case_name(const zero_case& c) {
 }
 
 train_config config_for(const zero_case& c) {
-  const setup s = c.model == "mlp" ? mlp_setup() : gpt_setup();
-  train_config cfg = tiny_config(s, c.optim);
-  cfg.mesh.dp = c.dp;
-  cfg.mesh.pp = c.pp;
-  cfg.mesh.tp = c.tp;
-  cfg.micro_batches = c.M;
+  train_config cfg = tiny_mesh_config(c.model, c.optim, c.dp, c.pp, c.tp, c.M);
   cfg.zero = c.zero;
   cfg.bucket_mb = 0.0005;  // several buckets per stage, some smaller than dp elements
-  cfg.watchdog_seconds = 20;
   cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-zero-" + case_name(c))).string();
   return cfg;
 }
