@@ -25,6 +25,6 @@ for how in STOP KILL; do
   want="rank 1 lost"; [ "$how" = STOP ] && want="rank 1 stopped answering"
   if [ "$rc" -ne 1 ]; then echo "FAIL $how: exit $rc, want 1"; tail "$dir/$how.log"; fail=1
   elif ! grep -q "$want" "$dir/$how.log"; then echo "FAIL $how: the log does not say \"$want\""; tail "$dir/$how.log"; fail=1
-  else echo "ok   $how: \"$want\", the job stopped after $took ms"; fi
+  else echo "ok   $how: \"$want\", the job exited after $took ms (a paused worker is waited for 10 s)"; fi
 done
 exit "$fail"
