@@ -58,7 +58,7 @@ caf::actor spawn_optimizer_shard(caf::actor_system& sys, optimizer_config cfg, i
 // stage, tp rank) slot, `size` of them, with their optimizer, for `replicas` data-parallel
 // replicas. Each applied push is appended to `updates` (the server's own list). Detached.
 struct param_server_args {
-  int32_t slot = 0;
+  int32_t slot = 0;  // what its records name it by: (stage, tp) slot x shards + its shard
   int32_t replicas = 1;
   int64_t size = 0;
   optimizer_config optim;
@@ -67,6 +67,9 @@ struct param_server_args {
   std::shared_ptr<std::vector<train_summary::server_update>> updates;
 };
 caf::actor spawn_param_server(caf::actor_system& sys, param_server_args args);
+// One slot's parameters over several servers, server k holding [starts[k], starts[k + 1]): it
+// answers a push as one server would (server_proxy.cpp).
+caf::actor spawn_server_proxy(caf::actor_system& sys, std::vector<caf::actor> servers, std::vector<int64_t> starts);
 
 // Drives the job, every shape of it: it orders runs of steps (up to the next evaluation) to every
 // stage of the mesh, collects one stage_step_record per rank and step, sums the loss in rank

@@ -223,6 +223,10 @@ std::vector<tunable> make_table() {
   t.push_back(integer("--staleness", "server.staleness",
                       "With --consistency ssp: steps a replica may run ahead of the slowest [0]", 0, 1 << 20,
                       [](train_config& c, const value& v) { c.staleness = static_cast<int>(v.integer); }));
+  t.push_back(integer("--server-shards", "server.shards",
+                      "With --consistency: servers per pipeline stage (and tp rank), each holding a key range of "
+                      "its parameters [1]",
+                      1, 1 << 16, [](train_config& c, const value& v) { c.server_shards = static_cast<int>(v.integer); }));
   // [checkpoint]
   t.push_back(text("--checkpoint-dir", "checkpoint.dir",
                    "Save checkpoints under this folder (each rank's shard writes its part; a manifest commits it) "

@@ -114,10 +114,22 @@ job_servers spawn_servers(caf::actor_system& sys, const train_config& cfg, const
   out.by_slot.resize(plan.stage_params.size());
   for (size_t slot = 0; slot < plan.stage_params.size(); ++slot) {
     if (plan.stage_params[slot] == 0) continue;  // a stage of ReLUs alone has nothing to serve
-    param_server_args ps{static_cast<int32_t>(slot), plan.mesh.dp, plan.stage_params[slot], cfg.optim, cfg.consistency,
-                         cfg.staleness, std::make_shared<std::vector<train_summary::server_update>>()};
-    out.updates.push_back(ps.updates);
-    out.by_slot[slot] = spawn_param_server(sys, std::move(ps));
+    const int64_t n = plan.stage_params[slot];
+    const int K = static_cast<int>(std::min<int64_t>(cfg.server_shards, n));
+    std::vector<caf::actor> shards;
+    std::vector<int64_t> starts;
+    for (int k = 0; k < K; ++k) {
+      starts.push_back(n * k / K);
+      const int64_t size = n * (k + 1) / K - starts.back();
+      param_server_args ps{static_cast<int32_t>(slot) * cfg.server_shards + k, plan.mesh.dp, size, cfg.optim,
+                           cfg.consistency, cfg.staleness, std::make_shared<std::vector<train_summary::server_update>>()};
+      out.updates.push_back(ps.updates);
+      shards.push_back(spawn_param_server(sys, std::move(ps)));
+      out.actors.push_back(shards.back());
+    }
+    starts.push_back(n);
+    out.by_slot[slot] = K == 1 ? shards.front() : spawn_server_proxy(sys, shards, starts);
+    if (K > 1) out.actors.push_back(out.by_slot[slot]);
   }
   return out;
 }
@@ -149,8 +161,7 @@ rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const pr
         return it == dp_groups.end() ? nullptr : it->second.at(static_cast<size_t>(plan.mesh.coords_of(rank).dp));
       },
       servers.by_slot);
-  for (const auto& server : servers.by_slot)
-    if (server) out.members.push_back(server), out.detached.push_back(server);
+  for (const auto& a : servers.actors) out.members.push_back(a), out.detached.push_back(a);
   out.server_updates = servers.updates;
   out.members.insert(out.members.end(), observers.begin(), observers.end());
   links.connect_pipelines(out.stages, coordinator);

@@ -37,11 +37,13 @@ using collective_of = std::function<caf::actor(int rank)>;
 // rank -> its member of its tensor-parallel group; null with tp 1.
 using tp_group_of_fn = std::function<std::shared_ptr<tp_group>(int rank)>;
 
-// With --consistency: one parameter server per (stage, tp) slot that holds parameters, all in
+// With --consistency: server_shards parameter servers per (stage, tp) slot that holds parameters
+// (over a proxy when more than one), all in
 // the process that calls it (process 0 of a job over several), by slot; empty handles for slots
 // of parameter-free stages. Each server's records, and the actors to stop, come with them.
 struct job_servers {
-  std::vector<caf::actor> by_slot;
+  std::vector<caf::actor> by_slot;  // what a slot's stages push to: its server, or the proxy of its shards
+  std::vector<caf::actor> actors;   // every server and proxy
   std::vector<std::shared_ptr<std::vector<train_summary::server_update>>> updates;
 };
 job_servers spawn_servers(caf::actor_system& sys, const train_config& cfg, const job_plan& plan);

@@ -158,6 +158,9 @@ struct train_config {
   int max_restarts = 0;
   consistency_model consistency = consistency_model::none;  // none: collectives, no servers
   int staleness = 0;                                       // ssp: steps a replica may lead the slowest
+  // Servers per (stage, tp) slot: its parameters cut into this many key ranges, one server each,
+  // so no server holds a whole stage; a proxy splits each push and joins the answers.
+  int server_shards = 1;
   std::vector<straggler_spec> stragglers;
   int64_t trace_step = -1;          // step written to trace.json (-1: the last one)
   process_config process;           // mesh.processes > 1: this process's part

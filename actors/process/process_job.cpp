@@ -183,8 +183,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
   rank_actors p = spawn_ranks(
       sys, cfg, job, plan, cfg.mesh.ranks_of_process(0), coordinator, [&](int rank) { return links->collective_of(rank); },
       [&](int rank) { return links->tp_of(rank); }, {}, {}, servers.by_slot);
-  for (const auto& server : servers.by_slot)
-    if (server) p.members.push_back(server), p.detached.push_back(server);
+  for (const auto& a : servers.actors) p.members.push_back(a), p.detached.push_back(a);
   links->connect_pipelines(p.stages, coordinator);
   auto evaluator = spawn_evaluator(sys, job.model, cfg.seed, p.loaders.at(0), coordinator);
   middleman_drain drain;  // the detached actors, watched before their handles leave the process

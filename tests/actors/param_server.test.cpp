@@ -2,7 +2,8 @@
 // (bitwise at dp 2, where a sum of two is the same in either order; within float rounding at
 // dp 4, where the ring sums in another order); under SSP no replica ever starts a step more than
 // s ahead of the slowest, and with a straggler the fast ones do run exactly s ahead; under ASP
-// every push is applied exactly once, some of them stale.
+// every push is applied exactly once, some of them stale. A slot cut into key ranges over several
+// servers gives the same numbers.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -72,8 +73,8 @@ INSTANTIATE_TEST_SUITE_P(Meshes, BspMatchesCollectiveDataParallel,
                          [](const auto& info) { return case_name(info.param); });
 
 // Every push of every replica applied exactly once: (replica, step) pairs unique and complete,
-// versions 0..n-1 in order on each server.
-void expect_every_push_applied_once(const train_summary& s, int replicas, int servers) {
+// versions in order on each server (0..n-1; under BSP a step's pushes share one update).
+void expect_every_push_applied_once(const train_summary& s, int replicas, int servers, bool bsp = false) {
   std::map<int32_t, std::vector<train_summary::server_update>> by_server;
   for (const auto& u : s.server_updates) by_server[u.server].push_back(u);
   ASSERT_EQ(static_cast<int>(by_server.size()), servers);
@@ -81,7 +82,7 @@ void expect_every_push_applied_once(const train_summary& s, int replicas, int se
     ASSERT_EQ(updates.size(), static_cast<size_t>(replicas * kSteps)) << "server " << server;
     std::set<std::pair<int32_t, int64_t>> seen;
     for (size_t i = 0; i < updates.size(); ++i) {
-      EXPECT_EQ(updates[i].version_applied, static_cast<int64_t>(i));
+      EXPECT_EQ(updates[i].version_applied, static_cast<int64_t>(bsp ? i / static_cast<size_t>(replicas) : i));
       EXPECT_TRUE(seen.emplace(updates[i].replica, updates[i].step).second)
           << "replica " << updates[i].replica << " step " << updates[i].step << " applied twice";
     }
@@ -123,6 +124,27 @@ TEST(AsynchronousParallel, EveryPushIsAppliedOnceAndSomeAreStale) {
   EXPECT_GT(stale, 0) << "a straggler's pushes land after the others'";
   EXPECT_GT(lead, 1) << "nothing holds a fast replica back";
   for (double l : got.losses) EXPECT_LT(l, 1.1 * got.losses.front());  // stale, not divergent
+}
+
+// A slot's parameters over 3 servers (key ranges, behind a proxy) change no number: the update
+// is element-wise, so BSP over 3 shards is BSP over one bit for bit (and collective DP's at dp 2);
+// under SSP every shard keeps the bound on its own records.
+TEST(ServerShards, ThreeKeyRangesGiveOneServersBitsAndEachKeepsTheSspBound) {
+  const ps_case c{"gpt", "adamw", 2, 2, 1, 2};
+  const train_summary one = run_training(config_for(c, consistency_model::bsp, "one-shard"));
+  train_config cfg = config_for(c, consistency_model::bsp, "three-shards");
+  cfg.server_shards = 3;
+  const train_summary three = run_training(cfg);
+  EXPECT_EQ(three.losses, one.losses);
+  EXPECT_EQ(three.final_params.to_vector(), one.final_params.to_vector());
+  expect_every_push_applied_once(three, 2, 2 * 3, true);  // 2 stages x 3 shards
+  train_config ssp = config_for(ps_case{"mlp", "adamw", 3}, consistency_model::ssp, "three-shards-ssp");
+  ssp.server_shards = 3;
+  ssp.staleness = 1;
+  ssp.stragglers = {straggler_spec{0, 15}};
+  const train_summary got = run_training(ssp);
+  expect_every_push_applied_once(got, 3, 3);
+  for (const auto& u : got.server_updates) EXPECT_LE(u.step - u.slowest, 1) << "server " << u.server;
 }
 
 TEST(ParameterServers, WithZeroAreRefusedByName) {
