@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 #include <stdexcept>
 
@@ -430,7 +431,12 @@ void read_values(const std::string& dir, const checkpoint_manifest& m, const std
     const checkpoint_file& f = m.files[fi];
     const checkpoint_section& s = f.sections[j];
     const std::string path = (fs::path(dir) / f.name).string();
-    std::vector<float> values(static_cast<size_t>(s.floats));
+    // Read in pieces of two blocks, all submitted at once; each piece's CRC is taken as soon as it
+    // is in, while the later ones are still being read. No zero-fill: every byte is read over.
+    std::unique_ptr<float[]> values(new float[static_cast<size_t>(std::max<int64_t>(1, s.floats))]);
+    char* const into = reinterpret_cast<char*>(values.get());
+    const int64_t total = s.floats * static_cast<int64_t>(sizeof(float));
+    uint32_t crc = 0;
     {
       uring_options opt = io.uring;
       opt.existing = true;
@@ -439,14 +445,20 @@ void read_values(const std::string& dir, const checkpoint_manifest& m, const std
       if (store.size() != f.bytes)
         throw std::runtime_error(path + ": " + std::to_string(store.size()) + " bytes, the manifest says " +
                                  std::to_string(f.bytes) + " (truncated or replaced)");
-      store.read(s.byte_offset, values.data(), s.floats * static_cast<int64_t>(sizeof(float)));
+      const int64_t piece = 2 * opt.block_size;
+      std::vector<std::pair<uring_store::ticket, int64_t>> pieces;  // (ticket, first byte)
+      for (int64_t at = 0; at < total; at += piece)
+        pieces.emplace_back(store.submit_read(s.byte_offset + at, into + at, std::min(piece, total - at)), at);
+      for (const auto& [ticket, at] : pieces) {
+        store.wait(ticket);
+        crc = static_cast<uint32_t>(libdeflate_crc32(crc, into + at, static_cast<size_t>(std::min(piece, total - at))));
+      }
     }
-    const auto crc = static_cast<uint32_t>(libdeflate_crc32(0, values.data(), values.size() * sizeof(float)));
     if (crc != s.crc32)
       throw std::runtime_error(path + ": the \"" + array + "\" section's checksum is wrong (CRC-32 " + std::to_string(crc) +
                                ", written " + std::to_string(s.crc32) + "): the file is corrupt");
     for (const read_item& it : items)
-      if (it.file == fi) std::copy(values.begin() + it.from, values.begin() + it.from + it.count, out + it.to);
+      if (it.file == fi) std::copy(values.get() + it.from, values.get() + it.from + it.count, out + it.to);
   }
 }
 
