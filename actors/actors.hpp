@@ -65,6 +65,7 @@ struct param_server_args {
   consistency_model consistency = consistency_model::bsp;
   int staleness = 0;
   std::shared_ptr<std::vector<train_summary::server_update>> updates;
+  int64_t die_after = -1;  // fault injection: stop with an error once this many updates are applied
 };
 caf::actor spawn_param_server(caf::actor_system& sys, param_server_args args);
 // One slot's parameters over several servers, server k holding [starts[k], starts[k + 1]): it

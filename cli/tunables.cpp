@@ -227,6 +227,23 @@ std::vector<tunable> make_table() {
                       "With --consistency: servers per pipeline stage (and tp rank), each holding a key range of "
                       "its parameters [1]",
                       1, 1 << 16, [](train_config& c, const value& v) { c.server_shards = static_cast<int>(v.integer); }));
+  t.push_back(text("--kill-server", "server.kill",
+                   "Fault injection: SERVER:UPDATES, parameter server SERVER (stage x shards + shard) dies after "
+                   "that many updates",
+                   [](train_config& c, const value& v) {
+                     const auto colon = v.text.find(':');
+                     size_t a = 0, b = 0;
+                     try {
+                       if (colon == std::string::npos) throw std::invalid_argument("no colon");
+                       c.kill_server = std::stoi(v.text.substr(0, colon), &a);
+                       c.kill_server_after = std::stoll(v.text.substr(colon + 1), &b);
+                     } catch (const std::logic_error&) {
+                       a = b = std::string::npos;
+                     }
+                     if (colon == std::string::npos || a != colon || b != v.text.size() - colon - 1 ||
+                         c.kill_server < 0 || c.kill_server_after < 0)
+                       throw std::invalid_argument("\"" + v.text + "\": expected SERVER:UPDATES, e.g. 0:10");
+                   }));
   // [checkpoint]
   t.push_back(text("--checkpoint-dir", "checkpoint.dir",
                    "Save checkpoints under this folder (each rank's shard writes its part; a manifest commits it) "

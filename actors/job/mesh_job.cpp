@@ -123,6 +123,7 @@ job_servers spawn_servers(caf::actor_system& sys, const train_config& cfg, const
       const int64_t size = n * (k + 1) / K - starts.back();
       param_server_args ps{static_cast<int32_t>(slot) * cfg.server_shards + k, plan.mesh.dp, size, cfg.optim,
                            cfg.consistency, cfg.staleness, std::make_shared<std::vector<train_summary::server_update>>()};
+      if (ps.slot == cfg.kill_server) ps.die_after = cfg.kill_server_after;
       out.updates.push_back(ps.updates);
       shards.push_back(spawn_param_server(sys, std::move(ps)));
       out.actors.push_back(shards.back());

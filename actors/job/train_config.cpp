@@ -165,6 +165,8 @@ void validate(const train_config& c) {
   }
   if (c.device_memory < 0) bad("device_memory must be >= 0 bytes (0: no cap)");
   if (c.staleness < 0) bad("staleness must be >= 0, got " + std::to_string(c.staleness));
+  if (c.kill_server >= 0 && c.consistency == consistency_model::none)
+    bad("kill_server is a parameter server's fault: give --consistency bsp, ssp or asp");
   if (c.server_shards < 1) bad("server_shards must be >= 1, got " + std::to_string(c.server_shards));
   if (c.server_shards > 1 && c.consistency == consistency_model::none)
     bad("server_shards cuts parameter servers' ranges: give --consistency bsp, ssp or asp");

@@ -161,6 +161,10 @@ struct train_config {
   // Servers per (stage, tp) slot: its parameters cut into this many key ranges, one server each,
   // so no server holds a whole stage; a proxy splits each push and joins the answers.
   int server_shards = 1;
+  // Fault injection: parameter server `kill_server` (its records' number) dies once it applied
+  // `kill_server_after` updates (-1: none), as a crashed server would.
+  int kill_server = -1;
+  int64_t kill_server_after = 0;
   std::vector<straggler_spec> stragglers;
   int64_t trace_step = -1;          // step written to trace.json (-1: the last one)
   process_config process;           // mesh.processes > 1: this process's part

@@ -57,6 +57,17 @@ void apply(server_state& s, const float* grads) {
   ++s.version;
 }
 
+// Fault injection (train_config::kill_server): the server dies as a crashed one would, and the
+// job's report names it.
+bool dies_now(self_ptr self) {
+  auto& s = self->state;
+  if (s.args.die_after < 0 || s.version < s.args.die_after) return false;
+  self->quit(caf::make_error(caf::sec::runtime_error, "parameter server " + std::to_string(s.args.slot) +
+                                                          " killed (fault injection) after " + std::to_string(s.version) +
+                                                          " updates"));
+  return true;
+}
+
 void record(server_state& s, int32_t replica, int64_t step, bool held) {
   const auto r = static_cast<size_t>(replica);
   s.args.updates->push_back({s.args.slot, replica, step, s.version_read[r], s.version - 1, s.slowest_read[r], held});
@@ -104,6 +115,7 @@ caf::result<params_msg> push(self_ptr self, gradients_msg& m) {
       for (size_t i = 0; i < sum.size(); ++i) sum[i] += g[i];
     }
     apply(s, sum.data());
+    if (dies_now(self)) return reply;
     for (auto& [replica, p] : all) {
       ++s.clock[static_cast<size_t>(replica)];
       record(s, replica, p.step, false);
@@ -117,6 +129,7 @@ caf::result<params_msg> push(self_ptr self, gradients_msg& m) {
   for (float& x : g) x *= static_cast<float>(s.args.replicas);
   m.grads = tensor();
   apply(s, g.data());
+  if (dies_now(self)) return reply;
   ++s.clock[static_cast<size_t>(r)];
   const bool hold = s.args.consistency == consistency_model::ssp && m.step + 1 - slowest(s) > s.args.staleness;
   record(s, r, m.step, hold);

@@ -147,6 +147,23 @@ TEST(ServerShards, ThreeKeyRangesGiveOneServersBitsAndEachKeepsTheSspBound) {
   for (const auto& u : got.server_updates) EXPECT_LE(u.step - u.slowest, 1) << "server " << u.server;
 }
 
+// A parameter server that dies (fault injection: after 7 updates) ends the job, and the report
+// names it, in every mode; with shards, the one that died.
+TEST(ParameterServers, AKilledServerEndsTheJobNamingIt) {
+  for (auto mode : {consistency_model::bsp, consistency_model::ssp, consistency_model::asp}) {
+    train_config cfg = config_for(ps_case{"mlp", "adamw", 2, 2, 1, 2}, mode, std::string("killed-") + to_string(mode));
+    cfg.server_shards = 2;
+    cfg.kill_server = 3;  // stage 1's second shard
+    cfg.kill_server_after = 7;
+    try {
+      run_training(cfg);
+      ADD_FAILURE() << to_string(mode) << ": the job went on without its server";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("parameter server 3 killed"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(ParameterServers, WithZeroAreRefusedByName) {
   train_config cfg = config_for(ps_case{"mlp", "adamw", 2}, consistency_model::ssp, "refused");
   cfg.zero = 1;
