@@ -125,9 +125,10 @@ caf::result<params_msg> push(self_ptr self, gradients_msg& m) {
     return reply;
   }
   // A push on its own is a step on its replica's share of the batch: scaled back to a mean.
-  std::vector<float> g(std::as_const(m.grads).data(), std::as_const(m.grads).data() + m.grads.numel());
-  for (float& x : g) x *= static_cast<float>(s.args.replicas);
-  m.grads = tensor();
+  // Scaled in place when the push is the server's alone (in one process it is; from the middleman too).
+  tensor g = std::move(m.grads);
+  if (!g.reclaim()) g = g.clone();
+  for (int64_t i = 0; i < g.numel(); ++i) g.data()[i] *= static_cast<float>(s.args.replicas);
   apply(s, g.data());
   if (dies_now(self)) return reply;
   ++s.clock[static_cast<size_t>(r)];

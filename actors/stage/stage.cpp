@@ -641,7 +641,10 @@ caf::behavior stage(self_ptr self, stage_args args) {
     const layer_range r = st.args.model_chunks.at(static_cast<size_t>(model_chunk_of(st, c)));
     st.chunk_runs.push_back(chunk_runs(all, r, 0));
     chunk_at.push_back(at);
-    for (const auto& run : chunk_runs(all, r, at)) stage_runs.push_back(run);
+    for (storage::value_run run : st.chunk_runs.back()) {  // the same runs, where the chunk sits in the stage
+      run.local += at;
+      stage_runs.push_back(run);
+    }
     for (int64_t l = r.begin; l < r.end; ++l) at += all.at(static_cast<size_t>(l))->num_params();
   }
   for (int c = 0; c < st.args.plan.virtual_stages; ++c) {
