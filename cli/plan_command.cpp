@@ -79,11 +79,35 @@ void print_report(const plan::model_desc& md, const plan::cluster_desc& cl, cons
 }
 
 void print_table(const std::vector<plan::plan_result>& found) {
-  std::printf("%-4s %-46s %9s %9s %7s %6s %8s\n", "rank", "plan", "step_s", "TFLOP/s", "MFU", "bubble", "mem_GiB");
+  std::printf("%-4s %-56s %9s %9s %7s %6s %8s\n", "rank", "plan", "step_s", "TFLOP/s", "MFU", "bubble", "mem_GiB");
   int i = 0;
   for (const auto& r : found)
-    std::printf("%-4d %-46s %9.3f %9.1f %6.1f%% %5.1f%% %8.1f\n", ++i, describe(r.config).c_str(), r.step_seconds,
+    std::printf("%-4d %-56s %9.3f %9.1f %6.1f%% %5.1f%% %8.1f\n", ++i, describe(r.config).c_str(), r.step_seconds,
                 r.tflops_per_gpu, r.mfu * 100, r.bubble_fraction * 100, r.memory.total() / plan::gib);
+}
+
+// The search's choice beside the configuration the model file's paper ran (its t and p, the rest
+// of the cluster as dp, priced as the Table 1 rows are: 1F1B, full recomputation, micro-batch 1).
+void explain_against_published(const model_file& mf, const plan::cluster_desc& cl, int batch,
+                               const plan::plan_result& chosen) {
+  const published_run& pub = *mf.published;
+  plan::plan_config c;
+  c.m = {cl.gpus() / (pub.tp * pub.pp), pub.pp, pub.tp, 1};
+  c.global_batch = batch;
+  c.rc = plan::recompute::full;
+  if (cl.gpus() % (pub.tp * pub.pp) != 0 || !plan::check(mf.model, cl, c).empty()) {
+    std::printf("\nthe published configuration (t %d, p %d, %s) does not fit %d GPUs: no comparison\n", pub.tp, pub.pp,
+                pub.source.c_str(), cl.gpus());
+    return;
+  }
+  const plan::plan_result ref = plan::evaluate(mf.model, cl, c);
+  std::printf("\nagainst the published configuration (%s: t %d, p %d, %.0f TFLOP/s per GPU measured)\n",
+              pub.source.c_str(), pub.tp, pub.pp, pub.tflops_per_gpu);
+  std::printf("     %-56s %9.3f %9.1f %6.1f%% %5.1f%% %8.1f %s\n", describe(ref.config).c_str(), ref.step_seconds,
+              ref.tflops_per_gpu, ref.mfu * 100, ref.bubble_fraction * 100, ref.memory.total() / plan::gib,
+              ref.fits ? "" : "(does not fit)");
+  std::printf("why plan 1:\n");
+  for (const std::string& line : plan::explain(chosen, ref)) std::printf("  %s\n", line.c_str());
 }
 
 plan::plan_config build_config(const plan_flags& f, const model_file& mf, const plan::cluster_desc& cl) {
@@ -150,6 +174,7 @@ int run(const plan_flags& f) {
         spdlog::error("troupe plan: no plan of the search space fits {} on {}", mf.model.name, cl.name);
         return 1;
       }
+      if (!f.json && mf.published) explain_against_published(mf, cl, batch, found.front());
       return 0;
     }
     const plan::plan_result r = plan::evaluate(mf.model, cl, c);

@@ -4,6 +4,8 @@
 #include "schedules/plan/plan.hpp"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <map>
 #include <stdexcept>
 #include <tuple>
@@ -57,8 +59,16 @@ std::string check(const model_desc& model, const cluster_desc& cl, const plan_co
 
 namespace {
 
+// One micro-batch's seconds per layer by part, kept beside the chunk costs so a step's time can
+// be split into what it was spent on (step_breakdown).
+struct layer_parts {
+  double compute = 0, tensor_parallel = 0, recompute = 0, zero3 = 0;  // zero3: per chunk
+  double head = 0, embedding_tp = 0;                                   // once per micro-batch
+};
+
 struct priced {
   cost_model costs;
+  layer_parts parts;
   double dp_seconds = 0, optimizer_seconds = 0;
 };
 
@@ -96,8 +106,12 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
   double input = linear_gemms + 2 * attention_gemms + memory_seconds(dev, 2 * (linear_bytes + attention_bytes)) +
                  2 * tp_collective;
   const double weight = linear_gemms;
-  if (c.rc == recompute::full) input += forward;
-  if (c.rc == recompute::selective) input += attention_gemms + memory_seconds(dev, attention_bytes);
+  priced out;
+  out.parts.compute = forward + input + weight - 4 * tp_collective;
+  out.parts.tensor_parallel = 4 * tp_collective;
+  if (c.rc == recompute::full) out.parts.recompute = forward;
+  if (c.rc == recompute::selective) out.parts.recompute = attention_gemms + memory_seconds(dev, attention_bytes);
+  input += out.parts.recompute;
 
   const int chunks = m.pp * c.virtual_stages;
   const double layers_per_chunk = double(md.layers) / chunks;
@@ -112,7 +126,7 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
   const chunk_cost layer_chunk{layers_per_chunk * forward + z3_forward,
                                layers_per_chunk * (input + weight) + z3_backward,
                                layers_per_chunk * input + z3_backward, layers_per_chunk * weight};
-  priced out;
+  out.parts.zero3 = z3_forward + z3_backward;
   out.costs.uniform = layer_chunk;
   out.costs.per_chunk.assign(m.pp, std::vector<chunk_cost>(c.virtual_stages, layer_chunk));
   // The logits GEMM and the cross-entropy passes (fp16 logits in, fp32 probabilities out) sit on
@@ -124,6 +138,8 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
   last.backward_weight += logits;
   last.backward = last.backward_input + last.backward_weight;
   out.costs.per_chunk[0][0].forward += tp_collective;
+  out.parts.head = 3 * logits + 2 * memory_seconds(dev, ce_bytes);
+  out.parts.embedding_tp = tp_collective;
 
   // Megatron's scatter-gather: each tp rank sends 1/t of the boundary activation over its own
   // link, then the receivers all-gather it on NVLink.
@@ -177,11 +193,33 @@ void size_memory(const model_desc& md, const cluster_desc& cl, const plan_config
   r.fits = r.memory.total() <= cl.device.memory_bytes;
 }
 
+// The busiest stage's step split by part (see step_breakdown); what the parts do not cover of
+// the simulated step is that stage's idle time in the pipeline.
+step_breakdown break_down(const model_desc& md, const plan_config& c, const priced& p, const simulation& sim) {
+  step_breakdown b;
+  for (int d = 1; d < c.m.pp; ++d)
+    if (sim.idle_seconds[d] < sim.idle_seconds[b.stage]) b.stage = d;
+  const double M = c.microbatches(), v = c.virtual_stages;
+  const double layers = double(md.layers) / c.m.pp;  // this stage's, over its v chunks
+  const int chunks = c.m.pp * c.virtual_stages;
+  b.compute = M * layers * p.parts.compute;
+  if ((chunks - 1) % c.m.pp == b.stage) b.compute += M * p.parts.head;
+  b.recompute = M * layers * p.parts.recompute;
+  b.tensor_parallel = M * layers * p.parts.tensor_parallel + (b.stage == 0 ? M * p.parts.embedding_tp : 0);
+  b.zero3_gathers = M * v * p.parts.zero3;
+  b.dp_reduction = p.dp_seconds;
+  b.optimizer = p.optimizer_seconds;
+  b.pipeline_idle = 0;
+  b.pipeline_idle = std::max(0.0, sim.makespan_seconds - b.total());
+  return b;
+}
+
 plan_result finish(const model_desc& md, const cluster_desc& cl, const plan_config& c, const schedule& s) {
   plan_result r;
   r.config = c;
   const priced p = price(md, cl, c);
   r.sim = simulate(s, p.costs);
+  r.breakdown = break_down(md, c, p, r.sim);
   r.pipeline_seconds = r.sim.makespan_seconds - p.dp_seconds - p.optimizer_seconds;
   r.dp_seconds = p.dp_seconds;
   r.optimizer_seconds = p.optimizer_seconds;
@@ -200,6 +238,73 @@ plan_result evaluate(const model_desc& md, const cluster_desc& cl, const plan_co
   if (const std::string err = check(md, cl, c); !err.empty()) throw std::invalid_argument(err);
   const schedule s = make_named_schedule(c.schedule, c.m.pp, c.microbatches(), c.virtual_stages);
   return finish(md, cl, c, s);
+}
+
+std::vector<named_seconds> parts(const step_breakdown& b) {
+  return {{"compute", b.compute},           {"recompute", b.recompute},
+          {"tensor_parallel", b.tensor_parallel}, {"zero3_gathers", b.zero3_gathers},
+          {"pipeline_idle", b.pipeline_idle}, {"dp_reduction", b.dp_reduction},
+          {"optimizer", b.optimizer}};
+}
+
+namespace {
+
+// The plan choices that move a part of the step, for the explanation's lines.
+std::string why(const std::string& part, const plan_config& x, const plan_config& y) {
+  auto changed = [](const char* what, const std::string& a, const std::string& b) {
+    return a == b ? std::string() : std::string(what) + " " + a + " -> " + b;
+  };
+  auto join = [](std::vector<std::string> items) {
+    std::string out;
+    for (const auto& i : items)
+      if (!i.empty()) out += (out.empty() ? "" : ", ") + i;
+    return out.empty() ? std::string("the same choices, other sizes") : out;
+  };
+  const std::string mb = changed("micro-batch", std::to_string(x.micro_batch), std::to_string(y.micro_batch));
+  const std::string tp = changed("tp", std::to_string(x.m.tp), std::to_string(y.m.tp));
+  const std::string pp = changed("pp", std::to_string(x.m.pp), std::to_string(y.m.pp));
+  const std::string dp = changed("dp", std::to_string(x.m.dp), std::to_string(y.m.dp));
+  const std::string rc = changed("recomputation", to_string(x.rc), to_string(y.rc));
+  const std::string sched = changed("schedule", x.schedule + (x.virtual_stages > 1 ? " v" + std::to_string(x.virtual_stages) : ""),
+                                    y.schedule + (y.virtual_stages > 1 ? " v" + std::to_string(y.virtual_stages) : ""));
+  const std::string zero = changed("zero", std::to_string(x.zero), std::to_string(y.zero));
+  if (part == "recompute") return join({rc});
+  if (part == "tensor_parallel") return join({tp, mb, pp});
+  if (part == "pipeline_idle") return join({sched, pp, changed("micro-batches", std::to_string(x.microbatches()), std::to_string(y.microbatches()))});
+  if (part == "dp_reduction") return join({dp, pp, tp, zero});
+  if (part == "optimizer") return join({zero, dp, pp, tp});
+  if (part == "zero3_gathers") return join({zero});
+  return join({tp, pp, mb});  // compute: each GEMM's size and how work splits over devices
+}
+
+}  // namespace
+
+std::vector<std::string> explain(const plan_result& chosen, const plan_result& reference) {
+  const auto a = parts(chosen.breakdown), b = parts(reference.breakdown);
+  std::vector<std::pair<double, std::string>> lines;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double saved = b[i].seconds - a[i].seconds;
+    if (std::abs(saved) <= 0.005 * reference.step_seconds) continue;
+    char buf[320];
+    std::snprintf(buf, sizeof buf, "%s %.3f s -> %.3f s (%s %.3f s, %.1f%% of the reference step): %s", a[i].name,
+                  b[i].seconds, a[i].seconds, saved > 0 ? "saves" : "costs", std::abs(saved),
+                  100 * std::abs(saved) / reference.step_seconds,
+                  why(a[i].name, reference.config, chosen.config).c_str());
+    lines.emplace_back(-saved, buf);
+  }
+  std::sort(lines.begin(), lines.end());
+  std::vector<std::string> out;
+  char head[200];
+  std::snprintf(head, sizeof head, "step %.3f s against %.3f s: %.2fx the reference's throughput", chosen.step_seconds,
+                reference.step_seconds, reference.step_seconds / chosen.step_seconds);
+  out.emplace_back(head);
+  for (auto& l : lines) out.push_back(std::move(l.second));
+  char mem[200];
+  std::snprintf(mem, sizeof mem, "memory %.1f GiB against %.1f GiB per device (stage %d against %d)",
+                chosen.memory.total() / gib, reference.memory.total() / gib, chosen.memory_stage,
+                reference.memory_stage);
+  out.emplace_back(mem);
+  return out;
 }
 
 std::vector<plan_result> search(const model_desc& md, const cluster_desc& cl, int global_batch,

@@ -50,8 +50,31 @@ struct plan_config {
   int microbatches() const { return global_batch / (m.dp * micro_batch); }
 };
 
+// Where one step's time goes on the busiest pipeline stage (the one idle least): the parts add
+// up to step_seconds. compute is the layers' and the head's own forward and backward work,
+// recompute the forward run again in backward, tensor_parallel the tp all-reduces and the
+// embedding's, zero3_gathers stage 3's parameter traffic, pipeline_idle the bubble plus waits for
+// activations, then the data-parallel reduction and the optimizer step after the pipeline.
+struct step_breakdown {
+  double compute = 0, recompute = 0, tensor_parallel = 0, zero3_gathers = 0, pipeline_idle = 0;
+  double dp_reduction = 0, optimizer = 0;
+  int stage = 0;
+
+  double total() const {
+    return compute + recompute + tensor_parallel + zero3_gathers + pipeline_idle + dp_reduction + optimizer;
+  }
+};
+
+// The breakdown's parts by name, in the order above, for tables and explanations.
+struct named_seconds {
+  const char* name;
+  double seconds;
+};
+std::vector<named_seconds> parts(const step_breakdown& b);
+
 struct plan_result {
   plan_config config;
+  step_breakdown breakdown;
   memory_by_kind memory;  // the most loaded device
   int memory_stage = 0;   // its pipeline stage
   bool fits = false;      // memory.total() <= the device's memory
@@ -84,5 +107,11 @@ struct search_space {
 // stages cost the same step time until 3, which adds gathers.
 std::vector<plan_result> search(const model_desc& model, const cluster_desc& cl, int global_batch,
                                 const search_space& space = {}, int top = 10);
+
+// Why `chosen` is faster (or slower) than `reference`: one line per part of the step that
+// differs by more than 0.5% of the reference's step, largest saving first, then the memory
+// both need. The lines name the plan field behind each part (recomputation, tp, pp, the
+// schedule, micro-batches), so a reader sees which choice bought the time.
+std::vector<std::string> explain(const plan_result& chosen, const plan_result& reference);
 
 }  // namespace troupe::sched::plan

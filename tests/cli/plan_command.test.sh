@@ -23,5 +23,8 @@ expect_2 "model.width: unknown key" "$tmp/m.toml" "$dir/dgx-a100-1024.toml"
 expect_2 "does not divide the 1024 GPUs" "$dir/gpt3-175b.toml" "$dir/dgx-a100-1024.toml" --tp 8 --pp 3
 expect_2 "has 1000 ranks but cluster dgx-a100 has 1024 GPUs" "$dir/gpt3-175b.toml" "$dir/dgx-a100-1024.toml" --tp 8 --pp 5 --dp 25
 table=$("$troupe" plan "$dir/megatron-1.7b.toml" "$dir/dgx-a100-1024.toml" --nodes 4 --search --top 3) || fail "search exited $?"
-[ "$(grep -c 'dp.*pp.*tp' <<<"$table")" -eq 3 ] || fail "search table: $table"
+[ "$(grep -c '^[0-9] .*dp.*pp.*tp' <<<"$table")" -eq 3 ] || fail "search table: $table"
+# Beside the search, the configuration the model file's paper ran, and why plan 1 beats it.
+grep -q "against the published configuration (Narayanan et al. 2021, Table 1: t 1, p 1" <<<"$table" || fail "no reference: $table"
+grep -q "x the reference's throughput" <<<"$table" || fail "no explanation: $table"
 echo OK

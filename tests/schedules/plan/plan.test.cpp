@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <stdexcept>
+#include <tuple>
 
 namespace troupe::sched::plan {
 namespace {
@@ -125,6 +126,53 @@ TEST(schedules_plan, search_returns_plans_that_fit_fastest_first) {
       EXPECT_LE(found[i - 1].step_seconds, found[i].step_seconds);
     }
   }
+}
+
+TEST(schedules_plan, the_breakdown_adds_up_to_the_step_and_its_idle_is_the_simulators_idle_of_that_stage) {
+  const cluster_desc cl = small_cluster(2);
+  for (const auto& [m, schedule, v, zero, rc] :
+       {std::tuple{mesh{2, 4, 2, 1}, "1f1b", 1, 0, recompute::full},
+        std::tuple{mesh{2, 2, 4, 1}, "interleaved", 2, 1, recompute::selective},
+        std::tuple{mesh{4, 2, 2, 1}, "zb-h1", 1, 3, recompute::none}, std::tuple{mesh{16, 1, 1, 1}, "1f1b", 1, 0, recompute::none}}) {
+    plan_config c;
+    c.m = m;
+    c.global_batch = 32;
+    c.schedule = schedule;
+    c.virtual_stages = v;
+    c.zero = zero;
+    c.rc = rc;
+    const plan_result r = evaluate(small_model(), cl, c);
+    const step_breakdown& b = r.breakdown;
+    SCOPED_TRACE(to_string(m) + " " + schedule);
+    EXPECT_NEAR(b.total(), r.step_seconds, 1e-9 * r.step_seconds);
+    EXPECT_NEAR(b.pipeline_idle, r.sim.idle_seconds[b.stage], 1e-9 * r.step_seconds);
+    for (int d = 0; d < m.pp; ++d) EXPECT_LE(r.sim.idle_seconds[b.stage], r.sim.idle_seconds[d]);
+    EXPECT_GT(b.compute, 0);
+    EXPECT_EQ(b.recompute > 0, rc != recompute::none);
+    EXPECT_EQ(b.tensor_parallel > 0, m.tp > 1);
+    EXPECT_EQ(b.zero3_gathers > 0, zero == 3);
+    // pp > 1 adds the tied embedding's all-reduce between the first and last stages.
+    EXPECT_EQ(b.dp_reduction > 0, (m.dp > 1 && zero < 3) || m.pp > 1);
+  }
+}
+
+TEST(schedules_plan, explain_names_the_choice_behind_each_part_largest_saving_first) {
+  const cluster_desc cl = small_cluster(2);
+  plan_config ref;
+  ref.m = {2, 4, 2, 1};
+  ref.global_batch = 32;
+  ref.rc = recompute::full;
+  plan_config fast = ref;
+  fast.rc = recompute::none;
+  const auto lines = explain(evaluate(small_model(), cl, fast), evaluate(small_model(), cl, ref));
+  ASSERT_GE(lines.size(), 3u);
+  EXPECT_NE(lines[0].find("x the reference's throughput"), std::string::npos) << lines[0];
+  EXPECT_EQ(lines[1].rfind("recompute ", 0), 0u) << lines[1];
+  EXPECT_NE(lines[1].find("saves"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[1].find("recomputation full -> none"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines.back().rfind("memory ", 0), 0u) << lines.back();
+  // A plan against itself differs in no part: only the headline and the memory.
+  EXPECT_EQ(explain(evaluate(small_model(), cl, ref), evaluate(small_model(), cl, ref)).size(), 2u);
 }
 
 }  // namespace
