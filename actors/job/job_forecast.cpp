@@ -1,0 +1,314 @@
+// The forecast of a job (see job_forecast.hpp). The op lists follow the layers' own forward and
+// backward (kernels/layers_*.cpp): what each GEMM multiplies, which passes read and write what,
+// what each layer keeps in its stash.
+#include "actors/job/job_forecast.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <stdexcept>
+
+#include "actors/job/memory_plan.hpp"
+#include "schedules/validate.hpp"
+
+namespace troupe {
+
+double gemm_seconds(const machine_costs& m, double rows, double out, double in) {
+  return 2 * rows * out * in / m.gemm_flops_per_s + 4 * (rows * in + in * out + rows * out) / m.gemm_bytes_per_s;
+}
+
+double elementwise_seconds(const machine_costs& m, double bytes) { return bytes / m.elementwise_bytes_per_s; }
+
+double all_reduce_seconds(const machine_costs& m, double bytes) {
+  return m.all_reduce_latency_s + bytes / m.all_reduce_bytes_per_s;
+}
+
+namespace {
+
+// One layer's seconds for one micro-batch, and the floats its stash keeps after forward.
+struct layer_cost {
+  double forward = 0, backward_input = 0, backward_weight = 0;
+  double stash_floats = 0;
+};
+
+// The shape every layer of one micro-batch sees.
+struct batch_shape {
+  double rows = 0;       // R: samples (MLP) or tokens (GPT) of the micro-batch
+  double sequences = 0;  // b (GPT)
+  int tp = 1;
+};
+
+void check_modelled(const train_config& cfg, const model_spec& model) {
+  auto refuse = [](const std::string& what) {
+    throw std::invalid_argument("the forecast does not model " + what);
+  };
+  if (cfg.sequence_parallel) refuse("--sequence-parallel");
+  if (cfg.zero != 0) refuse("--zero " + std::to_string(cfg.zero) + " (only plain data parallelism, --zero 0)");
+  if (cfg.consistency != consistency_model::none) refuse("parameter servers (--consistency)");
+  if (model.kind == "mlp" && cfg.mesh.tp > 1) refuse("an MLP split over --tp");
+  if (!cfg.user_schedule.stages.empty()) refuse("a schedule file (only the named schedules)");
+}
+
+double linear_forward(const machine_costs& m, double R, double out, double in) {
+  return gemm_seconds(m, R, out, in) + elementwise_seconds(m, 8 * R * out);  // the bias added to every row
+}
+double linear_input(const machine_costs& m, double R, double out, double in) { return gemm_seconds(m, R, in, out); }
+double linear_weight(const machine_costs& m, double R, double out, double in) {
+  return gemm_seconds(m, out, in, R) + elementwise_seconds(m, 4 * R * out);  // dW, then the bias's row sums
+}
+
+layer_cost block_cost(const machine_costs& m, const model_spec& spec, const batch_shape& s, recompute_mode rc) {
+  const double R = s.rows, C = spec.channels, t = s.tp, Ct = C / t, H = spec.heads / t, T = spec.context;
+  const double attention_units = s.sequences * H * T * T * (C / spec.heads);
+  const double ln_forward = elementwise_seconds(m, 4 * 2 * R * C), ln_backward = elementwise_seconds(m, 4 * 4 * R * C);
+  const double add = elementwise_seconds(m, 4 * 3 * R * C);
+  const double tp = t > 1 ? all_reduce_seconds(m, 4 * R * C) : 0;
+  // (out, in) of qkv, proj, fc and fc_proj on this tp rank.
+  const double linears[4][2] = {{3 * Ct, C}, {C, Ct}, {4 * Ct, C}, {C, 4 * Ct}};
+  layer_cost c;
+  const double attention = attention_units * m.attention_forward_s;
+  c.forward = 2 * ln_forward + attention + 2 * add + elementwise_seconds(m, 4 * 2 * 4 * R * Ct) + 2 * tp;
+  c.backward_input = 2 * ln_backward + attention_units * m.attention_backward_s + 2 * add +
+                     elementwise_seconds(m, 4 * 3 * 4 * R * Ct) + 2 * tp;
+  for (const auto& l : linears) {
+    c.forward += linear_forward(m, R, l[0], l[1]);
+    c.backward_input += linear_input(m, R, l[0], l[1]);
+    c.backward_weight += linear_weight(m, R, l[0], l[1]);
+  }
+  // Kept: x, ln1's output, x2, ln2's output (R x C each); qkv, the attention's output, fc's and
+  // GELU's outputs (12 R x C/t); the layernorms' means and rstds; the scores (b x H x T x T).
+  const double scores = s.sequences * H * T * T;
+  c.stash_floats = 4 * R * C + 12 * R * Ct + 4 * R + scores;
+  if (rc == recompute_mode::selective) {
+    c.stash_floats -= scores;
+    c.backward_input += attention;
+  }
+  if (rc == recompute_mode::full) c.backward_input += c.forward;
+  return c;
+}
+
+// Layer i of the model, as build_layers() lays it out (kernels/model.cpp, gpt.cpp).
+layer_cost cost_of_layer(const machine_costs& m, const model_spec& spec, const batch_shape& s, recompute_mode rc,
+                         int64_t i) {
+  const double R = s.rows;
+  layer_cost c;
+  if (spec.kind == "gpt") {
+    const double C = spec.channels, V = double(spec.vocab) / s.tp;
+    const int64_t blocks = spec.blocks;
+    if (i == 0) {  // token and position embedding: gather rows, add, and scatter-add back
+      c.forward = elementwise_seconds(m, 4 * 3 * R * C) + (s.tp > 1 ? all_reduce_seconds(m, 4 * R * C) : 0);
+      c.backward_weight = elementwise_seconds(m, 4 * 3 * R * C);
+      c.stash_floats = R;  // the tokens
+    } else if (i <= blocks) {
+      c = block_cost(m, spec, s, rc);
+    } else if (i == blocks + 1) {  // the final layernorm
+      c.forward = elementwise_seconds(m, 4 * 2 * R * C);
+      c.backward_input = elementwise_seconds(m, 4 * 4 * R * C);
+      c.stash_floats = R * C + 2 * R;
+    } else {  // the head, column-parallel over the vocabulary; its input gradient is summed over tp
+      c.forward = linear_forward(m, R, V, C);
+      c.backward_input = linear_input(m, R, V, C) + (s.tp > 1 ? all_reduce_seconds(m, 4 * R * C) : 0);
+      c.backward_weight = linear_weight(m, R, V, C);
+      c.stash_floats = R * C;
+    }
+  } else {
+    std::vector<int64_t> widths{spec.inputs};
+    widths.insert(widths.end(), spec.hidden.begin(), spec.hidden.end());
+    widths.push_back(spec.classes);
+    const double in = double(widths[static_cast<size_t>(i / 2)]), out = double(widths[static_cast<size_t>(i / 2 + 1)]);
+    if (i % 2 == 0) {
+      c.forward = linear_forward(m, R, out, in);
+      c.backward_input = linear_input(m, R, out, in);
+      c.backward_weight = linear_weight(m, R, out, in);
+      c.stash_floats = R * in;  // the input: the layer below's saved output, counted once (below)
+    } else {  // the relu after linear i - 1, on its output
+      c.forward = elementwise_seconds(m, 4 * 2 * R * out);
+      c.backward_input = elementwise_seconds(m, 4 * 3 * R * out);
+      c.stash_floats = R * out;
+    }
+  }
+  if (rc == recompute_mode::full && !(spec.kind == "gpt" && i >= 1 && i <= spec.blocks))
+    c.backward_input += c.forward;
+  return c;
+}
+
+// The floats of layer i's input, which full recomputation keeps instead of its activations.
+double input_floats(const model_spec& spec, const batch_shape& s, int64_t i) {
+  if (i == 0) return spec.kind == "gpt" ? s.rows : s.rows * double(spec.inputs);
+  if (spec.kind == "gpt") return s.rows * double(spec.channels);
+  const int64_t width = i % 2 == 0 ? spec.hidden[static_cast<size_t>(i / 2 - 1)] : spec.hidden[static_cast<size_t>(i / 2)];
+  return s.rows * double(width);
+}
+
+int64_t layer_count(const model_spec& spec) {
+  return spec.kind == "gpt" ? spec.blocks + 3 : 2 * static_cast<int64_t>(spec.hidden.size()) + 1;
+}
+
+// The loss on the last chunk's logits: softmax and cross-entropy forward, their gradient back.
+double loss_seconds(const machine_costs& m, const model_spec& spec, const batch_shape& s) {
+  const double classes = spec.kind == "gpt" ? double(spec.vocab) / s.tp : double(spec.classes);
+  double t = 2 * elementwise_seconds(m, 4 * 2 * s.rows * classes);
+  if (s.tp > 1) t += 3 * all_reduce_seconds(m, 4 * s.rows);  // the vocabulary-parallel max, sum and target logit
+  return t;
+}
+
+batch_shape shape_of(const train_config& cfg, const model_spec& spec) {
+  batch_shape s;
+  s.sequences = double(cfg.batch_size) / cfg.mesh.dp / cfg.micro_batches;
+  s.rows = spec.kind == "gpt" ? s.sequences * spec.context : s.sequences;
+  s.tp = cfg.mesh.tp;
+  return s;
+}
+
+// Stash bytes of layers [begin, end) for one micro-batch: an MLP's relu keeps the output its next
+// linear keeps as input, which the chunk counts once.
+double stash_of(const std::vector<layer_cost>& layers, const model_spec& spec, int64_t begin, int64_t end) {
+  double floats = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    const bool shared = spec.kind == "mlp" && i % 2 == 0 && i > begin;
+    if (!shared) floats += layers[static_cast<size_t>(i)].stash_floats;
+  }
+  return 4 * floats;
+}
+
+// The most stash bytes a stage holds at once, walking its row: a micro-batch's stash lives from
+// its F to its B (or W); full recomputation rebuilds one layer's activations at a time in B or I
+// (chunk_rebuild: the most its stash then holds; 0 without full recomputation).
+double peak_activations(const sched::schedule& s, int stage, const std::vector<double>& chunk_stash,
+                        const std::vector<double>& chunk_rebuild, int pp) {
+  double live = 0, peak = 0;
+  for (const sched::action& a : s.stages[static_cast<size_t>(stage)]) {
+    const size_t chunk = static_cast<size_t>(a.chunk * pp + stage);
+    if (chunk >= chunk_stash.size()) continue;
+    switch (a.kind) {
+      case sched::op::forward:
+        live += chunk_stash[chunk];
+        peak = std::max(peak, live);
+        break;
+      case sched::op::backward:
+      case sched::op::backward_input:
+        // Under full recomputation the micro-batch's stash (its layers' inputs) grows to the
+        // rebuilt layer's activations at most; otherwise it is what forward left.
+        if (chunk_rebuild[chunk] > 0) peak = std::max(peak, live - chunk_stash[chunk] + chunk_rebuild[chunk]);
+        if (a.kind == sched::op::backward) live -= chunk_stash[chunk];
+        break;
+      case sched::op::backward_weight:
+        live -= chunk_stash[chunk];
+        break;
+      default:
+        break;
+    }
+  }
+  return peak;
+}
+
+}  // namespace
+
+int64_t stash_bytes(const train_config& cfg, const model_spec& model, int64_t begin, int64_t end) {
+  machine_costs unit{};
+  unit.gemm_flops_per_s = unit.gemm_bytes_per_s = unit.elementwise_bytes_per_s = unit.all_reduce_bytes_per_s = 1;
+  const batch_shape s = shape_of(cfg, model);
+  std::vector<layer_cost> layers;
+  for (int64_t i = 0; i < layer_count(model); ++i) layers.push_back(cost_of_layer(unit, model, s, cfg.recompute, i));
+  return static_cast<int64_t>(stash_of(layers, model, begin, end));
+}
+
+job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const model_spec& model,
+                          const machine_costs& machine) {
+  check_modelled(cfg, model);
+  const batch_shape s = shape_of(cfg, model);
+  std::vector<layer_cost> layers;
+  for (int64_t i = 0; i < layer_count(model); ++i)
+    layers.push_back(cost_of_layer(machine, model, s, cfg.recompute, i));
+
+  const int pp = plan.mesh.pp, chunks = static_cast<int>(plan.chunks.size());
+  job_forecast f;
+  std::vector<double> stash(static_cast<size_t>(chunks)), rebuild(static_cast<size_t>(chunks));
+  sched::cost_model costs;
+  costs.per_chunk.assign(static_cast<size_t>(pp), std::vector<sched::chunk_cost>(static_cast<size_t>(chunks / pp)));
+  for (int c = 0; c < chunks; ++c) {
+    const layer_range r = plan.chunks[static_cast<size_t>(c)];
+    sched::chunk_cost cc{machine.action_overhead_s, 0, machine.action_overhead_s, machine.action_overhead_s};
+    double inputs_below = 0;
+    for (int64_t i = r.begin; i < r.end; ++i) {
+      const layer_cost& l = layers[static_cast<size_t>(i)];
+      cc.forward += machine.op_scale * l.forward;
+      cc.backward_input += machine.op_scale * l.backward_input;
+      cc.backward_weight += machine.op_scale * l.backward_weight;
+      // Full recomputation walks the chunk down: rebuilding layer i, the stash holds the inputs of
+      // the layers below it and layer i's activations (its input among them).
+      if (cfg.recompute == recompute_mode::full) {
+        rebuild[static_cast<size_t>(c)] = std::max(rebuild[static_cast<size_t>(c)], inputs_below + 4 * l.stash_floats);
+        inputs_below += 4 * input_floats(model, s, i);
+      }
+    }
+    if (c == chunks - 1) {
+      const double loss = loss_seconds(machine, model, s);
+      cc.forward += machine.op_scale * loss / 2;
+      cc.backward_input += machine.op_scale * loss / 2;
+    }
+    cc.backward = cc.backward_input + cc.backward_weight - machine.action_overhead_s;
+    stash[static_cast<size_t>(c)] = stash_of(layers, model, r.begin, r.end);
+    // Full recomputation keeps only each layer's input; the chunk's stash is then those inputs.
+    if (cfg.recompute == recompute_mode::full) {
+      double inputs = 0;
+      for (int64_t i = r.begin; i < r.end; ++i) inputs += input_floats(model, s, i);
+      stash[static_cast<size_t>(c)] = 4 * inputs;
+    }
+    costs.per_chunk[static_cast<size_t>(c % pp)][static_cast<size_t>(c / pp)] = cc;
+    f.chunk_costs.push_back(cc);
+  }
+  // Every stage reduces its own gradients and steps its own optimizer; the simulator takes one
+  // figure for all, so the largest stage's (they differ by the embedding and the head).
+  int64_t most_params = 0;
+  for (int stage = 0; stage < pp; ++stage)
+    most_params = std::max(most_params, plan.stage_params[plan.slot(stage, 0)]);
+  if (plan.mesh.dp > 1) f.reduce_grads_seconds = all_reduce_seconds(machine, 4.0 * double(most_params));
+  f.optimizer_seconds = double(most_params) * machine.optimizer_s_per_param;
+  costs.reduce_grads_seconds = f.reduce_grads_seconds;
+  costs.optimizer_step_seconds = f.optimizer_seconds;
+  f.sim = sched::simulate(plan.schedule, costs);
+  f.step_seconds = f.sim.makespan_seconds;
+
+  for (int rank = 0; rank < plan.mesh.ranks(); ++rank) {
+    const int stage = plan.mesh.coords_of(rank).pp;
+    rank_forecast r;
+    r.rank = rank;
+    r.peak = predicted_model_states(cfg, plan, rank);
+    const int64_t params = plan.stage_params[plan.slot(stage, plan.mesh.coords_of(rank).tp)];
+    r.peak.bytes[static_cast<size_t>(memory_kind::activations)] =
+        static_cast<int64_t>(peak_activations(plan.schedule, stage, stash, rebuild, pp));
+    // With data parallelism the stage keeps a copy of each bucket for its collective.
+    if (plan.mesh.dp > 1) r.peak.bytes[static_cast<size_t>(memory_kind::buffers)] = 4 * params;
+    // Training runs on one copy of the parameters and of the gradients; the second copy of each
+    // (memory_plan.hpp) lives only around O, when the stashes are gone.
+    // A stage of several chunks copies the optimizer's answer into each chunk's own buffer, so
+    // it trains beside the shard's master copy: two copies then.
+    const int64_t copies = static_cast<int64_t>(plan.chunks.size()) / pp > 1 ? 2 : 1;
+    const int64_t training = copies * 4 * params + 4 * params + r.peak.of(memory_kind::optimizer_state) +
+                             r.peak.of(memory_kind::activations) + r.peak.of(memory_kind::buffers);
+    // Around O the bucket copies may still be held: in one process a rank's ring messages and
+    // its peers' results share its buffer, so it goes when the slowest of them lets go. The
+    // forecast says both: held (peak_total) and gone (peak_total_low).
+    const int64_t stepping = r.peak.of(memory_kind::parameters) + r.peak.of(memory_kind::gradients) +
+                             r.peak.of(memory_kind::optimizer_state) + r.peak.of(memory_kind::buffers);
+    r.peak_total = std::max(training, stepping);
+    r.peak_total_low = std::max(training, stepping - r.peak.of(memory_kind::buffers));
+    f.ranks.push_back(r);
+  }
+  return f;
+}
+
+std::string describe(const job_forecast& f) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "predicted step %.4f s (pipeline %.4f, gradient reduction %.4f, optimizer %.4f)",
+                f.step_seconds, f.sim.makespan_seconds, f.reduce_grads_seconds, f.optimizer_seconds);
+  std::string out = buf;
+  for (const rank_forecast& r : f.ranks) {
+    std::snprintf(buf, sizeof buf, "\nrank %d: peak device memory %.2f MiB (", r.rank, double(r.peak_total) / (1 << 20));
+    out += buf + r.peak.to_string() + ")";
+  }
+  return out;
+}
+
+}  // namespace troupe

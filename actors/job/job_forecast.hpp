@@ -1,0 +1,77 @@
+// A forecast of one of troupe's own jobs on this machine, before it runs: the step time and each
+// rank's peak device memory by the ledger's kinds, from the job's plan (mesh, schedule, model
+// cut, buckets) and a description of the machine measured by calibrate_machine()
+// (machine_calibration.hpp). The time model prices every op of every layer of a chunk for one
+// micro-batch (GEMMs at a fitted FLOP rate plus their bytes, attention at its measured rate,
+// elementwise passes at their bandwidth, the tensor-parallel all-reduces), feeds the chunk costs
+// to the schedule simulator with the gradient reduction and the optimizer step, and adds the
+// measured cost of running an action and a step. The memory model is the runtime's own: model
+// states from memory_plan.hpp, activations as each layer stashes them (kernels/), times the
+// schedule's peak of live stashes. `troupe plan --job` prints it; `troupe train --forecast` prints
+// it beside what the run measured.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "actors/job/job_plan.hpp"
+#include "actors/job/train_config.hpp"
+#include "kernels/device_memory.hpp"
+#include "schedules/simulate.hpp"
+
+namespace troupe {
+
+// What the ops cost on this machine, on one thread (a rank's device). Written and read as TOML
+// by `troupe plan --calibrate` (cli/plan_files.hpp).
+struct machine_costs {
+  std::string name;                     // the CPU, as /proc/cpuinfo names it
+  double gemm_flops_per_s = 0;          // a GEMM takes 2mnk / gemm_flops_per_s
+  double gemm_bytes_per_s = 0;          //   + 4(mk + kn + mn) / gemm_bytes_per_s
+  double attention_forward_s = 0;       // seconds per unit of B * heads * T^2 * head size
+  double attention_backward_s = 0;
+  double elementwise_bytes_per_s = 0;   // layernorm, GELU, residual adds, embedding, loss
+  double optimizer_s_per_param = 0;     // the job's optimizer's step, per parameter
+  double all_reduce_latency_s = 0;      // a two-rank in-memory all-reduce of n bytes:
+  double all_reduce_bytes_per_s = 0;    //   latency + n / bytes_per_s
+  // From running the model: an action takes op_scale times its ops' sum plus action_overhead_s
+  // (what the ops above leave out: allocating and clearing outputs, messages, the data loader).
+  double op_scale = 1;
+  double action_overhead_s = 0;
+  std::string calibrated_with;          // the model the run and the GEMM shapes came from
+};
+
+// Seconds of the pieces, for a reader and the tests.
+double gemm_seconds(const machine_costs& m, double rows, double out, double in);
+double elementwise_seconds(const machine_costs& m, double bytes);
+double all_reduce_seconds(const machine_costs& m, double bytes);
+
+struct rank_forecast {
+  int rank = 0;
+  memory_figures peak;      // by kind, the most each holds at once
+  int64_t peak_total = 0;   // the most all kinds hold together
+  // The same if the data-parallel bucket copies are gone before O; their release races with the
+  // group's other ranks (job_forecast.cpp), so a run measures a figure between the two.
+  int64_t peak_total_low = 0;
+};
+
+struct job_forecast {
+  double step_seconds = 0;                     // the simulated makespan
+  std::vector<sched::chunk_cost> chunk_costs;  // by model chunk, one micro-batch, overheads included
+  double reduce_grads_seconds = 0, optimizer_seconds = 0;
+  sched::simulation sim;
+  std::vector<rank_forecast> ranks;            // by mesh rank
+};
+
+// Throws std::invalid_argument naming what the forecast does not model (sequence parallelism,
+// ZeRO-3, offload, parameter servers, an MLP split over tp).
+job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const model_spec& model,
+                          const machine_costs& machine);
+
+// Bytes one micro-batch's stash of layers [begin, end) holds after its forward: what
+// pipeline_chunk counts as activations (a tensor two layers keep counts once).
+int64_t stash_bytes(const train_config& cfg, const model_spec& model, int64_t begin, int64_t end);
+
+// One line per rank and the step: "predicted step 0.123 s; rank 0: 49.7 MiB (parameters ...)".
+std::string describe(const job_forecast& f);
+
+}  // namespace troupe

@@ -1,0 +1,101 @@
+// The job forecast (actors/job/job_forecast.hpp) against troupe's own jobs: each rank's predicted
+// peak device memory against its ledger's measurement, for the meshes and schedules below
+// (memory is deterministic: no timing in these), and the forecast's arithmetic against the
+// simulator with costs a reader can add up by hand.
+#include "actors/job/job_forecast.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "actors/job/prepared_job.hpp"
+#include "actors/job/training_job.hpp"
+#include "job_forecast_cases.hpp"
+
+namespace troupe {
+namespace {
+
+using test::forecast_case;
+
+class forecast_memory : public ::testing::TestWithParam<forecast_case> {};
+
+TEST_P(forecast_memory, each_ranks_predicted_peak_is_within_5_percent_of_its_ledger_and_its_model_states_are_exact) {
+  train_config cfg = test::forecast_config(GetParam());
+  cfg.max_steps = 3;
+  const prepared_job data = prepare_job(cfg);
+  const job_plan plan = plan_job(cfg, data);
+  machine_costs unit;  // memory does not depend on the costs
+  unit.gemm_flops_per_s = unit.gemm_bytes_per_s = unit.elementwise_bytes_per_s = unit.all_reduce_bytes_per_s = 1e9;
+  const job_forecast f = forecast_job(cfg, plan, data.model, unit);
+  const train_summary run = run_training(cfg);
+  ASSERT_EQ(run.peak_memory_total.size(), f.ranks.size());
+  for (const rank_forecast& r : f.ranks) {
+    SCOPED_TRACE("rank " + std::to_string(r.rank));
+    const memory_figures& measured = run.peak_memory[static_cast<size_t>(r.rank)];
+    for (memory_kind k : {memory_kind::parameters, memory_kind::gradients, memory_kind::optimizer_state})
+      EXPECT_EQ(r.peak.of(k), measured.of(k)) << to_string(k);
+    EXPECT_NEAR(double(r.peak.of(memory_kind::activations)), double(measured.of(memory_kind::activations)),
+                0.05 * double(measured.of(memory_kind::activations)))
+        << "activations";
+    // Where the bucket copies' release races with O (data parallelism), the run lands between
+    // the forecast's two figures; elsewhere they are one figure.
+    const double total = double(run.peak_memory_total[static_cast<size_t>(r.rank)]);
+    EXPECT_GE(total, 0.95 * double(r.peak_total_low)) << "predicted " << r.peak.to_string() << ", measured " << measured.to_string();
+    EXPECT_LE(total, 1.05 * double(r.peak_total)) << "predicted " << r.peak.to_string() << ", measured " << measured.to_string();
+    if (GetParam().dp == 1) {
+      EXPECT_EQ(r.peak_total_low, r.peak_total);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(troupe_gpt, forecast_memory, ::testing::ValuesIn(test::forecast_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+TEST(forecast_arithmetic, a_single_device_step_is_its_layers_ops_plus_two_actions_and_the_optimizer) {
+  train_config cfg = test::forecast_config(test::forecast_cases().front());
+  const prepared_job data = prepare_job(cfg);
+  const job_plan plan = plan_job(cfg, data);
+  machine_costs m;
+  m.gemm_flops_per_s = 50e9;
+  m.gemm_bytes_per_s = 20e9;
+  m.attention_forward_s = m.attention_backward_s = 1e-10;
+  m.elementwise_bytes_per_s = 10e9;
+  m.optimizer_s_per_param = 2e-9;
+  m.all_reduce_bytes_per_s = 5e9;
+  m.op_scale = 1.5;
+  m.action_overhead_s = 1e-3;
+  const job_forecast f = forecast_job(cfg, plan, data.model, m);
+  ASSERT_EQ(f.chunk_costs.size(), 1u);
+  const sched::chunk_cost& c = f.chunk_costs[0];
+  EXPECT_NEAR(f.step_seconds, c.forward + c.backward + f.optimizer_seconds, 1e-12);
+  EXPECT_NEAR(f.optimizer_seconds, 2e-9 * double(data.num_params), 1e-12);
+  EXPECT_EQ(f.reduce_grads_seconds, 0);
+  // The head's forward GEMM alone, scaled, is part of the forward: (B*T) x V x C.
+  const double head = gemm_seconds(m, 16.0 * 64, double(data.model.vocab), 128);
+  EXPECT_GT(c.forward, 1.5 * head + 1e-3);
+  // Doubling every rate halves the scaled part; the overhead stays.
+  machine_costs fast = m;
+  fast.gemm_flops_per_s *= 2, fast.gemm_bytes_per_s *= 2, fast.elementwise_bytes_per_s *= 2;
+  fast.attention_forward_s /= 2, fast.attention_backward_s /= 2;
+  const sched::chunk_cost c2 = forecast_job(cfg, plan, data.model, fast).chunk_costs[0];
+  EXPECT_NEAR(c2.forward - 1e-3, (c.forward - 1e-3) / 2, 1e-9);
+}
+
+TEST(forecast_arithmetic, what_it_does_not_model_is_refused_by_name) {
+  train_config cfg = test::forecast_config(test::forecast_cases().front());
+  const prepared_job data = prepare_job(cfg);
+  machine_costs m;
+  cfg.mesh.dp = 2;
+  cfg.zero = 2;
+  const job_plan plan = plan_job(cfg, data);
+  try {
+    forecast_job(cfg, plan, data.model, m);
+    FAIL() << "zero 2 forecast";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--zero 2"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace troupe
