@@ -10,6 +10,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "actors/job/machine_calibration.hpp"
+#include "cli/config_file.hpp"
 #include "cli/plan_files.hpp"
 #include "schedules/render.hpp"
 
@@ -21,7 +23,7 @@ namespace plan = sched::plan;
 
 struct plan_flags {
   std::string model, cluster, schedule = "1f1b", recompute = "full", optimizer = "adam", offload = "none";
-  std::string precision = "bf16", svg;
+  std::string precision = "bf16", svg, calibrate, job;
   int dp = 0, pp = 1, tp = 1, micro_batch = 1, micro_batches = 0, global_batch = 0, virtual_stages = 2, zero = 0;
   int nodes = 0, top = 10;
   bool search = false, json = false, sequence_parallel = false;
@@ -140,7 +142,42 @@ plan::plan_config build_config(const plan_flags& f, const model_file& mf, const 
   return c;
 }
 
+// `--calibrate FILE`: measures this machine on the job's model and writes the description that
+// `troupe train --forecast FILE` reads.
+int calibrate(const plan_flags& f) {
+  train_config cfg;
+  try {
+    if (!f.job.empty()) cfg = load_config_file(f.job, cfg);
+    validate(cfg);
+  } catch (const std::invalid_argument& e) {
+    spdlog::error("troupe plan --calibrate: {}", e.what());
+    return 2;
+  }
+  try {
+    spdlog::info("calibrating this machine on {} ({}): a few seconds", f.job.empty() ? "the default job" : f.job,
+                 cfg.model.kind);
+    const machine_costs m = calibrate_machine(cfg, [](const std::string& what) { spdlog::info("measuring {}", what); });
+    write_machine_file(f.calibrate, m);
+    spdlog::info("{}: GEMM {:.1f} GFLOP/s, elementwise {:.1f} GB/s, attention {:.2f} ns per unit forward, "
+                 "all-reduce {:.1f} GB/s + {:.1f} us, optimizer {:.2f} ns per parameter, ops x {:.3f} + {:.3f} ms per action",
+                 f.calibrate, m.gemm_flops_per_s / 1e9, m.elementwise_bytes_per_s / 1e9, m.attention_forward_s * 1e9,
+                 m.all_reduce_bytes_per_s / 1e9, m.all_reduce_latency_s * 1e6, m.optimizer_s_per_param * 1e9, m.op_scale,
+                 m.action_overhead_s * 1e3);
+    spdlog::info("use it: troupe train {}--forecast {} [--dp N --pp N --tp N ...] [--forecast-only]",
+                 f.job.empty() ? "" : "--config " + f.job + " ", f.calibrate);
+  } catch (const std::exception& e) {
+    spdlog::error("troupe plan --calibrate: {}", e.what());
+    return 1;
+  }
+  return 0;
+}
+
 int run(const plan_flags& f) {
+  if (!f.calibrate.empty()) return calibrate(f);
+  if (f.model.empty() || f.cluster.empty()) {
+    spdlog::error("troupe plan: give MODEL and CLUSTER description files (examples/plan/), or --calibrate FILE");
+    return 2;
+  }
   model_file mf;
   plan::cluster_desc cl;
   plan::plan_config c;
@@ -200,8 +237,12 @@ int run(const plan_flags& f) {
 void add_plan_command(CLI::App& app, int& exit_code) {
   auto f = std::make_shared<plan_flags>();
   auto* cmd = app.add_subcommand("plan", "Predict memory and step time of a training plan on a cluster, or search plans");
-  cmd->add_option("MODEL", f->model, "Model description (examples/plan/gpt3-175b.toml)")->required();
-  cmd->add_option("CLUSTER", f->cluster, "Cluster description (examples/plan/dgx-a100-1024.toml)")->required();
+  cmd->add_option("MODEL", f->model, "Model description (examples/plan/gpt3-175b.toml)");
+  cmd->add_option("CLUSTER", f->cluster, "Cluster description (examples/plan/dgx-a100-1024.toml)");
+  cmd->add_option("--calibrate", f->calibrate,
+                  "Measure this machine for troupe's own jobs and write its description to this file (for troupe train --forecast)");
+  cmd->add_option("--job", f->job, "With --calibrate: the job config whose model to measure [the default MLP]")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--dp", f->dp, "Data-parallel replicas [the GPUs left by pp x tp]");
   cmd->add_option("--pp", f->pp, "Pipeline stages [1]")->check(CLI::PositiveNumber);
   cmd->add_option("--tp", f->tp, "Tensor-parallel ranks [1]")->check(CLI::PositiveNumber);

@@ -5,6 +5,7 @@
 
 #include <toml++/toml.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -46,6 +47,13 @@ class reader {
     if (!n->is_number()) fail(path_, n, full(key), "expected a number");
     const double v = *n->value<double>();
     if (!(v > 0)) fail(path_, n, full(key), "must be > 0");
+    return v;
+  }
+  double nonnegative(const std::string& key) {
+    const toml::node* n = get(key, false);
+    if (!n->is_number()) fail(path_, n, full(key), "expected a number");
+    const double v = *n->value<double>();
+    if (!(v >= 0)) fail(path_, n, full(key), "must be >= 0");
     return v;
   }
   int integer(const std::string& key, std::optional<int> fallback = std::nullopt) {
@@ -173,6 +181,65 @@ sched::plan::cluster_desc load_cluster_file(const std::string& path) {
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   c.device = load_device_file((dir / device).string());
   return c;
+}
+
+namespace {
+
+// The machine file's keys, in the order it is written, with the unit each is stored in.
+struct machine_key {
+  const char* key;
+  double machine_costs::*field;
+  bool positive;  // else >= 0 (an MLP has no attention; a run may show no overhead)
+};
+constexpr machine_key machine_keys[] = {
+    {"gemm_flops_per_s", &machine_costs::gemm_flops_per_s, true},
+    {"gemm_bytes_per_s", &machine_costs::gemm_bytes_per_s, true},
+    {"attention_forward_s_per_unit", &machine_costs::attention_forward_s, false},
+    {"attention_backward_s_per_unit", &machine_costs::attention_backward_s, false},
+    {"elementwise_bytes_per_s", &machine_costs::elementwise_bytes_per_s, true},
+    {"optimizer_s_per_param", &machine_costs::optimizer_s_per_param, true},
+    {"all_reduce_latency_s", &machine_costs::all_reduce_latency_s, false},
+    {"all_reduce_bytes_per_s", &machine_costs::all_reduce_bytes_per_s, true},
+    {"op_scale", &machine_costs::op_scale, true},
+    {"action_overhead_s", &machine_costs::action_overhead_s, false},
+};
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) out += (c == '"' || c == '\\') ? std::string("\\") + c : std::string(1, c);
+  return out + "\"";
+}
+
+}  // namespace
+
+machine_costs load_machine_file(const std::string& path) {
+  const toml::table root = parse(path);
+  only_tables(path, root, {"machine"});
+  reader r(path, root, "machine", true);
+  machine_costs m;
+  m.name = r.text("name");
+  m.calibrated_with = r.text("calibrated_with");
+  for (const machine_key& k : machine_keys) m.*k.field = k.positive ? r.number(k.key) : r.nonnegative(k.key);
+  r.done();
+  return m;
+}
+
+void write_machine_file(const std::string& path, const machine_costs& m) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << "# This machine's costs for troupe's kernels on one thread, measured by `troupe plan --calibrate`;\n"
+           "# `troupe train --forecast " << path << "` predicts a job's step time and memory from them.\n"
+           "[machine]\nname = " << quoted(m.name) << "\ncalibrated_with = " << quoted(m.calibrated_with) << "\n";
+    char buf[64];
+    for (const machine_key& k : machine_keys) {
+      std::snprintf(buf, sizeof buf, "%.9g", m.*k.field);
+      out << k.key << " = " << (std::string(buf).find_first_of(".e") == std::string::npos ? std::string(buf) + ".0" : buf)
+          << "\n";
+    }
+    if (!out.flush()) throw std::runtime_error(tmp + ": cannot write");
+  }
+  std::filesystem::rename(tmp, path);  // a reader never sees half a file
 }
 
 }  // namespace troupe::cli

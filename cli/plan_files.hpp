@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "actors/job/job_forecast.hpp"
 #include "schedules/plan/plan.hpp"
 
 namespace troupe::cli {
@@ -31,5 +32,10 @@ model_file load_model_file(const std::string& path);
 sched::plan::device_desc load_device_file(const std::string& path);
 // A cluster names its device file, relative to the cluster file's folder.
 sched::plan::cluster_desc load_cluster_file(const std::string& path);
+
+// The machine description `troupe plan --calibrate` writes and `troupe train --forecast` reads
+// (job_forecast.hpp's machine_costs, under [machine]). Written to a temporary file and renamed.
+machine_costs load_machine_file(const std::string& path);
+void write_machine_file(const std::string& path, const machine_costs& m);
 
 }  // namespace troupe::cli

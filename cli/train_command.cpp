@@ -9,7 +9,11 @@
 #include <memory>
 #include <set>
 
+#include "actors/job/job_forecast.hpp"
+#include "actors/job/machine_calibration.hpp"
+#include "actors/job/prepared_job.hpp"
 #include "actors/job/training_job.hpp"
+#include "cli/plan_files.hpp"
 #include "cli/config_file.hpp"
 #include "cli/tunables.hpp"
 #include "cli/worker_command.hpp"
@@ -28,6 +32,38 @@ struct train_flags {
   std::map<std::string, std::vector<std::string>> texts;  // repeatable flag -> its texts
   process_flags process;  // launcher flags (worker_command.hpp)
   bool worker = false;
+  std::string forecast;   // a machine file (troupe plan --calibrate)
+  bool forecast_only = false;
+};
+
+// --forecast: the job's predicted step time and peak memory per rank, from the machine file,
+// logged before it runs; after it, beside what it measured.
+struct forecast_check {
+  job_forecast predicted;
+  bool on = false;
+
+  // Throws std::invalid_argument for a bad file or a job the forecast does not model.
+  void make(const train_config& cfg, const std::string& machine_file) {
+    const machine_costs m = load_machine_file(machine_file);
+    const prepared_job data = prepare_job(cfg);
+    predicted = forecast_job(cfg, plan_job(cfg, data), data.model, m);
+    on = true;
+    spdlog::info("forecast ({}, calibrated with {}): {}", m.name, m.calibrated_with, describe(predicted));
+  }
+  void compare(const train_summary& s) const {
+    if (!on) return;
+    const double measured = measured_step_seconds(s);
+    spdlog::info("forecast against the run: step {:.4f} s predicted, {:.4f} s measured (median; {:+.1f}%)",
+                 predicted.step_seconds, measured, measured > 0 ? 100 * (predicted.step_seconds / measured - 1) : 0.0);
+    for (const rank_forecast& r : predicted.ranks) {
+      if (static_cast<size_t>(r.rank) >= s.peak_memory_total.size()) break;
+      const double got = double(s.peak_memory_total[static_cast<size_t>(r.rank)]);
+      spdlog::info("forecast against the run: rank {} peak device memory {:.2f} MiB predicted{}, {:.2f} MiB measured ({:+.1f}%)",
+                   r.rank, double(r.peak_total) / (1 << 20),
+                   r.peak_total_low != r.peak_total ? fmt::format(" (or {:.2f} without the bucket copies)", double(r.peak_total_low) / (1 << 20)) : std::string(),
+                   got / (1 << 20), got > 0 ? 100 * (double(r.peak_total) / got - 1) : 0.0);
+    }
+  }
 };
 
 // A schedule file and a schedule name answer one question: a flag beats the config file (the
@@ -170,6 +206,16 @@ int run(const CLI::App& cmd, const train_flags& f) {
   if (cfg.threads > static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)))
     spdlog::warn("--threads {} exceeds the {} cores of this machine: the run will be oversubscribed", cfg.threads,
                  sysconf(_SC_NPROCESSORS_ONLN));
+  forecast_check forecast;
+  if (!f.forecast.empty() && cfg.process.index == 0) {
+    try {
+      forecast.make(cfg, f.forecast);
+    } catch (const std::exception& e) {
+      spdlog::error("{} --forecast: {}", f.worker ? "troupe worker" : "troupe train", e.what());
+      return 2;
+    }
+    if (f.forecast_only) return 0;
+  }
   std::unique_ptr<local_workers> workers;
   if (spawn_local_) {
     workers = std::make_unique<local_workers>(cfg);
@@ -193,6 +239,7 @@ int run(const CLI::App& cmd, const train_flags& f) {
     if (s.train_seconds > 0)
       spdlog::info("the compute device was busy {:.0f}% of the training time", 100.0 * s.compute_seconds / s.train_seconds);
     spdlog::info("metrics: {}", s.metrics_path);
+    forecast.compare(s);
     return 0;
   } catch (const std::invalid_argument& e) {  // refused before it started (a plan that cannot run): bad input
     spdlog::error("{}: {}", who, e.what());
@@ -221,6 +268,11 @@ void add_train_command(CLI::App& app, int& exit_code, const char* name, bool wor
   cmd->add_flag("--no-progress", f->no_progress, "No progress bar (log lines only)");
   cmd->add_flag("--sequence-parallel", f->sequence_parallel,
                 "With --tp: layernorms and residuals on each tp rank's share of the sequences (GPT)");
+  cmd->add_option("--forecast", f->forecast,
+                  "Predict the job's step time and peak memory per rank from this machine file (troupe plan --calibrate) "
+                  "and compare them with the run")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--forecast-only", f->forecast_only, "With --forecast: print the forecast and do not train");
   add_process_options(cmd, f->process);
   cmd->callback([cmd, f, &exit_code] { exit_code = run(*cmd, *f); });
 }

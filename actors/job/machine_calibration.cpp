@@ -4,9 +4,11 @@
 #include "actors/job/machine_calibration.hpp"
 
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -136,11 +138,19 @@ void measure_elementwise(machine_costs& m, const model_spec& model, double rows)
   const auto N = std::max<int64_t>(1, static_cast<int64_t>(rows));
   std::mt19937 rng(13);
   const auto x = filled(static_cast<size_t>(N * C), rng), w = filled(static_cast<size_t>(C), rng);
-  std::vector<float> y(x.size()), mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N));
+  std::vector<float> y(x.size()), dx(x.size()), mean(static_cast<size_t>(N)), rstd(static_cast<size_t>(N));
   const double bytes = 4.0 * 2 * double(N * C);  // each reads its input and writes its output once
-  const double ln = seconds_per_call([&] { ops::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), N, C); });
-  const double gelu = seconds_per_call([&] { ops::gelu_forward(y.data(), x.data(), N * C); });
-  m.elementwise_bytes_per_s = 2 * bytes / (ln + gelu);
+  // The passes the model runs: a GPT's layernorm and GELU (GELU's tanh makes it compute-bound
+  // on a CPU), an MLP's relu.
+  double a = 0, b = 0;
+  if (model.kind == "gpt") {
+    a = seconds_per_call([&] { ops::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), N, C); });
+    b = seconds_per_call([&] { ops::gelu_forward(y.data(), x.data(), N * C); });
+  } else {
+    a = seconds_per_call([&] { ops::relu_forward(y.data(), x.data(), N * C); });
+    b = seconds_per_call([&] { ops::relu_backward(dx.data(), x.data(), y.data(), N * C); }) * 2 / 3;  // reads two
+  }
+  m.elementwise_bytes_per_s = 2 * bytes / (a + b);
 }
 
 void measure_optimizer(machine_costs& m, const optimizer_config& o, int64_t params) {
@@ -204,6 +214,10 @@ machine_costs calibrate_machine(const train_config& job, const std::function<voi
   cfg.progress = false;
   cfg.max_steps = 12;
   cfg.checkpoint_dir.clear();
+  cfg.resume.clear();
+  cfg.eval_max_batches = 1;
+  // Its runs write their metrics and traces aside, never over the job's own folder.
+  cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-calibration-" + std::to_string(::getpid()))).string();
   const prepared_job data = prepare_job(cfg);
   set_blas_threads(1);
   machine_costs m;
@@ -246,6 +260,8 @@ machine_costs calibrate_machine(const train_config& job, const std::function<voi
     m.op_scale = b0 / a0;
     m.action_overhead_s = 0;
   }
+  std::error_code ignored;
+  std::filesystem::remove_all(cfg.out_dir, ignored);
   spdlog::info("calibration: ops {:.4f} s and {:.4f} s, measured {:.4f} s and {:.4f} s: scale {:.3f}, {:.2f} ms per action",
                ops[0], ops[1], measured[0], measured[1], m.op_scale, m.action_overhead_s * 1e3);
   return m;

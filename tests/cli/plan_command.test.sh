@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `troupe plan`: a report with every memory kind, JSON, a search table, and bad input exiting 2
-# with a line naming what is wrong (missing file, unknown key, a mesh that does not divide).
+# `troupe plan`: a report with every memory kind, JSON, a search table, bad input exiting 2 with a
+# line naming what is wrong (missing file, unknown key, a mesh that does not divide), and the
+# machine calibration with the forecast it feeds.
 set -u
 troupe="$1"; dir="$2"
 fail() { echo "FAIL: $*"; exit 1; }
@@ -27,4 +28,23 @@ table=$("$troupe" plan "$dir/megatron-1.7b.toml" "$dir/dgx-a100-1024.toml" --nod
 # Beside the search, the configuration the model file's paper ran, and why plan 1 beats it.
 grep -q "against the published configuration (Narayanan et al. 2021, Table 1: t 1, p 1" <<<"$table" || fail "no reference: $table"
 grep -q "x the reference's throughput" <<<"$table" || fail "no explanation: $table"
+# --calibrate measures this machine on a job's model (here the default MLP) and writes the file
+# that `troupe train --forecast` reads; the forecast is printed before the run and compared after.
+out=$("$troupe" plan --calibrate "$tmp/cpu.toml" 2>&1) || fail "--calibrate exited $?: $out"
+for key in gemm_flops_per_s attention_forward_s_per_unit elementwise_bytes_per_s all_reduce_bytes_per_s op_scale action_overhead_s; do
+  grep -q "^$key = " "$tmp/cpu.toml" || fail "$tmp/cpu.toml lacks $key: $(cat "$tmp/cpu.toml")"
+done
+grep -q 'calibrated_with = "mlp 784-256-256-10"' "$tmp/cpu.toml" || fail "calibrated_with: $(cat "$tmp/cpu.toml")"
+out=$("$troupe" train --forecast "$tmp/cpu.toml" --forecast-only --pp 2 --micro-batches 4 --out "$tmp/f" 2>&1) || fail "--forecast-only exited $?: $out"
+grep -q "predicted step" <<<"$out" || fail "no predicted step: $out"
+grep -q "rank 1: peak device memory" <<<"$out" || fail "no rank 1 forecast: $out"
+[ ! -e "$tmp/f/metrics.jsonl" ] || fail "--forecast-only trained"
+out=$("$troupe" train --forecast "$tmp/cpu.toml" --max-steps 6 --no-progress --out "$tmp/r" 2>&1) || fail "--forecast run exited $?: $out"
+grep -q "forecast against the run: step .* predicted, .* measured" <<<"$out" || fail "no comparison: $out"
+grep -q "forecast against the run: rank 0 peak device memory" <<<"$out" || fail "no memory comparison: $out"
+printf '[machine]\nname = "x"\n' >"$tmp/short.toml"
+msg=$("$troupe" train --forecast "$tmp/short.toml" --forecast-only 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "short.toml: \[machine\].calibrated_with: missing key\|machine.calibrated_with: missing key" <<<"$msg" || fail "short machine file: rc $rc: $msg"
+msg=$("$troupe" train --forecast "$tmp/cpu.toml" --forecast-only --dp 2 --zero 1 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "the forecast does not model --zero 1" <<<"$msg" || fail "zero 1 forecast: rc $rc: $msg"
 echo OK
