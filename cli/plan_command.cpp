@@ -159,9 +159,11 @@ int calibrate(const plan_flags& f) {
     const machine_costs m = calibrate_machine(cfg, [](const std::string& what) { spdlog::info("measuring {}", what); });
     write_machine_file(f.calibrate, m);
     spdlog::info("{}: GEMM {:.1f} GFLOP/s, elementwise {:.1f} GB/s, attention {:.2f} ns per unit forward, "
-                 "all-reduce {:.1f} GB/s + {:.1f} us, optimizer {:.2f} ns per parameter, ops x {:.3f} + {:.3f} ms per action",
+                 "all-reduce {:.1f} GB/s + {:.1f} us, optimizer {:.2f} ns per parameter, {} ranks at once {:.2f}x slower each, "
+                 "ops x {:.3f} + {:.3f} ms per action",
                  f.calibrate, m.gemm_flops_per_s / 1e9, m.elementwise_bytes_per_s / 1e9, m.attention_forward_s * 1e9,
-                 m.all_reduce_bytes_per_s / 1e9, m.all_reduce_latency_s * 1e6, m.optimizer_s_per_param * 1e9, m.op_scale,
+                 m.all_reduce_bytes_per_s / 1e9, m.all_reduce_latency_s * 1e6, m.optimizer_s_per_param * 1e9, m.cores,
+                 m.concurrent_slowdown, m.op_scale,
                  m.action_overhead_s * 1e3);
     spdlog::info("use it: troupe train {}--forecast {} [--dp N --pp N --tp N ...] [--forecast-only]",
                  f.job.empty() ? "" : "--config " + f.job + " ", f.calibrate);

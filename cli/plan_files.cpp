@@ -200,6 +200,7 @@ constexpr machine_key machine_keys[] = {
     {"optimizer_s_per_param", &machine_costs::optimizer_s_per_param, true},
     {"all_reduce_latency_s", &machine_costs::all_reduce_latency_s, false},
     {"all_reduce_bytes_per_s", &machine_costs::all_reduce_bytes_per_s, true},
+    {"concurrent_slowdown", &machine_costs::concurrent_slowdown, true},
     {"op_scale", &machine_costs::op_scale, true},
     {"action_overhead_s", &machine_costs::action_overhead_s, false},
 };
@@ -220,6 +221,7 @@ machine_costs load_machine_file(const std::string& path) {
   m.name = r.text("name");
   m.calibrated_with = r.text("calibrated_with");
   for (const machine_key& k : machine_keys) m.*k.field = k.positive ? r.number(k.key) : r.nonnegative(k.key);
+  m.cores = r.integer("cores");
   r.done();
   return m;
 }
@@ -237,6 +239,7 @@ void write_machine_file(const std::string& path, const machine_costs& m) {
       out << k.key << " = " << (std::string(buf).find_first_of(".e") == std::string::npos ? std::string(buf) + ".0" : buf)
           << "\n";
     }
+    out << "cores = " << m.cores << "\n";
     if (!out.flush()) throw std::runtime_error(tmp + ": cannot write");
   }
   std::filesystem::rename(tmp, path);  // a reader never sees half a file

@@ -222,6 +222,13 @@ job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const m
     layers.push_back(cost_of_layer(machine, model, s, cfg.recompute, i));
 
   const int pp = plan.mesh.pp, chunks = static_cast<int>(plan.chunks.size());
+  // Every rank of the process computes on its own thread; with more than one they slow each
+  // other down, and beyond the cores they take turns.
+  const int ranks_here = std::max(1, plan.mesh.ranks() / std::max(1, plan.mesh.processes));
+  const double sharing = ranks_here == 1 ? 1.0
+                                         : machine.concurrent_slowdown *
+                                               std::max(1.0, double(ranks_here) / std::max(1, machine.cores));
+  const double scale = machine.op_scale * sharing;
   job_forecast f;
   std::vector<double> stash(static_cast<size_t>(chunks)), rebuild(static_cast<size_t>(chunks));
   sched::cost_model costs;
@@ -232,9 +239,9 @@ job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const m
     double inputs_below = 0;
     for (int64_t i = r.begin; i < r.end; ++i) {
       const layer_cost& l = layers[static_cast<size_t>(i)];
-      cc.forward += machine.op_scale * l.forward;
-      cc.backward_input += machine.op_scale * l.backward_input;
-      cc.backward_weight += machine.op_scale * l.backward_weight;
+      cc.forward += scale * l.forward;
+      cc.backward_input += scale * l.backward_input;
+      cc.backward_weight += scale * l.backward_weight;
       // Full recomputation walks the chunk down: rebuilding layer i, the stash holds the inputs of
       // the layers below it and layer i's activations (its input among them).
       if (cfg.recompute == recompute_mode::full) {
@@ -244,8 +251,8 @@ job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const m
     }
     if (c == chunks - 1) {
       const double loss = loss_seconds(machine, model, s);
-      cc.forward += machine.op_scale * loss / 2;
-      cc.backward_input += machine.op_scale * loss / 2;
+      cc.forward += scale * loss / 2;
+      cc.backward_input += scale * loss / 2;
     }
     cc.backward = cc.backward_input + cc.backward_weight - machine.action_overhead_s;
     stash[static_cast<size_t>(c)] = stash_of(layers, model, r.begin, r.end);
@@ -264,7 +271,7 @@ job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const m
   for (int stage = 0; stage < pp; ++stage)
     most_params = std::max(most_params, plan.stage_params[plan.slot(stage, 0)]);
   if (plan.mesh.dp > 1) f.reduce_grads_seconds = all_reduce_seconds(machine, 4.0 * double(most_params));
-  f.optimizer_seconds = double(most_params) * machine.optimizer_s_per_param;
+  f.optimizer_seconds = double(most_params) * machine.optimizer_s_per_param * sharing;
   costs.reduce_grads_seconds = f.reduce_grads_seconds;
   costs.optimizer_step_seconds = f.optimizer_seconds;
   f.sim = sched::simulate(plan.schedule, costs);

@@ -33,6 +33,11 @@ struct machine_costs {
   double optimizer_s_per_param = 0;     // the job's optimizer's step, per parameter
   double all_reduce_latency_s = 0;      // a two-rank in-memory all-reduce of n bytes:
   double all_reduce_bytes_per_s = 0;    //   latency + n / bytes_per_s
+  // Ranks of one process computing at once share more than cores (caches, memory bandwidth, a
+  // VM's vCPUs): each op then takes concurrent_slowdown times as long as alone, measured with
+  // `cores` threads running the model's GEMMs together. More ranks than cores queue as well.
+  double concurrent_slowdown = 1;
+  int cores = 1;
   // From running the model: an action takes op_scale times its ops' sum plus action_overhead_s
   // (what the ops above leave out: allocating and clearing outputs, messages, the data loader).
   double op_scale = 1;

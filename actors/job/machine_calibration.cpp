@@ -185,6 +185,34 @@ void measure_all_reduce(machine_costs& m, double largest_bytes) {
   m.all_reduce_latency_s = std::max(0.0, secs.front() - sizes.front() / m.all_reduce_bytes_per_s);
 }
 
+// The largest GEMM the model runs, alone and then on every core at once (each thread its own
+// buffers): the ratio is what a rank loses to its neighbours computing beside it.
+void measure_sharing(machine_costs& m, const model_spec& model, double rows) {
+  m.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (m.cores < 2) return;
+  const auto R = std::max<int64_t>(1, static_cast<int64_t>(rows));
+  const int64_t K = model.kind == "gpt" ? model.channels : model.inputs;
+  const int64_t N = model.kind == "gpt" ? 4 * model.channels : (model.hidden.empty() ? model.classes : model.hidden.front());
+  struct buffers {
+    std::vector<float> x, w, y;
+  };
+  std::mt19937 rng(19);
+  std::vector<buffers> b;
+  for (int t = 0; t < m.cores; ++t)
+    b.push_back({filled(static_cast<size_t>(R * K), rng), filled(static_cast<size_t>(N * K), rng),
+                 std::vector<float>(static_cast<size_t>(R * N))});
+  auto gemm = [&](buffers& o) { ops::matmul_forward(o.y.data(), o.x.data(), o.w.data(), nullptr, R, K, N); };
+  const double alone = seconds_per_call([&] { gemm(b[0]); });
+  std::vector<double> together(static_cast<size_t>(m.cores));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < m.cores; ++t)
+    threads.emplace_back([&, t] { together[static_cast<size_t>(t)] = seconds_per_call([&] { gemm(b[static_cast<size_t>(t)]); }); });
+  for (auto& t : threads) t.join();
+  double sum = 0;
+  for (double t : together) sum += t;
+  m.concurrent_slowdown = std::max(1.0, sum / double(m.cores) / alone);
+}
+
 }  // namespace
 
 double measured_step_seconds(const train_summary& run) {
@@ -233,6 +261,8 @@ machine_costs calibrate_machine(const train_config& job, const std::function<voi
   measure_elementwise(m, data.model, rows);
   say("the optimizer step");
   measure_optimizer(m, cfg.optim, data.num_params);
+  say("ranks computing side by side");
+  measure_sharing(m, data.model, rows);
   say("a two-rank all-reduce");
   measure_all_reduce(m, 4.0 * double(data.num_params));
 

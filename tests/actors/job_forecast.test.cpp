@@ -82,6 +82,31 @@ TEST(forecast_arithmetic, a_single_device_step_is_its_layers_ops_plus_two_action
   EXPECT_NEAR(c2.forward - 1e-3, (c.forward - 1e-3) / 2, 1e-9);
 }
 
+TEST(forecast_arithmetic, ranks_computing_side_by_side_take_the_measured_slowdown_and_beyond_the_cores_take_turns) {
+  machine_costs m;
+  m.gemm_flops_per_s = 50e9;
+  m.gemm_bytes_per_s = 20e9;
+  m.attention_forward_s = m.attention_backward_s = 1e-10;
+  m.elementwise_bytes_per_s = 10e9;
+  m.optimizer_s_per_param = 2e-9;
+  m.all_reduce_bytes_per_s = 5e9;
+  m.cores = 2;
+  auto forward = [&](int dp, double slowdown) {
+    test::forecast_case c = test::forecast_cases().front();
+    c.dp = dp;
+    train_config cfg = test::forecast_config(c);
+    cfg.batch_size = 16 * dp;  // every rank runs the one-device micro-batch
+    const prepared_job data = prepare_job(cfg);
+    machine_costs mm = m;
+    mm.concurrent_slowdown = slowdown;
+    return forecast_job(cfg, plan_job(cfg, data), data.model, mm).chunk_costs[0].forward;
+  };
+  const double one = forward(1, 1.4);
+  EXPECT_DOUBLE_EQ(one, forward(1, 1.0));  // alone, nothing to share
+  EXPECT_NEAR(forward(2, 1.4), 1.4 * one, 1e-12);
+  EXPECT_NEAR(forward(4, 1.4), 1.4 * 2 * one, 1e-12);  // 4 ranks on 2 cores
+}
+
 TEST(forecast_arithmetic, what_it_does_not_model_is_refused_by_name) {
   train_config cfg = test::forecast_config(test::forecast_cases().front());
   const prepared_job data = prepare_job(cfg);
