@@ -142,6 +142,18 @@ plan::plan_config build_config(const plan_flags& f, const model_file& mf, const 
   return c;
 }
 
+// The plan's simulated pipeline timeline (for --search, plan 1's); nothing without --svg.
+int write_svg(const std::string& path, const plan::plan_result& r) {
+  if (path.empty()) return 0;
+  std::ofstream out(path);
+  out << sched::render_svg(r.sim.events);
+  if (!out) {
+    spdlog::error("troupe plan: cannot write {}", path);
+    return 1;
+  }
+  return 0;
+}
+
 // `--calibrate FILE`: measures this machine on the job's model and writes the description that
 // `troupe train --forecast FILE` reads.
 int calibrate(const plan_flags& f) {
@@ -214,19 +226,12 @@ int run(const plan_flags& f) {
         return 1;
       }
       if (!f.json && mf.published) explain_against_published(mf, cl, batch, found.front());
-      return 0;
+      return write_svg(f.svg, found.front());
     }
     const plan::plan_result r = plan::evaluate(mf.model, cl, c);
     if (f.json) std::printf("%s\n", to_json(r).c_str());
     else print_report(mf.model, cl, r);
-    if (!f.svg.empty()) {
-      std::ofstream out(f.svg);
-      out << sched::render_svg(r.sim.events);
-      if (!out) {
-        spdlog::error("troupe plan: cannot write {}", f.svg);
-        return 1;
-      }
-    }
+    if (int rc = write_svg(f.svg, r)) return rc;
   } catch (const std::invalid_argument& e) {
     spdlog::error("troupe plan: {}", e.what());
     return 2;
@@ -263,7 +268,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--search", f->search, "Search meshes, micro-batches, schedules, ZeRO and recomputation");
   cmd->add_option("--top", f->top, "Plans --search prints [10]")->check(CLI::PositiveNumber);
   cmd->add_flag("--json", f->json, "Print JSON instead of text");
-  cmd->add_option("--svg", f->svg, "Write the simulated pipeline timeline as SVG to this file");
+  cmd->add_option("--svg", f->svg, "Write the simulated pipeline timeline as SVG to this file (with --search: plan 1's)");
   cmd->callback([f, &exit_code] { exit_code = run(*f); });
 }
 

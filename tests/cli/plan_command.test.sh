@@ -28,6 +28,9 @@ table=$("$troupe" plan "$dir/megatron-1.7b.toml" "$dir/dgx-a100-1024.toml" --nod
 # Beside the search, the configuration the model file's paper ran, and why plan 1 beats it.
 grep -q "against the published configuration (Narayanan et al. 2021, Table 1: t 1, p 1" <<<"$table" || fail "no reference: $table"
 grep -q "x the reference's throughput" <<<"$table" || fail "no explanation: $table"
+"$troupe" plan "$dir/megatron-1.7b.toml" "$dir/dgx-a100-1024.toml" --nodes 4 --search --top 1 --svg "$tmp/best.svg" >/dev/null ||
+  fail "search --svg exited $?"
+grep -q "<svg" "$tmp/best.svg" || fail "search --svg wrote no timeline"
 # --calibrate measures this machine on a job's model (here the default MLP) and writes the file
 # that `troupe train --forecast` reads; the forecast is printed before the run and compared after.
 out=$("$troupe" plan --calibrate "$tmp/cpu.toml" 2>&1) || fail "--calibrate exited $?: $out"
