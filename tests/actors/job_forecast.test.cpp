@@ -52,10 +52,8 @@ TEST_P(forecast_memory, each_ranks_predicted_peak_is_within_5_percent_of_its_led
 INSTANTIATE_TEST_SUITE_P(troupe_gpt, forecast_memory, ::testing::ValuesIn(test::forecast_cases()),
                          [](const auto& info) { return info.param.name; });
 
-TEST(forecast_arithmetic, a_single_device_step_is_its_layers_ops_plus_two_actions_and_the_optimizer) {
-  train_config cfg = test::forecast_config(test::forecast_cases().front());
-  const prepared_job data = prepare_job(cfg);
-  const job_plan plan = plan_job(cfg, data);
+// Round numbers, so a reader can check the arithmetic.
+machine_costs made_up_machine() {
   machine_costs m;
   m.gemm_flops_per_s = 50e9;
   m.gemm_bytes_per_s = 20e9;
@@ -63,6 +61,14 @@ TEST(forecast_arithmetic, a_single_device_step_is_its_layers_ops_plus_two_action
   m.elementwise_bytes_per_s = 10e9;
   m.optimizer_s_per_param = 2e-9;
   m.all_reduce_bytes_per_s = 5e9;
+  return m;
+}
+
+TEST(forecast_arithmetic, a_single_device_step_is_its_layers_ops_plus_two_actions_and_the_optimizer) {
+  train_config cfg = test::forecast_config(test::forecast_cases().front());
+  const prepared_job data = prepare_job(cfg);
+  const job_plan plan = plan_job(cfg, data);
+  machine_costs m = made_up_machine();
   m.op_scale = 1.5;
   m.action_overhead_s = 1e-3;
   const job_forecast f = forecast_job(cfg, plan, data.model, m);
@@ -83,13 +89,7 @@ TEST(forecast_arithmetic, a_single_device_step_is_its_layers_ops_plus_two_action
 }
 
 TEST(forecast_arithmetic, ranks_computing_side_by_side_take_the_measured_slowdown_and_beyond_the_cores_take_turns) {
-  machine_costs m;
-  m.gemm_flops_per_s = 50e9;
-  m.gemm_bytes_per_s = 20e9;
-  m.attention_forward_s = m.attention_backward_s = 1e-10;
-  m.elementwise_bytes_per_s = 10e9;
-  m.optimizer_s_per_param = 2e-9;
-  m.all_reduce_bytes_per_s = 5e9;
+  machine_costs m = made_up_machine();
   m.cores = 2;
   auto forward = [&](int dp, double slowdown) {
     test::forecast_case c = test::forecast_cases().front();
