@@ -42,6 +42,7 @@ void check_modelled(const train_config& cfg, const model_spec& model) {
   auto refuse = [](const std::string& what) {
     throw std::invalid_argument("the forecast does not model " + what);
   };
+  if (cfg.threads != 1) refuse("--threads " + std::to_string(cfg.threads) + " (the calibration measures one thread per rank)");
   if (cfg.sequence_parallel) refuse("--sequence-parallel");
   if (cfg.zero != 0) refuse("--zero " + std::to_string(cfg.zero) + " (only plain data parallelism, --zero 0)");
   if (cfg.consistency != consistency_model::none) refuse("parameter servers (--consistency)");

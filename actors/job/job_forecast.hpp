@@ -67,8 +67,8 @@ struct job_forecast {
   std::vector<rank_forecast> ranks;            // by mesh rank
 };
 
-// Throws std::invalid_argument naming what the forecast does not model (sequence parallelism,
-// ZeRO-3, offload, parameter servers, an MLP split over tp).
+// Throws std::invalid_argument naming what the forecast does not model (more than one thread per
+// rank, sequence parallelism, ZeRO, parameter servers, an MLP split over tp, a schedule file).
 job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const model_spec& model,
                           const machine_costs& machine);
 
