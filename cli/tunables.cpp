@@ -272,6 +272,14 @@ std::vector<tunable> make_table() {
                       c.stragglers.clear();
                       for (const auto& s : v.texts) c.stragglers.push_back(parse_straggler(s));
                     }));
+  t.push_back(texts("--slow-link", "comm.slow_links",
+                    "A slow link: mesh rank R's sends to other processes (its data- and tensor-parallel rings) "
+                    "capped at MB megabytes/s, each collective's first byte LATENCY ms late: R:MB[:LATENCY] "
+                    "(MB 0: latency only); repeatable",
+                    [](train_config& c, const value& v) {
+                      c.slow_links.clear();
+                      for (const auto& s : v.texts) c.slow_links.push_back(parse_slow_link(s));
+                    }));
   t.push_back(integer("--trace-step", "data_parallel.trace_step",
                       "Step written to <out>/trace.json, every rank (-1: the last) [-1]", -1, big,
                       [](train_config& c, const value& v) { c.trace_step = v.integer; }));

@@ -6,6 +6,9 @@
 // across ring steps without per-chunk headers: both sides know the schedule.
 #include "comm/tcp_ring.hpp"
 
+#include <chrono>
+#include <cmath>
+
 #include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -202,6 +205,25 @@ void tcp_ring::run(ring::op_kind kind, float* data, int64_t n, int root) {
     ring::add(it.reduce_into, staging_.data(), it.reduce_into, it.count);  // partial first: the ring's order
     if (it.scale) ring::scale(it.reduce_into, it.count, 1.0f / static_cast<float>(N));
   };
+  // The slow link's shaper: how many bytes the cap lets out by now, and how long until the next
+  // slice (64 KiB, or what is left) may go; unlimited without --slow-link.
+  const bool shaped = opts_.send_bytes_per_s > 0 || opts_.send_latency_s > 0;
+  const auto started = std::chrono::steady_clock::now();
+  double shaped_sent = 0;
+  auto budget = [&]() -> size_t {
+    if (!shaped) return SIZE_MAX;
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count() - opts_.send_latency_s;
+    if (t < 0) return 0;
+    if (opts_.send_bytes_per_s <= 0) return SIZE_MAX;
+    const double allowed = t * opts_.send_bytes_per_s - shaped_sent;
+    return allowed < 1 ? 0 : static_cast<size_t>(allowed);
+  };
+  auto wait_ms = [&](size_t want) {
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    double until = opts_.send_latency_s;
+    if (opts_.send_bytes_per_s > 0) until += (shaped_sent + double(want)) / opts_.send_bytes_per_s;
+    return std::max(1, static_cast<int>(std::ceil((until - t) * 1e3)));
+  };
   try {
     const int out = to_right_.get(), in = from_left_.get();
     size_t si = 0, ri = 0, soff = 0, roff = 0;
@@ -209,11 +231,14 @@ void tcp_ring::run(ring::op_kind kind, float* data, int64_t n, int root) {
       bool moved = false;
       while (si < s.sends.size() && s.sends[si].dep < static_cast<int64_t>(ri)) {
         const auto& it = s.sends[si];
-        const ssize_t k = ::send(out, it.p + soff, it.len - soff, MSG_NOSIGNAL);
+        const size_t allowed = budget();
+        if (allowed == 0) break;
+        const ssize_t k = ::send(out, it.p + soff, std::min(it.len - soff, allowed), MSG_NOSIGNAL);
         if (k < 0 && (errno == EAGAIN || errno == EINTR)) break;
         if (k < 0) throw net_error(std::string("send to right rank: ") + std::strerror(errno));
         moved = true;
         bytes_sent_ += static_cast<uint64_t>(k);
+        shaped_sent += double(k);
         if ((soff += static_cast<size_t>(k)) == it.len) ++si, soff = 0;
       }
       while (ri < s.recvs.size()) {
@@ -227,9 +252,16 @@ void tcp_ring::run(ring::op_kind kind, float* data, int64_t n, int root) {
       }
       if (moved) continue;
       // An fd with nothing to wait for is left out (-1), so a hang-up there cannot spin this loop.
-      const bool can_send = si < s.sends.size() && s.sends[si].dep < static_cast<int64_t>(ri);
+      bool can_send = si < s.sends.size() && s.sends[si].dep < static_cast<int64_t>(ri);
+      // Held back by the slow link's cap: wake when the next slice may go, not on POLLOUT.
+      int timeout = opts_.io_timeout_ms;
+      if (can_send && budget() == 0) {
+        timeout = std::min(timeout, wait_ms(std::min<size_t>(s.sends[si].len - soff, size_t{64} << 10)));
+        can_send = false;
+      }
       pollfd p[2] = {{ri < s.recvs.size() ? in : -1, POLLIN, 0}, {can_send ? out : -1, POLLOUT, 0}};
-      const int rc = ::poll(p, 2, opts_.io_timeout_ms);
+      const int rc = ::poll(p, 2, timeout);
+      if (rc == 0 && timeout < opts_.io_timeout_ms) continue;  // the shaper's wait is over
       if (rc == 0)
         throw net_error("no progress for " + std::to_string(opts_.io_timeout_ms) + " ms (left rank " +
                         std::to_string(ring::left_of(r, N)) + ", right rank " + std::to_string(ring::right_of(r, N)) + ")");

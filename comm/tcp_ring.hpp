@@ -31,6 +31,11 @@ struct ring_options {
   int socket_buffer_bytes = 4 << 20;       // SO_SNDBUF/SO_RCVBUF of the ring sockets
   int io_timeout_ms = 60000;               // no byte moving for this long: the peer is dead
   rendezvous_options rendezvous;
+  // A slow link (fault injection, --slow-link): this member's sends to its right neighbour are
+  // capped at send_bytes_per_s (0: no cap), and each collective's first byte waits
+  // send_latency_s. Receives are not held back: the slow rank's left neighbour sees the cap.
+  double send_bytes_per_s = 0;
+  double send_latency_s = 0;
   // Rank 0 only: called with the bound rendezvous port (useful with master_port 0 in tests).
   std::function<void(uint16_t)> on_master_listening;
 };

@@ -163,14 +163,19 @@ caf::actor mesh_links::collective_of(int rank) {
     a.make_backend = [member] { return member; };
     return spawn_member(std::move(a));
   }
-  return spawn_member(ring_member(id, at.dp, m.dp));
+  return spawn_member(ring_member(id, at.dp, m.dp, rank));
 }
 
-net_collective_args mesh_links::ring_member(int id, int member, int size) {
+net_collective_args mesh_links::ring_member(int id, int member, int size, int rank) {
   net_collective_args a;
   a.env = launch_env{member, size, args_.local_host, 0, "mesh"};
   a.secret = args_.secret;
   a.ring = args_.ring;
+  for (const slow_link_spec& l : args_.slow_links)
+    if (l.rank == rank) {
+      a.ring.send_bytes_per_s = l.mb_per_s * 1e6;
+      a.ring.send_latency_s = l.latency_ms * 1e-3;
+    }
   a.interrupt = std::make_shared<net::ring_interrupt>();
   interrupts_.push_back(a.interrupt);
   if (member == 0) {  // the group's first member: its rendezvous listens here, on any port
@@ -229,7 +234,7 @@ std::shared_ptr<tp_group> mesh_links::tp_of(int rank) {
   }
   if (args_.mpi) return net::backend_tp_group(args_.mpi->take(id));
   auto connected = std::make_shared<std::promise<std::shared_ptr<net::group_backend>>>();
-  std::thread([a = ring_member(id, t, m.tp), connected]() mutable {
+  std::thread([a = ring_member(id, t, m.tp, rank), connected]() mutable {
     try {
       connected->set_value(connect_member(std::move(a)));
     } catch (...) {

@@ -44,6 +44,7 @@ struct mesh_links_args {
   // Set: a data-parallel group that spans processes reduces through MPI (this process's
   // communicators, made before anything else by every process), not a TCP ring.
   std::shared_ptr<net::mpi_groups> mpi;
+  std::vector<slow_link_spec> slow_links;  // rings of these mesh ranks send at a cap (fault injection)
 };
 
 class mesh_links {
@@ -76,7 +77,7 @@ class mesh_links {
   caf::actor spawn_member(net_collective_args a);  // a net_collective, kept as a member of the job
   // A member of process-spanning group `id` on the TCP ring: the group's first member listens
   // (published by serves()), the others wait for its address from apply().
-  net_collective_args ring_member(int id, int member, int size);
+  net_collective_args ring_member(int id, int member, int size, int rank);
 
   caf::actor_system& sys_;
   job_plan plan_;

@@ -74,6 +74,34 @@ straggler_spec parse_straggler(const std::string& text) {
   return s;
 }
 
+slow_link_spec parse_slow_link(const std::string& text) {
+  auto bad = [&](const std::string& why) -> slow_link_spec {
+    throw std::invalid_argument("slow link \"" + text + "\": " + why +
+                                "; expected rank:mb_per_s[:latency_ms], e.g. 1:50 or 1:0:5 (latency only)");
+  };
+  std::vector<double> v;
+  for (size_t at = 0;;) {
+    const size_t c = text.find(':', at);
+    const std::string t = text.substr(at, c == std::string::npos ? std::string::npos : c - at);
+    size_t used = 0;
+    double x = 0;
+    try {
+      x = std::stod(t, &used);
+    } catch (const std::logic_error&) {
+      used = 0;
+    }
+    if (t.empty() || used != t.size() || !std::isfinite(x) || x < 0) return bad("\"" + t + "\" is not a number >= 0");
+    v.push_back(x);
+    if (c == std::string::npos) break;
+    at = c + 1;
+  }
+  if (v.size() < 2 || v.size() > 3) return bad("not 2 or 3 fields");
+  if (v[0] != std::floor(v[0])) return bad("its rank must be a whole number");
+  slow_link_spec s{static_cast<int>(v[0]), v[1], v.size() == 3 ? v[2] : 0};
+  if (s.mb_per_s == 0 && s.latency_ms == 0) return bad("it neither caps the bandwidth nor adds latency");
+  return s;
+}
+
 double straggler_delay_ms(const straggler_spec& s, uint64_t seed, int64_t step) {
   std::seed_seq seq{seed, static_cast<uint64_t>(s.rank), static_cast<uint64_t>(step)};
   std::mt19937_64 rng(seq);
@@ -207,6 +235,13 @@ void validate(const train_config& c) {
   for (const auto& st : c.stragglers)
     if (st.rank >= c.mesh.dp)
       bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.mesh.dp));
+  for (const auto& l : c.slow_links) {
+    if (l.rank >= c.mesh.ranks())
+      bad("slow link of rank " + std::to_string(l.rank) + " but the mesh " + sched::to_string(c.mesh) + " has " +
+          std::to_string(c.mesh.ranks()) + " ranks");
+    if (c.mesh.processes < 2)
+      bad("a slow link shapes a rank's sends to other processes; this job runs in one process (add --nodes N)");
+  }
 }
 
 const char* to_string(consistency_model c) {

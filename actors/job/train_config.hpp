@@ -46,6 +46,18 @@ straggler_spec parse_straggler(const std::string& text);
 // The delay of `step` in milliseconds (the same for the same seed, rank and step).
 double straggler_delay_ms(const straggler_spec& s, uint64_t seed, int64_t step);
 
+// A slow link (fault injection): mesh rank `rank`'s ring sends to other processes (its data- and
+// tensor-parallel groups) capped at mb_per_s megabytes per second (0: no cap), each collective's
+// first byte held back latency_ms. Pipeline activations are not shaped.
+struct slow_link_spec {
+  int rank = 0;
+  double mb_per_s = 0;
+  double latency_ms = 0;
+};
+// Parses "rank:mb_per_s" or "rank:mb_per_s:latency_ms"; throws std::invalid_argument naming the
+// text and what it expected.
+slow_link_spec parse_slow_link(const std::string& text);
+
 // How this process takes part in a job whose mesh spans several processes (actors/process/process_job.cpp);
 // the number of processes is the mesh's (train_config::mesh.processes).
 struct process_config {
@@ -166,6 +178,7 @@ struct train_config {
   int kill_server = -1;
   int64_t kill_server_after = 0;
   std::vector<straggler_spec> stragglers;
+  std::vector<slow_link_spec> slow_links;  // by mesh rank; needs the rank's groups to span processes
   int64_t trace_step = -1;          // step written to trace.json (-1: the last one)
   process_config process;           // mesh.processes > 1: this process's part
   // What reduces gradients between processes: the project's TCP ring, or MPI (for jobs started by

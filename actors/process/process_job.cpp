@@ -98,6 +98,7 @@ mesh_links_args links_args(const train_config& cfg, int process, const std::stri
   a.local_host = local_host;
   a.secret = pc.secret;
   a.ring = ring_options_for(pc);
+  a.slow_links = cfg.slow_links;
   // Twice the peer timeout, as for the ring: the hubs' pings name a silent process first.
   a.p2p.io_timeout_ms = static_cast<int>(2 * to_ms(pc.peer_timeout_seconds).count());
   a.p2p.connect_timeout_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());

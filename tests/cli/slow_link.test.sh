@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# --slow-link (fault injection): rank 1 of a dp 2 job over 2 processes sends its ring traffic at a
+# cap. The losses are the unshaped run's, step for step, and the run cannot beat the cap: each step
+# rank 1 sends its whole gradient once around a two-rank ring (4 bytes x 269,322 parameters of the
+# default MLP), so 20 steps at 20 MB/s take at least 20 x 1.077 MB / 20 MB/s = 1.08 s. Added
+# latency alone likewise: at least 20 x 30 ms. Bad input exits 2 naming it.
+# Usage: slow_link.test.sh TROUPE
+set -u
+troupe=$1
+source "$(dirname "$0")/check_lib.sh"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+run() {  # NAME FLAGS...: trains 20 steps, prints its training seconds
+  local name=$1; shift
+  "$troupe" train --nodes 2 --dp 2 --max-steps 20 --epochs 1 --no-progress --out "$tmp/$name" "$@" >"$tmp/$name.log" 2>&1 ||
+    { echo "FAIL $name exited $?:"; tail -5 "$tmp/$name.log"; exit 1; }
+  sed -n 's/.*done: 20 steps, .* samples\/s, \([0-9.]*\) s training.*/\1/p' "$tmp/$name.log"
+}
+losses() { grep -o '"loss": [0-9.e-]*' "$1/metrics.jsonl"; }
+plain=$(run plain)
+capped=$(run capped --slow-link 1:20)
+late=$(run late --slow-link 1:0:30)
+for name in capped late; do
+  if [ "$(losses "$tmp/plain")" = "$(losses "$tmp/$name")" ]; then echo "ok   $name: the unshaped run's 20 losses"
+  else echo "FAIL $name: losses differ from the unshaped run"; fail=1; fi
+done
+awk -v t="$capped" 'BEGIN { exit !(t >= 1.0) }' && echo "ok   capped at 20 MB/s: ${capped} s for 20 steps (>= 1.08 s; unshaped ${plain} s)" ||
+  { echo "FAIL capped at 20 MB/s took ${capped} s, under the cap's 1.08 s"; fail=1; }
+awk -v t="$late" 'BEGIN { exit !(t >= 0.55) }' && echo "ok   30 ms late: ${late} s for 20 steps (>= 0.6 s)" ||
+  { echo "FAIL 30 ms of latency took ${late} s, under 20 x 30 ms"; fail=1; }
+check "one process has no link to slow" 2 "this job runs in one process" -- "$troupe" train --dp 2 --slow-link 1:20
+check "a rank outside the mesh" 2 "slow link of rank 5 but the mesh dp2.pp1.tp1/2 has 2 ranks" -- \
+  "$troupe" train --nodes 2 --dp 2 --slow-link 5:20
+check "a link that does nothing" 2 "neither caps the bandwidth nor adds latency" -- "$troupe" train --nodes 2 --slow-link 1:0
+check "not a number" 2 "\"fast\" is not a number" -- "$troupe" train --nodes 2 --slow-link 1:fast
+exit $fail
