@@ -241,6 +241,8 @@ void validate(const train_config& c) {
           std::to_string(c.mesh.ranks()) + " ranks");
     if (c.mesh.processes < 2)
       bad("a slow link shapes a rank's sends to other processes; this job runs in one process (add --nodes N)");
+    if (c.backend != net::backend_kind::tcp)
+      bad(std::string("a slow link shapes troupe's own TCP rings, not --backend ") + net::to_string(c.backend));
   }
 }
 
