@@ -3,6 +3,9 @@
 // against. Nothing allocates: attention's backward recomputes a row's scores rather than keep a
 // (T, T) scratch. layernorm_backward takes null dinp, or null dweight and dbias, so a layer can
 // run the input and weight halves of its backward at different times.
+// On the device's threads (parallel.hpp): row-wise ops by rows, attention by (batch, head); a
+// parameter gradient summed over rows is split by channels instead, each summing its rows in
+// row order, so every value gets the same additions in the same order on any thread count.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -11,6 +14,7 @@
 #include <string>
 
 #include "kernels/ops.hpp"
+#include "kernels/parallel.hpp"
 
 namespace troupe::ops {
 
@@ -69,81 +73,114 @@ inline float tanh_approx(float x) {
 }  // namespace
 
 void gelu_forward(float* out, const float* inp, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = inp[i];
-    const float cube = 0.044715f * x * x * x;
-    out[i] = 0.5f * x * (1.0f + tanh_approx(gelu_scale * (x + cube)));
+  parallel_for(n, elementwise_grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float x = inp[i];
+      const float cube = 0.044715f * x * x * x;
+      out[i] = 0.5f * x * (1.0f + tanh_approx(gelu_scale * (x + cube)));
+    }
+  });
+}
+
+namespace {
+// One row; restrict parameters, since without them GCC keeps the loop scalar (out might alias pre
+// or bias).
+void bias_gelu_row(float* __restrict out, float* __restrict pre, const float* __restrict bias, int64_t n) {
+  for (int64_t c = 0; c < n; ++c) {
+    const float x = pre[c] + bias[c];
+    pre[c] = x;
+    out[c] = 0.5f * x * (1.0f + tanh_approx(gelu_scale * (x + 0.044715f * x * x * x)));
   }
+}
+}  // namespace
+
+void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N, int64_t OC) {
+  parallel_for(N, rows_per_chunk(OC), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) bias_gelu_row(out + r * OC, pre + r * OC, bias, OC);
+  });
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float x = inp[i];
-    const float th = tanh_approx(gelu_scale * (x + 0.044715f * x * x * x));
-    // sech^2 = 1 - tanh^2: llm.c's 1/cosh^2 overflows cosh for |x| > ~10 (harmlessly, but slower).
-    const float sech2 = 1.0f - th * th;
-    const float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * gelu_scale * (1.0f + 3.0f * 0.044715f * x * x);
-    dinp[i] = local * dout[i];
-  }
+  parallel_for(n, elementwise_grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float x = inp[i];
+      const float th = tanh_approx(gelu_scale * (x + 0.044715f * x * x * x));
+      // sech^2 = 1 - tanh^2: llm.c's 1/cosh^2 overflows cosh for |x| > ~10 (harmlessly, but slower).
+      const float sech2 = 1.0f - th * th;
+      const float local = 0.5f * (1.0f + th) + 0.5f * x * sech2 * gelu_scale * (1.0f + 3.0f * 0.044715f * x * x);
+      dinp[i] = local * dout[i];
+    }
+  });
 }
 
 void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
                        const float* bias, int64_t N, int64_t C) {
   const float eps = 1e-5f;  // PyTorch's default, so a PyTorch peer normalizes the same way
-  for (int64_t n = 0; n < N; ++n) {
-    const float* x = inp + n * C;
-    float* o = out + n * C;
-    const float m = sum(x, C) / static_cast<float>(C);
-    // Two passes (mean, then squared deviations) rather than E[x^2] - m^2, which cancels badly.
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= C; i += 8)
-      for (int j = 0; j < 8; ++j) acc[j] += (x[i + j] - m) * (x[i + j] - m);
-    float v = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
-    for (; i < C; ++i) v += (x[i] - m) * (x[i] - m);
-    const float s = 1.0f / std::sqrt(v / static_cast<float>(C) + eps);
-    for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * s * weight[c] + bias[c];
-    mean[n] = m;
-    rstd[n] = s;
-  }
+  parallel_for(N, rows_per_chunk(C), [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const float* x = inp + n * C;
+      float* o = out + n * C;
+      const float m = sum(x, C) / static_cast<float>(C);
+      // Two passes (mean, then squared deviations) rather than E[x^2] - m^2, which cancels badly.
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      int64_t i = 0;
+      for (; i + 8 <= C; i += 8)
+        for (int j = 0; j < 8; ++j) acc[j] += (x[i + j] - m) * (x[i + j] - m);
+      float v = ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+      for (; i < C; ++i) v += (x[i] - m) * (x[i] - m);
+      const float s = 1.0f / std::sqrt(v / static_cast<float>(C) + eps);
+      for (int64_t c = 0; c < C; ++c) o[c] = (x[c] - m) * s * weight[c] + bias[c];
+      mean[n] = m;
+      rstd[n] = s;
+    }
+  });
 }
 
 void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                         const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C) {
-  for (int64_t n = 0; n < N; ++n) {
-    const float* dy = dout + n * C;
-    const float* x = inp + n * C;
-    const float m = mean[n];
-    const float s = rstd[n];
-    if (dweight && dbias) {
-      for (int64_t c = 0; c < C; ++c) {
-        dbias[c] += dy[c];
-        dweight[c] += (x[c] - m) * s * dy[c];
+  if (dweight && dbias) {
+    parallel_for(C, columns_per_chunk(N), [&](int64_t c0, int64_t c1) {
+      for (int64_t n = 0; n < N; ++n) {
+        const float* dy = dout + n * C;
+        const float* x = inp + n * C;
+        const float m = mean[n], s = rstd[n];
+        for (int64_t c = c0; c < c1; ++c) {
+          dbias[c] += dy[c];
+          dweight[c] += (x[c] - m) * s * dy[c];
+        }
       }
-    }
-    if (!dinp) continue;
-    // dnorm = weight * dy; dx = (dnorm - mean(dnorm) - norm * mean(dnorm * norm)) * rstd
-    float acc_a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    float acc_b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= C; i += 8)
-      for (int j = 0; j < 8; ++j) {
-        const float dnorm = weight[i + j] * dy[i + j];
-        acc_a[j] += dnorm;
-        acc_b[j] += dnorm * (x[i + j] - m) * s;
-      }
-    float a = 0.0f, b = 0.0f;
-    for (int j = 0; j < 8; ++j) a += acc_a[j], b += acc_b[j];
-    for (; i < C; ++i) {
-      const float dnorm = weight[i] * dy[i];
-      a += dnorm;
-      b += dnorm * (x[i] - m) * s;
-    }
-    a /= static_cast<float>(C);
-    b /= static_cast<float>(C);
-    float* dx = dinp + n * C;
-    for (int64_t c = 0; c < C; ++c) dx[c] = (weight[c] * dy[c] - a - (x[c] - m) * s * b) * s;
+    });
   }
+  if (!dinp) return;
+  parallel_for(N, rows_per_chunk(C), [&](int64_t begin, int64_t end) {
+    for (int64_t n = begin; n < end; ++n) {
+      const float* dy = dout + n * C;
+      const float* x = inp + n * C;
+      const float m = mean[n];
+      const float s = rstd[n];
+      // dnorm = weight * dy; dx = (dnorm - mean(dnorm) - norm * mean(dnorm * norm)) * rstd
+      float acc_a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      float acc_b[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      int64_t i = 0;
+      for (; i + 8 <= C; i += 8)
+        for (int j = 0; j < 8; ++j) {
+          const float dnorm = weight[i + j] * dy[i + j];
+          acc_a[j] += dnorm;
+          acc_b[j] += dnorm * (x[i + j] - m) * s;
+        }
+      float a = 0.0f, b = 0.0f;
+      for (int j = 0; j < 8; ++j) a += acc_a[j], b += acc_b[j];
+      for (; i < C; ++i) {
+        const float dnorm = weight[i] * dy[i];
+        a += dnorm;
+        b += dnorm * (x[i] - m) * s;
+      }
+      a /= static_cast<float>(C);
+      b /= static_cast<float>(C);
+      float* dx = dinp + n * C;
+      for (int64_t c = 0; c < C; ++c) dx[c] = (weight[c] * dy[c] - a - (x[c] - m) * s * b) * s;
+    }
+  });
 }
 
 namespace {
@@ -159,77 +196,84 @@ void check_token(float v, int64_t b, int64_t t, int64_t V) {
 
 void embedding_forward(float* out, const float* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,
                        int64_t C, int64_t V) {
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t t = 0; t < T; ++t) {
-      const float v = tokens[b * T + t];
-      check_token(v, b, t, V);
-      const float* e = wte + static_cast<int64_t>(v) * C;
-      const float* p = wpe + t * C;
-      float* o = out + (b * T + t) * C;
+  for (int64_t i = 0; i < B * T; ++i) check_token(tokens[i], i / T, i % T, V);  // before any row is written
+  parallel_for(B * T, rows_per_chunk(C), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float* e = wte + static_cast<int64_t>(tokens[i]) * C;
+      const float* p = wpe + (i % T) * C;
+      float* o = out + i * C;
       for (int64_t c = 0; c < C; ++c) o[c] = e[c] + p[c];
     }
-  }
+  });
 }
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const float* tokens, int64_t B, int64_t T,
                         int64_t C) {
-  // Tokens were range-checked by the forward that produced dout.
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t t = 0; t < T; ++t) {
-      const float* d = dout + (b * T + t) * C;
-      axpy(dwte + static_cast<int64_t>(tokens[b * T + t]) * C, 1.0f, d, C);
-      axpy(dwpe + t * C, 1.0f, d, C);
+  // Tokens were range-checked by the forward that produced dout. Two tokens may share a row, so
+  // the split is by channels: each chunk adds every token's slice, in token order.
+  parallel_for(C, columns_per_chunk(B * T), [&](int64_t c0, int64_t c1) {
+    for (int64_t i = 0; i < B * T; ++i) {
+      const float* d = dout + i * C + c0;
+      axpy(dwte + static_cast<int64_t>(tokens[i]) * C + c0, 1.0f, d, c1 - c0);
+      axpy(dwpe + (i % T) * C + c0, 1.0f, d, c1 - c0);
     }
-  }
+  });
 }
 
 void embedding_shard_forward(float* out, const float* tokens, const float* wte_shard, int64_t B, int64_t T, int64_t C,
                              int64_t V, int64_t begin, int64_t count) {
-  for (int64_t b = 0; b < B; ++b) {
-    for (int64_t t = 0; t < T; ++t) {
-      const float v = tokens[b * T + t];
-      check_token(v, b, t, V);
-      const int64_t row = static_cast<int64_t>(v) - begin;
-      float* o = out + (b * T + t) * C;
+  for (int64_t i = 0; i < B * T; ++i) check_token(tokens[i], i / T, i % T, V);
+  parallel_for(B * T, rows_per_chunk(C), [&](int64_t first, int64_t end) {
+    for (int64_t i = first; i < end; ++i) {
+      const int64_t row = static_cast<int64_t>(tokens[i]) - begin;
+      float* o = out + i * C;
       if (row >= 0 && row < count) std::copy(wte_shard + row * C, wte_shard + (row + 1) * C, o);
       else std::fill(o, o + C, 0.0f);
     }
-  }
+  });
 }
 
 void embedding_shard_backward(float* dwte_shard, const float* dout, const float* tokens, int64_t B, int64_t T,
                               int64_t C, int64_t begin, int64_t count) {
-  for (int64_t i = 0; i < B * T; ++i) {
-    const int64_t row = static_cast<int64_t>(tokens[i]) - begin;
-    if (row >= 0 && row < count) axpy(dwte_shard + row * C, 1.0f, dout + i * C, C);
-  }
+  parallel_for(C, columns_per_chunk(B * T), [&](int64_t c0, int64_t c1) {
+    for (int64_t i = 0; i < B * T; ++i) {
+      const int64_t row = static_cast<int64_t>(tokens[i]) - begin;
+      if (row >= 0 && row < count) axpy(dwte_shard + row * C + c0, 1.0f, dout + i * C + c0, c1 - c0);
+    }
+  });
 }
 
 void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t C) {
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) {
-      float* o = out + (b * T + t) * C;
-      const float* p = wpe + t * C;
+  parallel_for(B * T, rows_per_chunk(C), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      float* o = out + i * C;
+      const float* p = wpe + (i % T) * C;
       for (int64_t c = 0; c < C; ++c) o[c] += p[c];
     }
+  });
 }
 
 void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) {
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = 0; t < T; ++t) axpy(dwpe + t * C, 1.0f, dout + (b * T + t) * C, C);
+  parallel_for(T, rows_per_chunk(B * C), [&](int64_t t0, int64_t t1) {  // dwpe[t] sums over b, in order
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = t0; t < t1; ++t) axpy(dwpe + t * C, 1.0f, dout + (b * T + t) * C, C);
+  });
 }
 
+// One (batch, head) pair per chunk: the pairs read and write disjoint parts of qkv, out, att and
+// dqkv, and each is the serial loop it always was.
 void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
   const int64_t hs = C / NH;
   const int64_t C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  for (int64_t b = 0; b < B; ++b) {
-    const float* base = qkv + b * T * C3;
-    for (int64_t h = 0; h < NH; ++h) {
+  parallel_for(B * NH, 1, [&](int64_t first, int64_t end) {
+    for (int64_t bh = first; bh < end; ++bh) {
+      const int64_t b = bh / NH, h = bh % NH;
+      const float* base = qkv + b * T * C3;
       for (int64_t t = 0; t < T; ++t) {
         const float* q = base + t * C3 + h * hs;
         float* row = att + ((b * NH + h) * T + t) * T;
-        // Scores go straight into att (no preatt buffer): it is overwritten by the softmax.
+        // Scores go straight into att (no preatt buffer): the softmax overwrites them in place.
         float maxv = -std::numeric_limits<float>::infinity();
         for (int64_t t2 = 0; t2 <= t; ++t2) {
           row[t2] = dot(q, base + t2 * C3 + C + h * hs, hs) * scale;
@@ -248,7 +292,7 @@ void attention_forward(float* out, float* att, const float* qkv, int64_t B, int6
         for (int64_t t2 = 0; t2 <= t; ++t2) axpy(o, row[t2], base + t2 * C3 + 2 * C + h * hs, hs);
       }
     }
-  }
+  });
 }
 
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B, int64_t T,
@@ -256,11 +300,13 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const int64_t hs = C / NH;
   const int64_t C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  for (int64_t i = 0; i < B * T * C3; ++i) dqkv[i] = 0.0f;
-  for (int64_t b = 0; b < B; ++b) {
-    const float* base = qkv + b * T * C3;
-    float* dbase = dqkv + b * T * C3;
-    for (int64_t h = 0; h < NH; ++h) {
+  parallel_for(B * NH, 1, [&](int64_t first, int64_t end) {
+    for (int64_t bh = first; bh < end; ++bh) {
+      const int64_t b = bh / NH, h = bh % NH;
+      const float* base = qkv + b * T * C3;
+      float* dbase = dqkv + b * T * C3;
+      for (int64_t t = 0; t < T; ++t)  // this head's q, k and v columns of dqkv
+        for (int64_t part = 0; part < 3; ++part) std::fill_n(dbase + t * C3 + part * C + h * hs, hs, 0.0f);
       for (int64_t t = 0; t < T; ++t) {
         const float* q = base + t * C3 + h * hs;
         float* dq = dbase + t * C3 + h * hs;
@@ -280,7 +326,7 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace troupe::ops

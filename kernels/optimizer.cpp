@@ -1,8 +1,12 @@
-// SGD with momentum and AdamW, element-wise over a flat shard.
+// SGD with momentum and AdamW, element-wise over a flat shard, each update one fused pass (read
+// parameter, gradient and state once, write them once) over fixed ranges on the device's threads
+// (parallel.hpp): an element's update never depends on which thread ran it.
 #include "kernels/optimizer.hpp"
 
 #include <cmath>
 #include <stdexcept>
+
+#include "kernels/parallel.hpp"
 
 namespace troupe {
 
@@ -52,11 +56,13 @@ class sgd final : public optimizer {
   void update_tile(float* out, const float* p, const float* g, float* const* state, int64_t n) override {
     const bool first = steps_ == 1;
     float* buf = c_.momentum != 0.0f ? state[0] : nullptr;
-    for (int64_t i = 0; i < n; ++i) {
-      float d = g[i] + c_.weight_decay * p[i];
-      if (buf) d = buf[i] = first ? d : c_.momentum * buf[i] + d;
-      out[i] = p[i] - c_.lr * d;
-    }
+    parallel_for(n, elementwise_grain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        float d = g[i] + c_.weight_decay * p[i];
+        if (buf) d = buf[i] = first ? d : c_.momentum * buf[i] + d;
+        out[i] = p[i] - c_.lr * d;
+      }
+    });
   }
 
  private:
@@ -73,15 +79,19 @@ class adamw final : public optimizer {
     const float step_size = c_.lr / bc1;
     const float bc2_sqrt = std::sqrt(bc2);
     const float decay = 1.0f - c_.lr * c_.weight_decay;
-    float* __restrict m = state[0];
-    float* __restrict v = state[1];
+    float* const ms = state[0];
+    float* const vs = state[1];
     const float b1 = c_.beta1, b2 = c_.beta2, eps = c_.eps;
-    for (int64_t i = 0; i < n; ++i) {
-      const float decayed = p[i] * decay;
-      m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-      out[i] = decayed - step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
-    }
+    parallel_for(n, elementwise_grain, [=](int64_t begin, int64_t end) {
+      float* __restrict m = ms;
+      float* __restrict v = vs;
+      for (int64_t i = begin; i < end; ++i) {
+        const float decayed = p[i] * decay;
+        m[i] = b1 * m[i] + (1.0f - b1) * g[i];
+        v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
+        out[i] = decayed - step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
+      }
+    });
   }
 
  private:

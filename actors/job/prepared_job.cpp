@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "kernels/blas_runtime.hpp"
+#include "kernels/parallel.hpp"
 
 namespace troupe {
 
@@ -56,7 +57,10 @@ prepared_job prepare_job(const train_config& cfg) {
   p.rows_per_sample = cfg.model.kind == "gpt" ? p.model.context : 1;
   p.num_params = count_params(p.model);
   const blas_kernels& k = ensure_blas_kernels();
-  set_blas_threads(cfg.threads);
+  // Each rank's stage (and optimizer shard) computes on cfg.threads threads of its own, GEMMs
+  // included (kernels/parallel.hpp); OpenBLAS's own threads would split a GEMM by their count.
+  set_blas_threads(1);
+  set_kernel_threads(cfg.threads);
   if (k.loaded != k.running)
     spdlog::info("OpenBLAS kernels {} (OpenBLAS chose {} on this CPU), {} thread(s)", k.running, k.loaded, cfg.threads);
   else
