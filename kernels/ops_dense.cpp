@@ -16,12 +16,6 @@ namespace troupe::ops {
 
 namespace {
 // Every GEMM runs on the kernels chosen for this CPU, whichever program called it.
-void sgemm_block(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
-                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, A,
-              static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
-}
-
 // Rows of C per block: at most 8 blocks (so 2 threads get 4 each, 4 get 2), none under 64 rows,
 // where OpenBLAS's kernels lose efficiency; a multiple of 16, its micro-tile height here.
 int64_t gemm_rows_per_block(int64_t M) {
@@ -33,10 +27,9 @@ int64_t gemm_rows_per_block(int64_t M) {
 // its columns). K is never split, so each element is one sgemm's sum whatever runs it.
 void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  ensure_blas_kernels();
   parallel_for(M, gemm_rows_per_block(M), [&](int64_t begin, int64_t end) {
     const float* a = ta == CblasNoTrans ? A + begin * lda : A + begin;
-    sgemm_block(ta, tb, end - begin, N, K, a, lda, B, ldb, beta, C + begin * ldc, ldc);
+    sgemm_rowmajor(ta == CblasTrans, tb == CblasTrans, end - begin, N, K, 1.0f, a, lda, B, ldb, beta, C + begin * ldc, ldc);
   });
 }
 }  // namespace
