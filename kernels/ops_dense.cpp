@@ -78,7 +78,10 @@ void relu_forward(float* out, const float* inp, int64_t n) {
 
 void relu_backward(float* dinp, const float* dout, const float* out, int64_t n) {
   parallel_for(n, elementwise_grain, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) dinp[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+    for (int64_t i = begin; i < end; ++i) {
+      const float d = dout[i];  // loaded either way: a load under the condition keeps the loop scalar
+      dinp[i] = out[i] > 0.0f ? d : 0.0f;
+    }
   });
 }
 

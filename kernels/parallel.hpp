@@ -38,10 +38,11 @@ constexpr int64_t elementwise_grain = 16384;
 inline int64_t rows_per_chunk(int64_t width) {
   return width >= elementwise_grain ? 1 : elementwise_grain / (width > 0 ? width : 1);
 }
-// Columns of a sum over `rows` rows, in whole cache lines (16 floats).
+// Columns of a sum over `rows` rows: at least 64 (four cache lines), since each row of a chunk
+// costs a loop's overhead.
 inline int64_t columns_per_chunk(int64_t rows) {
   const int64_t c = elementwise_grain / (rows > 0 ? rows : 1);
-  return c > 16 ? c : 16;
+  return c > 64 ? c : 64;
 }
 
 }  // namespace troupe
