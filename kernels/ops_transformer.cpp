@@ -1,20 +1,16 @@
 // Transformer ops on the CPU after karpathy/llm.c train_gpt2.c: GELU (tanh), layernorm, token +
-// position embedding, causal multi-head attention over packed qkv; the reference CUDA is tested
-// against. Nothing allocates but attention's backward, a per-thread (T, T) scratch kept across
-// calls. layernorm_backward takes null dinp, or null dweight and dbias,
-// so a layer can run the input and weight halves of its backward at different times.
-// On the device's threads (parallel.hpp): row-wise ops by rows, attention by (batch, head); a
-// parameter gradient summed over rows is split by channels instead, each summing its rows in
-// row order, so every value gets the same additions in the same order on any thread count.
+// position embedding (attention is ops_attention.cpp); the reference CUDA is tested against.
+// Nothing allocates. layernorm_backward takes null dinp, or null dweight and dbias, so a layer
+// can run the input and weight halves of its backward at different times.
+// On the device's threads (parallel.hpp): row-wise ops by rows; a parameter gradient summed over
+// rows is split by channels instead, each summing its rows in row order, so every value gets the
+// same additions in the same order on any thread count.
 #include <algorithm>
 #include <cmath>
-#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
-#include "kernels/blas_runtime.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/parallel.hpp"
 
@@ -22,18 +18,8 @@ namespace troupe::ops {
 
 namespace {
 
-// Eight independent partial sums so GCC turns the body into one vector FMA without
-// -ffast-math (a single float accumulator is a serial dependency it must not reorder).
-inline float dot(const float* a, const float* b, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
-}
-
+// Eight independent partial sums so GCC turns the body into vector adds without -ffast-math (a
+// single float accumulator is a serial dependency it must not reorder).
 inline float sum(const float* a, int64_t n) {
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
@@ -261,77 +247,4 @@ void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int
       for (int64_t t = t0; t < t1; ++t) axpy(dwpe + t * C, 1.0f, dout + (b * T + t) * C, C);
   });
 }
-
-namespace {
-// A thread's (T, T) scratch for one head's score gradients, kept across calls.
-float* head_scratch(int64_t T) {
-  thread_local std::vector<float> s;
-  s.resize(static_cast<size_t>(T * T));
-  return s.data();
-}
-}  // namespace
-
-// One (batch, head) pair per chunk: the pairs read and write disjoint parts of qkv, out, att and
-// dqkv. Each head's products are single-threaded sgemms (QK^T, PV forward; dP, dQ, dK, dV
-// backward): hand-written loops over T = 64, hs = 32 spent their time in loop overhead, at a
-// tenth of sgemm's rate. The full (T, T) products do the masked half too, which costs less than
-// the loops saved. The softmax is fused into the scores: masked, exponentiated and normalized in
-// place, once per row.
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
-  const int64_t hs = C / NH;
-  const int64_t C3 = 3 * C;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  parallel_for(B * NH, 1, [&](int64_t first, int64_t end) {
-    for (int64_t bh = first; bh < end; ++bh) {
-      const int64_t b = bh / NH, h = bh % NH;
-      const float* q = qkv + b * T * C3 + h * hs;
-      float* p = att + bh * T * T;  // att is (B, NH, T, T): pair bh's block
-      sgemm_rowmajor(false, true, T, T, hs, scale, q, C3, q + C, C3, 0.0f, p, T);
-      for (int64_t t = 0; t < T; ++t) {
-        float* row = p + t * T;
-        float maxv = -std::numeric_limits<float>::infinity();
-        for (int64_t t2 = 0; t2 <= t; ++t2) maxv = std::max(maxv, row[t2]);
-        float total = 0.0f;
-        for (int64_t t2 = 0; t2 <= t; ++t2) {
-          row[t2] = std::exp(row[t2] - maxv);
-          total += row[t2];
-        }
-        const float inv = 1.0f / total;
-        for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] *= inv;
-        for (int64_t t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;  // causal mask, explicit zeros
-      }
-      sgemm_rowmajor(false, false, T, hs, T, 1.0f, p, T, q + 2 * C, C3, 0.0f, out + b * T * C + h * hs, C);
-    }
-  });
-}
-
-void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B, int64_t T,
-                        int64_t C, int64_t NH) {
-  const int64_t hs = C / NH;
-  const int64_t C3 = 3 * C;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  parallel_for(B * NH, 1, [&](int64_t first, int64_t end) {
-    float* ds = head_scratch(T);
-    for (int64_t bh = first; bh < end; ++bh) {
-      const int64_t b = bh / NH, h = bh % NH;
-      const float* q = qkv + b * T * C3 + h * hs;
-      const float* dy = dout + b * T * C + h * hs;
-      const float* p = att + bh * T * T;
-      float* dq = dqkv + b * T * C3 + h * hs;
-      sgemm_rowmajor(false, true, T, T, hs, 1.0f, dy, C, q + 2 * C, C3, 0.0f, ds, T);  // dP = dY V^T
-      for (int64_t t = 0; t < T; ++t) {  // dS = P * (dP - sum_j P_j dP_j) * scale, zero where masked
-        const float* pr = p + t * T;
-        float* row = ds + t * T;
-        float s = 0.0f;
-        for (int64_t t2 = 0; t2 <= t; ++t2) s += pr[t2] * row[t2];
-        for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = pr[t2] * (row[t2] - s) * scale;
-        for (int64_t t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;
-      }
-      sgemm_rowmajor(false, false, T, hs, T, 1.0f, ds, T, q + C, C3, 0.0f, dq, C3);          // dQ = dS K
-      sgemm_rowmajor(true, false, T, hs, T, 1.0f, ds, T, q, C3, 0.0f, dq + C, C3);           // dK = dS^T Q
-      sgemm_rowmajor(true, false, T, hs, T, 1.0f, p, T, dy, C, 0.0f, dq + 2 * C, C3);        // dV = P^T dY
-    }
-  });
-}
-
 }  // namespace troupe::ops
