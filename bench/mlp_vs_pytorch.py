@@ -18,10 +18,10 @@ import sys
 import tempfile
 
 
-def run_troupe(args, env):
+def run_troupe(args, env, extra=()):
     out = tempfile.mkdtemp(prefix="troupe-bench-")
     cmd = [os.path.join(args.build, "troupe"), "train", "--epochs", str(args.epochs), "--threads",
-           str(args.threads), "--out", out, "--no-progress"]
+           str(args.threads), "--out", out, "--no-progress", *extra]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     m = re.search(r"done: .* ([0-9.]+) samples/s, ([0-9.]+) s training.*test accuracy ([0-9.]+)", p.stderr + p.stdout)
     if not m:
@@ -30,9 +30,13 @@ def run_troupe(args, env):
             "test_accuracy": float(m.group(3))}
 
 
-def run_pytorch(args, env):
+def run_pytorch(args, env, ranks=1):
+    """ranks > 1: DDP over gloo, one process per rank started by torch.distributed.run (whose
+    `torchrun` script may carry a stale interpreter path in a moved venv, so it runs as a module)."""
     here = os.path.dirname(os.path.abspath(__file__))
-    cmd = [args.python, os.path.join(here, "pytorch_mlp.py"), "--epochs", str(args.epochs), "--threads",
+    launch = [args.python] if ranks == 1 else [args.python, "-m", "torch.distributed.run", "--standalone",
+                                               "--nproc_per_node", str(ranks)]
+    cmd = [*launch, os.path.join(here, "pytorch_mlp.py"), "--epochs", str(args.epochs), "--threads",
            str(args.threads)]
     p = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
     return json.loads(p.stdout.strip().splitlines()[-1])

@@ -40,12 +40,12 @@ def troupe_rate(metrics, warmup, steps, batch):
     return steps * batch / seconds, rates[0]["loss"]
 
 
-def run_troupe(a, mesh, env, nodes=1):
+def run_troupe(a, mesh, env, nodes=1, threads=1):
     dp, pp, tp = mesh
     out = tempfile.mkdtemp(prefix="troupe-tp-bench-")
     cmd = [os.path.join(a.build, "troupe"), "train", "--config", os.path.join(ROOT, "examples", "gpt.toml"),
            "--dp", str(dp), "--pp", str(pp), "--tp", str(tp), "--max-steps", str(a.warmup + a.steps),
-           "--threads", "1", "--out", out, "--no-progress"]
+           "--threads", str(threads), "--out", out, "--no-progress"]
     if nodes > 1:  # one process per rank on this machine: the tp groups are TCP rings, as PyTorch's gloo groups
         cmd += ["--nodes", str(nodes)]
     if pp > 1:
@@ -61,11 +61,11 @@ def run_troupe(a, mesh, env, nodes=1):
             "vocab": int(vocab.group(1)), "out": out}
 
 
-def run_pytorch(a, mesh, env):
+def run_pytorch(a, mesh, env, threads=1):
     dp, pp, tp = mesh
     cmd = [a.python, os.path.join(HERE, "pytorch_gpt.py"), "--dp", str(dp), "--pp", str(pp), "--tp", str(tp),
            "--steps", str(a.steps), "--warmup", str(a.warmup), "--batch-size", str(a.batch_size),
-           "--threads", "1"]
+           "--threads", str(threads)]
     if pp > 1:
         cmd += ["--micro-batches", str(a.micro_batches), "--schedule", a.schedule]
     return run_pytorch_peer(cmd, env)

@@ -108,12 +108,20 @@ std::vector<param_run> column_parallel_linear::full_runs() const {
 }
 
 tensor column_parallel_linear::forward(const tensor& share, saved_activations& saved) const {
+  return forward_with(share, saved, bias());
+}
+
+tensor column_parallel_linear::forward_unbiased(const tensor& share, saved_activations& saved) const {
+  return forward_with(share, saved, nullptr);
+}
+
+tensor column_parallel_linear::forward_with(const tensor& share, saved_activations& saved, const float* b) const {
   const tensor x = sequence_parallel_ ? sp::gather_rows(group_, share) : share;
   const int64_t n = rows_of(x, in_, kind(), "input");
   shape_t shape = x.shape();
   shape.back() = out_;
   tensor y = tensor::uninitialized(shape);
-  ops::matmul_forward(y.data(), x.data(), params_, bias(), n, in_, out_);
+  ops::matmul_forward(y.data(), x.data(), params_, b, n, in_, out_);
   saved.tensors = {share};  // under sequence parallelism only the share: backward_weight gathers it again
   return y;
 }

@@ -78,8 +78,14 @@ class column_parallel_linear final : public parallel_linear {
   tensor forward(const tensor& x, saved_activations& saved) const override;
   tensor backward_input(const tensor& dy, saved_activations& saved) const override;
   void backward_weight(const tensor& dy, saved_activations& saved) override;
+  // forward without the bias: the caller adds bias_values() inside the op that reads the output
+  // next (the GPT block's bias + GELU), which saves a pass over it. The backward is forward's:
+  // the bias's gradient is still summed here.
+  tensor forward_unbiased(const tensor& x, saved_activations& saved) const;
+  const float* bias_values() const { return bias(); }
 
  private:
+  tensor forward_with(const tensor& x, saved_activations& saved, const float* bias) const;
   std::vector<shard_range> rows_;
 };
 

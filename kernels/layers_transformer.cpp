@@ -25,11 +25,7 @@ void check_last_dim(const tensor& x, int64_t features, const char* who, const ch
                                 ", expected last dimension " + std::to_string(features));
 }
 
-void add_into(tensor& a, const tensor& b) {
-  float* pa = a.data();
-  const float* pb = b.data();
-  for (int64_t i = 0; i < a.numel(); ++i) pa[i] += pb[i];
-}
+void add_into(tensor& a, const tensor& b) { ops::add_into(a.data(), b.data(), a.numel()); }
 
 // A sub-layer's backward over the block's saved tensors, repacked in that layer's own layout.
 tensor input_grad(const layer& l, const tensor& dy, std::vector<tensor> saved) {
@@ -122,7 +118,7 @@ void layernorm::init(float* params, std::mt19937_64&) const {
 tensor layernorm::forward(const tensor& x, saved_activations& saved) const {
   check_last_dim(x, channels_, "layernorm", "input");
   const int64_t n = x.numel() / channels_;
-  tensor y(x.shape()), mean({n}), rstd({n});
+  tensor y = tensor::uninitialized(x.shape()), mean = tensor::uninitialized({n}), rstd = tensor::uninitialized({n});
   ops::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), params_, params_ + channels_, n, channels_);
   saved.tensors = {x, mean, rstd};
   return y;
@@ -131,7 +127,7 @@ tensor layernorm::forward(const tensor& x, saved_activations& saved) const {
 tensor layernorm::backward_input(const tensor& dy, saved_activations& saved) const {
   check_last_dim(dy, channels_, "layernorm", "output gradient");
   const tensor& x = saved.tensors.at(0);
-  tensor dx(x.shape());
+  tensor dx = tensor::uninitialized(x.shape());
   ops::layernorm_backward(dx.data(), nullptr, nullptr, dy.data(), x.data(), params_, saved.tensors.at(1).data(),
                           saved.tensors.at(2).data(), x.numel() / channels_, channels_);
   return dx;
@@ -154,7 +150,7 @@ void layernorm::backward_weight(const tensor& dy, saved_activations& saved) {
 // ---- gelu ----
 
 tensor gelu::forward(const tensor& x, saved_activations& saved) const {
-  tensor y(x.shape());
+  tensor y = tensor::uninitialized(x.shape());
   ops::gelu_forward(y.data(), x.data(), x.numel());
   saved.tensors = {x};
   return y;
@@ -162,7 +158,7 @@ tensor gelu::forward(const tensor& x, saved_activations& saved) const {
 
 tensor gelu::backward_input(const tensor& dy, saved_activations& saved) const {
   const tensor& x = saved.tensors.at(0);
-  tensor dx(x.shape());
+  tensor dx = tensor::uninitialized(x.shape());
   ops::gelu_backward(dx.data(), x.data(), dy.data(), x.numel());
   return dx;
 }
@@ -283,16 +279,18 @@ tensor transformer_block::forward(const tensor& x, saved_activations& saved) con
   s[s_ln1_rstd] = tmp.tensors.at(2);
   s[s_qkv] = qkv_.forward(s[s_ln1_out], tmp);
   const int64_t B = s[s_qkv].size(0);  // every sequence of the microbatch (more than x's under sequence parallelism)
-  s[s_att] = tensor({B, local_heads_, T, T});
-  s[s_att_out] = tensor({B, T, C});
+  s[s_att] = tensor::uninitialized({B, local_heads_, T, T});  // both written whole by the attention
+  s[s_att_out] = tensor::uninitialized({B, T, C});
   ops::attention_forward(s[s_att_out].data(), s[s_att].data(), s[s_qkv].data(), B, T, C, local_heads_);
   s[s_x2] = proj_.forward(s[s_att_out], tmp);
   add_into(s[s_x2], x);  // residual: x2 = x + proj(...)
   s[s_ln2_out] = ln2_.forward(s[s_x2], tmp);
   s[s_ln2_mean] = tmp.tensors.at(1);
   s[s_ln2_rstd] = tmp.tensors.at(2);
-  s[s_fc] = fc_.forward(s[s_ln2_out], tmp);
-  s[s_gelu_out] = gelu_.forward(s[s_fc], tmp);
+  s[s_fc] = fc_.forward_unbiased(s[s_ln2_out], tmp);  // its bias is added in the GELU's pass
+  s[s_gelu_out] = tensor::uninitialized(s[s_fc].shape());
+  ops::bias_gelu_forward(s[s_gelu_out].data(), s[s_fc].data(), fc_.bias_values(), s[s_fc].numel() / fc_.out_features(),
+                         fc_.out_features());
   tensor y = fc_proj_.forward(s[s_gelu_out], tmp);
   add_into(y, s[s_x2]);  // residual: y = x2 + mlp(...)
   if (selective_) s[s_att] = tensor();
@@ -314,11 +312,11 @@ tensor transformer_block::backward_input(const tensor& dy, saved_activations& sa
   add_into(d_x2, dy);  // the residual passes dy straight through
   tensor d_att_out = input_grad(proj_, d_x2, {s[s_att_out]});
   if (s[s_att].empty()) {  // selective recomputation: the scores again, from the kept qkv
-    s[s_att] = tensor({B, local_heads_, T, T});
-    tensor unused({B, T, C});
+    s[s_att] = tensor::uninitialized({B, local_heads_, T, T});
+    tensor unused = tensor::uninitialized({B, T, C});
     ops::attention_forward(unused.data(), s[s_att].data(), s[s_qkv].data(), B, T, C, local_heads_);
   }
-  tensor d_qkv(s[s_qkv].shape());
+  tensor d_qkv = tensor::uninitialized(s[s_qkv].shape());  // attention_backward zeroes and fills it
   ops::attention_backward(d_qkv.data(), d_att_out.data(), s[s_qkv].data(), s[s_att].data(), B, T, C, local_heads_);
   tensor d_ln1_out = input_grad(qkv_, d_qkv, {s[s_ln1_out]});
   tensor dx = input_grad(ln1_, d_ln1_out, {s[s_x], s[s_ln1_mean], s[s_ln1_rstd]});

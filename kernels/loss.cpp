@@ -1,10 +1,12 @@
 // cross_entropy over ops::softmax_cross_entropy_*.
 #include "kernels/loss.hpp"
 
+#include <atomic>
 #include <stdexcept>
 
 #include "kernels/batch.hpp"
 #include "kernels/ops.hpp"
+#include "kernels/parallel.hpp"
 
 namespace troupe {
 
@@ -19,12 +21,18 @@ loss_result cross_entropy(const tensor& logits, const std::vector<int32_t>& targ
   tensor probs = tensor::uninitialized({N, V});
   r.loss_sum = ops::softmax_cross_entropy_forward(probs.data(), logits.data(), targets.data(), N, V);
   const float* p = probs.data();
-  for (int64_t n = 0; n < N; ++n) {
-    int64_t best = 0;
-    for (int64_t v = 1; v < V; ++v)
-      if (p[n * V + v] > p[n * V + best]) best = v;
-    r.correct += best == targets[static_cast<size_t>(n)];
-  }
+  std::atomic<int64_t> correct{0};  // a count: the same whatever order the chunks add theirs
+  parallel_for(N, rows_per_chunk(V), [&](int64_t begin, int64_t end) {
+    int64_t here = 0;
+    for (int64_t n = begin; n < end; ++n) {
+      int64_t best = 0;
+      for (int64_t v = 1; v < V; ++v)
+        if (p[n * V + v] > p[n * V + best]) best = v;
+      here += best == targets[static_cast<size_t>(n)];
+    }
+    correct.fetch_add(here, std::memory_order_relaxed);
+  });
+  r.correct += correct.load();
   if (grad_scale != 0.0f) {
     r.dlogits = tensor::uninitialized(logits.shape());
     ops::softmax_cross_entropy_backward(r.dlogits.data(), p, targets.data(), N, V, grad_scale);

@@ -23,6 +23,9 @@ void matmul_backward_weight(float* dweight, float* dbias,            // (OC, C),
                             const float* dout, const float* inp,     // (N, OC), (N, C)
                             int64_t N, int64_t C, int64_t OC);
 
+// a += b, element-wise (residual connections).
+void add_into(float* a, const float* b, int64_t n);
+
 void relu_forward(float* out, const float* inp, int64_t n);
 // dinp = dout where out > 0, else 0
 void relu_backward(float* dinp, const float* dout, const float* out, int64_t n);
@@ -44,6 +47,10 @@ void softmax_cross_entropy_backward(float* dlogits,                  // (N, V)
 // GELU, tanh approximation (as GPT-2 and PyTorch's approximate="tanh").
 void gelu_forward(float* out, const float* inp, int64_t n);
 void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n);
+// pre += bias per row, then out = gelu(pre), in one pass: a linear's bias fused into its GELU.
+// pre keeps the biased value, which gelu_backward reads.
+void bias_gelu_forward(float* out, float* pre,                       // (N, OC), (N, OC)
+                       const float* bias, int64_t N, int64_t OC);    // (OC)
 
 // out = (inp - mean) * rstd * weight + bias, per row of C. Saves mean and rstd for backward.
 void layernorm_forward(float* out, float* mean, float* rstd,         // (N, C), (N), (N)

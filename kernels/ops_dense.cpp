@@ -1,21 +1,36 @@
 // Dense ops on OpenBLAS sgemm: the hot path of the MLP. Loops are kept simple enough for GCC
-// to vectorize; the GEMMs carry almost all of the flops.
+// to vectorize; the GEMMs carry almost all of the flops. Everything runs on the device's threads
+// (parallel.hpp), the GEMMs too: each is cut into fixed blocks of output rows, one
+// single-threaded sgemm per block, because OpenBLAS's own threads split a product by the thread
+// count and give other bits on 2 threads than on 1 (tests/actors/thread_count.test.cpp). The
+// bias gradient is split by output feature, each summing its rows in row order.
 #include <cblas.h>
 
 #include <algorithm>
 
 #include "kernels/blas_runtime.hpp"
 #include "kernels/ops.hpp"
+#include "kernels/parallel.hpp"
 
 namespace troupe::ops {
 
 namespace {
 // Every GEMM runs on the kernels chosen for this CPU, whichever program called it.
+// Rows of C per block: at most 8 blocks (so 2 threads get 4 each, 4 get 2), none under 64 rows,
+// where OpenBLAS's kernels lose efficiency; a multiple of 16, its micro-tile height here.
+int64_t gemm_rows_per_block(int64_t M) {
+  const int64_t eighth = ((M + 7) / 8 + 15) / 16 * 16;
+  return eighth > 64 ? eighth : 64;
+}
+
+// C = op(A) op(B) + beta C, row-major, in blocks of C's rows (op(A)'s rows: for a transposed A,
+// its columns). K is never split, so each element is one sgemm's sum whatever runs it.
 void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  ensure_blas_kernels();
-  cblas_sgemm(CblasRowMajor, ta, tb, static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), 1.0f, A,
-              static_cast<int>(lda), B, static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
+  parallel_for(M, gemm_rows_per_block(M), [&](int64_t begin, int64_t end) {
+    const float* a = ta == CblasNoTrans ? A + begin * lda : A + begin;
+    sgemm_rowmajor(ta == CblasTrans, tb == CblasTrans, end - begin, N, K, 1.0f, a, lda, B, ldb, beta, C + begin * ldc, ldc);
+  });
 }
 }  // namespace
 
@@ -23,7 +38,9 @@ void matmul_forward(float* out, const float* inp, const float* weight, const flo
                     int64_t C, int64_t OC) {
   float beta = 0.0f;
   if (bias) {
-    for (int64_t n = 0; n < N; ++n) std::copy(bias, bias + OC, out + n * OC);
+    parallel_for(N, rows_per_chunk(OC), [&](int64_t begin, int64_t end) {
+      for (int64_t n = begin; n < end; ++n) std::copy(bias, bias + OC, out + n * OC);
+    });
     beta = 1.0f;
   }
   sgemm(CblasNoTrans, CblasTrans, N, OC, C, inp, C, weight, C, beta, out, OC);
@@ -38,19 +55,34 @@ void matmul_backward_weight(float* dweight, float* dbias, const float* dout, con
                             int64_t C, int64_t OC) {
   sgemm(CblasTrans, CblasNoTrans, OC, C, N, dout, OC, inp, C, 1.0f, dweight, C);
   if (dbias) {
-    for (int64_t n = 0; n < N; ++n) {
-      const float* row = dout + n * OC;
-      for (int64_t o = 0; o < OC; ++o) dbias[o] += row[o];
-    }
+    parallel_for(OC, columns_per_chunk(N), [&](int64_t o0, int64_t o1) {
+      for (int64_t n = 0; n < N; ++n) {
+        const float* row = dout + n * OC;
+        for (int64_t o = o0; o < o1; ++o) dbias[o] += row[o];
+      }
+    });
   }
 }
 
+void add_into(float* a, const float* b, int64_t n) {
+  parallel_for(n, elementwise_grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) a[i] += b[i];
+  });
+}
+
 void relu_forward(float* out, const float* inp, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+  parallel_for(n, elementwise_grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = inp[i] > 0.0f ? inp[i] : 0.0f;
+  });
 }
 
 void relu_backward(float* dinp, const float* dout, const float* out, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dinp[i] = out[i] > 0.0f ? dout[i] : 0.0f;
+  parallel_for(n, elementwise_grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float d = dout[i];  // loaded either way: a load under the condition keeps the loop scalar
+      dinp[i] = out[i] > 0.0f ? d : 0.0f;
+    }
+  });
 }
 
 }  // namespace troupe::ops

@@ -1,8 +1,12 @@
-// SGD with momentum and AdamW, element-wise over a flat shard.
+// SGD with momentum and AdamW, element-wise over a flat shard, each update one fused pass (read
+// parameter, gradient and state once, write them once) over fixed ranges on the device's threads
+// (parallel.hpp): an element's update never depends on which thread ran it.
 #include "kernels/optimizer.hpp"
 
 #include <cmath>
 #include <stdexcept>
+
+#include "kernels/parallel.hpp"
 
 namespace troupe {
 
@@ -45,6 +49,23 @@ void optimizer::restore(int64_t steps, std::vector<float> state) {
 
 namespace {
 
+struct adamw_constants {
+  float b1, b2, eps, step_size, bc2_sqrt, decay;
+};
+
+// One range of the update, restrict-qualified: without it GCC must assume m and v alias the
+// parameters and leaves the loop scalar (it ran at a third of the speed inside parallel_for).
+// out may be p itself (an in-place step), so only m and v are restrict.
+void adamw_range(float* out, const float* p, const float* g, float* __restrict m, float* __restrict v, int64_t n,
+                 const adamw_constants k) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float decayed = p[i] * k.decay;
+    m[i] = k.b1 * m[i] + (1.0f - k.b1) * g[i];
+    v[i] = k.b2 * v[i] + (1.0f - k.b2) * g[i] * g[i];
+    out[i] = decayed - k.step_size * m[i] / (std::sqrt(v[i]) / k.bc2_sqrt + k.eps);
+  }
+}
+
 class sgd final : public optimizer {
  public:
   explicit sgd(const optimizer_config& c) : c_(c) {}
@@ -52,11 +73,13 @@ class sgd final : public optimizer {
   void update_tile(float* out, const float* p, const float* g, float* const* state, int64_t n) override {
     const bool first = steps_ == 1;
     float* buf = c_.momentum != 0.0f ? state[0] : nullptr;
-    for (int64_t i = 0; i < n; ++i) {
-      float d = g[i] + c_.weight_decay * p[i];
-      if (buf) d = buf[i] = first ? d : c_.momentum * buf[i] + d;
-      out[i] = p[i] - c_.lr * d;
-    }
+    parallel_for(n, elementwise_grain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        float d = g[i] + c_.weight_decay * p[i];
+        if (buf) d = buf[i] = first ? d : c_.momentum * buf[i] + d;
+        out[i] = p[i] - c_.lr * d;
+      }
+    });
   }
 
  private:
@@ -73,15 +96,10 @@ class adamw final : public optimizer {
     const float step_size = c_.lr / bc1;
     const float bc2_sqrt = std::sqrt(bc2);
     const float decay = 1.0f - c_.lr * c_.weight_decay;
-    float* __restrict m = state[0];
-    float* __restrict v = state[1];
-    const float b1 = c_.beta1, b2 = c_.beta2, eps = c_.eps;
-    for (int64_t i = 0; i < n; ++i) {
-      const float decayed = p[i] * decay;
-      m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-      v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-      out[i] = decayed - step_size * m[i] / (std::sqrt(v[i]) / bc2_sqrt + eps);
-    }
+    const adamw_constants k{c_.beta1, c_.beta2, c_.eps, step_size, bc2_sqrt, decay};
+    parallel_for(n, elementwise_grain, [&](int64_t begin, int64_t end) {
+      adamw_range(out + begin, p + begin, g + begin, state[0] + begin, state[1] + begin, end - begin, k);
+    });
   }
 
  private:

@@ -3,9 +3,14 @@
 
 #include <spdlog/spdlog.h>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include <stdexcept>
 
 #include "kernels/blas_runtime.hpp"
+#include "kernels/parallel.hpp"
 
 namespace troupe {
 
@@ -56,7 +61,18 @@ prepared_job prepare_job(const train_config& cfg) {
   p.rows_per_sample = cfg.model.kind == "gpt" ? p.model.context : 1;
   p.num_params = count_params(p.model);
   const blas_kernels& k = ensure_blas_kernels();
-  set_blas_threads(cfg.threads);
+#if defined(__GLIBC__)
+  // Every step frees its activations and allocates the same sizes again (MiBs each). glibc gave
+  // them back to the kernel (mmap above its threshold, heap trimming below), so every step
+  // faulted them in afresh: a quarter of a GPT step's time was the kernel zeroing pages. Freed
+  // memory now stays in the process for the next step; the peak is what it was.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest: larger blocks are still mapped
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
+  // Each rank's stage (and optimizer shard) computes on cfg.threads threads of its own, GEMMs
+  // included (kernels/parallel.hpp); OpenBLAS's own threads would split a GEMM by their count.
+  set_blas_threads(1);
+  set_kernel_threads(cfg.threads);
   if (k.loaded != k.running)
     spdlog::info("OpenBLAS kernels {} (OpenBLAS chose {} on this CPU), {} thread(s)", k.running, k.loaded, cfg.threads);
   else

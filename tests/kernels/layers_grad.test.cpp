@@ -9,6 +9,7 @@
 #include "kernels/layers_dense.hpp"
 #include "kernels/layers_transformer.hpp"
 #include "kernels/ops.hpp"
+#include "kernels/parallel.hpp"
 #include "tests/kernels/grad_check.hpp"
 
 namespace troupe {
@@ -79,6 +80,15 @@ TEST(EmbeddingBackward, MatchesFiniteDifferencesAndHasNoInputGradient) {
 
 TEST(TransformerBlockBackward, MatchesFiniteDifferencesForInputAndEveryParameter) {
   check_layer(std::make_unique<transformer_block>(8, 2), random_tensor({2, 5, 8}, 6), 1e-2f);
+}
+
+// The same on two kernel threads: the attention then runs its (batch, head) pairs on both, and
+// the MLP's bias + GELU fused pass with them.
+TEST(TransformerBlockBackward, MatchesFiniteDifferencesOnTwoKernelThreads) {
+  const int before = kernel_threads();
+  set_kernel_threads(2);
+  check_layer(std::make_unique<transformer_block>(16, 4), random_tensor({3, 6, 16}, 6), 1e-2f);
+  set_kernel_threads(before);
 }
 
 // Zero-bubble order: two micro-batches forward, both input halves, then both weight halves

@@ -24,18 +24,26 @@ using test::random_tensor;
 
 constexpr int64_t B = 2, T = 5, C = 8, NH = 2;
 
-tensor attention(const tensor& qkv, tensor* att = nullptr) {
-  tensor out({B, T, C}), a({B, NH, T, T});
-  ops::attention_forward(out.data(), a.data(), qkv.data(), B, T, C, NH);
-  if (att) *att = a;
+struct attention_shape {
+  int64_t B, T, C, NH;
+};
+// Small heads (hs 4) take the attention's scalar paths; hs 16 over T 21 its 4 x 16 register
+// blocks, with rows and columns left over for the scalar paths.
+constexpr attention_shape small_heads{B, T, C, NH}, blocked_heads{1, 21, 32, 2};
+
+tensor attention(const attention_shape& a, const tensor& qkv, tensor* att = nullptr) {
+  tensor out({a.B, a.T, a.C}), p({a.B, a.NH, a.T, a.T});
+  ops::attention_forward(out.data(), p.data(), qkv.data(), a.B, a.T, a.C, a.NH);
+  if (att) *att = p;
   return out;
 }
 
 // Straight from the definition, in double: softmax(q k^T / sqrt(hs) + causal mask) v per head.
-TEST(AttentionForward, MatchesNaiveDoubleReferenceAndIsCausal) {
+void check_attention_forward(const attention_shape& shape) {
+  const auto [B, T, C, NH] = shape;
   const tensor qkv = random_tensor({B, T, 3 * C}, 1, -2.0f, 2.0f);
   tensor att;
-  const tensor out = attention(qkv, &att);
+  const tensor out = attention(shape, qkv, &att);
   const int64_t hs = C / NH;
   auto at = [&](int64_t b, int64_t t, int64_t part, int64_t h, int64_t i) {
     return static_cast<double>(qkv[(b * T + t) * 3 * C + part * C + h * hs + i]);
@@ -66,16 +74,23 @@ TEST(AttentionForward, MatchesNaiveDoubleReferenceAndIsCausal) {
       }
 }
 
-TEST(AttentionBackward, MatchesFiniteDifferences) {
+void check_attention_backward(const attention_shape& shape) {
+  const auto [B, T, C, NH] = shape;
   tensor qkv = random_tensor({B, T, 3 * C}, 2, -2.0f, 2.0f);
   tensor att;
-  attention(qkv, &att);
+  attention(shape, qkv, &att);
   const tensor r = random_tensor({B, T, C}, 3);
   tensor dqkv({B, T, 3 * C});
   ops::attention_backward(dqkv.data(), r.data(), qkv.data(), att.data(), B, T, C, NH);
-  const auto numeric = numeric_grad(qkv.data(), qkv.numel(), [&] { return project(attention(qkv), r); }, 1e-2f);
+  const auto numeric =
+      numeric_grad(qkv.data(), qkv.numel(), [&] { return project(attention(shape, qkv), r); }, 1e-2f);
   EXPECT_TRUE(grads_close("dqkv", dqkv.data(), numeric));
 }
+
+TEST(AttentionForward, MatchesNaiveDoubleReferenceAndIsCausal) { check_attention_forward(small_heads); }
+TEST(AttentionForward, MatchesNaiveDoubleReferenceInRegisterBlocks) { check_attention_forward(blocked_heads); }
+TEST(AttentionBackward, MatchesFiniteDifferences) { check_attention_backward(small_heads); }
+TEST(AttentionBackward, MatchesFiniteDifferencesInRegisterBlocks) { check_attention_backward(blocked_heads); }
 
 TEST(SoftmaxCrossEntropyBackward, MatchesFiniteDifferences) {
   tensor logits = random_tensor({6, 5}, 4, -3.0f, 3.0f);

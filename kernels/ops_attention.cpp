@@ -1,0 +1,201 @@
+// Causal multi-head attention over packed qkv on the CPU (ops.hpp): one (batch, head) pair per
+// chunk of the device's threads, each pair's products in register blocks of 4 rows x 16 columns
+// that skip the blocks above the causal diagonal. A head is small (T 64, hs 32 in the example
+// GPT): sgemm per head ran at a third of its large-matrix rate, and plain loops spent their time
+// in loop overhead. The softmax is fused into the scores (masked, exponentiated and normalized
+// in place, once per row). Per-thread scratch (a head's transposed keys or values, its (T, T)
+// score gradients) is kept across calls; nothing else allocates.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "kernels/ops.hpp"
+#include "kernels/parallel.hpp"
+
+namespace troupe::ops {
+
+namespace {
+
+constexpr int64_t R = 4, W = 16;  // a register block: 4 rows x 16 columns, 8 AVX registers
+
+// GCC's vector type, so the block's 8 accumulators stay in registers (as plain float arrays GCC
+// kept them in memory, and the kernels ran at a fifth of the speed of per-head sgemm).
+typedef float v8 __attribute__((vector_size(32)));
+inline v8 load8(const float* p) {
+  v8 v;
+  __builtin_memcpy(&v, p, sizeof v);
+  return v;
+}
+inline void store8(float* p, v8 v) { __builtin_memcpy(p, &v, sizeof v); }
+
+// s[t][c] = alpha * sum_i a[t][i] * bt[i][c] for c <= t (and the rest of the last block of
+// columns, which the caller masks): a (T, hs) with row stride lda, bt (hs, T), s (T, T).
+void causal_scores(float* __restrict s, const float* __restrict a, int64_t lda, const float* __restrict bt, int64_t T,
+                   int64_t hs, float alpha) {
+  for (int64_t t0 = 0; t0 < T; t0 += R) {
+    const int64_t rows = std::min(R, T - t0);
+    const int64_t cols = std::min(T, t0 + rows);  // columns a row of this block can see
+    int64_t c0 = 0;
+    if (rows == R)
+      for (; c0 + W <= cols + (W - 1) && c0 + W <= T; c0 += W) {
+        v8 acc[R][2] = {};
+        for (int64_t i = 0; i < hs; ++i) {
+          const v8 b0 = load8(bt + i * T + c0), b1 = load8(bt + i * T + c0 + 8);
+          for (int64_t r = 0; r < R; ++r) {
+            const float x = a[(t0 + r) * lda + i];
+            acc[r][0] += x * b0;
+            acc[r][1] += x * b1;
+          }
+        }
+        for (int64_t r = 0; r < R; ++r) {
+          store8(s + (t0 + r) * T + c0, alpha * acc[r][0]);
+          store8(s + (t0 + r) * T + c0 + 8, alpha * acc[r][1]);
+        }
+      }
+    for (int64_t r = 0; r < rows; ++r)  // what no full block covered
+      for (int64_t c = c0; c <= t0 + r; ++c) {
+        float acc = 0.0f;
+        for (int64_t i = 0; i < hs; ++i) acc += a[(t0 + r) * lda + i] * bt[i * T + c];
+        s[(t0 + r) * T + c] = alpha * acc;
+      }
+  }
+}
+
+// o[t][j] = sum_k p[t][k] * v[k][j] over k in [lo(t0), hi(t0)) for each block of rows t0..t0+3,
+// o (T, hs) with row stride ldo, p (T, T), v (T, hs) with row stride ldv. lower: p is zero
+// right of its diagonal, so k < t0 + 4; otherwise zero left of it, so k >= t0.
+void banded_product(float* __restrict o, int64_t ldo, const float* __restrict p, const float* __restrict v,
+                    int64_t ldv, int64_t T, int64_t hs, bool lower) {
+  for (int64_t t0 = 0; t0 < T; t0 += R) {
+    const int64_t rows = std::min(R, T - t0);
+    const int64_t lo = lower ? 0 : t0, hi = lower ? t0 + rows : T;
+    int64_t j0 = 0;
+    if (rows == R)
+      for (; j0 + W <= hs; j0 += W) {
+        v8 acc[R][2] = {};
+        for (int64_t k = lo; k < hi; ++k) {
+          const v8 v0 = load8(v + k * ldv + j0), v1 = load8(v + k * ldv + j0 + 8);
+          for (int64_t r = 0; r < R; ++r) {
+            const float x = p[(t0 + r) * T + k];
+            acc[r][0] += x * v0;
+            acc[r][1] += x * v1;
+          }
+        }
+        for (int64_t r = 0; r < R; ++r) {
+          store8(o + (t0 + r) * ldo + j0, acc[r][0]);
+          store8(o + (t0 + r) * ldo + j0 + 8, acc[r][1]);
+        }
+      }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = j0; j < hs; ++j) {
+        float acc = 0.0f;
+        for (int64_t k = lo; k < hi; ++k) acc += p[(t0 + r) * T + k] * v[k * ldv + j];
+        o[(t0 + r) * ldo + j] = acc;
+      }
+  }
+}
+
+// exp(x) for x <= 0 (a softmax's shifted scores) as Cephes' expf: x = n ln2 + r, |r| <= ln2 / 2,
+// a degree-6 polynomial for e^r and n added to the exponent bits; about 1 ulp from expf. libm's
+// expf is a call GCC cannot vectorize, and it was half of the attention's forward.
+inline float exp_nonpositive(float x) {
+  x = x < -87.0f ? -87.0f : x;  // below, 2^n would leave the normal range
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;  // ln2 in two parts, for precision
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float er = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float two_n;
+  __builtin_memcpy(&two_n, &bits, sizeof two_n);
+  return er * two_n;
+}
+
+// Eight partial sums, so the loop vectorizes without reassociating anything (-ffast-math).
+inline float sum8(const float* a, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j];
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i];
+  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
+}
+
+// Per-thread buffers, sized on first use and kept.
+float* scratch(int which, int64_t n) {
+  thread_local std::vector<float> buf[3];
+  buf[which].resize(static_cast<size_t>(n));
+  return buf[which].data();
+}
+
+// m (rows, cols) with row stride ld, transposed into (cols, rows).
+float* transposed(int which, const float* m, int64_t ld, int64_t rows, int64_t cols) {
+  float* t = scratch(which, rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < cols; ++c) t[c * rows + r] = m[r * ld + c];
+  return t;
+}
+
+}  // namespace
+
+void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  const int64_t hs = C / NH;
+  const int64_t C3 = 3 * C;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  parallel_for(B * NH, 1, [&](int64_t first, int64_t end) {
+    for (int64_t bh = first; bh < end; ++bh) {
+      const int64_t b = bh / NH, h = bh % NH;
+      const float* q = qkv + b * T * C3 + h * hs;
+      float* p = att + bh * T * T;  // att is (B, NH, T, T): pair bh's block
+      causal_scores(p, q, C3, transposed(0, q + C, C3, T, hs), T, hs, scale);
+      for (int64_t t = 0; t < T; ++t) {
+        float* row = p + t * T;
+        float maxv = -std::numeric_limits<float>::infinity();
+        for (int64_t t2 = 0; t2 <= t; ++t2) maxv = std::max(maxv, row[t2]);
+        for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = exp_nonpositive(row[t2] - maxv);
+        const float inv = 1.0f / sum8(row, t + 1);
+        for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] *= inv;
+        for (int64_t t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;  // causal mask, explicit zeros
+      }
+      banded_product(out + b * T * C + h * hs, C, p, q + 2 * C, C3, T, hs, /*lower=*/true);
+    }
+  });
+}
+
+void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B, int64_t T,
+                        int64_t C, int64_t NH) {
+  const int64_t hs = C / NH;
+  const int64_t C3 = 3 * C;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+  parallel_for(B * NH, 1, [&](int64_t first, int64_t end) {
+    for (int64_t bh = first; bh < end; ++bh) {
+      const int64_t b = bh / NH, h = bh % NH;
+      const float* q = qkv + b * T * C3 + h * hs;
+      const float* dy = dout + b * T * C + h * hs;
+      const float* p = att + bh * T * T;
+      float* dq = dqkv + b * T * C3 + h * hs;
+      float* ds = scratch(2, T * T);
+      causal_scores(ds, dy, C, transposed(0, q + 2 * C, C3, T, hs), T, hs, 1.0f);  // dP = dY V^T
+      for (int64_t t = 0; t < T; ++t) {  // dS = P * (dP - sum_j P_j dP_j) * scale, zero where masked
+        const float* pr = p + t * T;
+        float* row = ds + t * T;
+        float s = 0.0f;
+        for (int64_t t2 = 0; t2 <= t; ++t2) s += pr[t2] * row[t2];
+        for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = pr[t2] * (row[t2] - s) * scale;
+        for (int64_t t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;
+      }
+      banded_product(dq, C3, ds, q + C, C3, T, hs, /*lower=*/true);                        // dQ = dS K
+      banded_product(dq + C, C3, transposed(1, ds, T, T, T), q, C3, T, hs, /*lower=*/false);  // dK = dS^T Q
+      banded_product(dq + 2 * C, C3, transposed(1, p, T, T, T), dy, C, T, hs, /*lower=*/false);  // dV = P^T dY
+    }
+  });
+}
+
+}  // namespace troupe::ops
