@@ -122,29 +122,35 @@ float* transposed(int which, const float* m, int64_t ld, int64_t rows, int64_t c
   return t;
 }
 
+// f(b, h, bh) for every (batch, head) pair bh = b * NH + h, one pair per chunk of the device's
+// threads: the pairs read and write disjoint parts of every buffer.
+template <class F>
+void for_each_head(int64_t B, int64_t NH, F&& f) {
+  parallel_for(B * NH, 1, [&](int64_t first, int64_t end) {
+    for (int64_t bh = first; bh < end; ++bh) f(bh / NH, bh % NH, bh);
+  });
+}
+
 }  // namespace
 
 void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
   const int64_t hs = C / NH;
   const int64_t C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  parallel_for(B * NH, 1, [&](int64_t first, int64_t end) {
-    for (int64_t bh = first; bh < end; ++bh) {
-      const int64_t b = bh / NH, h = bh % NH;
-      const float* q = qkv + b * T * C3 + h * hs;
-      float* p = att + bh * T * T;  // att is (B, NH, T, T): pair bh's block
-      causal_scores(p, q, C3, transposed(0, q + C, C3, T, hs), T, hs, scale);
-      for (int64_t t = 0; t < T; ++t) {
-        float* row = p + t * T;
-        float maxv = -std::numeric_limits<float>::infinity();
-        for (int64_t t2 = 0; t2 <= t; ++t2) maxv = std::max(maxv, row[t2]);
-        for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = exp_nonpositive(row[t2] - maxv);
-        const float inv = 1.0f / sum(row, t + 1);
-        for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] *= inv;
-        for (int64_t t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;  // causal mask, explicit zeros
-      }
-      banded_product(out + b * T * C + h * hs, C, p, q + 2 * C, C3, T, hs, /*lower=*/true);
+  for_each_head(B, NH, [&](int64_t b, int64_t h, int64_t bh) {
+    const float* q = qkv + b * T * C3 + h * hs;
+    float* p = att + bh * T * T;  // att is (B, NH, T, T): pair bh's block
+    causal_scores(p, q, C3, transposed(0, q + C, C3, T, hs), T, hs, scale);
+    for (int64_t t = 0; t < T; ++t) {
+      float* row = p + t * T;
+      float maxv = -std::numeric_limits<float>::infinity();
+      for (int64_t t2 = 0; t2 <= t; ++t2) maxv = std::max(maxv, row[t2]);
+      for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = exp_nonpositive(row[t2] - maxv);
+      const float inv = 1.0f / sum(row, t + 1);
+      for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] *= inv;
+      for (int64_t t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;  // causal mask, explicit zeros
     }
+    banded_product(out + b * T * C + h * hs, C, p, q + 2 * C, C3, T, hs, /*lower=*/true);
   });
 }
 
@@ -153,27 +159,24 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const int64_t hs = C / NH;
   const int64_t C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  parallel_for(B * NH, 1, [&](int64_t first, int64_t end) {
-    for (int64_t bh = first; bh < end; ++bh) {
-      const int64_t b = bh / NH, h = bh % NH;
-      const float* q = qkv + b * T * C3 + h * hs;
-      const float* dy = dout + b * T * C + h * hs;
-      const float* p = att + bh * T * T;
-      float* dq = dqkv + b * T * C3 + h * hs;
-      float* ds = scratch(2, T * T);
-      causal_scores(ds, dy, C, transposed(0, q + 2 * C, C3, T, hs), T, hs, 1.0f);  // dP = dY V^T
-      for (int64_t t = 0; t < T; ++t) {  // dS = P * (dP - sum_j P_j dP_j) * scale, zero where masked
-        const float* pr = p + t * T;
-        float* row = ds + t * T;
-        float s = 0.0f;
-        for (int64_t t2 = 0; t2 <= t; ++t2) s += pr[t2] * row[t2];
-        for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = pr[t2] * (row[t2] - s) * scale;
-        for (int64_t t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;
-      }
-      banded_product(dq, C3, ds, q + C, C3, T, hs, /*lower=*/true);                        // dQ = dS K
-      banded_product(dq + C, C3, transposed(1, ds, T, T, T), q, C3, T, hs, /*lower=*/false);  // dK = dS^T Q
-      banded_product(dq + 2 * C, C3, transposed(1, p, T, T, T), dy, C, T, hs, /*lower=*/false);  // dV = P^T dY
+  for_each_head(B, NH, [&](int64_t b, int64_t h, int64_t bh) {
+    const float* q = qkv + b * T * C3 + h * hs;
+    const float* dy = dout + b * T * C + h * hs;
+    const float* p = att + bh * T * T;
+    float* dq = dqkv + b * T * C3 + h * hs;
+    float* ds = scratch(2, T * T);
+    causal_scores(ds, dy, C, transposed(0, q + 2 * C, C3, T, hs), T, hs, 1.0f);  // dP = dY V^T
+    for (int64_t t = 0; t < T; ++t) {  // dS = P * (dP - sum_j P_j dP_j) * scale, zero where masked
+      const float* pr = p + t * T;
+      float* row = ds + t * T;
+      float s = 0.0f;
+      for (int64_t t2 = 0; t2 <= t; ++t2) s += pr[t2] * row[t2];
+      for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = pr[t2] * (row[t2] - s) * scale;
+      for (int64_t t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;
     }
+    banded_product(dq, C3, ds, q + C, C3, T, hs, /*lower=*/true);                              // dQ = dS K
+    banded_product(dq + C, C3, transposed(1, ds, T, T, T), q, C3, T, hs, /*lower=*/false);     // dK = dS^T Q
+    banded_product(dq + 2 * C, C3, transposed(1, p, T, T, T), dy, C, T, hs, /*lower=*/false);  // dV = P^T dY
   });
 }
 
