@@ -9,6 +9,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 
 echo "== MLP training throughput: troupe against PyTorch"
 /usr/bin/python3 "$here/mlp_vs_pytorch.py" --build "$build" --repeats 3
+echo "== CPU training speed: MLP and GPT at 1 and 2 threads, --pp 2, --dp 2 against DDP, and the sgemm bound"
+/usr/bin/python3 "$here/cpu_vs_pytorch.py" --build "$build" --repeats 3
 echo "== GPT over dp x pp x tp meshes: troupe against PyTorch DTensor tensor parallel (gloo)"
 /usr/bin/python3 "$here/tp_vs_pytorch.py" --build "$build" --repeats 3
 echo "== In-process all-reduce: troupe collectives against Gloo and memcpy"

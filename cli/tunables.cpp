@@ -85,7 +85,7 @@ std::vector<tunable> make_table() {
                       [](train_config& c, const value& v) { c.batch_size = v.integer; }));
   t.push_back(integer("--seed", "train.seed", "Seed of initialization and shuffling; same seed, same losses [42]", 0,
                       INT64_MAX, [](train_config& c, const value& v) { c.seed = static_cast<uint64_t>(v.integer); }));
-  tunable threads = integer("--threads", "train.threads", "BLAS threads of the compute device [1]", 1, max_threads(),
+  tunable threads = integer("--threads", "train.threads", "Threads of each rank's compute device (every op, GEMMs included; the losses do not depend on it) [1]", 1, max_threads(),
                             [](train_config& c, const value& v) { c.threads = static_cast<int>(v.integer); });
   threads.bound_note = "2 x this machine's " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
                        " hardware threads, at most OpenBLAS's " + std::to_string(blas_max_threads());

@@ -13,6 +13,7 @@
 
 #include "kernels/ops.hpp"
 #include "kernels/parallel.hpp"
+#include "kernels/sums.hpp"
 
 namespace troupe::ops {
 
@@ -30,70 +31,59 @@ inline v8 load8(const float* p) {
 }
 inline void store8(float* p, v8 v) { __builtin_memcpy(p, &v, sizeof v); }
 
+// out[r][0..16) = alpha * sum over k in [lo, hi) of a[r][k] * b[k][0..16), for 4 rows: a with
+// row stride lda, b with ldb, out with ldo.
+void block(float* __restrict out, int64_t ldo, const float* __restrict a, int64_t lda, const float* __restrict b,
+           int64_t ldb, int64_t lo, int64_t hi, float alpha) {
+  v8 acc[R][2] = {};
+  for (int64_t k = lo; k < hi; ++k) {
+    const v8 b0 = load8(b + k * ldb), b1 = load8(b + k * ldb + 8);
+    for (int64_t r = 0; r < R; ++r) {
+      const float x = a[r * lda + k];
+      acc[r][0] += x * b0;
+      acc[r][1] += x * b1;
+    }
+  }
+  for (int64_t r = 0; r < R; ++r) {
+    store8(out + r * ldo, alpha * acc[r][0]);
+    store8(out + r * ldo + 8, alpha * acc[r][1]);
+  }
+}
+
+// One element the blocks leave over: sum over k in [lo, hi) of a[k] * b[k][0].
+float element(const float* a, const float* b, int64_t ldb, int64_t lo, int64_t hi) {
+  float acc = 0.0f;
+  for (int64_t k = lo; k < hi; ++k) acc += a[k] * b[k * ldb];
+  return acc;
+}
+
 // s[t][c] = alpha * sum_i a[t][i] * bt[i][c] for c <= t (and the rest of the last block of
 // columns, which the caller masks): a (T, hs) with row stride lda, bt (hs, T), s (T, T).
-void causal_scores(float* __restrict s, const float* __restrict a, int64_t lda, const float* __restrict bt, int64_t T,
-                   int64_t hs, float alpha) {
+void causal_scores(float* s, const float* a, int64_t lda, const float* bt, int64_t T, int64_t hs, float alpha) {
   for (int64_t t0 = 0; t0 < T; t0 += R) {
     const int64_t rows = std::min(R, T - t0);
     const int64_t cols = std::min(T, t0 + rows);  // columns a row of this block can see
     int64_t c0 = 0;
     if (rows == R)
-      for (; c0 + W <= cols + (W - 1) && c0 + W <= T; c0 += W) {
-        v8 acc[R][2] = {};
-        for (int64_t i = 0; i < hs; ++i) {
-          const v8 b0 = load8(bt + i * T + c0), b1 = load8(bt + i * T + c0 + 8);
-          for (int64_t r = 0; r < R; ++r) {
-            const float x = a[(t0 + r) * lda + i];
-            acc[r][0] += x * b0;
-            acc[r][1] += x * b1;
-          }
-        }
-        for (int64_t r = 0; r < R; ++r) {
-          store8(s + (t0 + r) * T + c0, alpha * acc[r][0]);
-          store8(s + (t0 + r) * T + c0 + 8, alpha * acc[r][1]);
-        }
-      }
+      for (; c0 < cols && c0 + W <= T; c0 += W) block(s + t0 * T + c0, T, a + t0 * lda, lda, bt + c0, T, 0, hs, alpha);
     for (int64_t r = 0; r < rows; ++r)  // what no full block covered
-      for (int64_t c = c0; c <= t0 + r; ++c) {
-        float acc = 0.0f;
-        for (int64_t i = 0; i < hs; ++i) acc += a[(t0 + r) * lda + i] * bt[i * T + c];
-        s[(t0 + r) * T + c] = alpha * acc;
-      }
+      for (int64_t c = c0; c <= t0 + r; ++c) s[(t0 + r) * T + c] = alpha * element(a + (t0 + r) * lda, bt + c, T, 0, hs);
   }
 }
 
 // o[t][j] = sum_k p[t][k] * v[k][j] over k in [lo(t0), hi(t0)) for each block of rows t0..t0+3,
 // o (T, hs) with row stride ldo, p (T, T), v (T, hs) with row stride ldv. lower: p is zero
 // right of its diagonal, so k < t0 + 4; otherwise zero left of it, so k >= t0.
-void banded_product(float* __restrict o, int64_t ldo, const float* __restrict p, const float* __restrict v,
-                    int64_t ldv, int64_t T, int64_t hs, bool lower) {
+void banded_product(float* o, int64_t ldo, const float* p, const float* v, int64_t ldv, int64_t T, int64_t hs,
+                    bool lower) {
   for (int64_t t0 = 0; t0 < T; t0 += R) {
     const int64_t rows = std::min(R, T - t0);
     const int64_t lo = lower ? 0 : t0, hi = lower ? t0 + rows : T;
     int64_t j0 = 0;
     if (rows == R)
-      for (; j0 + W <= hs; j0 += W) {
-        v8 acc[R][2] = {};
-        for (int64_t k = lo; k < hi; ++k) {
-          const v8 v0 = load8(v + k * ldv + j0), v1 = load8(v + k * ldv + j0 + 8);
-          for (int64_t r = 0; r < R; ++r) {
-            const float x = p[(t0 + r) * T + k];
-            acc[r][0] += x * v0;
-            acc[r][1] += x * v1;
-          }
-        }
-        for (int64_t r = 0; r < R; ++r) {
-          store8(o + (t0 + r) * ldo + j0, acc[r][0]);
-          store8(o + (t0 + r) * ldo + j0 + 8, acc[r][1]);
-        }
-      }
+      for (; j0 + W <= hs; j0 += W) block(o + t0 * ldo + j0, ldo, p + t0 * T, T, v + j0, ldv, lo, hi, 1.0f);
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t j = j0; j < hs; ++j) {
-        float acc = 0.0f;
-        for (int64_t k = lo; k < hi; ++k) acc += p[(t0 + r) * T + k] * v[k * ldv + j];
-        o[(t0 + r) * ldo + j] = acc;
-      }
+      for (int64_t j = j0; j < hs; ++j) o[(t0 + r) * ldo + j] = element(p + (t0 + r) * T, v + j, ldv, lo, hi);
   }
 }
 
@@ -117,17 +107,6 @@ inline float exp_nonpositive(float x) {
   return er * two_n;
 }
 
-// Eight partial sums, so the loop vectorizes without reassociating anything (-ffast-math).
-inline float sum8(const float* a, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j];
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
-}
-
 // Per-thread buffers, sized on first use and kept.
 float* scratch(int which, int64_t n) {
   thread_local std::vector<float> buf[3];
@@ -143,29 +122,35 @@ float* transposed(int which, const float* m, int64_t ld, int64_t rows, int64_t c
   return t;
 }
 
+// f(b, h, bh) for every (batch, head) pair bh = b * NH + h, one pair per chunk of the device's
+// threads: the pairs read and write disjoint parts of every buffer.
+template <class F>
+void for_each_head(int64_t B, int64_t NH, F&& f) {
+  parallel_for(B * NH, 1, [&](int64_t first, int64_t end) {
+    for (int64_t bh = first; bh < end; ++bh) f(bh / NH, bh % NH, bh);
+  });
+}
+
 }  // namespace
 
 void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH) {
   const int64_t hs = C / NH;
   const int64_t C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  parallel_for(B * NH, 1, [&](int64_t first, int64_t end) {
-    for (int64_t bh = first; bh < end; ++bh) {
-      const int64_t b = bh / NH, h = bh % NH;
-      const float* q = qkv + b * T * C3 + h * hs;
-      float* p = att + bh * T * T;  // att is (B, NH, T, T): pair bh's block
-      causal_scores(p, q, C3, transposed(0, q + C, C3, T, hs), T, hs, scale);
-      for (int64_t t = 0; t < T; ++t) {
-        float* row = p + t * T;
-        float maxv = -std::numeric_limits<float>::infinity();
-        for (int64_t t2 = 0; t2 <= t; ++t2) maxv = std::max(maxv, row[t2]);
-        for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = exp_nonpositive(row[t2] - maxv);
-        const float inv = 1.0f / sum8(row, t + 1);
-        for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] *= inv;
-        for (int64_t t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;  // causal mask, explicit zeros
-      }
-      banded_product(out + b * T * C + h * hs, C, p, q + 2 * C, C3, T, hs, /*lower=*/true);
+  for_each_head(B, NH, [&](int64_t b, int64_t h, int64_t bh) {
+    const float* q = qkv + b * T * C3 + h * hs;
+    float* p = att + bh * T * T;  // att is (B, NH, T, T): pair bh's block
+    causal_scores(p, q, C3, transposed(0, q + C, C3, T, hs), T, hs, scale);
+    for (int64_t t = 0; t < T; ++t) {
+      float* row = p + t * T;
+      float maxv = -std::numeric_limits<float>::infinity();
+      for (int64_t t2 = 0; t2 <= t; ++t2) maxv = std::max(maxv, row[t2]);
+      for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = exp_nonpositive(row[t2] - maxv);
+      const float inv = 1.0f / sum(row, t + 1);
+      for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] *= inv;
+      for (int64_t t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;  // causal mask, explicit zeros
     }
+    banded_product(out + b * T * C + h * hs, C, p, q + 2 * C, C3, T, hs, /*lower=*/true);
   });
 }
 
@@ -174,27 +159,24 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
   const int64_t hs = C / NH;
   const int64_t C3 = 3 * C;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  parallel_for(B * NH, 1, [&](int64_t first, int64_t end) {
-    for (int64_t bh = first; bh < end; ++bh) {
-      const int64_t b = bh / NH, h = bh % NH;
-      const float* q = qkv + b * T * C3 + h * hs;
-      const float* dy = dout + b * T * C + h * hs;
-      const float* p = att + bh * T * T;
-      float* dq = dqkv + b * T * C3 + h * hs;
-      float* ds = scratch(2, T * T);
-      causal_scores(ds, dy, C, transposed(0, q + 2 * C, C3, T, hs), T, hs, 1.0f);  // dP = dY V^T
-      for (int64_t t = 0; t < T; ++t) {  // dS = P * (dP - sum_j P_j dP_j) * scale, zero where masked
-        const float* pr = p + t * T;
-        float* row = ds + t * T;
-        float s = 0.0f;
-        for (int64_t t2 = 0; t2 <= t; ++t2) s += pr[t2] * row[t2];
-        for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = pr[t2] * (row[t2] - s) * scale;
-        for (int64_t t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;
-      }
-      banded_product(dq, C3, ds, q + C, C3, T, hs, /*lower=*/true);                        // dQ = dS K
-      banded_product(dq + C, C3, transposed(1, ds, T, T, T), q, C3, T, hs, /*lower=*/false);  // dK = dS^T Q
-      banded_product(dq + 2 * C, C3, transposed(1, p, T, T, T), dy, C, T, hs, /*lower=*/false);  // dV = P^T dY
+  for_each_head(B, NH, [&](int64_t b, int64_t h, int64_t bh) {
+    const float* q = qkv + b * T * C3 + h * hs;
+    const float* dy = dout + b * T * C + h * hs;
+    const float* p = att + bh * T * T;
+    float* dq = dqkv + b * T * C3 + h * hs;
+    float* ds = scratch(2, T * T);
+    causal_scores(ds, dy, C, transposed(0, q + 2 * C, C3, T, hs), T, hs, 1.0f);  // dP = dY V^T
+    for (int64_t t = 0; t < T; ++t) {  // dS = P * (dP - sum_j P_j dP_j) * scale, zero where masked
+      const float* pr = p + t * T;
+      float* row = ds + t * T;
+      float s = 0.0f;
+      for (int64_t t2 = 0; t2 <= t; ++t2) s += pr[t2] * row[t2];
+      for (int64_t t2 = 0; t2 <= t; ++t2) row[t2] = pr[t2] * (row[t2] - s) * scale;
+      for (int64_t t2 = t + 1; t2 < T; ++t2) row[t2] = 0.0f;
     }
+    banded_product(dq, C3, ds, q + C, C3, T, hs, /*lower=*/true);                              // dQ = dS K
+    banded_product(dq + C, C3, transposed(1, ds, T, T, T), q, C3, T, hs, /*lower=*/false);     // dK = dS^T Q
+    banded_product(dq + 2 * C, C3, transposed(1, p, T, T, T), dy, C, T, hs, /*lower=*/false);  // dV = P^T dY
   });
 }
 

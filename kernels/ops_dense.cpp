@@ -16,18 +16,21 @@ namespace troupe::ops {
 
 namespace {
 // Every GEMM runs on the kernels chosen for this CPU, whichever program called it.
-// Rows of C per block: at most 8 blocks (so 2 threads get 4 each, 4 get 2), none under 64 rows,
-// where OpenBLAS's kernels lose efficiency; a multiple of 16, its micro-tile height here.
-int64_t gemm_rows_per_block(int64_t M) {
-  const int64_t eighth = ((M + 7) / 8 + 15) / 16 * 16;
-  return eighth > 64 ? eighth : 64;
+// Rows of C per block, from the shape alone: at most 8 blocks (so 2 threads get 4 each, 4 get
+// 2), none under 64 rows or about 2M multiply-adds, below which each sgemm call's packing of B
+// costs more than the block computes (a pipeline's 32-row microbatches ran 30% slower cut into
+// 64-row blocks of their weight gradient); a multiple of 16, OpenBLAS's micro-tile height here.
+int64_t gemm_rows_per_block(int64_t M, int64_t N, int64_t K) {
+  const int64_t eighth = (M + 7) / 8, enough_work = (int64_t{1} << 21) / std::max<int64_t>(N * K, 1);
+  const int64_t rows = std::max<int64_t>({eighth, enough_work, 64});
+  return (rows + 15) / 16 * 16;
 }
 
 // C = op(A) op(B) + beta C, row-major, in blocks of C's rows (op(A)'s rows: for a transposed A,
 // its columns). K is never split, so each element is one sgemm's sum whatever runs it.
 void sgemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int64_t M, int64_t N, int64_t K, const float* A, int64_t lda,
            const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  parallel_for(M, gemm_rows_per_block(M), [&](int64_t begin, int64_t end) {
+  parallel_for(M, gemm_rows_per_block(M, N, K), [&](int64_t begin, int64_t end) {
     const float* a = ta == CblasNoTrans ? A + begin * lda : A + begin;
     sgemm_rowmajor(ta == CblasTrans, tb == CblasTrans, end - begin, N, K, 1.0f, a, lda, B, ldb, beta, C + begin * ldc, ldc);
   });

@@ -13,22 +13,11 @@
 
 #include "kernels/ops.hpp"
 #include "kernels/parallel.hpp"
+#include "kernels/sums.hpp"
 
 namespace troupe::ops {
 
 namespace {
-
-// Eight independent partial sums so GCC turns the body into vector adds without -ffast-math (a
-// single float accumulator is a serial dependency it must not reorder).
-inline float sum(const float* a, int64_t n) {
-  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int j = 0; j < 8; ++j) acc[j] += a[i + j];
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i];
-  return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail;
-}
 
 // y += a * x
 inline void axpy(float* y, float a, const float* x, int64_t n) {
