@@ -193,7 +193,7 @@ struct machine_key {
 };
 constexpr machine_key machine_keys[] = {
     {"gemm_flops_per_s", &machine_costs::gemm_flops_per_s, true},
-    {"gemm_bytes_per_s", &machine_costs::gemm_bytes_per_s, true},
+    {"gemm_bytes_per_s", &machine_costs::gemm_bytes_per_s, false},
     {"attention_forward_s_per_unit", &machine_costs::attention_forward_s, false},
     {"attention_backward_s_per_unit", &machine_costs::attention_backward_s, false},
     {"elementwise_bytes_per_s", &machine_costs::elementwise_bytes_per_s, true},

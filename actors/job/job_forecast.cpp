@@ -14,7 +14,8 @@
 namespace troupe {
 
 double gemm_seconds(const machine_costs& m, double rows, double out, double in) {
-  return 2 * rows * out * in / m.gemm_flops_per_s + 4 * (rows * in + in * out + rows * out) / m.gemm_bytes_per_s;
+  const double bytes = m.gemm_bytes_per_s > 0 ? 4 * (rows * in + in * out + rows * out) / m.gemm_bytes_per_s : 0;
+  return 2 * rows * out * in / m.gemm_flops_per_s + bytes;
 }
 
 double elementwise_seconds(const machine_costs& m, double bytes) { return bytes / m.elementwise_bytes_per_s; }
@@ -203,35 +204,24 @@ double peak_activations(const sched::schedule& s, int stage, const std::vector<d
   return peak;
 }
 
-}  // namespace
-
-int64_t stash_bytes(const train_config& cfg, const model_spec& model, int64_t begin, int64_t end) {
-  machine_costs unit{};
-  unit.gemm_flops_per_s = unit.gemm_bytes_per_s = unit.elementwise_bytes_per_s = unit.all_reduce_bytes_per_s = 1;
-  const batch_shape s = shape_of(cfg, model);
-  std::vector<layer_cost> layers;
-  for (int64_t i = 0; i < layer_count(model); ++i) layers.push_back(cost_of_layer(unit, model, s, cfg.recompute, i));
-  return static_cast<int64_t>(stash_of(layers, model, begin, end));
-}
-
-job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const model_spec& model,
-                          const machine_costs& machine) {
-  check_modelled(cfg, model);
-  const batch_shape s = shape_of(cfg, model);
-  std::vector<layer_cost> layers;
-  for (int64_t i = 0; i < layer_count(model); ++i)
-    layers.push_back(cost_of_layer(machine, model, s, cfg.recompute, i));
-
-  const int pp = plan.mesh.pp, chunks = static_cast<int>(plan.chunks.size());
-  // Every rank of the process computes on its own thread; with more than one they slow each
-  // other down, and beyond the cores they take turns.
-  const int ranks_here = std::max(1, plan.mesh.ranks() / std::max(1, plan.mesh.processes));
-  const double sharing = ranks_here == 1 ? 1.0
-                                         : machine.concurrent_slowdown *
-                                               std::max(1.0, double(ranks_here) / std::max(1, machine.cores));
-  const double scale = machine.op_scale * sharing;
+// Prices every chunk for one micro-batch at `sharing` (the slowdown of ranks side by side) and
+// simulates the step; also each chunk's stash and, under full recomputation, the most its stash
+// holds while a layer is rebuilt.
+struct priced_job {
   job_forecast f;
-  std::vector<double> stash(static_cast<size_t>(chunks)), rebuild(static_cast<size_t>(chunks));
+  std::vector<double> stash, rebuild;
+};
+
+priced_job price_job(const train_config& cfg, const job_plan& plan, const model_spec& model, const machine_costs& machine,
+                     const std::vector<layer_cost>& layers, const batch_shape& s, double sharing) {
+  const int pp = plan.mesh.pp, chunks = static_cast<int>(plan.chunks.size());
+  const double scale = machine.op_scale * sharing;
+  priced_job out;
+  job_forecast& f = out.f;
+  std::vector<double>& stash = out.stash;
+  std::vector<double>& rebuild = out.rebuild;
+  stash.assign(static_cast<size_t>(chunks), 0);
+  rebuild.assign(static_cast<size_t>(chunks), 0);
   sched::cost_model costs;
   costs.per_chunk.assign(static_cast<size_t>(pp), std::vector<sched::chunk_cost>(static_cast<size_t>(chunks / pp)));
   for (int c = 0; c < chunks; ++c) {
@@ -277,6 +267,50 @@ job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const m
   costs.optimizer_step_seconds = f.optimizer_seconds;
   f.sim = sched::simulate(plan.schedule, costs);
   f.step_seconds = f.sim.makespan_seconds;
+  return out;
+}
+
+}  // namespace
+
+int64_t stash_bytes(const train_config& cfg, const model_spec& model, int64_t begin, int64_t end) {
+  machine_costs unit{};
+  unit.gemm_flops_per_s = unit.gemm_bytes_per_s = unit.elementwise_bytes_per_s = unit.all_reduce_bytes_per_s = 1;
+  const batch_shape s = shape_of(cfg, model);
+  std::vector<layer_cost> layers;
+  for (int64_t i = 0; i < layer_count(model); ++i) layers.push_back(cost_of_layer(unit, model, s, cfg.recompute, i));
+  return static_cast<int64_t>(stash_of(layers, model, begin, end));
+}
+
+job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const model_spec& model,
+                          const machine_costs& machine) {
+  check_modelled(cfg, model);
+  const batch_shape s = shape_of(cfg, model);
+  std::vector<layer_cost> layers;
+  for (int64_t i = 0; i < layer_count(model); ++i)
+    layers.push_back(cost_of_layer(machine, model, s, cfg.recompute, i));
+
+  const int pp = plan.mesh.pp;
+  // Every rank of the process computes on its own thread; with more than one they slow each
+  // other down, and beyond the cores they take turns.
+  const int ranks_here = std::max(1, plan.mesh.ranks() / std::max(1, plan.mesh.processes));
+  const double queueing = std::max(1.0, double(ranks_here) / std::max(1, machine.cores));
+  // The slowdown of ranks side by side applies while they compute at once: priced at the full
+  // slowdown first, a two-stage pipeline's simulation says how much of a stage's busy time the
+  // other overlaps (dp and tp replicas run in lockstep: all of it), and it is priced again at
+  // that share.
+  auto sharing = [&](double overlap) {
+    return ranks_here == 1 ? 1.0 : (1 + (machine.concurrent_slowdown - 1) * overlap) * queueing;
+  };
+  priced_job priced = price_job(cfg, plan, model, machine, layers, s, sharing(1));
+  if (pp == 2 && ranks_here > 1) {
+    const sched::simulation& sim = priced.f.sim;
+    const double busy = std::max(sim.busy_seconds[0], sim.busy_seconds[1]);
+    const double overlap = busy > 0 ? std::clamp((sim.busy_seconds[0] + sim.busy_seconds[1] - sim.makespan_seconds) / busy, 0.0, 1.0) : 1.0;
+    priced = price_job(cfg, plan, model, machine, layers, s, sharing(overlap));
+  }
+  job_forecast f = std::move(priced.f);
+  const std::vector<double>& stash = priced.stash;
+  const std::vector<double>& rebuild = priced.rebuild;
 
   for (int rank = 0; rank < plan.mesh.ranks(); ++rank) {
     const int stage = plan.mesh.coords_of(rank).pp;

@@ -26,7 +26,7 @@ namespace troupe {
 struct machine_costs {
   std::string name;                     // the CPU, as /proc/cpuinfo names it
   double gemm_flops_per_s = 0;          // a GEMM takes 2mnk / gemm_flops_per_s
-  double gemm_bytes_per_s = 0;          //   + 4(mk + kn + mn) / gemm_bytes_per_s
+  double gemm_bytes_per_s = 0;          //   + 4(mk + kn + mn) / gemm_bytes_per_s (0: no byte term)
   double attention_forward_s = 0;       // seconds per unit of B * heads * T^2 * head size
   double attention_backward_s = 0;
   double elementwise_bytes_per_s = 0;   // layernorm, GELU, residual adds, embedding, loss
@@ -35,7 +35,7 @@ struct machine_costs {
   double all_reduce_bytes_per_s = 0;    //   latency + n / bytes_per_s
   // Ranks of one process computing at once share more than cores (caches, memory bandwidth, a
   // VM's vCPUs): each op then takes concurrent_slowdown times as long as alone, measured with
-  // `cores` threads running the model's GEMMs together. More ranks than cores queue as well.
+  // two replicas of the model side by side. More ranks than `cores` take turns as well.
   double concurrent_slowdown = 1;
   int cores = 1;
   // From running the model: an action takes op_scale times its ops' sum plus action_overhead_s

@@ -62,22 +62,17 @@ std::string cpu_name() {
   return "unknown CPU";
 }
 
-// Least squares of t = a x + b y through the origin, weighted by 1 / t^2 (relative error), so
-// small GEMMs count as much as large ones.
-std::pair<double, double> fit_two(const std::vector<double>& x, const std::vector<double>& y, const std::vector<double>& t) {
-  double sxx = 0, sxy = 0, syy = 0, sxt = 0, syt = 0;
+// The FLOP rate that fits the timed GEMMs best in relative error (least squares of t = a x with
+// weights 1 / t^2): small GEMMs count as much as large ones. A second, byte term was tried and
+// left out: on this machine its fit swung from run to run by orders of magnitude.
+double fit_rate(const std::vector<double>& flops, const std::vector<double>& t) {
+  double sxx = 0, sxt = 0;
   for (size_t i = 0; i < t.size(); ++i) {
     const double w = 1 / (t[i] * t[i]);
-    sxx += w * x[i] * x[i], sxy += w * x[i] * y[i], syy += w * y[i] * y[i];
-    sxt += w * x[i] * t[i], syt += w * y[i] * t[i];
+    sxx += w * flops[i] * flops[i];
+    sxt += w * flops[i] * t[i];
   }
-  const double det = sxx * syy - sxy * sxy;
-  double a = (sxt * syy - syt * sxy) / det, b = (syt * sxx - sxt * sxy) / det;
-  if (b <= 0 || a <= 0) {  // the bytes explain nothing here: a FLOP rate alone
-    a = sxt / sxx;
-    b = 0;
-  }
-  return {a, b};
+  return sxx / sxt;  // 1 / a
 }
 
 void measure_gemms(machine_costs& m, const model_spec& model, double rows) {
@@ -95,7 +90,7 @@ void measure_gemms(machine_costs& m, const model_spec& model, double rows) {
     for (size_t i = 0; i + 1 < w.size(); ++i) shapes.push_back({double(w[i + 1]), double(w[i])});
   }
   std::mt19937 rng(7);
-  std::vector<double> flops, bytes, secs;
+  std::vector<double> flops, secs;
   for (double r : {rows / 4, rows / 2, rows}) {
     const auto R = static_cast<int64_t>(std::max(1.0, r));
     for (auto [out, in] : shapes) {
@@ -110,14 +105,12 @@ void measure_gemms(machine_costs& m, const model_spec& model, double rows) {
       for (int i = 0; i < 3; ++i) {
         const auto& d = dims[i];
         flops.push_back(2 * d[0] * d[1] * d[2]);
-        bytes.push_back(4 * (d[0] * d[2] + d[2] * d[1] + d[0] * d[1]));
         secs.push_back(t[i]);
       }
     }
   }
-  const auto [a, b] = fit_two(flops, bytes, secs);
-  m.gemm_flops_per_s = 1 / a;
-  m.gemm_bytes_per_s = b > 0 ? 1 / b : 1e300;
+  m.gemm_flops_per_s = fit_rate(flops, secs);
+  m.gemm_bytes_per_s = 0;  // no byte term (see fit_rate)
 }
 
 void measure_attention(machine_costs& m, const model_spec& model, double sequences) {
@@ -185,34 +178,6 @@ void measure_all_reduce(machine_costs& m, double largest_bytes) {
   m.all_reduce_latency_s = std::max(0.0, secs.front() - sizes.front() / m.all_reduce_bytes_per_s);
 }
 
-// The largest GEMM the model runs, alone and then on every core at once (each thread its own
-// buffers): the ratio is what a rank loses to its neighbours computing beside it.
-void measure_sharing(machine_costs& m, const model_spec& model, double rows) {
-  m.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
-  if (m.cores < 2) return;
-  const auto R = std::max<int64_t>(1, static_cast<int64_t>(rows));
-  const int64_t K = model.kind == "gpt" ? model.channels : model.inputs;
-  const int64_t N = model.kind == "gpt" ? 4 * model.channels : (model.hidden.empty() ? model.classes : model.hidden.front());
-  struct buffers {
-    std::vector<float> x, w, y;
-  };
-  std::mt19937 rng(19);
-  std::vector<buffers> b;
-  for (int t = 0; t < m.cores; ++t)
-    b.push_back({filled(static_cast<size_t>(R * K), rng), filled(static_cast<size_t>(N * K), rng),
-                 std::vector<float>(static_cast<size_t>(R * N))});
-  auto gemm = [&](buffers& o) { ops::matmul_forward(o.y.data(), o.x.data(), o.w.data(), nullptr, R, K, N); };
-  const double alone = seconds_per_call([&] { gemm(b[0]); });
-  std::vector<double> together(static_cast<size_t>(m.cores));
-  std::vector<std::thread> threads;
-  for (int t = 0; t < m.cores; ++t)
-    threads.emplace_back([&, t] { together[static_cast<size_t>(t)] = seconds_per_call([&] { gemm(b[static_cast<size_t>(t)]); }); });
-  for (auto& t : threads) t.join();
-  double sum = 0;
-  for (double t : together) sum += t;
-  m.concurrent_slowdown = std::max(1.0, sum / double(m.cores) / alone);
-}
-
 }  // namespace
 
 double measured_step_seconds(const train_summary& run) {
@@ -240,7 +205,7 @@ machine_costs calibrate_machine(const train_config& job, const std::function<voi
   cfg.micro_batches = 1;
   cfg.threads = 1;
   cfg.progress = false;
-  cfg.max_steps = 12;
+  cfg.max_steps = 24;
   cfg.checkpoint_dir.clear();
   cfg.resume.clear();
   cfg.eval_max_batches = 1;
@@ -261,13 +226,18 @@ machine_costs calibrate_machine(const train_config& job, const std::function<voi
   measure_elementwise(m, data.model, rows);
   say("the optimizer step");
   measure_optimizer(m, cfg.optim, data.num_params);
-  say("ranks computing side by side");
-  measure_sharing(m, data.model, rows);
   say("a two-rank all-reduce");
   measure_all_reduce(m, 4.0 * double(data.num_params));
 
   // Two single-device runs, the batch and a quarter of it: measured = scale * ops + 2 actions'
   // overhead, two equations for the two unknowns.
+  // A first run in a process is slower (its heap and the data loader warm up): one unmeasured.
+  {
+    train_config warm = cfg;
+    warm.max_steps = 4;
+    say("a warm-up run");
+    run_training(warm);
+  }
   double ops[2] = {0, 0}, measured[2] = {0, 0};
   for (int i = 0; i < 2; ++i) {
     train_config run = cfg;
@@ -292,6 +262,23 @@ machine_costs calibrate_machine(const train_config& job, const std::function<voi
   }
   std::error_code ignored;
   std::filesystem::remove_all(cfg.out_dir, ignored);
+  // Ranks side by side: the model as two data-parallel replicas, each on the whole batch, against
+  // the same forecast with no slowdown (every core its own rank when there are two cores or more).
+  m.cores = std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  if (m.cores >= 2) {
+    train_config pair = cfg;
+    pair.mesh.dp = 2;
+    pair.batch_size = 2 * cfg.batch_size;
+    say("the model as two replicas side by side");
+    const prepared_job d = prepare_job(pair);
+    machine_costs alone = m;
+    alone.concurrent_slowdown = 1;
+    const double predicted = forecast_job(pair, plan_job(pair, d), d.model, alone).step_seconds;
+    const double got = measured_step_seconds(run_training(pair));
+    m.concurrent_slowdown = std::max(1.0, got / predicted);
+    spdlog::info("calibration: two replicas side by side {:.4f} s against {:.4f} s alone: {:.2f}x", got, predicted,
+                 m.concurrent_slowdown);
+  }
   spdlog::info("calibration: ops {:.4f} s and {:.4f} s, measured {:.4f} s and {:.4f} s: scale {:.3f}, {:.2f} ms per action",
                ops[0], ops[1], measured[0], measured[1], m.op_scale, m.action_overhead_s * 1e3);
   return m;

@@ -1,10 +1,12 @@
 // Measures this machine for the job forecast (job_forecast.hpp), on one thread as a rank runs:
-// the project's own GEMM (OpenBLAS) at the shapes the model's layers multiply, fitted to a FLOP
-// rate plus a byte rate; the attention kernel forward and backward; the elementwise passes; the
-// job's optimizer step; a two-rank in-memory all-reduce at several sizes (latency and bandwidth).
-// Then it runs the model itself as a single-device job for a few steps: what those steps take
-// beyond the sum of their ops is the cost of running an action and a step (messages, the data
-// loader, allocation), fitted from two micro-batch counts. A few seconds in all.
+// the project's own GEMMs at the shapes the model's layers multiply, fitted to one FLOP rate; the
+// attention kernel forward and backward; the elementwise passes; the job's optimizer step; a
+// two-rank in-memory all-reduce at several sizes (latency and bandwidth). Then it runs the model
+// itself: as a single-device job at the batch and at a quarter of it (measured = scale x the
+// ops' sum + the cost of running two actions, two equations for the scale and that cost:
+// messages, the data loader, allocation, what the op list leaves out), and as two data-parallel
+// replicas of the whole batch each, whose step against the same forecast alone is what ranks
+// side by side cost each other (shared caches, memory bandwidth, vCPUs). Half a minute for the GPT.
 #pragma once
 
 #include <functional>
