@@ -29,3 +29,5 @@ echo "== Checkpoints: write and read bandwidth against fio, and the step time of
 "$build/bench/checkpoint_bench" --dir "${TROUPE_OFFLOAD_DIR:-/tmp}"
 echo "== ZeRO 1/2 and optimizer offload: step time against plain DP, NVMe I/O hidden behind the update"
 "$build/bench/zero_bench" --dir "${TROUPE_OFFLOAD_DIR:-/tmp}"
+echo "== troupe's own jobs: the forecast (troupe plan --calibrate, troupe train --forecast) against their runs"
+"$build/tests/actors/actors_job_forecast_timing_tests"
