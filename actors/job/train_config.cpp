@@ -2,6 +2,7 @@
 #include "actors/job/train_config.hpp"
 
 #include <cmath>
+#include <optional>
 #include <random>
 #include <filesystem>
 #include <stdexcept>
@@ -23,6 +24,21 @@ const char* to_string(delay_kind k) {
   return "?";
 }
 
+namespace {
+// The whole of `t` as a finite number, or nothing.
+std::optional<double> finite_number(const std::string& t) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(t, &used);
+  } catch (const std::logic_error&) {
+    return std::nullopt;
+  }
+  if (t.empty() || used != t.size() || !std::isfinite(v)) return std::nullopt;
+  return v;
+}
+}  // namespace
+
 straggler_spec parse_straggler(const std::string& text) {
   auto bad = [&](const std::string& why) -> straggler_spec {
     throw std::invalid_argument("straggler \"" + text + "\": " + why +
@@ -38,15 +54,9 @@ straggler_spec parse_straggler(const std::string& text) {
   }
   if (parts.size() < 2 || parts.size() > 4) return bad("not 2 to 4 fields");
   auto number = [&](const std::string& t, const char* what) {
-    size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(t, &used);
-    } catch (const std::logic_error&) {
-      used = 0;
-    }
-    if (t.empty() || used != t.size() || !std::isfinite(v)) bad(std::string("its ") + what + " \"" + t + "\" is not a number");
-    return v;
+    const std::optional<double> v = finite_number(t);
+    if (!v) bad(std::string("its ") + what + " \"" + t + "\" is not a number");
+    return *v;
   };
   straggler_spec s;
   const double rank = number(parts[0], "rank");
@@ -83,15 +93,9 @@ slow_link_spec parse_slow_link(const std::string& text) {
   for (size_t at = 0;;) {
     const size_t c = text.find(':', at);
     const std::string t = text.substr(at, c == std::string::npos ? std::string::npos : c - at);
-    size_t used = 0;
-    double x = 0;
-    try {
-      x = std::stod(t, &used);
-    } catch (const std::logic_error&) {
-      used = 0;
-    }
-    if (t.empty() || used != t.size() || !std::isfinite(x) || x < 0) return bad("\"" + t + "\" is not a number >= 0");
-    v.push_back(x);
+    const std::optional<double> x = finite_number(t);
+    if (!x || *x < 0) return bad("\"" + t + "\" is not a number >= 0");
+    v.push_back(*x);
     if (c == std::string::npos) break;
     at = c + 1;
   }
