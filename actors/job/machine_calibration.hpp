@@ -2,11 +2,12 @@
 // the project's own GEMMs at the shapes the model's layers multiply, fitted to one FLOP rate; the
 // attention kernel forward and backward; the elementwise passes; the job's optimizer step; a
 // two-rank in-memory all-reduce at several sizes (latency and bandwidth). Then it runs the model
-// itself: as a single-device job at the batch and at a quarter of it (measured = scale x the
-// ops' sum + the cost of running two actions, two equations for the scale and that cost:
-// messages, the data loader, allocation, what the op list leaves out), and as two data-parallel
-// replicas of the whole batch each, whose step against the same forecast alone is what ranks
-// side by side cost each other (shared caches, memory bandwidth, vCPUs). Half a minute for the GPT.
+// itself, each run three times and the median kept: as a single-device job at the batch
+// (measured / the ops' sum is the scale for what the op list leaves out: allocation, cache
+// misses) and at a quarter of it (what it takes beyond its scaled ops is the cost of running its
+// two actions: messages, the data loader), and as two data-parallel replicas of the whole batch
+// each, whose step against the same forecast alone is what ranks side by side cost each other
+// (shared caches, memory bandwidth, vCPUs). About a minute for the GPT.
 #pragma once
 
 #include <functional>
