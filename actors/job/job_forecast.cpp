@@ -204,41 +204,47 @@ double peak_activations(const sched::schedule& s, int stage, const std::vector<d
   return peak;
 }
 
-// Prices every chunk for one micro-batch at `sharing` (the slowdown of ranks side by side) and
-// simulates the step; also each chunk's stash and, under full recomputation, the most its stash
-// holds while a layer is rebuilt.
-struct priced_job {
-  job_forecast f;
+// Each chunk's stash for one micro-batch and, under full recomputation, the most it holds while
+// a layer is rebuilt (0 otherwise).
+struct chunk_stashes {
   std::vector<double> stash, rebuild;
 };
 
-priced_job price_job(const train_config& cfg, const job_plan& plan, const model_spec& model, const machine_costs& machine,
-                     const std::vector<layer_cost>& layers, const batch_shape& s, double sharing) {
+chunk_stashes stashes_of(const train_config& cfg, const job_plan& plan, const model_spec& model,
+                         const std::vector<layer_cost>& layers, const batch_shape& s) {
+  chunk_stashes out;
+  for (const layer_range& r : plan.chunks) {
+    double rebuild = 0, inputs_below = 0;
+    for (int64_t i = r.begin; i < r.end; ++i) {
+      // Full recomputation keeps only each layer's input and walks the chunk down: rebuilding
+      // layer i, the stash holds the inputs below it and layer i's activations (its input among them).
+      rebuild = std::max(rebuild, inputs_below + 4 * layers[static_cast<size_t>(i)].stash_floats);
+      inputs_below += 4 * input_floats(model, s, i);
+    }
+    const bool full = cfg.recompute == recompute_mode::full;
+    out.stash.push_back(full ? inputs_below : stash_of(layers, model, r.begin, r.end));
+    out.rebuild.push_back(full ? rebuild : 0);
+  }
+  return out;
+}
+
+// Prices every chunk for one micro-batch at `sharing` (the slowdown of ranks side by side) and
+// simulates the step.
+job_forecast price_job(const job_plan& plan, const model_spec& model, const machine_costs& machine,
+                       const std::vector<layer_cost>& layers, const batch_shape& s, double sharing) {
   const int pp = plan.mesh.pp, chunks = static_cast<int>(plan.chunks.size());
   const double scale = machine.op_scale * sharing;
-  priced_job out;
-  job_forecast& f = out.f;
-  std::vector<double>& stash = out.stash;
-  std::vector<double>& rebuild = out.rebuild;
-  stash.assign(static_cast<size_t>(chunks), 0);
-  rebuild.assign(static_cast<size_t>(chunks), 0);
+  job_forecast f;
   sched::cost_model costs;
   costs.per_chunk.assign(static_cast<size_t>(pp), std::vector<sched::chunk_cost>(static_cast<size_t>(chunks / pp)));
   for (int c = 0; c < chunks; ++c) {
     const layer_range r = plan.chunks[static_cast<size_t>(c)];
     sched::chunk_cost cc{machine.action_overhead_s, 0, machine.action_overhead_s, machine.action_overhead_s};
-    double inputs_below = 0;
     for (int64_t i = r.begin; i < r.end; ++i) {
       const layer_cost& l = layers[static_cast<size_t>(i)];
       cc.forward += scale * l.forward;
       cc.backward_input += scale * l.backward_input;
       cc.backward_weight += scale * l.backward_weight;
-      // Full recomputation walks the chunk down: rebuilding layer i, the stash holds the inputs of
-      // the layers below it and layer i's activations (its input among them).
-      if (cfg.recompute == recompute_mode::full) {
-        rebuild[static_cast<size_t>(c)] = std::max(rebuild[static_cast<size_t>(c)], inputs_below + 4 * l.stash_floats);
-        inputs_below += 4 * input_floats(model, s, i);
-      }
     }
     if (c == chunks - 1) {
       const double loss = loss_seconds(machine, model, s);
@@ -246,13 +252,6 @@ priced_job price_job(const train_config& cfg, const job_plan& plan, const model_
       cc.backward_input += scale * loss / 2;
     }
     cc.backward = cc.backward_input + cc.backward_weight - machine.action_overhead_s;
-    stash[static_cast<size_t>(c)] = stash_of(layers, model, r.begin, r.end);
-    // Full recomputation keeps only each layer's input; the chunk's stash is then those inputs.
-    if (cfg.recompute == recompute_mode::full) {
-      double inputs = 0;
-      for (int64_t i = r.begin; i < r.end; ++i) inputs += input_floats(model, s, i);
-      stash[static_cast<size_t>(c)] = 4 * inputs;
-    }
     costs.per_chunk[static_cast<size_t>(c % pp)][static_cast<size_t>(c / pp)] = cc;
     f.chunk_costs.push_back(cc);
   }
@@ -267,19 +266,10 @@ priced_job price_job(const train_config& cfg, const job_plan& plan, const model_
   costs.optimizer_step_seconds = f.optimizer_seconds;
   f.sim = sched::simulate(plan.schedule, costs);
   f.step_seconds = f.sim.makespan_seconds;
-  return out;
+  return f;
 }
 
 }  // namespace
-
-int64_t stash_bytes(const train_config& cfg, const model_spec& model, int64_t begin, int64_t end) {
-  machine_costs unit{};
-  unit.gemm_flops_per_s = unit.gemm_bytes_per_s = unit.elementwise_bytes_per_s = unit.all_reduce_bytes_per_s = 1;
-  const batch_shape s = shape_of(cfg, model);
-  std::vector<layer_cost> layers;
-  for (int64_t i = 0; i < layer_count(model); ++i) layers.push_back(cost_of_layer(unit, model, s, cfg.recompute, i));
-  return static_cast<int64_t>(stash_of(layers, model, begin, end));
-}
 
 job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const model_spec& model,
                           const machine_costs& machine) {
@@ -301,16 +291,14 @@ job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const m
   auto sharing = [&](double overlap) {
     return ranks_here == 1 ? 1.0 : (1 + (machine.concurrent_slowdown - 1) * overlap) * queueing;
   };
-  priced_job priced = price_job(cfg, plan, model, machine, layers, s, sharing(1));
+  job_forecast f = price_job(plan, model, machine, layers, s, sharing(1));
   if (pp == 2 && ranks_here > 1) {
-    const sched::simulation& sim = priced.f.sim;
+    const sched::simulation& sim = f.sim;
     const double busy = std::max(sim.busy_seconds[0], sim.busy_seconds[1]);
     const double overlap = busy > 0 ? std::clamp((sim.busy_seconds[0] + sim.busy_seconds[1] - sim.makespan_seconds) / busy, 0.0, 1.0) : 1.0;
-    priced = price_job(cfg, plan, model, machine, layers, s, sharing(overlap));
+    f = price_job(plan, model, machine, layers, s, sharing(overlap));
   }
-  job_forecast f = std::move(priced.f);
-  const std::vector<double>& stash = priced.stash;
-  const std::vector<double>& rebuild = priced.rebuild;
+  const chunk_stashes stashes = stashes_of(cfg, plan, model, layers, s);
 
   for (int rank = 0; rank < plan.mesh.ranks(); ++rank) {
     const int stage = plan.mesh.coords_of(rank).pp;
@@ -319,7 +307,7 @@ job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const m
     r.peak = predicted_model_states(cfg, plan, rank);
     const int64_t params = plan.stage_params[plan.slot(stage, plan.mesh.coords_of(rank).tp)];
     r.peak.bytes[static_cast<size_t>(memory_kind::activations)] =
-        static_cast<int64_t>(peak_activations(plan.schedule, stage, stash, rebuild, pp));
+        static_cast<int64_t>(peak_activations(plan.schedule, stage, stashes.stash, stashes.rebuild, pp));
     // With data parallelism the stage keeps a copy of each bucket for its collective.
     if (plan.mesh.dp > 1) r.peak.bytes[static_cast<size_t>(memory_kind::buffers)] = 4 * params;
     // Training runs on one copy of the parameters and of the gradients; the second copy of each

@@ -72,10 +72,6 @@ struct job_forecast {
 job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const model_spec& model,
                           const machine_costs& machine);
 
-// Bytes one micro-batch's stash of layers [begin, end) holds after its forward: what
-// pipeline_chunk counts as activations (a tensor two layers keep counts once).
-int64_t stash_bytes(const train_config& cfg, const model_spec& model, int64_t begin, int64_t end);
-
 // One line per rank and the step: "predicted step 0.123 s; rank 0: 49.7 MiB (parameters ...)".
 std::string describe(const job_forecast& f);
 
