@@ -228,6 +228,8 @@ machine_costs load_machine_file(const std::string& path) {
 
 void write_machine_file(const std::string& path, const machine_costs& m) {
   const std::string tmp = path + ".tmp";
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  if (!dir.empty()) std::filesystem::create_directories(dir);  // runs/cpu.toml on a fresh checkout
   {
     std::ofstream out(tmp);
     out << "# This machine's costs for troupe's kernels on one thread, measured by `troupe plan --calibrate`;\n"
