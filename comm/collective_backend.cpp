@@ -3,7 +3,8 @@
 
 namespace troupe::net {
 
-bool mpi_built();  // mpi_groups.cpp or mpi_groups_missing.cpp
+bool mpi_built();   // mpi_groups.cpp or mpi_groups_missing.cpp
+bool gloo_built();  // gloo_group.cpp or gloo_group_missing.cpp
 
 const char* to_string(backend_kind b) {
   switch (b) {
@@ -11,18 +12,35 @@ const char* to_string(backend_kind b) {
       return "tcp";
     case backend_kind::mpi:
       return "mpi";
+    case backend_kind::gloo:
+      return "gloo";
   }
   return "?";
 }
 
 std::optional<backend_kind> parse_backend(const std::string& text) {
-  for (backend_kind b : {backend_kind::tcp, backend_kind::mpi})
+  for (backend_kind b : {backend_kind::tcp, backend_kind::mpi, backend_kind::gloo})
     if (text == to_string(b)) return b;
   return std::nullopt;
 }
 
-bool backend_built(backend_kind b) { return b == backend_kind::tcp || mpi_built(); }
+bool backend_built(backend_kind b) {
+  switch (b) {
+    case backend_kind::tcp:
+      return true;
+    case backend_kind::mpi:
+      return mpi_built();
+    case backend_kind::gloo:
+      return gloo_built();
+  }
+  return false;
+}
 
-std::string built_backends() { return mpi_built() ? "tcp, mpi" : "tcp"; }
+std::string built_backends() {
+  std::string out;
+  for (backend_kind b : {backend_kind::tcp, backend_kind::mpi, backend_kind::gloo})
+    if (backend_built(b)) out += (out.empty() ? "" : ", ") + std::string(to_string(b));
+  return out;
+}
 
 }  // namespace troupe::net

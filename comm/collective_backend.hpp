@@ -1,7 +1,7 @@
 // A collective back end: one member of one group (a data-parallel group of the mesh), driven from
 // one thread (the collective actor's own), each call blocking until its result is in place, so
 // the owning actor turns every completion into a message and the stages never wait on it. The
-// project's TCP ring and MPI implement it; the in-process group is actors of its own.
+// project's TCP ring, MPI and Gloo implement it; the in-process group is actors of its own.
 // Data layout follows troupe::ring: a reduce-scatter leaves rank r's reduced ring::segment in
 // place, an all-gather starts from it.
 #pragma once
@@ -14,11 +14,11 @@ namespace troupe::net {
 
 enum class reduce_op { sum, average };
 
-enum class backend_kind { tcp, mpi };
-const char* to_string(backend_kind b);  // "tcp", "mpi"
+enum class backend_kind { tcp, mpi, gloo };
+const char* to_string(backend_kind b);  // "tcp", "mpi", "gloo"
 std::optional<backend_kind> parse_backend(const std::string& text);
-bool backend_built(backend_kind b);     // tcp always; mpi where CMake found Open MPI
-std::string built_backends();           // "tcp, mpi" or "tcp"
+bool backend_built(backend_kind b);     // tcp always; mpi and gloo where CMake found Open MPI, Gloo
+std::string built_backends();           // "tcp, mpi, gloo", or those of them built
 
 class group_backend {
  public:
