@@ -23,14 +23,18 @@ double now_seconds() {
 }
 
 // Runs one request on the ring; the reply is shaped like collective.cpp's.
-// Buffers come from a pool, reused once the stage has let go of an earlier result: a fresh
-// buffer per bucket costs a page fault per 4 KiB, more than the copy itself.
-collective_result run_one(net::group_backend& ring, collective_pool& pool, const collective_request& q) {
+// A request whose tensor nobody else holds (the stage hands each bucket over) is reduced in its
+// own storage: a copy of a 16 MiB bucket costs more than the all-reduce's whole overhead may.
+// Otherwise buffers come from a pool, reused once the stage has let go of an earlier result: a
+// fresh buffer per bucket costs a page fault per 4 KiB, more than the copy itself.
+collective_result run_one(net::group_backend& ring, collective_pool& pool, collective_request& q) {
   const auto kind = static_cast<ring::op_kind>(q.op);
   const int N = ring.world(), r = ring.rank();
   const auto seg = ring::segment(q.total, N, r);
-  tensor full = pool.acquire(q.seq, q.total, 1);
-  switch (kind) {
+  const bool whole_input = kind != ring::op_kind::all_gather && q.data.numel() == q.total && q.total > 0;
+  const bool handed_over = whole_input && q.data.reclaim();
+  tensor full = handed_over ? std::move(q.data) : pool.acquire(q.seq, q.total, 1);
+  if (!handed_over) switch (kind) {
     case ring::op_kind::all_reduce_sum:
     case ring::op_kind::all_reduce_average:
     case ring::op_kind::reduce_scatter_sum:
@@ -105,7 +109,7 @@ void net_collective(caf::blocking_actor* self, net_collective_args a) {
   }
   bool running = true;
   self->receive_while(running)(
-      [&](const collective_request& q) {
+      [&](collective_request& q) {
         auto rp = self->make_response_promise();
         if (broken.empty()) {
           try {
