@@ -285,9 +285,9 @@ std::vector<tunable> make_table() {
                       [](train_config& c, const value& v) { c.trace_step = v.integer; }));
   // [comm]
   t.push_back(choice("--backend", "comm.backend",
-                     "What reduces gradients between processes: tcp (troupe's ring) or mpi (jobs started by "
-                     "mpirun; where built) [tcp]",
-                     {"tcp", "mpi"}, [](train_config& c, const value& v) { c.backend = *net::parse_backend(v.text); }));
+                     "What reduces gradients between processes: tcp (troupe's ring), mpi (jobs started by "
+                     "mpirun) or gloo (Gloo's TCP transport); mpi and gloo where built [tcp]",
+                     {"tcp", "mpi", "gloo"}, [](train_config& c, const value& v) { c.backend = *net::parse_backend(v.text); }));
   // [process]
   t.push_back(integer("--nodes", "process.nodes",
                       "Processes to run the mesh on, all on this machine: this one is process 0 and starts 1..N-1 "

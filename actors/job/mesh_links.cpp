@@ -7,6 +7,8 @@
 #include <cstring>
 #include <thread>
 
+#include "comm/gloo_group.hpp"
+#include "comm/kv_store.hpp"
 #include "comm/tp_groups.hpp"
 
 #include "actors/collective/collective.hpp"
@@ -163,7 +165,36 @@ caf::actor mesh_links::collective_of(int rank) {
     a.make_backend = [member] { return member; };
     return spawn_member(std::move(a));
   }
-  return spawn_member(ring_member(id, at.dp, m.dp, rank));
+  return spawn_member(spanning_member(id, at.dp, m.dp, rank));
+}
+
+net_collective_args mesh_links::spanning_member(int id, int member, int size, int rank) {
+  return args_.gloo ? gloo_member(id, member, size) : ring_member(id, member, size, rank);
+}
+
+net_collective_args mesh_links::gloo_member(int id, int member, int size) {
+  net_collective_args a;
+  a.env = launch_env{member, size, args_.local_host, 0, "gloo"};
+  const net::gloo_options g{args_.local_host, args_.ring.io_timeout_ms};
+  if (member == 0) {  // serves the group's kv store from now on, so serves() can publish its port
+    auto store = std::make_shared<net::kv_server>(args_.local_host, 0, args_.secret);
+    std::promise<uint16_t> port;
+    port.set_value(store->port());
+    leaders_.push_back({id, port.get_future().share()});
+    a.make_backend = [store, size, g]() -> std::shared_ptr<net::group_backend> {
+      return net::connect_gloo_member(0, size, store, g);
+    };
+    return a;
+  }
+  a.make_backend = [where = rendezvous_[id].future, member, size, g, secret = args_.secret,
+                    timeout = args_.join_timeout_ms]() -> std::shared_ptr<net::group_backend> {
+    if (where.wait_for(std::chrono::milliseconds(timeout)) != std::future_status::ready)
+      throw net::net_error("the address of its group's kv store did not arrive within " + std::to_string(timeout) + " ms");
+    const auto [host, port] = where.get();  // a broken promise: the job ended first
+    std::shared_ptr<net::kv_store> store = net::kv_connect(host, port, secret, static_cast<uint32_t>(member), timeout);
+    return net::connect_gloo_member(member, size, std::move(store), g);
+  };
+  return a;
 }
 
 net_collective_args mesh_links::ring_member(int id, int member, int size, int rank) {
@@ -234,7 +265,7 @@ std::shared_ptr<tp_group> mesh_links::tp_of(int rank) {
   }
   if (args_.mpi) return net::backend_tp_group(args_.mpi->take(id));
   auto connected = std::make_shared<std::promise<std::shared_ptr<net::group_backend>>>();
-  std::thread([a = ring_member(id, t, m.tp, rank), connected]() mutable {
+  std::thread([a = spanning_member(id, t, m.tp, rank), connected]() mutable {
     try {
       connected->set_value(connect_member(std::move(a)));
     } catch (...) {

@@ -1,9 +1,10 @@
 // mesh_links: how the ranks of one process reach the ranks they work with, in this process or in
 // another. For each rank: its member of its data-parallel group (an in-process collective when
-// the whole group lives here, else a net_collective on a TCP ring of the group), its member of
-// its tensor-parallel group (an in-process tp group, else a ring or MPI member the stage's own
-// thread drives), and for each replica: its pipeline peers (the local stage, or a proxy that carries activations and their
-// gradients to another process over the point-to-point transport, framed and checksummed).
+// the whole group lives here, else a net_collective on the group's TCP ring, MPI communicator or
+// Gloo context), its member of its tensor-parallel group (an in-process tp group, else a ring, MPI
+// or Gloo member the stage's own thread drives), and for each replica: its pipeline peers (the
+// local stage, or a proxy that carries activations and their gradients to another process over
+// the point-to-point transport, framed and checksummed).
 // A job held in one process and each process of a multi-process job wire their ranks the same
 // way; across processes the addresses come from the job hub (mesh_addresses) before training
 // starts. Include only from actors/ (CAF).
@@ -44,6 +45,9 @@ struct mesh_links_args {
   // Set: a data-parallel group that spans processes reduces through MPI (this process's
   // communicators, made before anything else by every process), not a TCP ring.
   std::shared_ptr<net::mpi_groups> mpi;
+  // Set: such groups reduce through Gloo, each connecting through a kv_store its first member
+  // serves (published like a ring's rendezvous).
+  bool gloo = false;
   std::vector<slow_link_spec> slow_links;  // rings of these mesh ranks send at a cap (fault injection)
 };
 
@@ -75,9 +79,12 @@ class mesh_links {
 
  private:
   caf::actor spawn_member(net_collective_args a);  // a net_collective, kept as a member of the job
-  // A member of process-spanning group `id` on the TCP ring: the group's first member listens
-  // (published by serves()), the others wait for its address from apply().
+  // A member of process-spanning group `id` on the TCP ring, or on Gloo with args.gloo: the
+  // group's first member listens (published by serves()), the others wait for its address from
+  // apply().
+  net_collective_args spanning_member(int id, int member, int size, int rank);
   net_collective_args ring_member(int id, int member, int size, int rank);
+  net_collective_args gloo_member(int id, int member, int size);
 
   caf::actor_system& sys_;
   job_plan plan_;

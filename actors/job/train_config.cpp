@@ -172,7 +172,9 @@ void validate(const train_config& c) {
     if (!net::backend_built(c.backend))
       bad("backend " + name + ": this troupe was built without it (built: " + net::built_backends() + ")");
     if (c.mesh.processes == 1) bad("backend " + name + " reduces between processes: the job has one (use --nodes or mpirun)");
-    // An MPI communicator holds each process once: a group with two ranks in one process cannot be one.
+    // An MPI communicator holds each process once: a group with two ranks in one process cannot be
+    // one. Gloo makes a context per member, wherever it lives.
+    if (c.backend == net::backend_kind::mpi)
     for (sched::axis a : {sched::axis::dp, sched::axis::tp})
       for (int r = 0; r < c.mesh.ranks(); ++r) {
         if (!c.mesh.group_spans_processes(a, r)) continue;

@@ -94,6 +94,7 @@ mesh_links_args links_args(const train_config& cfg, int process, const std::stri
   const process_config& pc = cfg.process;
   mesh_links_args a;
   a.mpi = std::move(mpi);
+  a.gloo = cfg.backend == net::backend_kind::gloo;
   a.process = process;
   a.local_host = local_host;
   a.secret = pc.secret;
