@@ -21,8 +21,9 @@ packages=(
   libtomlplusplus-dev libcli11-dev libssl-dev openssl python3 iproute2
   dataset-fashion-mnist fortunes
 )
-# The MPI collective back end (--backend mpi) is built and tested where Open MPI is installed.
-[ "$action" = test ] && packages+=(openmpi-bin libopenmpi-dev)
+# The MPI and Gloo collective back ends (--backend mpi|gloo) are built and tested where Open MPI
+# and Gloo are installed.
+[ "$action" = test ] && packages+=(openmpi-bin libopenmpi-dev libgloo-dev)
 # The PyTorch oracle (tests/oracle/) checks the kernels against Debian's PyTorch; skipped without it.
 [ "$action" = test ] && packages+=(python3-torch python3-numpy)
 # The benchmarks' peer (PyTorch on CPU) is only needed to run bench/: a current release from PyPI
