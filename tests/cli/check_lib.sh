@@ -1,5 +1,6 @@
 # Sourced by the tests/cli/*.test.sh scripts: `check NAME EXPECTED_RC PATTERN -- command...` runs
-# the command and records a failure in $fail unless it exits EXPECTED_RC and prints PATTERN.
+# the command and records a failure in $fail unless it exits EXPECTED_RC and prints PATTERN;
+# `same_losses A B` compares two runs' losses.
 fail=0
 check() {
   local name=$1 want_rc=$2 pattern=$3; shift 4
@@ -10,4 +11,16 @@ check() {
   else
     echo "ok   $name"
   fi
+}
+# `same_losses A B [STEPS]`: the runs in folders A and B logged STEPS (default 8) per-step losses,
+# equal to float rounding (metrics.jsonl prints 6 digits); returns 1 otherwise.
+same_losses() {
+  python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" "${3:-8}" <<'PY'
+import json, sys
+def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
+a, b, steps = losses(sys.argv[1]), losses(sys.argv[2]), int(sys.argv[3])
+ok = len(a) == len(b) == steps and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b))
+print("losses", "equal" if ok else "differ", a, b)
+sys.exit(0 if ok else 1)
+PY
 }

@@ -12,16 +12,6 @@ source "$(dirname "$0")/check_lib.sh"
 [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "no Fashion-MNIST: skipped"; exit 77; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 job=(--hidden 32,32 --batch-size 64 --max-steps 8 --eval-batches 1 --no-progress --peer-timeout 10)
-same_losses() {  # same_losses A B: per-step losses equal to float rounding (metrics print 6 digits)
-  python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'PY'
-import json, sys
-def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-ok = len(a) == len(b) == 8 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b))
-print("losses", "equal" if ok else "differ", a, b)
-sys.exit(0 if ok else 1)
-PY
-}
 run_gloo() {  # run_gloo NAME OUT flags...
   local name=$1 out=$2; shift 2
   check "$name" 0 "done: 8 steps" -- timeout 120 "$troupe" train --backend gloo "${job[@]}" --out "$out" "$@"

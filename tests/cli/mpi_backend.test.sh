@@ -14,16 +14,6 @@ command -v mpirun > /dev/null || { echo "no mpirun: skipped"; exit 77; }
 [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "no Fashion-MNIST: skipped"; exit 77; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 job=(--hidden 32,32 --batch-size 64 --max-steps 8 --eval-batches 1 --no-progress --peer-timeout 10)
-same_losses() {  # same_losses A B: per-step losses equal to float rounding (metrics print 6 digits)
-  python3 - "$1/metrics.jsonl" "$2/metrics.jsonl" <<'PY'
-import json, sys
-def losses(p): return [json.loads(l)["loss"] for l in open(p) if '"loss"' in l]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-ok = len(a) == len(b) == 8 and all(abs(x - y) <= 1e-5 * abs(x) for x, y in zip(a, b))
-print("losses", "equal" if ok else "differ", a, b)
-sys.exit(0 if ok else 1)
-PY
-}
 run_mpi() {  # run_mpi NAME NP OUT flags...
   local name=$1 np=$2 out=$3; shift 3
   local port; port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
