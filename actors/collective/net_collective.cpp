@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "comm/ring_schedule.hpp"
 #include "actors/collective/collective.hpp"
@@ -34,6 +35,7 @@ collective_result run_one(net::group_backend& ring, collective_pool& pool, colle
   const bool whole_input = kind != ring::op_kind::all_gather && q.data.numel() == q.total && q.total > 0;
   const bool handed_over = whole_input && q.data.reclaim();
   tensor full = handed_over ? std::move(q.data) : pool.acquire(q.seq, q.total, 1);
+  const float* given = std::as_const(q.data).data();  // the request's values, read only
   if (!handed_over) switch (kind) {
     case ring::op_kind::all_reduce_sum:
     case ring::op_kind::all_reduce_average:
@@ -41,7 +43,7 @@ collective_result run_one(net::group_backend& ring, collective_pool& pool, colle
     case ring::op_kind::reduce_scatter_average:
     case ring::op_kind::broadcast:
       if (q.data.numel() == q.total && q.total > 0)
-        std::copy(q.data.data(), q.data.data() + q.total, full.data());
+        std::copy(given, given + q.total, full.data());
       else if (kind != ring::op_kind::broadcast || r == q.root)
         throw net::net_error("collective " + std::to_string(q.seq) + ": " + std::to_string(q.data.numel()) +
                              " elements given, total is " + std::to_string(q.total));
@@ -50,7 +52,7 @@ collective_result run_one(net::group_backend& ring, collective_pool& pool, colle
       if (q.data.numel() != seg.count)
         throw net::net_error("all_gather " + std::to_string(q.seq) + ": segment of " +
                              std::to_string(q.data.numel()) + " elements, expected " + std::to_string(seg.count));
-      std::copy(q.data.data(), q.data.data() + seg.count, full.data() + seg.offset);
+      std::copy(given, given + seg.count, full.data() + seg.offset);
       break;
   }
   const auto op = ring::is_average(kind) ? net::reduce_op::average : net::reduce_op::sum;
