@@ -141,26 +141,17 @@ void abort_tp_groups(const rank_actors& ranks, const std::string& why) {
 
 rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                        const job_plan& plan, const caf::actor& coordinator, const job_extras& extras) {
-  mesh_links links(sys, plan, {});  // one process: in-process groups, local peers, no transport
+  mesh_links_args one_process;  // in-process groups, local peers, no transport
+  one_process.zero3 = cfg.zero >= 3;
+  mesh_links links(sys, plan, one_process);
   std::vector<int> all;
   for (int r = 0; r < plan.mesh.ranks(); ++r) all.push_back(r);
   std::vector<caf::actor> observers;
   for (const auto& make : extras.gradient_observers) observers.push_back(make(sys));
-  // ZeRO-3's parameter groups: one per data-parallel group, its members meeting in memory.
-  std::map<int, std::vector<std::shared_ptr<tp_group>>> dp_groups;
-  if (cfg.zero >= 3 && plan.mesh.dp > 1)
-    for (int r = 0; r < plan.mesh.ranks(); ++r) {
-      const int g = plan.mesh.group_index(sched::axis::dp, r);
-      if (!dp_groups.count(g)) dp_groups[g] = net::make_local_tp_group(plan.mesh.dp);
-    }
   const job_servers servers = spawn_servers(sys, cfg, plan);
   rank_actors out = spawn_ranks(
       sys, cfg, data, plan, all, coordinator, [&](int rank) { return links.collective_of(rank); },
-      [&](int rank) { return links.tp_of(rank); }, observers,
-      [&](int rank) -> std::shared_ptr<tp_group> {
-        auto it = dp_groups.find(plan.mesh.group_index(sched::axis::dp, rank));
-        return it == dp_groups.end() ? nullptr : it->second.at(static_cast<size_t>(plan.mesh.coords_of(rank).dp));
-      },
+      [&](int rank) { return links.tp_of(rank); }, observers, [&](int rank) { return links.params_of(rank); },
       servers.by_slot);
   for (const auto& a : servers.actors) out.members.push_back(a), out.detached.push_back(a);
   out.server_updates = servers.updates;

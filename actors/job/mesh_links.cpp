@@ -142,7 +142,10 @@ void mesh_links::receiver::deliver(int from, const wire::tensor_meta& meta, std:
 int comm_group_id(const sched::mesh& m, sched::axis a, int rank) {
   return a == sched::axis::dp ? m.group_index(a, rank) : m.groups(sched::axis::dp) + m.group_index(sched::axis::tp, rank);
 }
-int comm_group_count(const sched::mesh& m) { return m.groups(sched::axis::dp) + m.groups(sched::axis::tp); }
+int comm_params_group_id(const sched::mesh& m, int rank) {
+  return m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + m.group_index(sched::axis::dp, rank);
+}
+int comm_group_count(const sched::mesh& m) { return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp); }
 
 caf::actor mesh_links::collective_of(int rank) {
   const sched::mesh& m = plan_.mesh;
@@ -222,9 +225,10 @@ net_collective_args mesh_links::ring_member(int id, int member, int size, int ra
 
 namespace {
 
-// A tensor-parallel member across processes. Its ring connects on a thread of its own from the
-// start, so the group's rendezvous listens before any stage computes; the stage's first
-// collective waits for the connection (or rethrows why it failed).
+// A member across processes of a group a stage's own thread drives (tensor-parallel, ZeRO-3
+// parameters). Its ring connects on a thread of its own from the start, so the group's
+// rendezvous listens before any stage computes; the stage's first collective waits for the
+// connection (or rethrows why it failed).
 class remote_tp_member final : public tp_group {
  public:
   remote_tp_member(int rank, int size, std::shared_future<std::shared_ptr<net::group_backend>> ring, int timeout_ms)
@@ -239,7 +243,7 @@ class remote_tp_member final : public tp_group {
   net::group_backend& backend() {
     if (!ready_) {
       if (ring_.wait_for(std::chrono::milliseconds(timeout_ms_)) != std::future_status::ready)
-        throw net::net_error("tensor-parallel rank " + std::to_string(rank_) + ": its group's ring did not connect within " +
+        throw net::net_error("member " + std::to_string(rank_) + " of a group across processes: its connection was not made within " +
                              std::to_string(timeout_ms_) + " ms");
       ready_ = ring_.get();
     }
@@ -263,16 +267,33 @@ std::shared_ptr<tp_group> mesh_links::tp_of(int rank) {
     if (g.empty()) g = net::make_local_tp_group(m.tp, {args_.join_timeout_ms});
     return g.at(static_cast<size_t>(t));
   }
+  return remote_group_member(id, t, m.tp, rank);
+}
+
+std::shared_ptr<tp_group> mesh_links::params_of(int rank) {
+  const sched::mesh& m = plan_.mesh;
+  if (!args_.zero3 || m.dp == 1) return nullptr;
+  const int d = m.coords_of(rank).dp;
+  const int id = comm_params_group_id(m, rank);
+  if (!m.group_spans_processes(sched::axis::dp, rank)) {
+    auto& g = local_tp_[id];
+    if (g.empty()) g = net::make_local_tp_group(m.dp, {args_.join_timeout_ms});
+    return g.at(static_cast<size_t>(d));
+  }
+  return remote_group_member(id, d, m.dp, rank);
+}
+
+std::shared_ptr<tp_group> mesh_links::remote_group_member(int id, int member, int size, int rank) {
   if (args_.mpi) return net::backend_tp_group(args_.mpi->take(id));
   auto connected = std::make_shared<std::promise<std::shared_ptr<net::group_backend>>>();
-  std::thread([a = spanning_member(id, t, m.tp, rank), connected]() mutable {
+  std::thread([a = spanning_member(id, member, size, rank), connected]() mutable {
     try {
       connected->set_value(connect_member(std::move(a)));
     } catch (...) {
       connected->set_exception(std::current_exception());
     }
   }).detach();
-  return std::make_shared<remote_tp_member>(t, m.tp, connected->get_future().share(), args_.join_timeout_ms);
+  return std::make_shared<remote_tp_member>(member, size, connected->get_future().share(), args_.join_timeout_ms);
 }
 
 caf::actor mesh_links::spawn_member(net_collective_args a) {

@@ -30,9 +30,12 @@
 namespace troupe {
 
 // The mesh's groups that may span processes, one id each in a numbering every process derives
-// alike: the data-parallel groups (mesh.group_index(dp)) first, then the tensor-parallel ones.
+// alike: the data-parallel groups (mesh.group_index(dp)) first, then the tensor-parallel ones,
+// then ZeRO-3's parameter groups (one per data-parallel group: the gathers of a stage's
+// param_fetcher run beside its gradient collectives, so they get a connection of their own).
 // Ring rendezvous addresses and MPI communicators are indexed by it.
 int comm_group_id(const sched::mesh& m, sched::axis a, int rank);
+int comm_params_group_id(const sched::mesh& m, int rank);
 int comm_group_count(const sched::mesh& m);
 
 struct mesh_links_args {
@@ -48,6 +51,7 @@ struct mesh_links_args {
   // Set: such groups reduce through Gloo, each connecting through a kv_store its first member
   // serves (published like a ring's rendezvous).
   bool gloo = false;
+  bool zero3 = false;  // ZeRO-3: each data-parallel group also gathers parameters (params_of)
   std::vector<slow_link_spec> slow_links;  // rings of these mesh ranks send at a cap (fault injection)
 };
 
@@ -62,6 +66,9 @@ class mesh_links {
   caf::actor collective_of(int rank);
   // Before the ranks are spawned: rank's member of its tensor-parallel group (null with tp 1).
   std::shared_ptr<tp_group> tp_of(int rank);
+  // Before the ranks are spawned: rank's member of its ZeRO-3 parameter group (null unless
+  // args.zero3 and dp > 1).
+  std::shared_ptr<tp_group> params_of(int rank);
   // After: this process's stages in rank order; each is told its pipeline peers. Link failures
   // (a bad frame, a peer that cannot be reached) go to `coordinator` as pipeline_failure.
   void connect_pipelines(const std::vector<caf::actor>& local_stages, const caf::actor& coordinator);
@@ -85,12 +92,15 @@ class mesh_links {
   net_collective_args spanning_member(int id, int member, int size, int rank);
   net_collective_args ring_member(int id, int member, int size, int rank);
   net_collective_args gloo_member(int id, int member, int size);
+  // A member of process-spanning group `id` that a stage's own thread drives (tensor-parallel,
+  // ZeRO-3 parameters): MPI's, or a ring or Gloo member connecting on a thread of its own.
+  std::shared_ptr<tp_group> remote_group_member(int id, int member, int size, int rank);
 
   caf::actor_system& sys_;
   job_plan plan_;
   mesh_links_args args_;
   std::map<int, std::vector<caf::actor>> local_groups_;  // dp group -> in-process group
-  std::map<int, std::vector<std::shared_ptr<tp_group>>> local_tp_;  // tp group -> in-process group
+  std::map<int, std::vector<std::shared_ptr<tp_group>>> local_tp_;  // tp or parameter group -> in-process group
   struct leader {
     int group = 0;
     std::shared_future<uint16_t> port;

@@ -95,6 +95,7 @@ mesh_links_args links_args(const train_config& cfg, int process, const std::stri
   mesh_links_args a;
   a.mpi = std::move(mpi);
   a.gloo = cfg.backend == net::backend_kind::gloo;
+  a.zero3 = cfg.zero >= 3;
   a.process = process;
   a.local_host = local_host;
   a.secret = pc.secret;
@@ -107,7 +108,7 @@ mesh_links_args links_args(const train_config& cfg, int process, const std::stri
   return a;
 }
 
-// --backend mpi: this process's communicators, one per data-parallel group, made by every process
+// --backend mpi: this process's communicators, one per process-spanning group, made by every process
 // in group order before any other MPI call (so before the control plane, whose order of events
 // differs between processes). A group held in one process needs none.
 std::shared_ptr<net::mpi_groups> mpi_for(const train_config& cfg) {
@@ -121,6 +122,10 @@ std::shared_ptr<net::mpi_groups> mpi_for(const train_config& cfg) {
         const sched::mesh_coords at = m.coords_of(r);
         member_of[static_cast<size_t>(comm_group_id(m, a, r))] = a == sched::axis::dp ? at.dp : at.tp;
       }
+  if (cfg.zero >= 3)  // ZeRO-3's parameter groups: the data-parallel groups once more
+    for (int r : cfg.mesh.ranks_of_process(cfg.process.index))
+      if (m.dp > 1 && m.group_spans_processes(sched::axis::dp, r))
+        member_of[static_cast<size_t>(comm_params_group_id(m, r))] = m.coords_of(r).dp;
   auto mpi = std::make_shared<net::mpi_groups>(member_of);
   if (mpi->world_size() != m.processes || mpi->world_rank() != cfg.process.index)
     throw std::runtime_error("--backend mpi: MPI says this is process " + std::to_string(mpi->world_rank()) + " of " +
@@ -184,7 +189,8 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
   const job_servers servers = spawn_servers(sys, cfg, plan);  // every slot's, here: the workers get their handles
   rank_actors p = spawn_ranks(
       sys, cfg, job, plan, cfg.mesh.ranks_of_process(0), coordinator, [&](int rank) { return links->collective_of(rank); },
-      [&](int rank) { return links->tp_of(rank); }, {}, {}, servers.by_slot);
+      [&](int rank) { return links->tp_of(rank); }, {},
+      [&](int rank) { return links->params_of(rank); }, servers.by_slot);
   for (const auto& a : servers.actors) p.members.push_back(a), p.detached.push_back(a);
   links->connect_pipelines(p.stages, coordinator);
   auto evaluator = spawn_evaluator(sys, job.model, cfg.seed, p.loaders.at(0), coordinator);
@@ -320,8 +326,8 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
   auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, pc.index, local_host, std::move(mpi)));
   rank_actors p = spawn_ranks(
       sys, cfg, job, plan, cfg.mesh.ranks_of_process(pc.index), joined.coordinator,
-      [&](int rank) { return links->collective_of(rank); }, [&](int rank) { return links->tp_of(rank); }, {}, {},
-      joined.servers);
+      [&](int rank) { return links->collective_of(rank); }, [&](int rank) { return links->tp_of(rank); }, {},
+      [&](int rank) { return links->params_of(rank); }, joined.servers);
   links->connect_pipelines(p.stages, joined.coordinator);
   middleman_drain drain;  // the detached actors, watched before their handles leave the process
   for (const auto& a : p.detached) drain.watch(a);

@@ -275,6 +275,16 @@ TEST(ProcessJob, ZeroOneGptOverDpByTpAsTwoProcessesEqualsOneProcessBitwise) {
   expect_mesh_over_processes_bitwise({2, 1, 2, 1}, {2}, "zero1gpt", true, "zero1:");
 }
 
+// ZeRO-3 across processes: each stage's parameter units are all-gathered over a TCP ring of
+// their own (beside the gradient ring of the same data-parallel group), in schedule order.
+TEST(ProcessJob, ZeroThreeOverDpByPpAsTwoAndFourProcessesEqualsOneProcessBitwise) {
+  expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {2, 4}, "zero3", false, "zero3:");
+}
+
+TEST(ProcessJob, ZeroThreeGptOverDpByTpAsTwoProcessesEqualsOneProcessBitwise) {
+  expect_mesh_over_processes_bitwise({2, 1, 2, 1}, {2}, "zero3gpt", true, "zero3:");
+}
+
 TEST(ProcessJob, WedgedStageOfADpByPpMeshOverFourProcessesIsNamedByTheWatchdogAndEveryProcessEnds) {
   const std::string dir = temp_dir("wedged");
   process_group g;

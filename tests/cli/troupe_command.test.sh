@@ -64,8 +64,6 @@ check "--schedule without --pp is refused" 2 "--schedule needs a pipeline" -- "$
 check "--virtual-stages outside interleaved is refused" 2 "--virtual-stages .* interleaved only" -- \
   "$troupe" train --pp 2 --virtual-stages 2 --hidden 64,64 "${k[@]}"
 check "--zero 4 is refused" 2 "--zero: must be in 0\.\.3, got 4" -- "$troupe" train --zero 4 "${k[@]}"
-check "--zero 3 across processes is refused: not built yet" 2 "zero 3 across processes is not built yet" -- \
-  "$troupe" train --zero 3 --nodes 2 "${k[@]}"
 check "--zero 3 trains" 0 "peak device memory of a rank .*zero 3" -- "$troupe" train --dp 2 --zero 3 --prefetch 2 \
   --bucket-mb 0.3 --max-steps 2 --eval-batches 1 --no-progress --out "$tmp/zero3"
 check "--offload optimizer without ZeRO is refused" 2 "offloading the optimizer needs zero 1, 2 or 3" -- \
