@@ -2,7 +2,8 @@
 # --backend gloo: a job over several processes reduces its gradients through Gloo (one context per
 # process-spanning group, its rendezvous through the group's authenticated kv store) and gives the
 # losses of the same mesh in one process: dp 4 over 4 processes, dp 2 x pp 2 over 4 and over 2,
-# dp 4 over 2 (two members of one group in each process, which MPI refuses) and tp 2 over 2.
+# dp 4 over 2 (two members of one group in each process, which MPI refuses), tp 2 over 2, and
+# dp 2 with ZeRO-3 over 2 (its parameter gathers on a Gloo context of their own).
 # A worker process killed mid-training is named, the job exits 1 within the peer timeout's reach,
 # and no process of it is left. Skipped (77) where troupe was built without Gloo.
 set -u
@@ -29,6 +30,9 @@ run_gloo "dp 4 over 2 processes (two members of the group in each)" "$tmp/g_dp4_
 same_losses "$tmp/dp4" "$tmp/g_dp4_2" || fail=1
 run_gloo "tp 2 over 2 processes" "$tmp/g_tp2" --nodes 2 --tp 2
 same_losses "$tmp/tp2" "$tmp/g_tp2" || fail=1
+"$troupe" train "${job[@]}" --dp 2 --zero 3 --out "$tmp/zero3" > /dev/null 2>&1 || { echo "FAIL in-process zero 3"; fail=1; }
+run_gloo "dp 2 with zero 3 over 2 processes (parameter gathers through Gloo too)" "$tmp/g_zero3" --nodes 2 --dp 2 --zero 3
+same_losses "$tmp/zero3" "$tmp/g_zero3" || fail=1
 check "one process: refused" 2 "backend gloo reduces between processes" -- "$troupe" train --backend gloo "${job[@]}" --dp 2 --out "$tmp/one"
 # A worker killed mid-training (SIGKILL of process 2).
 "$troupe" train --backend gloo --nodes 4 --dp 4 --hidden 64 --max-steps 100000 --eval-batches 1 --no-progress \

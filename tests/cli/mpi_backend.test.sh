@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --backend mpi: a job started by mpirun reduces its gradients through MPI (one communicator per
 # data-parallel group) and gives the losses of the same mesh in one process, for dp 4 over 4
-# processes and dp 2 x pp 2 over 4 and over 2; meshes MPI cannot carry are refused before anything
+# processes, dp 2 x pp 2 over 4 and over 2, and dp 2 with ZeRO-3 over 2 (its parameter gathers on a
+# communicator of their own); meshes MPI cannot carry are refused before anything
 # runs (exit 2, naming why). As a user on a cluster types it, mpirun alone starts the job (process
 # 0's address and the secret cross over MPI). A rank killed mid-training is named, and mpirun then
 # ends the job with no process left. Skipped (77) where troupe was built without MPI or mpirun is
@@ -29,6 +30,9 @@ run_mpi "dp 2 x pp 2 over 4 MPI processes" 4 "$tmp/mpi_mesh4" --dp 2 --pp 2 --mi
 same_losses "$tmp/mesh" "$tmp/mpi_mesh4" || fail=1
 run_mpi "dp 2 x pp 2 over 2 MPI processes" 2 "$tmp/mpi_mesh2" --dp 2 --pp 2 --micro-batches 2
 same_losses "$tmp/mesh" "$tmp/mpi_mesh2" || fail=1
+"$troupe" train "${job[@]}" --dp 2 --zero 3 --out "$tmp/zero3" > /dev/null 2>&1 || { echo "FAIL in-process zero 3"; fail=1; }
+run_mpi "dp 2 with zero 3 over 2 MPI processes" 2 "$tmp/mpi_zero3" --dp 2 --zero 3
+same_losses "$tmp/zero3" "$tmp/mpi_zero3" || fail=1
 # No MASTER_ADDR, no TROUPE_SECRET: process 0 tells the others over MPI.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 check "mpirun alone: the control plane over MPI" 0 "done: 8 steps" -- env -u MASTER_ADDR -u MASTER_PORT -u TROUPE_SECRET \
