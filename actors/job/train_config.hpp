@@ -215,13 +215,28 @@ struct train_summary {
   struct server_update {
     int32_t server = 0;      // its (pipeline stage, tp rank) slot
     int32_t replica = 0;     // the pushing replica
-    int64_t step = 0;        // the replica's step (its clock) the gradients are of
+    // The round the gradients are of: the step under bsp; under ssp and asp, whose batches are
+    // dispensed, the batch's unit / dp (a round is dp batches, one global batch's worth).
+    int64_t step = 0;
+    int64_t unit = -1;       // ssp and asp: the dispensed batch (-1: bsp's fixed share of `step`)
     int64_t version_read = 0;   // server updates applied when the replica got the parameters it used
     int64_t version_applied = 0;  // ... when this push was applied (the staleness in updates is the difference)
-    int64_t slowest = 0;     // the slowest replica's clock (pushes applied) when this one read its parameters
-    bool held = false;       // its next parameters were held back (ssp: it would have led by more than s)
+    // Rounds whose every push was applied when this replica read its parameters (with fixed
+    // shares: the slowest replica's clock). SSP's bound: step - slowest <= s.
+    int64_t slowest = 0;
+    // Its next parameters were held back by the staleness bound (ssp: it would have led by more
+    // than s). The wait at a run's end for the run's last pushes is not counted: every mode has it.
+    bool held = false;
   };
   std::vector<server_update> server_updates;
+  // ssp and asp: every batch the dispenser handed out, in the order it did. unit u of a job is
+  // share u % dp of global batch (u / dp) % steps_per_epoch of epoch u / (dp x steps_per_epoch).
+  struct dispensed_batch {
+    int32_t replica = 0;
+    int64_t step = 0;  // the replica's own step it computes the batch in
+    int64_t unit = 0;
+  };
+  std::vector<dispensed_batch> dispensed;
   std::vector<double> test_accuracy;   // after each epoch (token accuracy for the GPT)
   std::vector<double> test_loss;
   int64_t steps = 0;
