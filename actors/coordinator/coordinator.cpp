@@ -304,6 +304,7 @@ void step_done(self_ptr self, int64_t step, const std::vector<stage_step_record>
   s.args.log->step(step, epoch, loss, rate);  // first: a step whose line failed is not counted done
   sum.losses.push_back(loss);
   sum.train_seconds += seconds;
+  sum.step_ends.push_back(sum.train_seconds);
   sum.compute_seconds += compute;
   sum.samples += s.args.samples_per_step;
   sum.steps = step + 1;

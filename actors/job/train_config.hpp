@@ -242,6 +242,7 @@ struct train_summary {
   int64_t steps = 0;
   int64_t samples = 0;
   double train_seconds = 0.0;         // wall time of the training steps, evaluation excluded
+  std::vector<double> step_ends;      // train_seconds when each step (losses[i]) was done
   double compute_seconds = 0.0;       // of which the stage computed (the rest: runtime and waiting)
   double samples_per_s = 0.0;
   tensor final_params;                 // the flat parameters after the last step
