@@ -89,8 +89,11 @@ const char* to_string(offload_what w);  // "none", "optimizer", "params", "both"
 // ssp: it applies each push at once, and holds back a replica's parameters while that replica
 // would run more than `staleness` steps ahead of the slowest (Ho et al. 2013); asp: it never
 // holds back (Hogwild-style). Under ssp and asp each push is applied as a step of its own,
-// scaled to its replica's share of the batch (x dp). Over several processes every server lives
-// in process 0 and the other processes' stages push to it through the middleman.
+// scaled to its replica's share of the batch (x dp), and the batches are dispensed on demand
+// (batch_dispenser.cpp): a replica takes the next share when it is done, an epoch ends when its
+// shares are all taken, and ssp's clock is the round (dp shares, one global batch). Over several
+// processes every server lives in process 0 and the other processes' stages push to it through
+// the middleman.
 enum class consistency_model { none, bsp, ssp, asp };
 const char* to_string(consistency_model c);  // "none", "bsp", "ssp", "asp"
 
@@ -169,7 +172,7 @@ struct train_config {
   // processes (torchrun --max-restarts) and `resume auto` has them continue.
   int max_restarts = 0;
   consistency_model consistency = consistency_model::none;  // none: collectives, no servers
-  int staleness = 0;                                       // ssp: steps a replica may lead the slowest
+  int staleness = 0;                                       // ssp: rounds a batch may lead the rounds complete
   // Servers per (stage, tp) slot: its parameters cut into this many key ranges, one server each,
   // so no server holds a whole stage; a proxy splits each push and joins the answers.
   int server_shards = 1;

@@ -1,8 +1,9 @@
 // Parameter servers (actors/server/param_server.cpp): BSP gives collective sync DP's numbers
 // (bitwise at dp 2, where a sum of two is the same in either order; within float rounding at
-// dp 4, where the ring sums in another order); under SSP no replica ever starts a step more than
-// s ahead of the slowest, and with a straggler the fast ones do run exactly s ahead; under ASP
-// every push is applied exactly once, some of them stale. A slot cut into key ranges over several
+// dp 4, where the ring sums in another order); under SSP (batches dispensed on demand, the
+// clock in rounds) no push is of a round more than s ahead of the rounds complete when its
+// replica read its parameters, and with a straggler the fast ones do run exactly s ahead; under
+// ASP every push is applied exactly once, some of them stale. A slot cut into key ranges over several
 // servers gives the same numbers.
 #include <gtest/gtest.h>
 
