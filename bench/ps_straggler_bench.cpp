@@ -41,7 +41,7 @@ double number(const std::string& flag, const std::string& v, double least) {
   char* end = nullptr;
   const double x = std::strtod(v.c_str(), &end);
   if (v.empty() || *end != '\0' || !(x >= least))
-    throw std::invalid_argument(flag + " wants a number >= " + std::to_string(least) + ", got '" + v + "'");
+    throw std::invalid_argument(fmt::format("{} wants a number >= {:g}, got '{}'", flag, least, v));
   return x;
 }
 
