@@ -68,6 +68,15 @@ struct param_server_args {
   int64_t die_after = -1;  // fault injection: stop with an error once this many updates are applied
 };
 caf::actor spawn_param_server(caf::actor_system& sys, param_server_args args);
+// ssp and asp: hands each replica the next batch when it asks (unit_request), so a fast replica
+// computes more batches than a slow one and a run ends when its batches are all taken, not when
+// the slowest replica has done its share (batch_dispenser.cpp).
+struct batch_dispenser_args {
+  int32_t replicas = 1;
+  int32_t ranks_per_replica = 1;  // every rank of a replica asks once per step
+  std::shared_ptr<std::vector<train_summary::dispensed_batch>> record;
+};
+caf::actor spawn_batch_dispenser(caf::actor_system& sys, batch_dispenser_args args);
 // One slot's parameters over several servers, server k holding [starts[k], starts[k + 1]): it
 // answers a push as one server would (server_proxy.cpp).
 caf::actor spawn_server_proxy(caf::actor_system& sys, std::vector<caf::actor> servers, std::vector<int64_t> starts);
@@ -105,6 +114,9 @@ struct coordinator_args {
   int64_t checkpoint_every = 0;
   int keep = 0;
   storage::checkpoint_manifest checkpoint_base;
+  // ssp and asp: each replica's steps are its own (batches dispensed on demand), so a step of the
+  // job is counted when dp replica steps are reported, whichever replicas did them (push_rounds.hpp).
+  bool dispensed = false;
 };
 // coordinator <- job: the collective group(s) whose recent operations a watchdog report shows.
 using watch_atom = caf::atom_constant<caf::atom("watch")>;

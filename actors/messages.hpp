@@ -59,9 +59,29 @@ typename Inspector::result_type inspect(Inspector& f, batch& x) {
 
 // ---- data_loader <-> stage ----
 
-// stage -> data_loader: send me the training batch of `step` (this rank's share of it).
+// stage -> data_loader: send me the training batch of `step`: this rank's share of global batch
+// `step`, or, with batches dispensed (unit >= 0), the dispensed batch `unit` (batch_dispenser.cpp).
 struct batch_request {
   int64_t step = 0;
+  int64_t unit = -1;
+};
+
+// ---- batch_dispenser <-> stage (parameter servers under ssp and asp) ----
+
+// stage -> batch_dispenser: which batch does replica `replica` compute in its step `step` of the
+// run of rounds [run, until)? Every rank of the replica asks once and gets the same answer.
+struct unit_request {
+  int64_t run = 0;
+  int64_t until = 0;
+  int32_t replica = 0;
+  int64_t step = 0;
+};
+// batch_dispenser -> stage: `unit` is the run's next batch not yet handed out (one replica's
+// share of a global batch: unit / replicas is its round); -1: the run's batches are all taken.
+struct unit_grant {
+  int64_t run = 0;
+  int64_t step = 0;
+  int64_t unit = -1;
 };
 // data_loader -> stage. inputs (B, features) or (B, T); targets (B) or (B*T).
 struct batch_msg {
@@ -185,6 +205,13 @@ struct gradients_msg {
   int64_t offset = 0;
   tensor grads;
   int32_t replica = 0;  // the sender's dp coordinate: a parameter server's workers are told apart by it
+  // Parameter servers with dispensed batches (unit >= 0): the batch the gradients are of, and the
+  // round the answer's parameters will be used for; `fresh`: the replica's run is over, so the
+  // answer waits for every round before next_round (the next run starts from the whole run's
+  // updates). unit -1: this replica's share of global batch `step`, and the next round is step + 1.
+  int64_t unit = -1;
+  int64_t next_round = 0;
+  bool fresh = false;
 };
 // stage -> a job's gradient observer (job_extras.hpp), every step: the rank's gradients, reduced
 // over its data-parallel group and about to go to its optimizer shard (its tp share, its
@@ -296,14 +323,16 @@ struct collective_log {
   typename Inspector::result_type inspect(Inspector& f, type& x) {      \
     return f(caf::meta::type_name(#type), __VA_ARGS__);                 \
   }
-TROUPE_INSPECT(batch_request, x.step)
+TROUPE_INSPECT(batch_request, x.step, x.unit)
+TROUPE_INSPECT(unit_request, x.run, x.until, x.replica, x.step)
+TROUPE_INSPECT(unit_grant, x.run, x.step, x.unit)
 TROUPE_INSPECT(batch_msg, x.step, x.data)
 TROUPE_INSPECT(eval_batch_request, x.epoch, x.index)
 TROUPE_INSPECT(eval_batch_msg, x.epoch, x.index, x.total, x.data)
 TROUPE_INSPECT(step_order, x.step, x.until)
 TROUPE_INSPECT(eval_order, x.epoch)
 TROUPE_INSPECT(eval_report, x.epoch, x.loss_sum, x.count, x.correct, x.samples)
-TROUPE_INSPECT(gradients_msg, x.step, x.offset, x.grads, x.replica)
+TROUPE_INSPECT(gradients_msg, x.step, x.offset, x.grads, x.replica, x.unit, x.next_round, x.fresh)
 TROUPE_INSPECT(observed_gradients, x.rank, x.step, x.grads)
 TROUPE_INSPECT(store_write, x.offset, x.data)
 TROUPE_INSPECT(store_read, x.offset, x.count)
@@ -428,6 +457,7 @@ struct join_request {
 struct join_reply {
   caf::actor coordinator;
   std::vector<caf::actor> servers;  // parameter servers by (stage, tp) slot (none without --consistency)
+  caf::actor dispenser;             // ssp and asp: the batch dispenser (batch_dispenser.cpp)
 };
 // What one process serves to the others on the data plane: the rendezvous of each data-parallel
 // group whose first member it holds (group = pipeline stage), and its point-to-point endpoint
@@ -462,7 +492,7 @@ struct job_end {
   std::string report;
 };
 TROUPE_INSPECT_NET(join_request, x.rank, x.config)
-TROUPE_INSPECT_NET(join_reply, x.coordinator, x.servers)
+TROUPE_INSPECT_NET(join_reply, x.coordinator, x.servers, x.dispenser)
 TROUPE_INSPECT_NET(process_endpoints, x.ring_groups, x.ring_hosts, x.ring_ports, x.p2p_host, x.p2p_port)
 TROUPE_INSPECT_NET(worker_ready, x.rank, x.hub, x.stages, x.serves)
 TROUPE_INSPECT_NET(mesh_addresses, x.ring_hosts, x.ring_ports, x.p2p_hosts, x.p2p_ports)

@@ -29,5 +29,7 @@ echo "== Checkpoints: write and read bandwidth against fio, and the step time of
 "$build/bench/checkpoint_bench" --dir "${TROUPE_OFFLOAD_DIR:-/tmp}"
 echo "== ZeRO 1/2 and optimizer offload: step time against plain DP, NVMe I/O hidden behind the update"
 "$build/bench/zero_bench" --dir "${TROUPE_OFFLOAD_DIR:-/tmp}"
+echo "== Parameter servers (BSP, SSP s=1,3, ASP) against sync DP with one replica at 3x the step time"
+"$build/bench/ps_straggler_bench"
 echo "== troupe's own jobs: the forecast (troupe plan --calibrate, troupe train --forecast) against their runs"
 "$build/tests/actors/actors_job_forecast_timing_tests"

@@ -213,7 +213,8 @@ std::vector<tunable> make_table() {
   // [server]
   t.push_back(choice("--consistency", "server.consistency",
                      "Parameter servers instead of collectives: bsp (wait for every replica each step), ssp (a "
-                     "replica may lead the slowest by --staleness steps), asp (never wait); none: collectives [none]",
+                     "batch may lead the rounds complete by --staleness rounds), asp (never wait); ssp and asp hand "
+                     "batches out on demand, so a fast replica does more; none: collectives [none]",
                      {"none", "bsp", "ssp", "asp"}, [](train_config& c, const value& v) {
                        c.consistency = v.text == "bsp"   ? consistency_model::bsp
                                        : v.text == "ssp" ? consistency_model::ssp
@@ -221,7 +222,7 @@ std::vector<tunable> make_table() {
                                                          : consistency_model::none;
                      }));
   t.push_back(integer("--staleness", "server.staleness",
-                      "With --consistency ssp: steps a replica may run ahead of the slowest [0]", 0, 1 << 20,
+                      "With --consistency ssp: rounds (global batches) a replica may run ahead of the rounds complete [0]", 0, 1 << 20,
                       [](train_config& c, const value& v) { c.staleness = static_cast<int>(v.integer); }));
   t.push_back(integer("--server-shards", "server.shards",
                       "With --consistency: servers per pipeline stage (and tp rank), each holding a key range of "

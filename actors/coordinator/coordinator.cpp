@@ -14,6 +14,7 @@
 #include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
 #include "actors/collective/collective.hpp"
+#include "actors/coordinator/push_rounds.hpp"
 #include "actors/job/metrics_log.hpp"
 #include "kernels/tp_shards.hpp"
 #include "schedules/render.hpp"
@@ -40,6 +41,8 @@ struct coordinator_state {
   int64_t until = 0;            // the end of the run of steps last ordered
   int checkpoints_writing = 0;  // ordered, not yet committed
   bool finish_when_saved = false;
+  std::unique_ptr<push_rounds> rounds;  // dispensed batches: replica steps counted into rounds
+  std::vector<stage_step_record> latest;  // dispensed batches: each rank's traced step, by rank
   static inline const char* name = "coordinator";
 };
 
@@ -219,44 +222,65 @@ void evaluate(self_ptr self, int64_t epoch) {
 void keep_record(self_ptr self, std::vector<stage_step_record>& ranks) {
   auto& s = self->state;
   auto& rec = *s.args.record;
-  rec.peak_live.resize(ranks.size(), 0);
-  for (size_t r = 0; r < ranks.size(); ++r) rec.peak_live[r] = std::max(rec.peak_live[r], static_cast<int>(ranks[r].peak_live));
+  rec.peak_live.resize(s.stages.size(), 0);
+  for (const auto& r : ranks) {
+    int& peak = rec.peak_live.at(static_cast<size_t>(r.rank));
+    peak = std::max(peak, static_cast<int>(r.peak_live));
+  }
   const int64_t traced = s.args.trace_step >= 0 ? s.args.trace_step : s.args.total_steps - 1;
+  if (s.args.dispensed) {
+    // The replicas' steps are their own: each rank's traced step is its step `traced`, or its
+    // last one when it never got that far (a slow replica does fewer). `ranks` is one replica step.
+    s.latest.resize(s.stages.size());
+    for (const auto& r : ranks) {
+      auto& l = s.latest.at(static_cast<size_t>(r.rank));
+      if (l.actions.empty() || (l.step != traced && r.step <= traced) || s.args.trace_step < 0) l = r;
+    }
+    if (std::all_of(s.latest.begin(), s.latest.end(), [](const stage_step_record& x) { return !x.actions.empty(); }))
+      rec.traced = s.latest;
+    if (s.rounds->replica_of(ranks.front()) != 0) return;
+  }
   std::vector<stage_step_record> first;  // the first replica's pipeline, tp rank 0
-  for (int p = 0; p < s.args.mesh.pp; ++p) first.push_back(ranks.at(static_cast<size_t>(first_replica_rank(s.args.mesh, p))));
+  for (int p = 0; p < s.args.mesh.pp; ++p) {
+    const int rank = first_replica_rank(s.args.mesh, p);
+    for (const auto& r : ranks)
+      if (r.rank == rank) first.push_back(r);
+  }
   rec.recent.push_back(std::move(first));
   if (rec.recent.size() > 32) rec.recent.erase(rec.recent.begin());  // enough for medians, bounded
-  if (ranks.front().step == traced) rec.traced = std::move(ranks);
+  if (!s.args.dispensed && ranks.front().step == traced) rec.traced = std::move(ranks);
 }
 
-// Every rank reported step r.step: one metrics line, and an evaluation at an epoch's end.
-void step_done(self_ptr self, std::vector<stage_step_record>& ranks) {
+// Step `step` is done (every rank's report of it, or with dispensed batches dp replica steps'):
+// one metrics line, and an evaluation at an epoch's end.
+void step_done(self_ptr self, int64_t step, const std::vector<stage_step_record>& ranks) {
   auto& s = self->state;
-  const int64_t step = ranks.front().step;
   double loss_sum = 0, compute = 0;
   int64_t count = 0;
   auto& sum = *s.args.summary;
-  sum.rank_step_seconds.resize(ranks.size());
-  sum.rank_tp_seconds.resize(ranks.size(), 0.0);
-  sum.rank_compute_seconds.resize(ranks.size(), 0.0);
-  sum.peak_activation_bytes.resize(ranks.size(), 0);
-  sum.peak_memory.resize(ranks.size());
-  sum.peak_memory_total.resize(ranks.size(), 0);
-  sum.peak_host_memory.resize(ranks.size());
-  for (size_t r = 0; r < ranks.size(); ++r) {  // rank order: the same sum on every run
-    loss_sum += ranks[r].loss_sum;
-    count += ranks[r].count;
-    compute = std::max(compute, ranks[r].compute_seconds);  // the busiest device
-    sum.rank_step_seconds[r].push_back(ranks[r].step_end - ranks[r].step_start);
-    sum.rank_tp_seconds[r] += ranks[r].tp_seconds;
-    sum.rank_compute_seconds[r] += ranks[r].compute_seconds;
-    sum.peak_activation_bytes[r] = std::max(sum.peak_activation_bytes[r], ranks[r].peak_activation_bytes);
-    const auto& peak = ranks[r].peak_memory;  // the ledger's peaks over the run so far
+  const size_t n = s.stages.size();
+  sum.rank_step_seconds.resize(n);
+  sum.rank_tp_seconds.resize(n, 0.0);
+  sum.rank_compute_seconds.resize(n, 0.0);
+  sum.peak_activation_bytes.resize(n, 0);
+  sum.peak_memory.resize(n);
+  sum.peak_memory_total.resize(n, 0);
+  sum.peak_host_memory.resize(n);
+  for (const stage_step_record& x : ranks) {  // rank order (arrival order when dispensed): the same sum on every run
+    const auto r = static_cast<size_t>(x.rank);
+    loss_sum += x.loss_sum;
+    count += x.count;
+    compute = std::max(compute, x.compute_seconds);  // the busiest device
+    sum.rank_step_seconds[r].push_back(x.step_end - x.step_start);
+    sum.rank_tp_seconds[r] += x.tp_seconds;
+    sum.rank_compute_seconds[r] += x.compute_seconds;
+    sum.peak_activation_bytes[r] = std::max(sum.peak_activation_bytes[r], x.peak_activation_bytes);
+    const auto& peak = x.peak_memory;  // the ledger's peaks over the run so far
     if (peak.size() == kMemoryKinds + 1) {
       for (size_t k = 0; k < kMemoryKinds; ++k) sum.peak_memory[r].bytes[k] = std::max(sum.peak_memory[r].bytes[k], peak[k]);
       sum.peak_memory_total[r] = std::max(sum.peak_memory_total[r], peak[kMemoryKinds]);
     }
-    const auto& host = ranks[r].peak_host_memory;
+    const auto& host = x.peak_host_memory;
     if (host.size() == kMemoryKinds + 1)
       for (size_t k = 0; k < kMemoryKinds; ++k)
         sum.peak_host_memory[r].bytes[k] = std::max(sum.peak_host_memory[r].bytes[k], host[k]);
@@ -280,10 +304,10 @@ void step_done(self_ptr self, std::vector<stage_step_record>& ranks) {
   s.args.log->step(step, epoch, loss, rate);  // first: a step whose line failed is not counted done
   sum.losses.push_back(loss);
   sum.train_seconds += seconds;
+  sum.step_ends.push_back(sum.train_seconds);
   sum.compute_seconds += compute;
   sum.samples += s.args.samples_per_step;
   sum.steps = step + 1;
-  keep_record(self, ranks);
   if (saves_after(s, step + 1)) checkpoint(self, step + 1);
   if (step + 1 == s.args.total_steps || (step + 1) % s.args.steps_per_epoch == 0) evaluate(self, epoch);
   else if (step + 1 == s.until) order_steps(self, step + 1);  // a run cut at a checkpoint goes on
@@ -304,8 +328,22 @@ void stage_reported(self_ptr self, stage_step_record& r) {
     if (!all) return;
     std::vector<stage_step_record> ranks = std::move(it->second);
     s.reports.erase(it);
-    step_done(self, ranks);
+    step_done(self, ranks.front().step, ranks);
+    keep_record(self, ranks);
   }
+}
+
+// Dispensed batches: a replica's step is done once its ranks reported it, and dp of them, of
+// any replicas, are a step of the job.
+void replica_reported(self_ptr self, stage_step_record& r) {
+  auto& s = self->state;
+  s.last_progress = clock_type::now();
+  s.polled = -1;
+  std::vector<stage_step_record> done = s.rounds->add(std::move(r));
+  if (done.empty()) return;
+  keep_record(self, done);
+  const std::vector<stage_step_record> round = s.rounds->count(std::move(done));
+  if (!round.empty()) step_done(self, s.args.summary->steps, round);
 }
 
 using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
@@ -417,6 +455,7 @@ void start(self_ptr self, std::vector<caf::actor> stages, caf::actor evaluator, 
 
 caf::behavior coordinator(self_ptr self, coordinator_args args) {
   self->state.args = std::move(args);
+  if (self->state.args.dispensed) self->state.rounds = std::make_unique<push_rounds>(self->state.args.mesh);
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& s = self->state;
     if (s.finishing) return;
@@ -435,7 +474,10 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
       [self](start_atom, std::vector<caf::actor> stages, caf::actor evaluator, std::vector<caf::actor> members) {
         start(self, std::move(stages), std::move(evaluator), std::move(members));
       },
-      [self](stage_step_record& r) { stage_reported(self, r); },
+      [self](stage_step_record& r) {
+        if (self->state.args.dispensed) replica_reported(self, r);
+        else stage_reported(self, r);
+      },
       [self](const pipeline_failure& f) {
         if (self->state.finishing) return;
         fail(self, f.what, false);

@@ -1,5 +1,6 @@
-// data_loader: turns (step) into this rank's share of the step's global batch, and (index)
-// into a held-out batch. The sampler makes both reproducible from the seed alone.
+// data_loader: turns (step) into this rank's share of the step's global batch, a dispensed unit
+// (batch_dispenser.cpp) into the share of a global batch it names, and (index) into a held-out
+// batch. The sampler makes all of them reproducible from the seed alone.
 #include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
 #include "storage/sampler.hpp"
@@ -27,7 +28,11 @@ caf::behavior data_loader(caf::stateful_actor<loader_state>* self, data_loader_a
         auto& s = self->state;
         s.step = r.step;
         const int64_t per_epoch = s.sampler->batches_per_epoch();
-        auto idx = s.sampler->indices(r.step / per_epoch, r.step % per_epoch, s.args.rank, s.args.ranks);
+        // A unit is one share of a global batch, dispensed in order: units [b x ranks, (b + 1) x
+        // ranks) are global batch b's shares, so an epoch's units cover its samples once.
+        const int64_t global = r.unit >= 0 ? r.unit / s.args.ranks : r.step;
+        const int share = r.unit >= 0 ? static_cast<int>(r.unit % s.args.ranks) : s.args.rank;
+        auto idx = s.sampler->indices(global / per_epoch, global % per_epoch, share, s.args.ranks);
         return batch_msg{r.step, s.args.train->gather(idx)};
       },
       [self](const eval_batch_request& r) {

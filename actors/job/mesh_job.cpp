@@ -20,7 +20,7 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
                         const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
                         const collective_of& collective, const tp_group_of_fn& tp_group_of,
                         const std::vector<caf::actor>& observers, const tp_group_of_fn& dp_group_of,
-                        const std::vector<caf::actor>& servers) {
+                        const std::vector<caf::actor>& servers, const caf::actor& dispenser) {
   rank_actors out;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   for (int rank : ranks) {
@@ -96,6 +96,7 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       // Parameter servers: the replicas meet at their slot's server, not in a collective.
       a.collective = caf::actor{};
       if (n > 0) a.optimizer = servers.at(plan.slot(at.pp, at.tp));
+      a.dispenser = dispenser;
     } else if (n > 0) {  // a stage of ReLUs alone has nothing to optimize
       a.optimizer = spawn_optimizer_shard(sys, cfg.optim, 0, n, where);
       out.members.push_back(a.optimizer);
@@ -108,9 +109,18 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
   return out;
 }
 
+bool dispenses_batches(const train_config& cfg) {
+  return cfg.consistency == consistency_model::ssp || cfg.consistency == consistency_model::asp;
+}
+
 job_servers spawn_servers(caf::actor_system& sys, const train_config& cfg, const job_plan& plan) {
   job_servers out;
   if (cfg.consistency == consistency_model::none) return out;
+  if (dispenses_batches(cfg)) {
+    out.dispensed = std::make_shared<std::vector<train_summary::dispensed_batch>>();
+    out.dispenser = spawn_batch_dispenser(sys, {plan.mesh.dp, plan.mesh.pp * plan.mesh.tp, out.dispensed});
+    out.actors.push_back(out.dispenser);
+  }
   out.by_slot.resize(plan.stage_params.size());
   for (size_t slot = 0; slot < plan.stage_params.size(); ++slot) {
     if (plan.stage_params[slot] == 0) continue;  // a stage of ReLUs alone has nothing to serve
@@ -152,9 +162,10 @@ rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const pr
   rank_actors out = spawn_ranks(
       sys, cfg, data, plan, all, coordinator, [&](int rank) { return links.collective_of(rank); },
       [&](int rank) { return links.tp_of(rank); }, observers, [&](int rank) { return links.params_of(rank); },
-      servers.by_slot);
+      servers.by_slot, servers.dispenser);
   for (const auto& a : servers.actors) out.members.push_back(a), out.detached.push_back(a);
   out.server_updates = servers.updates;
+  out.dispensed = servers.dispensed;
   out.members.insert(out.members.end(), observers.begin(), observers.end());
   links.connect_pipelines(out.stages, coordinator);
   out.members.insert(out.members.end(), links.actors().begin(), links.actors().end());

@@ -26,6 +26,7 @@ struct rank_actors {
   std::vector<caf::actor> collectives;  // in-process groups' members (spawn_mesh only)
   std::vector<std::shared_ptr<tp_group>> tp_members;  // the stages' tp group members (tp > 1)
   std::vector<std::shared_ptr<std::vector<train_summary::server_update>>> server_updates;  // spawn_mesh's servers' records
+  std::shared_ptr<std::vector<train_summary::dispensed_batch>> dispensed;  // spawn_mesh's dispenser's record
 };
 
 // A failed job's stages may wait inside a tensor-parallel collective for a peer that is gone,
@@ -43,18 +44,23 @@ using tp_group_of_fn = std::function<std::shared_ptr<tp_group>(int rank)>;
 // of parameter-free stages. Each server's records, and the actors to stop, come with them.
 struct job_servers {
   std::vector<caf::actor> by_slot;  // what a slot's stages push to: its server, or the proxy of its shards
-  std::vector<caf::actor> actors;   // every server and proxy
+  caf::actor dispenser;             // ssp and asp: the batches, on demand (null under bsp: fixed shares)
+  std::vector<caf::actor> actors;   // every server and proxy, and the dispenser
   std::vector<std::shared_ptr<std::vector<train_summary::server_update>>> updates;
+  std::shared_ptr<std::vector<train_summary::dispensed_batch>> dispensed;
 };
+// ssp and asp hand batches out on demand; bsp and collectives keep each replica's fixed share.
+bool dispenses_batches(const train_config& cfg);
 job_servers spawn_servers(caf::actor_system& sys, const train_config& cfg, const job_plan& plan);
 
 // `observers`: actors every rank sends its gradients to each step (job_extras.hpp). `servers`:
-// with --consistency, every slot's parameter server (spawn_servers, here or in process 0).
+// with --consistency, every slot's parameter server (spawn_servers, here or in process 0), and
+// `dispenser` its batch dispenser under ssp and asp.
 rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                         const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
                         const collective_of& collective, const tp_group_of_fn& tp_group_of,
                         const std::vector<caf::actor>& observers = {}, const tp_group_of_fn& dp_group_of = {},
-                        const std::vector<caf::actor>& servers = {});
+                        const std::vector<caf::actor>& servers = {}, const caf::actor& dispenser = {});
 
 // Every rank of the mesh in this process: one in-process collective group per data-parallel
 // group, one in-process tp group per tensor-parallel group, and each pipeline's stages told

@@ -89,8 +89,11 @@ const char* to_string(offload_what w);  // "none", "optimizer", "params", "both"
 // ssp: it applies each push at once, and holds back a replica's parameters while that replica
 // would run more than `staleness` steps ahead of the slowest (Ho et al. 2013); asp: it never
 // holds back (Hogwild-style). Under ssp and asp each push is applied as a step of its own,
-// scaled to its replica's share of the batch (x dp). Over several processes every server lives
-// in process 0 and the other processes' stages push to it through the middleman.
+// scaled to its replica's share of the batch (x dp), and the batches are dispensed on demand
+// (batch_dispenser.cpp): a replica takes the next share when it is done, an epoch ends when its
+// shares are all taken, and ssp's clock is the round (dp shares, one global batch). Over several
+// processes every server lives in process 0 and the other processes' stages push to it through
+// the middleman.
 enum class consistency_model { none, bsp, ssp, asp };
 const char* to_string(consistency_model c);  // "none", "bsp", "ssp", "asp"
 
@@ -169,7 +172,7 @@ struct train_config {
   // processes (torchrun --max-restarts) and `resume auto` has them continue.
   int max_restarts = 0;
   consistency_model consistency = consistency_model::none;  // none: collectives, no servers
-  int staleness = 0;                                       // ssp: steps a replica may lead the slowest
+  int staleness = 0;                                       // ssp: rounds a batch may lead the rounds complete
   // Servers per (stage, tp) slot: its parameters cut into this many key ranges, one server each,
   // so no server holds a whole stage; a proxy splits each push and joins the answers.
   int server_shards = 1;
@@ -215,18 +218,34 @@ struct train_summary {
   struct server_update {
     int32_t server = 0;      // its (pipeline stage, tp rank) slot
     int32_t replica = 0;     // the pushing replica
-    int64_t step = 0;        // the replica's step (its clock) the gradients are of
+    // The round the gradients are of: the step under bsp; under ssp and asp, whose batches are
+    // dispensed, the batch's unit / dp (a round is dp batches, one global batch's worth).
+    int64_t step = 0;
+    int64_t unit = -1;       // ssp and asp: the dispensed batch (-1: bsp's fixed share of `step`)
     int64_t version_read = 0;   // server updates applied when the replica got the parameters it used
     int64_t version_applied = 0;  // ... when this push was applied (the staleness in updates is the difference)
-    int64_t slowest = 0;     // the slowest replica's clock (pushes applied) when this one read its parameters
-    bool held = false;       // its next parameters were held back (ssp: it would have led by more than s)
+    // Rounds whose every push was applied when this replica read its parameters (with fixed
+    // shares: the slowest replica's clock). SSP's bound: step - slowest <= s.
+    int64_t slowest = 0;
+    // Its next parameters were held back by the staleness bound (ssp: it would have led by more
+    // than s). The wait at a run's end for the run's last pushes is not counted: every mode has it.
+    bool held = false;
   };
   std::vector<server_update> server_updates;
+  // ssp and asp: every batch the dispenser handed out, in the order it did. unit u of a job is
+  // share u % dp of global batch (u / dp) % steps_per_epoch of epoch u / (dp x steps_per_epoch).
+  struct dispensed_batch {
+    int32_t replica = 0;
+    int64_t step = 0;  // the replica's own step it computes the batch in
+    int64_t unit = 0;
+  };
+  std::vector<dispensed_batch> dispensed;
   std::vector<double> test_accuracy;   // after each epoch (token accuracy for the GPT)
   std::vector<double> test_loss;
   int64_t steps = 0;
   int64_t samples = 0;
   double train_seconds = 0.0;         // wall time of the training steps, evaluation excluded
+  std::vector<double> step_ends;      // train_seconds when each step (losses[i]) was done
   double compute_seconds = 0.0;       // of which the stage computed (the rest: runtime and waiting)
   double samples_per_s = 0.0;
   tensor final_params;                 // the flat parameters after the last step

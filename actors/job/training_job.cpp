@@ -43,6 +43,7 @@ coordinator_args coordinator_args_for(const train_config& cfg, const prepared_jo
   a.checkpoint_dir = cfg.checkpoint_dir;
   a.checkpoint_every = cfg.checkpoint_every;
   a.keep = cfg.keep;
+  a.dispensed = dispenses_batches(cfg);
   if (!cfg.checkpoint_dir.empty()) a.checkpoint_base = checkpoint_base(cfg, data.model, data.steps_per_epoch);
   return a;
 }
@@ -106,6 +107,7 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
   job_outputs out(cfg, data);
   teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
   std::vector<std::shared_ptr<std::vector<train_summary::server_update>>> server_updates;
+  std::shared_ptr<std::vector<train_summary::dispensed_batch>> dispensed;
   {
     caf::actor_system_config sys_cfg;
     configure_runtime(sys_cfg);
@@ -113,6 +115,7 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
     auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, data, plan, out));
     rank_actors ranks = spawn_mesh(sys, cfg, data, plan, coordinator, extras);
     server_updates = ranks.server_updates;
+    dispensed = ranks.dispensed;
     auto evaluator = spawn_evaluator(sys, data.model, cfg.seed, ranks.loaders.at(0), coordinator);
     ranks.members.push_back(evaluator);
     caf::anon_send(coordinator, watch_atom::value, ranks.collectives);
@@ -129,6 +132,7 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
   if (!out.failure->what.empty()) throw std::runtime_error(out.failure->what);
   train_summary s = finish_summary(cfg, plan, out);
   for (const auto& u : server_updates) s.server_updates.insert(s.server_updates.end(), u->begin(), u->end());
+  if (dispensed) s.dispensed = *dispensed;
   return s;
 }
 

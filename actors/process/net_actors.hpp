@@ -61,6 +61,7 @@ struct job_hub_args {
   std::chrono::milliseconds peer_timeout{30000}, join_timeout{120000};
   caf::actor coordinator;
   std::vector<caf::actor> servers;       // parameter servers by slot, handed to every joining process
+  caf::actor dispenser;                  // ssp and asp: the batch dispenser, handed with them
   std::vector<caf::actor> local_stages;  // process 0's, in rank order
   caf::actor evaluator;            // process 0's, handed to the coordinator with the stages
   process_endpoints serves;        // what process 0 serves

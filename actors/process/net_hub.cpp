@@ -153,7 +153,7 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
           return caf::make_error(caf::sec::request_receiver_down, why);
         }
         s.admitted[j.rank] = true;
-        return join_reply{s.args.coordinator, s.args.servers};
+        return join_reply{s.args.coordinator, s.args.servers, s.args.dispenser};
       },
       [self](const worker_ready& w) {
         auto& s = self->state;

@@ -190,7 +190,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
   rank_actors p = spawn_ranks(
       sys, cfg, job, plan, cfg.mesh.ranks_of_process(0), coordinator, [&](int rank) { return links->collective_of(rank); },
       [&](int rank) { return links->tp_of(rank); }, {},
-      [&](int rank) { return links->params_of(rank); }, servers.by_slot);
+      [&](int rank) { return links->params_of(rank); }, servers.by_slot, servers.dispenser);
   for (const auto& a : servers.actors) p.members.push_back(a), p.detached.push_back(a);
   links->connect_pipelines(p.stages, coordinator);
   auto evaluator = spawn_evaluator(sys, job.model, cfg.seed, p.loaders.at(0), coordinator);
@@ -220,6 +220,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
   ha.join_timeout = to_ms(pc.join_timeout_seconds);
   ha.coordinator = coordinator;
   ha.servers = servers.by_slot;
+  ha.dispenser = servers.dispenser;
   ha.local_stages = p.stages;
   ha.evaluator = evaluator;
   ha.serves = serves;
@@ -290,6 +291,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
   if (!ok) throw std::runtime_error(report);
   train_summary s = finish_summary(cfg, plan, out);
   for (const auto& u : servers.updates) s.server_updates.insert(s.server_updates.end(), u->begin(), u->end());
+  if (servers.dispensed) s.dispensed = *servers.dispensed;
   return s;
 }
 
@@ -327,7 +329,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
   rank_actors p = spawn_ranks(
       sys, cfg, job, plan, cfg.mesh.ranks_of_process(pc.index), joined.coordinator,
       [&](int rank) { return links->collective_of(rank); }, [&](int rank) { return links->tp_of(rank); }, {},
-      [&](int rank) { return links->params_of(rank); }, joined.servers);
+      [&](int rank) { return links->params_of(rank); }, joined.servers, joined.dispenser);
   links->connect_pipelines(p.stages, joined.coordinator);
   middleman_drain drain;  // the detached actors, watched before their handles leave the process
   for (const auto& a : p.detached) drain.watch(a);

@@ -3,9 +3,14 @@
 // (gradients_msg, tagged with its replica and step) and gets the parameters for its next step
 // as the answer; when that answer goes out is the consistency model:
 //   bsp  once every replica pushed this step: their sum in replica order, one optimizer step;
-//   ssp  each push applied at once; the answer waits while the replica would lead the slowest
-//        replica by more than `staleness` steps;
+//   ssp  each push applied at once; the answer waits while the round it will be used for is more
+//        than `staleness` rounds ahead of the rounds complete (every push of them applied);
 //   asp  each push applied at once, answered at once.
+// The clock is the round: dp batches, one global batch's worth. With bsp's fixed shares a round
+// is a step and "rounds complete" is the slowest replica's step count; under ssp and asp batches
+// are dispensed (batch_dispenser.cpp), so a fast replica may push several batches of one round,
+// and the bound still says: parameters used for round c hold every update of rounds < c - s.
+// At the end of a replica's run its answer waits for the whole run (the next run starts from it).
 // Every applied push is recorded (train_summary::server_update): the checks of the consistency
 // contracts read the records, not the timing.
 #include <algorithm>
@@ -22,6 +27,7 @@ struct waiting_push {
   caf::response_promise reply;
   int64_t step = 0;
   tensor grads;
+  int64_t need = 0;  // ssp and asp: rounds complete before the answer goes out
 };
 
 struct server_state {
@@ -29,9 +35,10 @@ struct server_state {
   tensor master;
   std::unique_ptr<optimizer> opt;
   int64_t version = 0;                 // updates applied
-  std::vector<int64_t> clock;          // per replica: its pushes applied
+  int64_t complete = 0;                // rounds whose every push was applied
+  std::map<int64_t, int32_t> applied;  // pushes applied of each round from `complete` on
   std::vector<int64_t> version_read;   // per replica: the version of the parameters it last got
-  std::vector<int64_t> slowest_read;   // per replica: the slowest clock when it got them
+  std::vector<int64_t> slowest_read;   // per replica: the rounds complete when it got them
   std::map<int64_t, std::map<int32_t, waiting_push>> bsp;  // by step, by replica
   std::map<int32_t, waiting_push> held;  // ssp: answers held back, by replica
   static inline const char* name = "param_server";
@@ -39,7 +46,12 @@ struct server_state {
 
 using self_ptr = caf::stateful_actor<server_state>*;
 
-int64_t slowest(const server_state& s) { return *std::min_element(s.clock.begin(), s.clock.end()); }
+void count_applied(server_state& s, int64_t round, int32_t pushes) {
+  s.applied[round] += pushes;
+  for (auto it = s.applied.begin(); it != s.applied.end() && it->first == s.complete && it->second == s.args.replicas;
+       it = s.applied.erase(it))
+    ++s.complete;
+}
 
 // One optimizer step on the master copy: in place when no stage holds it any more, else into a
 // fresh tensor (the stages still run on the previous one).
@@ -68,23 +80,23 @@ bool dies_now(self_ptr self) {
   return true;
 }
 
-void record(server_state& s, int32_t replica, int64_t step, bool held) {
+void record(server_state& s, int32_t replica, int64_t round, int64_t unit, bool held) {
   const auto r = static_cast<size_t>(replica);
-  s.args.updates->push_back({s.args.slot, replica, step, s.version_read[r], s.version - 1, s.slowest_read[r], held});
+  s.args.updates->push_back({s.args.slot, replica, round, unit, s.version_read[r], s.version - 1, s.slowest_read[r], held});
 }
 
 // Replica r gets the parameters for its step `step` + 1.
 void answer(server_state& s, int32_t replica, int64_t step, caf::response_promise& reply) {
   const auto r = static_cast<size_t>(replica);
   s.version_read[r] = s.version;
-  s.slowest_read[r] = slowest(s);
+  s.slowest_read[r] = s.complete;
   reply.deliver(params_msg{step, 0, s.master});
 }
 
-// ssp: answers whose replica no longer leads the slowest by more than the bound go out.
+// Answers whose rounds are now complete enough go out.
 void release_held(server_state& s) {
   for (auto it = s.held.begin(); it != s.held.end();) {
-    if (it->second.step + 1 - slowest(s) > s.args.staleness) {
+    if (s.complete < it->second.need) {
       ++it;
       continue;
     }
@@ -116,10 +128,8 @@ caf::result<params_msg> push(self_ptr self, gradients_msg& m) {
     }
     apply(s, sum.data());
     if (dies_now(self)) return reply;
-    for (auto& [replica, p] : all) {
-      ++s.clock[static_cast<size_t>(replica)];
-      record(s, replica, p.step, false);
-    }
+    count_applied(s, m.step, s.args.replicas);
+    for (auto& [replica, p] : all) record(s, replica, p.step, -1, false);
     for (auto& [replica, p] : all) answer(s, replica, p.step, p.reply);
     s.bsp.erase(m.step);
     return reply;
@@ -131,10 +141,14 @@ caf::result<params_msg> push(self_ptr self, gradients_msg& m) {
   for (int64_t i = 0; i < g.numel(); ++i) g.data()[i] *= static_cast<float>(s.args.replicas);
   apply(s, g.data());
   if (dies_now(self)) return reply;
-  ++s.clock[static_cast<size_t>(r)];
-  const bool hold = s.args.consistency == consistency_model::ssp && m.step + 1 - slowest(s) > s.args.staleness;
-  record(s, r, m.step, hold);
-  if (hold) s.held[r] = waiting_push{reply, m.step, tensor()};
+  const int64_t round = m.unit >= 0 ? m.unit / s.args.replicas : m.step;
+  const int64_t next = m.unit >= 0 ? m.next_round : m.step + 1;
+  count_applied(s, round, 1);
+  const bool ssp = s.args.consistency == consistency_model::ssp;
+  const bool hold = ssp && !m.fresh && next - s.complete > s.args.staleness;
+  const int64_t need = m.fresh ? next : ssp ? next - s.args.staleness : 0;
+  record(s, r, round, m.unit, hold);
+  if (s.complete < need) s.held[r] = waiting_push{reply, m.step, tensor(), need};
   else answer(s, r, m.step, reply);
   release_held(s);
   return reply;
@@ -145,7 +159,6 @@ caf::behavior param_server(self_ptr self, param_server_args args) {
   name_failures(self, [self] { return std::make_pair("parameter server " + std::to_string(self->state.args.slot), self->state.version); });
   st.args = std::move(args);
   st.opt = make_optimizer(st.args.optim, st.args.size);
-  st.clock.assign(static_cast<size_t>(st.args.replicas), 0);
   st.version_read.assign(static_cast<size_t>(st.args.replicas), 0);
   st.slowest_read.assign(static_cast<size_t>(st.args.replicas), 0);
   return {

@@ -55,7 +55,7 @@ caf::behavior server_proxy(self_ptr self, std::vector<caf::actor> servers, std::
         for (size_t k = 0; k < s.servers.size(); ++k) {
           const int64_t at = s.starts[k];
           self->request(s.servers[k], caf::infinite,
-                        gradients_msg{m.step, 0, piece(m.grads, at, s.starts[k + 1]), m.replica})
+                        gradients_msg{m.step, 0, piece(m.grads, at, s.starts[k + 1]), m.replica, m.unit, m.next_round, m.fresh})
               .then(
                   [self, key, at](const params_msg& p) {
                     auto& s = self->state;

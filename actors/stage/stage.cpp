@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <random>
 #include <thread>
@@ -18,6 +19,7 @@
 #include <utility>
 
 #include "actors/actor_failure.hpp"
+#include "actors/stage/dispensed_steps.hpp"
 #include "actors/stage/param_fetcher.hpp"
 #include "comm/ring_schedule.hpp"
 #include "comm/tp_groups.hpp"
@@ -71,6 +73,8 @@ struct stage_state {
   std::vector<std::vector<storage::value_run>> chunk_runs;
   std::vector<storage::value_run> shard_runs;
   bool straggled = false;
+  dispensed_steps units;  // with a dispenser: this run's grants
+  int64_t next_step = 0;  // with a dispenser: the replica's next step (its own count, over runs)
   enum class opt_phase { idle, sent, done } opt = opt_phase::idle;
   stage_step_record record;  // what the step reports
   std::shared_ptr<net::timed_tp_group> tp_clock;  // args.tp, timed (tp > 1)
@@ -178,6 +182,15 @@ void send(self_ptr self, const sched::action& a, bool is_grad) {
   const int32_t boundary = sched::key_of(s.args.plan, a).boundary;
   self->send(caf::actor_cast<caf::actor>(s.peers.at(static_cast<size_t>(a.peer))),
              pipeline_tensor_msg{s.step, is_grad, a.microbatch, boundary, t});
+}
+
+bool dispensing(const stage_state& s) { return static_cast<bool>(s.args.dispenser); }
+
+// Asks the dispenser which batch the replica's step `step` computes (once per step and run).
+void ask_unit(self_ptr self, int64_t step) {
+  auto& s = self->state;
+  if (!s.units.ask(step)) return;
+  self->send(s.args.dispenser, unit_request{s.units.run(), s.units.until(), s.args.dp_rank, step});
 }
 
 void straggle(stage_state& s) {
@@ -369,6 +382,15 @@ bool execute(self_ptr self, const sched::action& a) {
       int64_t n = 0;
       for (auto& c : s.chunks) n += c->stack().num_params();
       if (n == 0) return true;  // only parameter-free layers (ReLUs) here: nothing to update
+      if (s.opt == stage_state::opt_phase::idle && dispensing(s)) {
+        // On demand: the replica takes its next batch now that this one's gradients are ready,
+        // and the server needs that batch's round to know how long to hold the answer.
+        ask_unit(self, s.step + 1);
+        if (!s.units.answered(s.step + 1)) {
+          s.waiting_for = "the batch dispenser's answer: which batch step " + std::to_string(s.step + 1) + " computes";
+          return false;
+        }
+      }
       if (s.opt == stage_state::opt_phase::idle && zero_on(s)) {
         // ZeRO: the shard updates this rank's segments only; the all-gathers of the result
         // bring every bucket back (params_msg handler).
@@ -402,7 +424,14 @@ bool execute(self_ptr self, const sched::action& a) {
         }
         grads.freeze();
         for (const auto& o : s.args.observers) self->send(o, observed_gradients{s.args.rank, s.step, grads});
-        self->send(s.args.optimizer, gradients_msg{s.step, 0, std::move(grads), s.args.dp_rank});
+        gradients_msg push{s.step, 0, std::move(grads), s.args.dp_rank};
+        if (dispensing(s)) {
+          const int64_t next = s.units.unit(s.step + 1);
+          push.unit = s.units.unit(s.step);
+          push.next_round = next >= 0 ? next / s.args.dp_size : s.units.until();
+          push.fresh = next < 0;
+        }
+        self->send(s.args.optimizer, std::move(push));
         s.opt = stage_state::opt_phase::sent;
       }
       s.waiting_for = s.gathers_pending > 0 ? "the all-gather of " + std::to_string(s.gathers_pending) +
@@ -458,7 +487,7 @@ void stream_params(self_ptr self, size_t c) {
 
 void request_batches(self_ptr self, int64_t up_to) {
   auto& s = self->state;
-  if (!needs_batch(s)) return;
+  if (!needs_batch(s) || dispensing(s)) return;  // dispensed batches are asked for as each is granted
   for (; s.next_request < std::min(up_to, s.args.total_steps); ++s.next_request)
     self->send(s.args.loader, batch_request{s.next_request});
 }
@@ -497,12 +526,25 @@ void finish_step(self_ptr self) {
   s.record = {};
   s.micro.clear();
   const int64_t next = s.step + 1;
+  if (dispensing(s)) s.units.done(s.step);
   s.step = -1;
   s.waiting_for = "no step ordered";
-  if (next < s.until) {
-    begin_step(self, next);
-    s.record.step_start = next_start;
+  if (dispensing(s)) {
+    s.next_step = next;
+    ask_unit(self, next);  // a stage without parameters has not asked yet: it pushes nothing
+    if (!s.units.answered(next)) {
+      s.waiting_for = "the batch dispenser's answer: which batch step " + std::to_string(next) + " computes";
+      return;
+    }
+    if (s.units.unit(next) < 0) {
+      s.waiting_for = "the next run of steps (this run's batches are all taken)";
+      return;
+    }
+  } else if (next >= s.until) {
+    return;
   }
+  begin_step(self, next);
+  s.record.step_start = next_start;
 }
 
 // Executes actions from the cursor until one must wait or the run of steps is done.
@@ -723,8 +765,27 @@ caf::behavior stage(self_ptr self, stage_args args) {
       },
       [self](const step_order& o) {
         auto& s = self->state;
+        if (dispensing(s)) {  // the run lasts while the dispenser has batches; its steps are the replica's own
+          s.units.begin_run(o.step, o.until);
+          s.until = std::numeric_limits<int64_t>::max();
+          ask_unit(self, s.next_step);
+          return;
+        }
         s.until = o.until;
         if (s.step < 0) begin_step(self, o.step);
+        advance_after_message(self);
+      },
+      [self](const unit_grant& g) {
+        auto& s = self->state;
+        if (!s.units.grant(g.run, g.step, g.unit)) return;
+        if (g.unit >= 0 && needs_batch(s)) self->send(s.args.loader, batch_request{g.step, g.unit});
+        if (s.step < 0 && g.step == s.next_step) {
+          if (g.unit < 0) {
+            s.waiting_for = "the next run of steps (this run's batches are all taken)";
+            return;
+          }
+          begin_step(self, g.step);
+        }
         advance_after_message(self);
       },
       [self](batch_msg& m) {

@@ -37,6 +37,10 @@ struct stage_args {
   // lowest layer, and R waits for all of them. No collective: R is the identity (one replica).
   std::vector<std::vector<grad_bucket>> buckets;
   caf::actor loader, optimizer, collective;
+  // Parameter servers under ssp and asp: the job's batch dispenser. Each step's batch is the unit
+  // it grants (asked when the previous step's gradients are ready, so a fast replica takes more),
+  // and a run of steps lasts until it grants none; the steps are the replica's own count.
+  caf::actor dispenser;
   caf::actor coordinator;
   // Tensor parallelism: this rank's member of its tp group. The stage's layers are its share of
   // the model, their collectives run on the stage's own thread inside F and B (so they sit on the

@@ -65,6 +65,16 @@ TEST_F(message_fixture, BatchMessagesRoundTrip) {
   expect_same(b.data.inputs, sample_tensor());
   EXPECT_EQ(b.data.targets, (std::vector<int32_t>{3, 9}));
   EXPECT_EQ(round_trip(batch_request{5}).step, 5);
+  EXPECT_EQ(round_trip(batch_request{5, 41}).unit, 41);
+  auto u = round_trip(unit_request{20, 40, 2, 17});
+  EXPECT_EQ(u.run, 20);
+  EXPECT_EQ(u.until, 40);
+  EXPECT_EQ(u.replica, 2);
+  EXPECT_EQ(u.step, 17);
+  auto g = round_trip(unit_grant{20, 17, 93});
+  EXPECT_EQ(g.run, 20);
+  EXPECT_EQ(g.step, 17);
+  EXPECT_EQ(g.unit, 93);
   auto e = round_trip(eval_batch_msg{2, 3, 10, sample_batch()});
   EXPECT_EQ(e.epoch, 2);
   EXPECT_EQ(e.index, 3);
@@ -93,6 +103,12 @@ TEST_F(message_fixture, OptimizerMessagesRoundTrip) {
   EXPECT_EQ(g.step, 9);
   EXPECT_EQ(g.offset, 1024);
   expect_same(g.grads, sample_tensor());
+  EXPECT_EQ(g.unit, -1);  // bsp's fixed share
+  auto d = round_trip(gradients_msg{9, 0, sample_tensor(), 1, 57, 21, true});
+  EXPECT_EQ(d.replica, 1);
+  EXPECT_EQ(d.unit, 57);
+  EXPECT_EQ(d.next_round, 21);
+  EXPECT_TRUE(d.fresh);
   auto p = round_trip(params_msg{-1, 0, sample_tensor()});
   EXPECT_EQ(p.step, -1);
   expect_same(p.params, sample_tensor());

@@ -92,8 +92,8 @@ TEST_F(parallel_messages, MultiProcessMessagesRoundTrip) {
   auto j = round_trip(join_request{2, "mlp 784-256-10 adamw"});
   EXPECT_EQ(j.rank, 2);
   EXPECT_EQ(j.config, "mlp 784-256-10 adamw");
-  EXPECT_FALSE(round_trip(join_reply{caf::actor{}, {}}).coordinator);
-  EXPECT_EQ(round_trip(join_reply{caf::actor{}, {caf::actor{}, caf::actor{}}}).servers.size(), 2u);
+  EXPECT_FALSE(round_trip(join_reply{caf::actor{}, {}, caf::actor{}}).coordinator);
+  EXPECT_EQ(round_trip(join_reply{caf::actor{}, {caf::actor{}, caf::actor{}}, caf::actor{}}).servers.size(), 2u);
   const process_endpoints serves{{1}, {"10.0.0.2"}, {4242}, "10.0.0.2", 4343};
   auto w = round_trip(worker_ready{3, caf::actor{}, {caf::actor{}, caf::actor{}}, serves});
   EXPECT_EQ(w.rank, 3);

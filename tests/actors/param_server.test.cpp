@@ -1,8 +1,9 @@
 // Parameter servers (actors/server/param_server.cpp): BSP gives collective sync DP's numbers
 // (bitwise at dp 2, where a sum of two is the same in either order; within float rounding at
-// dp 4, where the ring sums in another order); under SSP no replica ever starts a step more than
-// s ahead of the slowest, and with a straggler the fast ones do run exactly s ahead; under ASP
-// every push is applied exactly once, some of them stale. A slot cut into key ranges over several
+// dp 4, where the ring sums in another order); under SSP (batches dispensed on demand, the
+// clock in rounds) no push is of a round more than s ahead of the rounds complete when its
+// replica read its parameters, and with a straggler the fast ones do run exactly s ahead; under
+// ASP every push is applied exactly once, some of them stale. A slot cut into key ranges over several
 // servers gives the same numbers.
 #include <gtest/gtest.h>
 
@@ -72,24 +73,42 @@ INSTANTIATE_TEST_SUITE_P(Meshes, BspMatchesCollectiveDataParallel,
                                            ps_case{"mlp", "adamw", 2, 2, 1, 2}, ps_case{"gpt", "adamw", 2, 1, 2, 1}),
                          [](const auto& info) { return case_name(info.param); });
 
-// Every push of every replica applied exactly once: (replica, step) pairs unique and complete,
-// versions in order on each server (0..n-1; under BSP a step's pushes share one update).
-void expect_every_push_applied_once(const train_summary& s, int replicas, int servers, bool bsp = false) {
+// Every push of every replica applied exactly once, versions in order on each server (0..n-1;
+// under BSP a step's pushes share one update). BSP: (replica, step) pairs unique and complete.
+// SSP and ASP, whose batches are dispensed: every unit of the job applied once, as the
+// dispenser handed it out, to the replica it handed it to.
+void expect_every_push_applied_once(const train_summary& s, int replicas, int servers, bool bsp = false,
+                                    int64_t steps = kSteps) {
+  std::map<int64_t, int32_t> dispensed_to;
+  for (const auto& d : s.dispensed) EXPECT_TRUE(dispensed_to.emplace(d.unit, d.replica).second) << "unit " << d.unit << " dispensed twice";
+  if (!bsp) {
+    EXPECT_EQ(dispensed_to.size(), static_cast<size_t>(replicas * steps));
+  }
   std::map<int32_t, std::vector<train_summary::server_update>> by_server;
   for (const auto& u : s.server_updates) by_server[u.server].push_back(u);
   ASSERT_EQ(static_cast<int>(by_server.size()), servers);
   for (const auto& [server, updates] : by_server) {
-    ASSERT_EQ(updates.size(), static_cast<size_t>(replicas * kSteps)) << "server " << server;
+    ASSERT_EQ(updates.size(), static_cast<size_t>(replicas * steps)) << "server " << server;
     std::set<std::pair<int32_t, int64_t>> seen;
+    std::set<int64_t> units;
     for (size_t i = 0; i < updates.size(); ++i) {
-      EXPECT_EQ(updates[i].version_applied, static_cast<int64_t>(bsp ? i / static_cast<size_t>(replicas) : i));
-      EXPECT_TRUE(seen.emplace(updates[i].replica, updates[i].step).second)
-          << "replica " << updates[i].replica << " step " << updates[i].step << " applied twice";
+      const auto& u = updates[i];
+      EXPECT_EQ(u.version_applied, static_cast<int64_t>(bsp ? i / static_cast<size_t>(replicas) : i));
+      if (bsp) {
+        EXPECT_EQ(u.unit, -1);
+        EXPECT_TRUE(seen.emplace(u.replica, u.step).second) << "replica " << u.replica << " step " << u.step << " applied twice";
+        continue;
+      }
+      EXPECT_TRUE(units.insert(u.unit).second) << "server " << server << ": unit " << u.unit << " applied twice";
+      EXPECT_EQ(u.step, u.unit / replicas) << "unit " << u.unit << " is of round " << u.unit / replicas;
+      auto to = dispensed_to.find(u.unit);
+      if (to == dispensed_to.end()) ADD_FAILURE() << "server " << server << ": unit " << u.unit << " applied, never dispensed";
+      else EXPECT_EQ(u.replica, to->second) << "unit " << u.unit << " pushed by another replica than it went to";
     }
   }
 }
 
-TEST(StaleSynchronousParallel, NoReplicaStartsAStepMoreThanSAheadAndTheFastOnesRunExactlySAhead) {
+TEST(StaleSynchronousParallel, NoReplicaStartsARoundMoreThanSAheadAndTheFastOnesRunExactlySAhead) {
   for (int s : {1, 3}) {
     train_config cfg = config_for(ps_case{"mlp", "adamw", 3}, consistency_model::ssp, "ssp" + std::to_string(s));
     cfg.staleness = s;
@@ -98,8 +117,8 @@ TEST(StaleSynchronousParallel, NoReplicaStartsAStepMoreThanSAheadAndTheFastOnesR
     expect_every_push_applied_once(got, 3, 1);
     int64_t lead = 0, held = 0;
     for (const auto& u : got.server_updates) {
-      EXPECT_LE(u.step - u.slowest, s) << "replica " << u.replica << " began step " << u.step << " while the slowest had done "
-                                       << u.slowest << " (bound " << s << ")";
+      EXPECT_LE(u.step - u.slowest, s) << "replica " << u.replica << " began a batch of round " << u.step << " while "
+                                       << u.slowest << " rounds were complete (bound " << s << ")";
       lead = std::max(lead, u.step - u.slowest);
       held += u.held;
     }
