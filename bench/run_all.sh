@@ -17,6 +17,10 @@ echo "== In-process all-reduce: troupe collectives against Gloo and memcpy"
 "$build/bench/allreduce_bench"
 echo "== Cross-process all-reduce: troupe TCP ring against Gloo and Open MPI"
 "$here/cross_process_allreduce.sh" "$build"
+echo "== Collective back ends (MPI, Gloo, TCP ring) through the actor against each engine called directly"
+for np in 2 4; do
+  mpirun --allow-run-as-root --oversubscribe -np "$np" "$build/bench/backend_bench" 1 16 64
+done
 echo "== Activation transfer between processes: troupe p2p transport against a plain TCP socket"
 "$build/bench/p2p_bench"
 echo "== Pipeline step time against the ideal (P=2)"
