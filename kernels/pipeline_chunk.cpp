@@ -65,8 +65,6 @@ tensor pipeline_chunk::forward(int microbatch, const tensor& x) {
                            " while its previous stash is still live");
   peak_ = std::max(peak_, live());
   stash& s = it->second;
-  if (need_ && recompute_ == recompute_mode::full)
-    throw std::logic_error("pipeline_chunk: streamed parameters (ZeRO-3) with full recomputation");
   if (recompute_ != recompute_mode::full) {
     tensor y = need_ ? stack_.forward(x, s.ctx, [&](size_t i) { need_(i, true); }, [&](size_t i) { done_(i, true); })
                      : stack_.forward(x, s.ctx);
@@ -81,7 +79,9 @@ tensor pipeline_chunk::forward(int microbatch, const tensor& x) {
   for (size_t i = 0; i < n; ++i) {
     s.inputs[i] = h;
     saved_activations scratch;
+    if (need_) need_(i, true);
     h = std::as_const(stack_).at(i).forward(h, scratch);
+    if (done_) done_(i, true);
   }
   note_bytes(s);
   return h;
@@ -110,8 +110,12 @@ tensor pipeline_chunk::backward(int microbatch, const tensor& dy, bool need_inpu
         [&](size_t i) {
           s.inputs[i] = tensor();  // layer i is done: its input goes with its activations
           if (layer_done) layer_done(i);
+          if (done_) done_(i, false);
         },
-        [&](size_t i) { recompute_layer(s, i); });
+        [&](size_t i) {
+          if (need_) need_(i, false);  // ZeRO-3: the unit's parameters are back before its layer is rebuilt
+          recompute_layer(s, i);
+        });
   } else if (need_) {
     dx = stack_.backward(
         dy, s.ctx, need_input_grad,

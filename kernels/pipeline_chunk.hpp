@@ -53,8 +53,9 @@ class pipeline_chunk {
   int64_t peak_bytes() const { return peak_bytes_; }
   // ZeRO-3: need(i, forward) right before layer i runs and done(i, forward) right after, in
   // forward and in a full backward, so each unit's parameters are streamed in and out around
-  // its layers (the stack's split_params). Not with full recomputation or a split backward,
-  // which would need them again or apart (std::logic_error there).
+  // its layers (the stack's split_params); under full recomputation the backward's need(i)
+  // comes before layer i is rebuilt. Not with a split backward, which would need them apart
+  // (std::logic_error there).
   using param_hook = std::function<void(size_t layer, bool forward)>;
   void set_param_hooks(param_hook need, param_hook done) {
     need_ = std::move(need);
