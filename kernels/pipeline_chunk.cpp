@@ -132,7 +132,6 @@ tensor pipeline_chunk::backward(int microbatch, const tensor& dy, bool need_inpu
 }
 
 tensor pipeline_chunk::backward_input(int microbatch, const tensor& dy, bool need_input_grad) {
-  if (need_) throw std::logic_error("pipeline_chunk: streamed parameters (ZeRO-3) with a split backward");
   stash& s = find(microbatch, "backward_input");
   if (s.input_done)
     throw std::logic_error("pipeline_chunk: second backward_input of microbatch " + std::to_string(microbatch));
@@ -141,10 +140,12 @@ tensor pipeline_chunk::backward_input(int microbatch, const tensor& dy, bool nee
   tensor g = dy;
   for (size_t i = n; i-- > 0;) {
     s.dys[i] = g;
+    if (need_) need_(i, false);  // ZeRO-3: the input gradient needs the weights; the weight half does not
     recompute_layer(s, i);  // kept until backward_weight: a split backward saves less
     stack_.prepare_grads(i);
     // The model's first layer needs no input gradient; its weight half runs alone (layer.hpp).
     g = (i > 0 || need_input_grad) ? stack_.at(i).backward_input(g, s.ctx.saved[i]) : tensor();
+    if (done_) done_(i, false);
   }
   s.input_done = true;
   return g;

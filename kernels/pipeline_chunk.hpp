@@ -54,8 +54,8 @@ class pipeline_chunk {
   // ZeRO-3: need(i, forward) right before layer i runs and done(i, forward) right after, in
   // forward and in a full backward, so each unit's parameters are streamed in and out around
   // its layers (the stack's split_params); under full recomputation the backward's need(i)
-  // comes before layer i is rebuilt. Not with a split backward, which would need them apart
-  // (std::logic_error there).
+  // comes before layer i is rebuilt. A split backward streams them around backward_input only:
+  // a weight gradient reads the saved activations and the output gradient, never the weights.
   using param_hook = std::function<void(size_t layer, bool forward)>;
   void set_param_hooks(param_hook need, param_hook done) {
     need_ = std::move(need);

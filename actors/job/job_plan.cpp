@@ -35,10 +35,6 @@ job_plan plan_job(const train_config& cfg, const prepared_job& data) {
     for (const auto& row : p.schedule.stages)
       for (const auto& a : row) fetches = fetches || a.kind == sched::op::fetch_params;
     if (!fetches) p.schedule = sched::add_param_fetches(p.schedule);
-    for (const auto& row : p.schedule.stages)
-      for (const auto& a : row)
-        if (a.kind == sched::op::backward_input)
-          bad("zero 3 with a split backward (" + sched::to_string(a) + ") is not built yet");
     const sched::validation check = sched::validate(p.schedule);
     if (!check.ok()) bad("the schedule with ZeRO-3's fetches is refused: " + check.error);
   }

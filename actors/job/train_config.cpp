@@ -188,10 +188,6 @@ void validate(const train_config& c) {
   }
   if (c.zero < 0 || c.zero > 3) bad("zero must be 0, 1, 2 or 3, got " + std::to_string(c.zero));
   if (c.prefetch < 1 || c.prefetch > 64) bad("prefetch must be in 1..64 parameter units, got " + std::to_string(c.prefetch));
-  if (c.zero == 3) {
-    if (c.schedule == "zb-h1" && c.user_schedule.stages.empty() && c.mesh.pp > 1)
-      bad("zero 3 with the split backward of zb-h1 is not built yet (use gpipe, 1f1b or interleaved)");
-  }
   if (c.device_memory < 0) bad("device_memory must be >= 0 bytes (0: no cap)");
   if (c.staleness < 0) bad("staleness must be >= 0, got " + std::to_string(c.staleness));
   if (c.kill_server >= 0 && c.consistency == consistency_model::none)

@@ -446,11 +446,12 @@ bool execute(self_ptr self, const sched::action& a) {
 void begin_step(self_ptr self, int64_t step);
 
 // ZeRO-3: every unit the row's F and B actions will run, in that order: a forward walks a
-// chunk's units up (its buckets from the last, which holds the lowest layers), a backward down.
+// chunk's units up (its buckets from the last, which holds the lowest layers), a backward (or
+// a split backward's input half) down.
 std::vector<param_fetcher::request> fetch_order(const stage_state& s) {
   std::vector<param_fetcher::request> out;
   for (const sched::action& a : row(s)) {
-    if (a.kind != op::forward && a.kind != op::backward) continue;
+    if (a.kind != op::forward && a.kind != op::backward && a.kind != op::backward_input) continue;
     const auto c = static_cast<size_t>(a.chunk);
     const auto& buckets = s.args.buckets[c];
     for (size_t k = 0; k < buckets.size(); ++k) {

@@ -1,6 +1,6 @@
 // ZeRO stages 1, 2 and 3 change where model states live, never a number: over 20 steps of an MLP
 // and a GPT, with SGD (no momentum: a wrong gradient scale shows) and AdamW, at dp 2 and 4, alone
-// and combined with pp 2, tp 2 and (stage 3) full recomputation, every loss and every final parameter is bit for bit the plain
+// and combined with pp 2, tp 2, ZB-H1's split backward and (stage 3) full recomputation, every loss and every final parameter is bit for bit the plain
 // data-parallel run's (a rank's segment of a ring reduce-scatter is the all-reduce's value, the
 // optimizers are element-wise, and the all-gather copies). Each rank's device ledger peaks at
 // the ZeRO formulas for this model (memory_plan.hpp), and a cap that plain DP does not fit is
@@ -24,18 +24,21 @@ struct zero_case {
   std::string model, optim;
   int dp = 2, zero = 1, pp = 1, tp = 1, M = 1;
   recompute_mode recompute = recompute_mode::none;
+  std::string schedule = {};  // empty: the default (1f1b)
 };
 
 std::string case_name(const zero_case& c) {
   return c.model + "_" + c.optim + "_dp" + std::to_string(c.dp) + "_pp" + std::to_string(c.pp) + "_tp" +
          std::to_string(c.tp) + "_M" + std::to_string(c.M) + "_zero" + std::to_string(c.zero) +
-         (c.recompute == recompute_mode::none ? "" : std::string("_recompute_") + to_string(c.recompute));
+         (c.recompute == recompute_mode::none ? "" : std::string("_recompute_") + to_string(c.recompute)) +
+         (c.schedule.empty() ? "" : "_" + std::string(c.schedule == "zb-h1" ? "zbh1" : c.schedule));
 }
 
 train_config config_for(const zero_case& c) {
   train_config cfg = tiny_mesh_config(c.model, c.optim, c.dp, c.pp, c.tp, c.M);
   cfg.zero = c.zero;
   cfg.recompute = c.recompute;
+  if (!c.schedule.empty()) cfg.schedule = c.schedule;
   cfg.bucket_mb = 0.0005;  // several buckets per stage, some smaller than dp elements
   cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-zero-" + case_name(c))).string();
   return cfg;
@@ -80,6 +83,11 @@ std::vector<zero_case> all_cases() {
     out.push_back({"gpt", optim, 2, 3, 2, 1, 4, recompute_mode::full});
   }
   out.push_back({"mlp", "adamw", 4, 3, 1, 1, 1, recompute_mode::full});
+  // ZB-H1's split backward under ZeRO-3: units stream around the input halves only.
+  for (const char* optim : {"sgd", "adamw"}) out.push_back({"gpt", optim, 2, 3, 2, 1, 4, recompute_mode::none, "zb-h1"});
+  out.push_back({"gpt", "adamw", 2, 3, 2, 1, 4, recompute_mode::full, "zb-h1"});
+  out.push_back({"mlp", "sgd", 2, 3, 2, 1, 4, recompute_mode::none, "zb-h1"});
+  out.push_back({"gpt", "adamw", 2, 2, 2, 1, 4, recompute_mode::none, "zb-h1"});
   return out;
 }
 
