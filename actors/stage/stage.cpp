@@ -3,7 +3,8 @@
 // by key and the cursor advances while the action there can run. It never reorders the list,
 // never skips an action, and refuses (by name) an action whose data is not where the schedule
 // says it is. Ordered a run of steps, it starts each as soon as the previous one's parameters
-// are back, and reports every step with the timing of each action.
+// are back, and reports every step with the timing of each action. Its traffic with its
+// data-parallel group is stage_collectives.cpp's.
 #include "actors/stage/stage.hpp"
 
 #include <pthread.h>
@@ -19,96 +20,15 @@
 #include <utility>
 
 #include "actors/actor_failure.hpp"
-#include "actors/stage/dispensed_steps.hpp"
-#include "actors/stage/param_fetcher.hpp"
+#include "actors/stage/stage_state.hpp"
 #include "comm/ring_schedule.hpp"
-#include "comm/tp_groups.hpp"
 #include "kernels/loss.hpp"
-#include "kernels/pipeline_chunk.hpp"
 
 namespace troupe {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-using sched::op;
-using slot = std::pair<int, int>;  // (microbatch, local chunk)
-
-double now_seconds() { return std::chrono::duration<double>(clock_type::now().time_since_epoch()).count(); }
-
-struct stage_state {
-  stage_args args;
-  std::vector<std::unique_ptr<pipeline_chunk>> chunks;  // by local chunk
-  std::vector<size_t> last_weight_action;  // per local chunk: its last B or W in the row
-  // Weak: every stage holds every other, and strong handles in a cycle would keep the
-  // detached threads alive past the end of the job.
-  std::vector<caf::actor_addr> peers;
-  // The current step (-1 between runs) and the end of the ordered run.
-  int64_t step = -1, until = 0;
-  size_t cursor = 0;
-  int64_t completed = 0;
-  bool blocked = false;
-  double blocked_since = 0;
-  std::string waiting_for;
-  // Inputs by key; each is consumed by exactly one action of the list.
-  int64_t next_request = 0;
-  std::map<int64_t, batch> batches;  // global batches by step (stages with chunk 0 or the last)
-  std::vector<batch> micro;          // the current step's microbatches
-  std::map<std::tuple<int64_t, bool, int, int>, tensor> inbox;  // (step, is_grad, mb, boundary)
-  std::map<slot, tensor> forward_in, backward_in, act_out, grad_out;
-  int64_t buckets_pending = 0;
-  int64_t buckets_per_step = 0;  // over all local chunks
-  // Collective seqs of a step: step * seqs_per_step + bucket for its reductions, and with ZeRO
-  // + buckets_per_step + bucket for the all-gathers of the updated parameters.
-  int64_t seqs_per_step = 0;
-  std::vector<shard_piece> pieces;  // ZeRO: this rank's segment of every bucket, in bucket order
-  tensor shard_grads;               // ZeRO: the reduced gradients of those segments
-  int64_t gathers_pending = 0;
-  // ZeRO-3: this rank's parameter segments (its optimizer shard's answer), and the stream that
-  // gathers the units.
-  tensor param_shard;
-  std::unique_ptr<param_fetcher> fetcher;
-  // Where this rank's values sit in the checkpoints' global layout: each local chunk's
-  // parameters (from its buffer's start), and its optimizer shard's floats.
-  std::vector<std::vector<storage::value_run>> chunk_runs;
-  std::vector<storage::value_run> shard_runs;
-  bool straggled = false;
-  dispensed_steps units;  // with a dispenser: this run's grants
-  int64_t next_step = 0;  // with a dispenser: the replica's next step (its own count, over runs)
-  enum class opt_phase { idle, sent, done } opt = opt_phase::idle;
-  stage_step_record record;  // what the step reports
-  std::shared_ptr<net::timed_tp_group> tp_clock;  // args.tp, timed (tp > 1)
-  double tp_seconds_before = 0;                   // its count when the step began
-  int live = 0;
-  static inline const char* name = "stage";
-};
-
-using self_ptr = caf::stateful_actor<stage_state>*;
-
-const std::vector<sched::action>& row(const stage_state& s) {
-  return s.args.plan.stages[static_cast<size_t>(s.args.stage)];
-}
-
-bool zero_on(const stage_state& s) { return !s.pieces.empty(); }
-bool grads_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 2; }
-bool params_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 3; }
-
-int model_chunk_of(const stage_state& s, int chunk) { return sched::model_chunk(s.args.plan, s.args.stage, chunk); }
-int last_model_chunk(const stage_state& s) { return sched::num_model_chunks(s.args.plan) - 1; }
-bool needs_batch(const stage_state& s) {
-  for (int c = 0; c < s.args.plan.virtual_stages; ++c) {
-    const int k = model_chunk_of(s, c);
-    if (k == 0 || k == last_model_chunk(s)) return true;
-  }
-  return false;
-}
-
-// "rank R (stage S), action I (X): " for the action at the cursor.
-std::string at_cursor(const stage_state& s) {
-  std::string where = "rank " + std::to_string(s.args.rank) + " (stage " + std::to_string(s.args.stage) + ")";
-  if (s.step < 0 || s.cursor >= row(s).size()) return where + ": ";
-  return where + ", action " + std::to_string(s.cursor) + " (" + sched::body_string(row(s)[s.cursor]) + "): ";
-}
+using namespace stage_detail;
 
 [[noreturn]] void refuse(const stage_state& s, const std::string& why) { throw std::runtime_error(at_cursor(s) + why); }
 
@@ -199,111 +119,6 @@ void straggle(stage_state& s) {
   s.straggled = true;
   const double ms = straggler_delay_ms(st, s.args.seed, s.step);
   std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
-}
-
-void advance_after_message(self_ptr self);
-void fail(self_ptr self, const std::string& why);
-
-// Bucket b of local chunk c has its reduced values back: they replace the local gradients.
-// False when the answer is wrong and the stage failed.
-bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index, double sent, collective_result& r) {
-  auto& s = self->state;
-  if (step != s.step) return false;  // a late answer for a step that failed: the job is stopping
-  const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(chunk)][b];
-  const float* sum = std::as_const(r.data).data();
-  if (grads_partitioned(s)) {  // only this rank's segment came back: it goes into the shard's gradients
-    const shard_piece& piece = s.pieces.at(static_cast<size_t>(index));
-    if (r.data.numel() != piece.count) {
-      fail(self, at_cursor(s) + "the reduce-scatter of bucket " + std::to_string(index) + " returned " +
-                            std::to_string(r.data.numel()) + " values for a segment of " + std::to_string(piece.count));
-      return false;
-    }
-    std::copy(sum, sum + piece.count, s.shard_grads.data() + piece.at_shard);
-  } else {
-    std::copy(sum, sum + bucket.count, s.chunks[static_cast<size_t>(chunk)]->stack().grads().data() + bucket.offset);
-  }
-  s.record.buckets.push_back(index);
-  s.record.bucket_sent.push_back(sent);
-  s.record.bucket_done.push_back(r.finished_at);
-  --s.buckets_pending;
-  return true;
-}
-
-// The hook for a chunk's last weight-gradient action: every bucket whose lowest layer is done
-// goes to the collective at once, while backward continues with the layers below.
-layer_stack::layer_done_fn bucket_launcher(self_ptr self, int chunk) {
-  auto& s = self->state;
-  if (!s.args.collective || s.args.buckets[static_cast<size_t>(chunk)].empty()) return nullptr;
-  int32_t first_index = 0;  // buckets are numbered over the stage's chunks, chunk 0 first
-  for (int c = 0; c < chunk; ++c) first_index += static_cast<int32_t>(s.args.buckets[static_cast<size_t>(c)].size());
-  auto next = std::make_shared<size_t>(0);
-  return [self, chunk, first_index, next](size_t layer) {
-    auto& s = self->state;
-    const auto& list = s.args.buckets[static_cast<size_t>(chunk)];
-    // Buckets become ready in order: bucket k's lowest layer is above bucket k+1's.
-    while (*next < list.size() && list[*next].first_layer == static_cast<int64_t>(layer)) {
-      const size_t b = (*next)++;
-      const grad_bucket& bucket = list[b];
-      layer_stack& stack = s.chunks[static_cast<size_t>(chunk)]->stack();
-      // ZeRO-2 hands the bucket's own storage over (the rank keeps no full gradients); otherwise
-      // the bucket is copied out, since the stack keeps its summed values.
-      tensor part;
-      if (grads_partitioned(s)) {
-        part = stack.take_unit_grads(b);
-      } else {
-        const float* g = stack.grads().data() + bucket.offset;
-        part = tensor({bucket.count}, std::vector<float>(g, g + bucket.count));
-      }
-      if (s.args.memory) s.args.memory->recharge(part, memory_kind::buffers);  // the collective's now
-      part.freeze();
-      const auto index = static_cast<int32_t>(first_index + static_cast<int32_t>(b));
-      const double sent = now_seconds();
-      const int64_t step = s.step;
-      ++s.buckets_pending;
-      const auto op = grads_partitioned(s) ? ring::op_kind::reduce_scatter_sum : ring::op_kind::all_reduce_sum;
-      self->request(s.args.collective, caf::infinite,
-                    collective_request{step * s.seqs_per_step + index, static_cast<int32_t>(op), 0, bucket.count,
-                                       std::move(part)})
-          .then([self, step, chunk, b, index, sent](collective_result& r) {
-            if (bucket_done(self, step, chunk, b, index, sent, r)) advance_after_message(self);
-          });
-    }
-  };
-}
-
-// ZeRO: the shard's updated segments are back. Every bucket is all-gathered from the segments
-// of all ranks straight into the stage's parameters; O completes with the last one.
-void gather_params(self_ptr self, const params_msg& m) {
-  auto& s = self->state;
-  if (m.params.numel() != shard_size(s.pieces))
-    return fail(self, at_cursor(s) + "the optimizer shard returned " + std::to_string(m.params.numel()) + " parameters for a shard of " +
-                  std::to_string(shard_size(s.pieces)));
-  const int64_t step = m.step;
-  s.gathers_pending = static_cast<int64_t>(s.pieces.size());
-  for (size_t i = 0; i < s.pieces.size(); ++i) {
-    const shard_piece& p = s.pieces[i];
-    const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
-    tensor part = tensor::uninitialized({p.count});
-    std::copy(m.params.data() + p.at_shard, m.params.data() + p.at_shard + p.count, part.data());
-    if (s.args.memory) s.args.memory->charge(part, memory_kind::buffers);
-    part.freeze();
-    const int64_t seq = step * s.seqs_per_step + s.buckets_per_step + static_cast<int64_t>(i);
-    self->request(s.args.collective, caf::infinite,
-                  collective_request{seq, static_cast<int32_t>(ring::op_kind::all_gather), 0, bucket.count, std::move(part)})
-        .then([self, step, i](collective_result& r) {
-          auto& s = self->state;
-          if (step != s.step) return;  // a late answer for a step that failed
-          const shard_piece& p = s.pieces[i];
-          const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
-          if (r.data.numel() != bucket.count)
-            return fail(self, at_cursor(s) + "the all-gather of bucket " + std::to_string(i) + " returned " +
-                                  std::to_string(r.data.numel()) + " values for a bucket of " + std::to_string(bucket.count));
-          const float* v = std::as_const(r.data).data();
-          std::copy(v, v + bucket.count, s.chunks[static_cast<size_t>(p.chunk)]->stack().params().data() + bucket.offset);
-          if (--s.gathers_pending == 0) s.opt = stage_state::opt_phase::done;
-          advance_after_message(self);
-        });
-  }
 }
 
 // Runs the action at the cursor if its inputs are there; false (with waiting_for set) if not.
@@ -445,47 +260,6 @@ bool execute(self_ptr self, const sched::action& a) {
 
 void begin_step(self_ptr self, int64_t step);
 
-// ZeRO-3: every unit the row's F and B actions will run, in that order: a forward walks a
-// chunk's units up (its buckets from the last, which holds the lowest layers), a backward (or
-// a split backward's input half) down.
-std::vector<param_fetcher::request> fetch_order(const stage_state& s) {
-  std::vector<param_fetcher::request> out;
-  for (const sched::action& a : row(s)) {
-    if (a.kind != op::forward && a.kind != op::backward && a.kind != op::backward_input) continue;
-    const auto c = static_cast<size_t>(a.chunk);
-    const auto& buckets = s.args.buckets[c];
-    for (size_t k = 0; k < buckets.size(); ++k) {
-      const size_t b = a.kind == op::forward ? buckets.size() - 1 - k : k;
-      size_t index = b;
-      for (size_t e = 0; e < c; ++e) index += s.args.buckets[e].size();
-      const shard_piece& p = s.pieces.at(index);
-      out.push_back({a.chunk, b, buckets[b].count, s.param_shard, p.at_shard});
-    }
-  }
-  return out;
-}
-
-// The stage's hooks into its chunks: a unit's parameters arrive before its first layer runs
-// (in the walk's direction) and go after its last.
-void stream_params(self_ptr self, size_t c) {
-  auto& s = self->state;
-  layer_stack& stack = s.chunks[c]->stack();
-  auto entry = [&stack](size_t u, bool forward) { return forward ? stack.unit_layers(u).first : stack.unit_layers(u).second; };
-  s.chunks[c]->set_param_hooks(
-      [self, c, entry](size_t layer, bool forward) {
-        auto& st = self->state;
-        const int u = st.chunks[c]->stack().unit_of(layer);
-        if (u < 0 || layer != entry(static_cast<size_t>(u), forward)) return;
-        st.chunks[c]->stack().set_unit_params(static_cast<size_t>(u), st.fetcher->take(static_cast<int>(c), static_cast<size_t>(u)));
-      },
-      [self, c, entry](size_t layer, bool forward) {
-        auto& st = self->state;
-        const int u = st.chunks[c]->stack().unit_of(layer);
-        if (u < 0 || layer != entry(static_cast<size_t>(u), !forward)) return;
-        st.chunks[c]->stack().release_unit_params(static_cast<size_t>(u));
-      });
-}
-
 void request_batches(self_ptr self, int64_t up_to) {
   auto& s = self->state;
   if (!needs_batch(s) || dispensing(s)) return;  // dispensed batches are asked for as each is granted
@@ -576,7 +350,9 @@ void advance(self_ptr self) {
   }
 }
 
-void fail(self_ptr self, const std::string& why) {
+}  // namespace
+
+void stage_detail::fail(self_ptr self, const std::string& why) {
   // Its tp peers may be waiting for it inside a collective: they fail now, not at a timeout.
   if (self->state.args.tp) net::abort_local_tp_group(self->state.args.tp, "a tensor-parallel peer failed: " + why);
   self->send(self->state.args.coordinator, pipeline_failure{self->state.args.rank, why});
@@ -584,7 +360,7 @@ void fail(self_ptr self, const std::string& why) {
 }
 
 // Every handler that delivers an input ends here: the action waiting for it may run now.
-void advance_after_message(self_ptr self) {
+void stage_detail::advance_after_message(self_ptr self) {
   auto& s = self->state;
   try {
     advance(self);
@@ -595,6 +371,8 @@ void advance_after_message(self_ptr self) {
     fail(self, what.rfind("rank ", 0) == 0 ? what : at_cursor(s) + what);
   }
 }
+
+namespace {
 
 void begin_step(self_ptr self, int64_t step) {
   auto& s = self->state;

@@ -1,0 +1,160 @@
+// stage_collectives: a stage's traffic with its data-parallel group. Gradient buckets go to the
+// collective as backward produces them (reduced or, ZeRO-2 and 3, reduce-scattered); ZeRO's
+// updated parameters come back as all-gathers; ZeRO-3's units stream through the param_fetcher
+// in the order the schedule row uses them.
+#include <algorithm>
+#include <utility>
+
+#include "actors/stage/stage_state.hpp"
+#include "comm/ring_schedule.hpp"
+
+namespace troupe::stage_detail {
+
+namespace {
+
+// Bucket b of local chunk c has its reduced values back: they replace the local gradients.
+// False when the answer is wrong and the stage failed.
+bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index, double sent, collective_result& r) {
+  auto& s = self->state;
+  if (step != s.step) return false;  // a late answer for a step that failed: the job is stopping
+  const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(chunk)][b];
+  const float* sum = std::as_const(r.data).data();
+  if (grads_partitioned(s)) {  // only this rank's segment came back: it goes into the shard's gradients
+    const shard_piece& piece = s.pieces.at(static_cast<size_t>(index));
+    if (r.data.numel() != piece.count) {
+      fail(self, at_cursor(s) + "the reduce-scatter of bucket " + std::to_string(index) + " returned " +
+                            std::to_string(r.data.numel()) + " values for a segment of " + std::to_string(piece.count));
+      return false;
+    }
+    std::copy(sum, sum + piece.count, s.shard_grads.data() + piece.at_shard);
+  } else {
+    std::copy(sum, sum + bucket.count, s.chunks[static_cast<size_t>(chunk)]->stack().grads().data() + bucket.offset);
+  }
+  s.record.buckets.push_back(index);
+  s.record.bucket_sent.push_back(sent);
+  s.record.bucket_done.push_back(r.finished_at);
+  --s.buckets_pending;
+  return true;
+}
+
+}  // namespace
+
+// The hook for a chunk's last weight-gradient action: every bucket whose lowest layer is done
+// goes to the collective at once, while backward continues with the layers below.
+layer_stack::layer_done_fn bucket_launcher(self_ptr self, int chunk) {
+  auto& s = self->state;
+  if (!s.args.collective || s.args.buckets[static_cast<size_t>(chunk)].empty()) return nullptr;
+  int32_t first_index = 0;  // buckets are numbered over the stage's chunks, chunk 0 first
+  for (int c = 0; c < chunk; ++c) first_index += static_cast<int32_t>(s.args.buckets[static_cast<size_t>(c)].size());
+  auto next = std::make_shared<size_t>(0);
+  return [self, chunk, first_index, next](size_t layer) {
+    auto& s = self->state;
+    const auto& list = s.args.buckets[static_cast<size_t>(chunk)];
+    // Buckets become ready in order: bucket k's lowest layer is above bucket k+1's.
+    while (*next < list.size() && list[*next].first_layer == static_cast<int64_t>(layer)) {
+      const size_t b = (*next)++;
+      const grad_bucket& bucket = list[b];
+      layer_stack& stack = s.chunks[static_cast<size_t>(chunk)]->stack();
+      // ZeRO-2 hands the bucket's own storage over (the rank keeps no full gradients); otherwise
+      // the bucket is copied out, since the stack keeps its summed values.
+      tensor part;
+      if (grads_partitioned(s)) {
+        part = stack.take_unit_grads(b);
+      } else {
+        const float* g = stack.grads().data() + bucket.offset;
+        part = tensor({bucket.count}, std::vector<float>(g, g + bucket.count));
+      }
+      if (s.args.memory) s.args.memory->recharge(part, memory_kind::buffers);  // the collective's now
+      part.freeze();
+      const auto index = static_cast<int32_t>(first_index + static_cast<int32_t>(b));
+      const double sent = now_seconds();
+      const int64_t step = s.step;
+      ++s.buckets_pending;
+      const auto op = grads_partitioned(s) ? ring::op_kind::reduce_scatter_sum : ring::op_kind::all_reduce_sum;
+      self->request(s.args.collective, caf::infinite,
+                    collective_request{step * s.seqs_per_step + index, static_cast<int32_t>(op), 0, bucket.count,
+                                       std::move(part)})
+          .then([self, step, chunk, b, index, sent](collective_result& r) {
+            if (bucket_done(self, step, chunk, b, index, sent, r)) advance_after_message(self);
+          });
+    }
+  };
+}
+
+// ZeRO: the shard's updated segments are back. Every bucket is all-gathered from the segments
+// of all ranks straight into the stage's parameters; O completes with the last one.
+void gather_params(self_ptr self, const params_msg& m) {
+  auto& s = self->state;
+  if (m.params.numel() != shard_size(s.pieces))
+    return fail(self, at_cursor(s) + "the optimizer shard returned " + std::to_string(m.params.numel()) + " parameters for a shard of " +
+                  std::to_string(shard_size(s.pieces)));
+  const int64_t step = m.step;
+  s.gathers_pending = static_cast<int64_t>(s.pieces.size());
+  for (size_t i = 0; i < s.pieces.size(); ++i) {
+    const shard_piece& p = s.pieces[i];
+    const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
+    tensor part = tensor::uninitialized({p.count});
+    std::copy(m.params.data() + p.at_shard, m.params.data() + p.at_shard + p.count, part.data());
+    if (s.args.memory) s.args.memory->charge(part, memory_kind::buffers);
+    part.freeze();
+    const int64_t seq = step * s.seqs_per_step + s.buckets_per_step + static_cast<int64_t>(i);
+    self->request(s.args.collective, caf::infinite,
+                  collective_request{seq, static_cast<int32_t>(ring::op_kind::all_gather), 0, bucket.count, std::move(part)})
+        .then([self, step, i](collective_result& r) {
+          auto& s = self->state;
+          if (step != s.step) return;  // a late answer for a step that failed
+          const shard_piece& p = s.pieces[i];
+          const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
+          if (r.data.numel() != bucket.count)
+            return fail(self, at_cursor(s) + "the all-gather of bucket " + std::to_string(i) + " returned " +
+                                  std::to_string(r.data.numel()) + " values for a bucket of " + std::to_string(bucket.count));
+          const float* v = std::as_const(r.data).data();
+          std::copy(v, v + bucket.count, s.chunks[static_cast<size_t>(p.chunk)]->stack().params().data() + bucket.offset);
+          if (--s.gathers_pending == 0) s.opt = stage_state::opt_phase::done;
+          advance_after_message(self);
+        });
+  }
+}
+
+// ZeRO-3: every unit the row's F and B actions will run, in that order: a forward walks a
+// chunk's units up (its buckets from the last, which holds the lowest layers), a backward (or
+// a split backward's input half) down.
+std::vector<param_fetcher::request> fetch_order(const stage_state& s) {
+  std::vector<param_fetcher::request> out;
+  for (const sched::action& a : row(s)) {
+    if (a.kind != op::forward && a.kind != op::backward && a.kind != op::backward_input) continue;
+    const auto c = static_cast<size_t>(a.chunk);
+    const auto& buckets = s.args.buckets[c];
+    for (size_t k = 0; k < buckets.size(); ++k) {
+      const size_t b = a.kind == op::forward ? buckets.size() - 1 - k : k;
+      size_t index = b;
+      for (size_t e = 0; e < c; ++e) index += s.args.buckets[e].size();
+      const shard_piece& p = s.pieces.at(index);
+      out.push_back({a.chunk, b, buckets[b].count, s.param_shard, p.at_shard});
+    }
+  }
+  return out;
+}
+
+// The stage's hooks into its chunks: a unit's parameters arrive before its first layer runs
+// (in the walk's direction) and go after its last.
+void stream_params(self_ptr self, size_t c) {
+  auto& s = self->state;
+  layer_stack& stack = s.chunks[c]->stack();
+  auto entry = [&stack](size_t u, bool forward) { return forward ? stack.unit_layers(u).first : stack.unit_layers(u).second; };
+  s.chunks[c]->set_param_hooks(
+      [self, c, entry](size_t layer, bool forward) {
+        auto& st = self->state;
+        const int u = st.chunks[c]->stack().unit_of(layer);
+        if (u < 0 || layer != entry(static_cast<size_t>(u), forward)) return;
+        st.chunks[c]->stack().set_unit_params(static_cast<size_t>(u), st.fetcher->take(static_cast<int>(c), static_cast<size_t>(u)));
+      },
+      [self, c, entry](size_t layer, bool forward) {
+        auto& st = self->state;
+        const int u = st.chunks[c]->stack().unit_of(layer);
+        if (u < 0 || layer != entry(static_cast<size_t>(u), !forward)) return;
+        st.chunks[c]->stack().release_unit_params(static_cast<size_t>(u));
+      });
+}
+
+}  // namespace troupe::stage_detail

@@ -1,0 +1,119 @@
+// The state of one stage actor and what the files of its implementation share (stage.cpp: the
+// interpreter of its schedule row; stage_collectives.cpp: its traffic with its data-parallel
+// group). Include only from actors/stage/*.cpp.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "actors/stage/dispensed_steps.hpp"
+#include "actors/stage/param_fetcher.hpp"
+#include "actors/stage/stage.hpp"
+#include "comm/tp_groups.hpp"
+#include "kernels/pipeline_chunk.hpp"
+
+namespace troupe::stage_detail {
+
+using clock_type = std::chrono::steady_clock;
+using sched::op;
+using slot = std::pair<int, int>;  // (microbatch, local chunk)
+
+inline double now_seconds() { return std::chrono::duration<double>(clock_type::now().time_since_epoch()).count(); }
+
+struct stage_state {
+  stage_args args;
+  std::vector<std::unique_ptr<pipeline_chunk>> chunks;  // by local chunk
+  std::vector<size_t> last_weight_action;  // per local chunk: its last B or W in the row
+  // Weak: every stage holds every other, and strong handles in a cycle would keep the
+  // detached threads alive past the end of the job.
+  std::vector<caf::actor_addr> peers;
+  // The current step (-1 between runs) and the end of the ordered run.
+  int64_t step = -1, until = 0;
+  size_t cursor = 0;
+  int64_t completed = 0;
+  bool blocked = false;
+  double blocked_since = 0;
+  std::string waiting_for;
+  // Inputs by key; each is consumed by exactly one action of the list.
+  int64_t next_request = 0;
+  std::map<int64_t, batch> batches;  // global batches by step (stages with chunk 0 or the last)
+  std::vector<batch> micro;          // the current step's microbatches
+  std::map<std::tuple<int64_t, bool, int, int>, tensor> inbox;  // (step, is_grad, mb, boundary)
+  std::map<slot, tensor> forward_in, backward_in, act_out, grad_out;
+  int64_t buckets_pending = 0;
+  int64_t buckets_per_step = 0;  // over all local chunks
+  // Collective seqs of a step: step * seqs_per_step + bucket for its reductions, and with ZeRO
+  // + buckets_per_step + bucket for the all-gathers of the updated parameters.
+  int64_t seqs_per_step = 0;
+  std::vector<shard_piece> pieces;  // ZeRO: this rank's segment of every bucket, in bucket order
+  tensor shard_grads;               // ZeRO: the reduced gradients of those segments
+  int64_t gathers_pending = 0;
+  // ZeRO-3: this rank's parameter segments (its optimizer shard's answer), and the stream that
+  // gathers the units.
+  tensor param_shard;
+  std::unique_ptr<param_fetcher> fetcher;
+  // Where this rank's values sit in the checkpoints' global layout: each local chunk's
+  // parameters (from its buffer's start), and its optimizer shard's floats.
+  std::vector<std::vector<storage::value_run>> chunk_runs;
+  std::vector<storage::value_run> shard_runs;
+  bool straggled = false;
+  dispensed_steps units;  // with a dispenser: this run's grants
+  int64_t next_step = 0;  // with a dispenser: the replica's next step (its own count, over runs)
+  enum class opt_phase { idle, sent, done } opt = opt_phase::idle;
+  stage_step_record record;  // what the step reports
+  std::shared_ptr<net::timed_tp_group> tp_clock;  // args.tp, timed (tp > 1)
+  double tp_seconds_before = 0;                   // its count when the step began
+  int live = 0;
+  static inline const char* name = "stage";
+};
+
+using self_ptr = caf::stateful_actor<stage_state>*;
+
+inline const std::vector<sched::action>& row(const stage_state& s) {
+  return s.args.plan.stages[static_cast<size_t>(s.args.stage)];
+}
+
+inline bool zero_on(const stage_state& s) { return !s.pieces.empty(); }
+inline bool grads_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 2; }
+inline bool params_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 3; }
+
+inline int model_chunk_of(const stage_state& s, int chunk) { return sched::model_chunk(s.args.plan, s.args.stage, chunk); }
+inline int last_model_chunk(const stage_state& s) { return sched::num_model_chunks(s.args.plan) - 1; }
+inline bool needs_batch(const stage_state& s) {
+  for (int c = 0; c < s.args.plan.virtual_stages; ++c) {
+    const int k = model_chunk_of(s, c);
+    if (k == 0 || k == last_model_chunk(s)) return true;
+  }
+  return false;
+}
+
+// "rank R (stage S), action I (X): " for the action at the cursor.
+inline std::string at_cursor(const stage_state& s) {
+  std::string where = "rank " + std::to_string(s.args.rank) + " (stage " + std::to_string(s.args.stage) + ")";
+  if (s.step < 0 || s.cursor >= row(s).size()) return where + ": ";
+  return where + ", action " + std::to_string(s.cursor) + " (" + sched::body_string(row(s)[s.cursor]) + "): ";
+}
+
+// stage.cpp: the job hears of the failure and the stage quits; the action waiting for a message
+// that just arrived runs if it can (a failure there ends the stage the same way).
+void fail(self_ptr self, const std::string& why);
+void advance_after_message(self_ptr self);
+
+// stage_collectives.cpp.
+// The hook for a chunk's last weight-gradient action, or null when the chunk reduces nothing.
+layer_stack::layer_done_fn bucket_launcher(self_ptr self, int chunk);
+// ZeRO: the shard's updated segments are back; the buckets are all-gathered from them.
+void gather_params(self_ptr self, const params_msg& m);
+// ZeRO-3: the units in the order the row's actions use them, and the chunk's hooks that take
+// each from the fetcher and let it go.
+std::vector<param_fetcher::request> fetch_order(const stage_state& s);
+void stream_params(self_ptr self, size_t c);
+
+}  // namespace troupe::stage_detail
