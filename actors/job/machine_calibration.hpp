@@ -2,7 +2,7 @@
 // the project's own GEMMs at the shapes the model's layers multiply, fitted to one FLOP rate; the
 // attention kernel forward and backward; the elementwise passes; the job's optimizer step; a
 // two-rank in-memory all-reduce at several sizes (latency and bandwidth). Then it runs the model
-// itself, each run three times and the median kept: as a single-device job at the batch
+// itself, each run three times and the fastest kept: as a single-device job at the batch
 // (measured / the ops' sum is the scale for what the op list leaves out: allocation, cache
 // misses) and at a quarter of it (what it takes beyond its scaled ops is the cost of running its
 // two actions: messages, the data loader), and as two data-parallel replicas of the whole batch
