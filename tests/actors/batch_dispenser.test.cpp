@@ -46,11 +46,23 @@ void expect_dispensed_on_demand(const train_summary& got, const std::string& mod
   // The job's length is its batches, not the slowest replica's steps.
   EXPECT_EQ(got.losses.size(), static_cast<size_t>(kSteps * kEpochs)) << mode;
   EXPECT_EQ(got.samples, mlp_setup().batch * kSteps * kEpochs) << mode;
-  // Handed out in order, each once; each replica's steps are its own count, 0, 1, 2, ...
+  // Each once; a replica's first unit of an epoch is its own in the epoch's first round, the rest
+  // go in order; each replica's steps are its own count, 0, 1, 2, ...
   std::map<int32_t, int64_t> next_step;
-  for (size_t i = 0; i < got.dispensed.size(); ++i) {
-    const auto& d = got.dispensed[i];
-    EXPECT_EQ(d.unit, static_cast<int64_t>(i)) << mode;
+  std::set<int64_t> seen;
+  std::map<std::pair<int32_t, int64_t>, bool> started;  // (replica, epoch)
+  int64_t last_rest = -1;
+  for (const auto& d : got.dispensed) {
+    EXPECT_TRUE(seen.insert(d.unit).second) << mode << ": unit " << d.unit << " twice";
+    const int64_t epoch = d.unit / (kReplicas * kSteps);
+    bool& first = started[{d.replica, epoch}];
+    if (!first) {
+      first = true;
+      EXPECT_EQ(d.unit, epoch * kReplicas * kSteps + d.replica) << mode << ": replica " << d.replica << "'s first unit";
+    } else {
+      EXPECT_GT(d.unit, last_rest) << mode << ": unit " << d.unit << " out of order";
+      last_rest = d.unit;
+    }
     EXPECT_EQ(d.step, next_step[d.replica]++) << mode << ": replica " << d.replica;
   }
   // Every sample of an epoch in exactly one batch of it.
