@@ -42,11 +42,16 @@ caf::actor spawn_evaluator(caf::actor_system& sys, const model_spec& model, uint
 // the shard's own tensors, optimizer_state when a ZeRO shard keeps a part of its own) is counted:
 // the device's ledger, or the host's when the optimizer is offloaded to host memory. With a
 // store (offload_store.hpp) master copy and state live in the store's file instead, tile_floats
-// (a multiple of 1024) of each per tile, and `host` counts the tiles in memory.
+// (a multiple of 1024) of each per tile, and `host` counts the tiles in memory. Parameter offload
+// with the optimizer left on the device moves the master copy alone (in fp32 training it is the
+// parameters): its state then stays in memory (`state_in_store` false), counted on
+// `state_ledger`.
 struct shard_memory {
   std::shared_ptr<device_memory> ledger;
+  std::shared_ptr<device_memory> state_ledger;  // null: `ledger`
   memory_kind master_kind = memory_kind::parameters;
   caf::actor store;
+  bool state_in_store = true;
   int64_t tile_floats = 0;
   bool pipeline = true;  // read tile i+1 while tile i is updated (else one tile at a time)
   std::shared_ptr<device_memory> host;

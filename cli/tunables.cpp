@@ -185,7 +185,8 @@ std::vector<tunable> make_table() {
                    [](train_config& c, const value& v) { c.device_memory = parse_bytes(v.text); }));
   t.push_back(choice("--offload", "zero.offload",
                      "What ZeRO-Offload moves off the device: none, optimizer (master copy and state; the step runs "
-                     "there; needs --zero 1 or 2) [none]",
+                     "there; needs --zero 1, 2 or 3), params (--zero 3's parameter segments, which in fp32 are the "
+                     "master copy; the state stays; to nvme each unit is read back ahead of its gather) or both [none]",
                      {"none", "optimizer", "params", "both"}, [](train_config& c, const value& v) {
                        const std::string& w = v.text;
                        c.offload = w == "optimizer" ? offload_what::optimizer

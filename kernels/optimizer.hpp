@@ -51,6 +51,9 @@ class optimizer {
   // bias correction depends on it). restore throws std::invalid_argument naming both sizes when
   // the state does not fit this optimizer.
   const std::vector<float>& state() const { return state_; }
+  // Array j of its own state, for update_tile over a shard whose master copy lives elsewhere but
+  // whose state it keeps (parameter offload with the optimizer on the device).
+  float* own_state(int j) { return state_.data() + static_cast<int64_t>(j) * shard_size_; }
   void restore(int64_t steps, std::vector<float> state);
   // Bytes of state it keeps itself (0 when the state is external).
   int64_t state_bytes() const { return static_cast<int64_t>(state_.size() * sizeof(float)); }

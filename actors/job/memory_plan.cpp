@@ -13,7 +13,9 @@ int64_t optimizer_state_floats(const optimizer_config& o) {
 int64_t offload_tile_floats(const train_config& cfg) {
   constexpr int64_t page = 4096 / sizeof(float);
   const int64_t queue = cfg.aio_block_size * cfg.aio_queue_depth / static_cast<int64_t>(sizeof(float));
-  return std::max(page, queue / (1 + optimizer_state_floats(cfg.optim)) / page * page);
+  // A slot holds the master tile and, when the optimizer is offloaded too, its state tiles.
+  const int64_t sections = 1 + (optimizer_offload(cfg) == offload_target::none ? 0 : optimizer_state_floats(cfg.optim));
+  return std::max(page, queue / sections / page * page);
 }
 
 int64_t largest_bucket_bytes(const job_plan& plan, int rank) {
@@ -41,8 +43,9 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
     return m;
   }
   const int64_t shard = shard_size(shard_layout(buckets, plan.mesh.dp, at.dp)) * f;
-  if (cfg.zero >= 3) {  // its segments (updated in place), and the units gathered at most
-    set(memory_kind::parameters, shard + (cfg.prefetch + 1) * largest_bucket_bytes(plan, rank));
+  if (cfg.zero >= 3) {  // its segments (updated in place; off the device when offloaded), and the units gathered at most
+    const int64_t segments = params_offload(cfg) == offload_target::none ? shard : 0;
+    set(memory_kind::parameters, segments + (cfg.prefetch + 1) * largest_bucket_bytes(plan, rank));
     set(memory_kind::gradients, shard + largest_bucket_bytes(plan, rank));
     set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none ? k * shard : 0);
     return m;

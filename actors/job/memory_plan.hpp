@@ -13,7 +13,9 @@
 //   zero 3: parameters 4S (the segments, updated in place once the step's gathers are done)
 //           plus the units gathered (the one in use and `prefetch` ahead: counted as that many of the largest),
 //           gradients as zero 2, optimizer state 4kS (its master copy is the stage's segments).
-// Offloaded (host or nvme), the optimizer state is off the device: 0 there.
+// Offloaded (host or nvme), the optimizer state is off the device: 0 there. With zero 3's
+// parameters offloaded too (params or both), the segments are off the device as well: its
+// parameters are only the units gathered.
 // Activations and communication buffers depend on the schedule and timing: not predicted here.
 #pragma once
 
@@ -25,7 +27,7 @@ namespace troupe {
 
 // The optimizer's state floats per parameter: AdamW 2, SGD 1 with momentum, 0 without.
 int64_t optimizer_state_floats(const optimizer_config& o);
-// Floats of each section (master, each state) of one offload tile: a slot of the three fills
+// Floats of each section (master, each state) of one offload tile: a slot of its sections fills
 // the store's queue (block size x queue depth), in whole 4 KiB pages, at least one page.
 int64_t offload_tile_floats(const train_config& cfg);
 

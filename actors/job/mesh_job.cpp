@@ -69,28 +69,43 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       a.prefetch = cfg.prefetch;
       out.tp_members.push_back(a.dp_group);
     }
+    const offload_target opt_to = optimizer_offload(cfg), params_to = params_offload(cfg);
     if (cfg.zero >= 1 && a.collective) {  // ZeRO: the shard keeps this rank's segments, its own copy
       n = shard_size(shard_layout(a.buckets, a.dp_size, a.dp_rank));
       // ZeRO-3's stage runs on the shard's tensor (its segments), as plain DP's does on the whole.
       where.master_kind = cfg.zero >= 3 ? memory_kind::parameters : memory_kind::optimizer_state;
-      if (optimizer_offload(cfg) != offload_target::none) where.ledger = a.host_memory;  // off the device
+      // Off the device: the master copy goes with the optimizer or (fp32: the same values) with
+      // the parameters; the state only with the optimizer.
+      if (opt_to != offload_target::none || params_to != offload_target::none) where.ledger = a.host_memory;
+      where.state_ledger = opt_to != offload_target::none ? a.host_memory : a.memory;
+      a.params_offloaded = params_to != offload_target::none;
     }
-    if (n > 0 && where.ledger == a.host_memory && optimizer_offload(cfg) == offload_target::nvme) {
+    storage::uring_options io;
+    io.block_size = cfg.aio_block_size;
+    io.queue_depth = cfg.aio_queue_depth;
+    auto offload_path = [&](const char* what) {
+      return (std::filesystem::path(cfg.offload_dir) /
+              ("troupe-" + std::to_string(::getpid()) + "-rank" + std::to_string(rank) + "." + what))
+          .string();
+    };
+    if (n > 0 && where.ledger == a.host_memory && (opt_to == offload_target::nvme || params_to == offload_target::nvme)) {
+      where.state_in_store = opt_to == offload_target::nvme;
       where.tile_floats = offload_tile_floats(cfg);
       where.pipeline = cfg.offload_pipeline;
       where.host = a.host_memory;
       const int64_t tiles = (n + where.tile_floats - 1) / where.tile_floats;
-      const int64_t slot_floats = where.tile_floats * (1 + optimizer_state_floats(cfg.optim));
-      storage::uring_options io;
-      io.block_size = cfg.aio_block_size;
-      io.queue_depth = cfg.aio_queue_depth;
-      const std::string path = (std::filesystem::path(cfg.offload_dir) /
-                                ("troupe-" + std::to_string(::getpid()) + "-rank" + std::to_string(rank) + ".optimizer"))
-                                   .string();
-      where.store = spawn_offload_store(sys, path, tiles * slot_floats * static_cast<int64_t>(sizeof(float)), io,
-                                        a.host_memory);
+      const int64_t slot_floats = where.tile_floats * (1 + (where.state_in_store ? optimizer_state_floats(cfg.optim) : 0));
+      where.store = spawn_offload_store(sys, offload_path("optimizer"), tiles * slot_floats * static_cast<int64_t>(sizeof(float)),
+                                        io, a.host_memory);
       out.members.push_back(where.store);
       out.detached.push_back(where.store);
+    }
+    if (n > 0 && a.dp_group && params_to == offload_target::nvme) {
+      // ZeRO-Infinity's parameters: the stage's segments, one piece per bucket, in a file its
+      // param_fetcher reads each unit's piece from ahead of the unit's gather.
+      std::vector<storage::segment_file::piece> pieces;
+      for (const shard_piece& p : shard_layout(a.buckets, a.dp_size, a.dp_rank)) pieces.push_back({p.at_shard, p.count});
+      a.param_file = std::make_shared<storage::segment_file>(offload_path("params"), std::move(pieces), io);
     }
     if (cfg.consistency != consistency_model::none) {
       // Parameter servers: the replicas meet at their slot's server, not in a collective.

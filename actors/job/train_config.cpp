@@ -212,10 +212,11 @@ void validate(const train_config& c) {
   if (c.max_restarts < 0) bad("max_restarts must be >= 0, got " + std::to_string(c.max_restarts));
   if (c.max_restarts > 0 && c.checkpoint_dir.empty())
     bad("max_restarts needs checkpoint_dir (--checkpoint-dir): a restart continues from the latest checkpoint");
-  if (c.offload == offload_what::params || c.offload == offload_what::both)
+  if (params_offload(c) != offload_target::none && c.zero < 3)
     bad(std::string("offloading parameters (offload ") + to_string(c.offload) +
-        ") is not built yet (it needs zero 3's units offloaded too); offload the optimizer alone");
-  if (optimizer_offload(c) != offload_target::none) {
+        ") needs zero 3: only then does a rank keep its parameters as segments apart from the units it uses "
+        "(DeepSpeed's rule too)");
+  if (c.offload != offload_what::none) {
     if (c.zero < 1)
       bad("offloading the optimizer needs zero 1, 2 or 3: a rank offloads its optimizer shard (DeepSpeed's rule too)");
     if (c.offload_to == offload_target::nvme) {
@@ -270,6 +271,10 @@ const char* to_string(offload_what w) {
     case offload_what::both: return "both";
   }
   return "?";
+}
+
+offload_target params_offload(const train_config& c) {
+  return c.offload == offload_what::params || c.offload == offload_what::both ? c.offload_to : offload_target::none;
 }
 
 offload_target optimizer_offload(const train_config& c) {

@@ -145,8 +145,10 @@ struct train_config {
   int prefetch = 1;  // ZeRO-3: parameter units gathered ahead of the one in use
   // Each rank's device memory cap in bytes (0: none). The ledger counts every kind anyway.
   int64_t device_memory = 0;
-  // ZeRO-Offload (host) and ZeRO-Infinity (nvme) of the optimizer (needs zero >= 1): where each
-  // rank's optimizer shard keeps its master copy and state, and runs its step. host: in host
+  // ZeRO-Offload (host) and ZeRO-Infinity (nvme) of the optimizer (needs zero >= 1) and, with
+  // zero 3, of the parameters (params or both): where each rank's optimizer shard keeps its master
+  // copy and state, and runs its step, and where its parameter segments wait between the units'
+  // gathers (nvme: a segment_file its param_fetcher reads ahead of use). host: in host
   // memory, off the device's ledger; nvme: in a file under offload_dir through an io_uring
   // store (storage/uring_store.hpp), read, updated and written back a tile at a time, reading
   // tile i+1 and writing tile i-1 while tile i is updated (offload_pipeline).
@@ -194,6 +196,10 @@ void validate(const train_config& cfg);
 
 // Where the job's optimizer shards keep their state: none (on the device), host or nvme.
 offload_target optimizer_offload(const train_config& cfg);
+// Where ZeRO-3's ranks keep their parameter segments between uses: none (on the device), host or
+// nvme. In fp32 training the segments are the optimizer's master copy, so it moves with them; the
+// optimizer's state stays where optimizer_offload says.
+offload_target params_offload(const train_config& cfg);
 
 // Held-out evaluation: which samples, and how many go through one forward pass. The samples are
 // the first eval_max_batches x eval_batch_size of the held-out set (all of it when

@@ -2,7 +2,8 @@
 // It adopts the initial values a stage sends, then answers every gradient message with the
 // updated parameters. One shard holding everything is plain training; ZeRO cuts the range.
 // Offloaded to NVMe, master copy and state live in an offload_store's file, a tile of the
-// shard per slot [master | state 0 | state 1], and a step walks the tiles: tile i is updated
+// shard per slot [master | state 0 | state 1] (or [master] alone when only the parameters are
+// offloaded and the state stays in memory), and a step walks the tiles: tile i is updated
 // while the store reads tile i+1 and writes tile i-1 (DeepSpeed's pipeline_read/_write).
 #include <spdlog/spdlog.h>
 
@@ -58,7 +59,9 @@ struct shard_actor_state {
 
 using self_ptr = caf::stateful_actor<shard_actor_state>*;
 
-int64_t slot_floats(const shard_actor_state& s) { return s.tile * (1 + s.opt->state_floats()); }
+// State arrays that live in the slots: all of them, or none when only the master copy is offloaded.
+int stored_state(const shard_actor_state& s) { return s.memory.state_in_store ? s.opt->state_floats() : 0; }
+int64_t slot_floats(const shard_actor_state& s) { return s.tile * (1 + stored_state(s)); }
 int64_t slot_offset(const shard_actor_state& s, int64_t t) {
   return t * slot_floats(s) * static_cast<int64_t>(sizeof(float));
 }
@@ -75,6 +78,8 @@ void update_tile(self_ptr self, int64_t t, tensor slot) {
   const int64_t n = tile_length(s, t);
   float* master = slot.data();
   float* state[2] = {master + s.tile, master + 2 * s.tile};
+  if (!s.memory.state_in_store)
+    for (int j = 0; j < s.opt->state_floats(); ++j) state[j] = s.opt->own_state(j) + t * s.tile;
   const auto t0 = std::chrono::steady_clock::now();
   s.opt->update_tile(master, master, std::as_const(p.grads).data() + t * s.tile, state, n);
   std::copy(master, master + n, p.out.data() + t * s.tile);
@@ -167,7 +172,7 @@ void read_state(self_ptr self, std::shared_ptr<shard_state> out, int64_t t, std:
         const int64_t n = tile_length(s, t);
         const float* slot = d.data.data();
         std::copy(slot, slot + n, out->master.data() + t * s.tile);
-        for (int j = 0; j < out->state_floats; ++j)
+        for (int j = 0; j < stored_state(s); ++j)
           std::copy(slot + (1 + j) * s.tile, slot + (1 + j) * s.tile + n, out->state.data() + j * s.size + t * s.tile);
         read_state(self, std::move(out), t + 1, std::move(done));
       });
@@ -186,7 +191,8 @@ void snapshot(self_ptr self, std::function<void(shard_state&)> done) {
     return;
   }
   out.master = tensor::uninitialized({s.size});
-  out.state = tensor::uninitialized({out.state_floats * s.size});
+  if (s.memory.state_in_store) out.state = tensor::uninitialized({out.state_floats * s.size});
+  else out.state = tensor({static_cast<int64_t>(s.opt->state().size())}, s.opt->state());  // only the master is on the drive
   s.checkpointing = true;
   read_state(self, std::make_shared<shard_state>(std::move(out)), 0, [self, done = std::move(done)](shard_state& st) {
     auto& s = self->state;
@@ -236,7 +242,7 @@ caf::behavior shard_writer(caf::event_based_actor*) {
 void write_state(self_ptr self, caf::response_promise reply, shard_state in, int64_t t) {
   auto& s = self->state;
   if (t == s.tiles) {
-    s.opt->restore(in.steps, {});
+    s.opt->restore(in.steps, s.memory.state_in_store ? std::vector<float>{} : in.state.to_vector());
     s.initialized = true;
     reply.deliver(shard_state_restored{in.steps});
     if (s.pending.reply.pending()) begin_tiled_step(self);  // a resumed stage's first gradients came meanwhile
@@ -247,7 +253,7 @@ void write_state(self_ptr self, caf::response_promise reply, shard_state in, int
   const int64_t n = tile_length(s, t);
   const float* master = std::as_const(in.master).data() + t * s.tile;
   std::copy(master, master + n, slot.data());
-  for (int j = 0; j < in.state_floats; ++j) {
+  for (int j = 0; j < stored_state(s); ++j) {
     const float* state = std::as_const(in.state).data() + j * s.size + t * s.tile;
     std::copy(state, state + n, slot.data() + (1 + j) * s.tile);
   }
@@ -269,8 +275,10 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
   st.kind = cfg.kind;
   st.memory = std::move(memory);
   const bool offloaded = static_cast<bool>(st.memory.store);
-  st.opt = make_optimizer(cfg, size, offloaded ? state_storage::external : state_storage::internal);
-  if (st.memory.ledger) st.state_bytes = memory_charge(st.memory.ledger, memory_kind::optimizer_state, st.opt->state_bytes());
+  st.opt = make_optimizer(cfg, size, offloaded && st.memory.state_in_store ? state_storage::external : state_storage::internal);
+  if (!st.memory.state_ledger) st.memory.state_ledger = st.memory.ledger;
+  if (st.memory.state_ledger)
+    st.state_bytes = memory_charge(st.memory.state_ledger, memory_kind::optimizer_state, st.opt->state_bytes());
   if (offloaded) {
     st.tile = st.memory.tile_floats;
     st.tiles = (size + st.tile - 1) / st.tile;

@@ -7,12 +7,22 @@
 
 namespace troupe {
 
-param_fetcher::param_fetcher(std::shared_ptr<tp_group> group, int depth)
-    : group_(std::move(group)), depth_(static_cast<size_t>(std::max(1, depth))), worker_([this] { run(); }) {}
+param_fetcher::param_fetcher(std::shared_ptr<tp_group> group, int depth, std::shared_ptr<storage::segment_file> file)
+    : group_(std::move(group)),
+      depth_(static_cast<size_t>(std::max(1, depth))),
+      file_(std::move(file)),
+      worker_([this] { run(); }) {}
 
 param_fetcher::~param_fetcher() {
   stop("the stage ended");
   worker_.join();
+}
+
+void param_fetcher::keep(tensor segments) {
+  if (!file_) throw std::logic_error("param_fetcher: segments to keep, but no segment file");
+  std::lock_guard<std::mutex> lock(mu_);
+  to_keep_ = std::move(segments);
+  cv_.notify_all();
 }
 
 void param_fetcher::begin_step(std::vector<request> order) {
@@ -54,24 +64,40 @@ void param_fetcher::stop(const std::string& why) {
 void param_fetcher::run() {
   for (;;) {
     request r;
+    tensor keep;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || (!todo_.empty() && ready_.size() < depth_); });
+      cv_.wait(lock, [&] { return stopping_ || !to_keep_.empty() || (!todo_.empty() && ready_.size() < depth_); });
       if (stopping_) return;
-      r = std::move(todo_.front());
-      todo_.pop_front();
+      if (!to_keep_.empty()) {
+        keep = std::move(to_keep_);
+        to_keep_ = tensor();
+      } else {
+        r = std::move(todo_.front());
+        todo_.pop_front();
+      }
     }
-    tensor full = tensor::uninitialized({r.count});
+    tensor full;
     try {
+      if (!keep.empty()) {  // the new segments go to the file before any unit is read from it
+        file_->write_all(std::as_const(keep).data(), keep.numel());
+        continue;
+      }
+      full = tensor::uninitialized({r.count});
       const shard_range mine = shard_of(r.count, group_->size(), group_->rank());
-      const float* own = std::as_const(r.source).data() + r.at;
-      std::copy(own, own + mine.count, full.data() + mine.begin);
-      r.source = tensor();  // the segments may be updated in place once every unit has them
+      if (file_) {
+        if (mine.count > 0) file_->read(r.at, full.data() + mine.begin, mine.count);
+      } else {
+        const float* own = std::as_const(r.source).data() + r.at;
+        std::copy(own, own + mine.count, full.data() + mine.begin);
+        r.source = tensor();  // the segments may be updated in place once every unit has them
+      }
       group_->all_gather(full.data(), r.count);
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(mu_);
-      error_ = std::string("the all-gather of parameter unit ") + std::to_string(r.unit) + " of chunk " +
-               std::to_string(r.chunk) + " failed: " + e.what();
+      error_ = keep.empty() ? std::string("the all-gather of parameter unit ") + std::to_string(r.unit) + " of chunk " +
+                                  std::to_string(r.chunk) + " failed: " + e.what()
+                            : std::string("writing the parameter segments to their file failed: ") + e.what();
       cv_.notify_all();
       return;
     }

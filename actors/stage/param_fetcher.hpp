@@ -2,7 +2,10 @@
 // stage's parameter units from its data-parallel group, in the order the stage's schedule row
 // will use them, at most `depth` units ahead of use, so a gather overlaps the compute of the
 // units before it. Every member of the group is given the same order (the replicas run the same
-// row), so their blocking all-gathers meet. No CAF.
+// row), so their blocking all-gathers meet. With the parameters offloaded to NVMe
+// (ZeRO-Infinity), the rank's segments live in a segment_file that this thread alone drives: it
+// writes each step's updated segments there and reads every unit's segment back just before its
+// gather, so the reads run `depth` units ahead of use, in the schedule's order. No CAF.
 #pragma once
 
 #include <condition_variable>
@@ -15,13 +18,15 @@
 
 #include "kernels/tensor.hpp"
 #include "kernels/tp_group.hpp"
+#include "storage/segment_file.hpp"
 
 namespace troupe {
 
 class param_fetcher {
  public:
   // One unit to gather: its size, and where this rank's segment (shard_of(count, dp, rank))
-  // sits in `source` (the rank's parameter segments, held only until this unit is gathered).
+  // sits in `source` (the rank's parameter segments, held only until this unit is gathered) or,
+  // with a segment file, in the file's flat segments (`source` is then empty).
   struct request {
     int chunk = 0;
     size_t unit = 0;
@@ -29,14 +34,19 @@ class param_fetcher {
     tensor source;
     int64_t at = 0;
   };
-  // depth >= 1: gathered units waiting to be taken, at most.
-  param_fetcher(std::shared_ptr<tp_group> group, int depth);
+  // depth >= 1: gathered units waiting to be taken, at most. `file`: where the segments live
+  // between uses (null: in the requests' `source`).
+  param_fetcher(std::shared_ptr<tp_group> group, int depth, std::shared_ptr<storage::segment_file> file = nullptr);
   ~param_fetcher();
   param_fetcher(const param_fetcher&) = delete;
   param_fetcher& operator=(const param_fetcher&) = delete;
 
+  // With a segment file: the segments to keep there from now on (after the optimizer's update).
+  // They are written before the next unit is read, and let go once written.
+  void keep(tensor segments);
   // The step's units in order of use; the previous step's must all have been taken.
   void begin_step(std::vector<request> order);
+  bool has_file() const { return file_ != nullptr; }
   // Blocks until the next unit in order is gathered and returns it (frozen). Throws
   // std::logic_error when (chunk, unit) is not the next in order, std::runtime_error with the
   // group's error when its gather failed or the fetcher was stopped.
@@ -48,6 +58,8 @@ class param_fetcher {
   void run();
   std::shared_ptr<tp_group> group_;
   size_t depth_;
+  std::shared_ptr<storage::segment_file> file_;  // used by the worker thread only
+  tensor to_keep_;                               // segments not written to file_ yet
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<request> todo_;                         // not gathered yet

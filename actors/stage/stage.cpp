@@ -390,6 +390,7 @@ void begin_step(self_ptr self, int64_t step) {
   if (params_partitioned(s)) {
     // From here the gathers hold the segments; once the last is done the optimizer shard is
     // their only holder and updates them in place.
+    if (s.fetcher->has_file()) s.fetcher->keep(s.param_shard);  // this step's segments, read back unit by unit
     s.fetcher->begin_step(fetch_order(s));
     s.param_shard = tensor();
   }
@@ -525,8 +526,12 @@ caf::behavior stage(self_ptr self, stage_args args) {
     // The whole stage was built (its init needs every layer); from here on it keeps its segments.
     initial.freeze();
     st.param_shard = initial;
-    if (st.args.memory) st.args.memory->charge(st.param_shard, memory_kind::parameters);
-    st.fetcher = std::make_unique<param_fetcher>(st.args.dp_group, st.args.prefetch);
+    // Offloaded, the segments are the host's (to NVMe, only until the fetcher has written them).
+    if (st.args.params_offloaded && st.args.host_memory)
+      st.args.host_memory->charge(st.param_shard, st.args.param_file ? memory_kind::buffers : memory_kind::parameters);
+    else if (st.args.memory)
+      st.args.memory->charge(st.param_shard, memory_kind::parameters);
+    st.fetcher = std::make_unique<param_fetcher>(st.args.dp_group, st.args.prefetch, st.args.param_file);
     for (size_t c = 0; c < st.chunks.size(); ++c) {
       st.chunks[c]->stack().split_params();
       stream_params(self, c);

@@ -14,6 +14,7 @@
 #include "kernels/model.hpp"
 #include "kernels/partition.hpp"
 #include "schedules/schedule.hpp"
+#include "storage/segment_file.hpp"
 
 namespace troupe {
 
@@ -63,6 +64,10 @@ struct stage_args {
   int prefetch = 1;
   std::shared_ptr<device_memory> memory;       // the rank's device ledger (null: not counted)
   std::shared_ptr<device_memory> host_memory;  // what its offloaded optimizer shard holds in host memory
+  // ZeRO-3 with the parameters offloaded: the segments are counted on host_memory, not the
+  // device's; to NVMe, they live in `param_file` between uses (the param_fetcher's alone).
+  bool params_offloaded = false;
+  std::shared_ptr<storage::segment_file> param_file;
   // Checkpoints: a checkpoint_order has this rank's optimizer shard write its part (when
   // writes_checkpoint: ZeRO partitions, or the first replica's copy without ZeRO); with `resume`
   // the stage starts from the checkpoint's parameters and hands its shard the saved state.

@@ -130,7 +130,7 @@ std::vector<param_fetcher::request> fetch_order(const stage_state& s) {
       size_t index = b;
       for (size_t e = 0; e < c; ++e) index += s.args.buckets[e].size();
       const shard_piece& p = s.pieces.at(index);
-      out.push_back({a.chunk, b, buckets[b].count, s.param_shard, p.at_shard});
+      out.push_back({a.chunk, b, buckets[b].count, s.fetcher->has_file() ? tensor() : s.param_shard, p.at_shard});
     }
   }
   return out;

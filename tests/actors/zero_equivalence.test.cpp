@@ -198,25 +198,30 @@ TEST(ZeroMemory, ACapTheActivationsOverrunStopsTheJobNamingTheRankAndTheKind) {
 
 namespace {
 
-// ZeRO-Offload and ZeRO-Infinity of the optimizer: the same bits again, the state off the
-// device's ledger (on the host's for host; only tiles in flight for nvme), and bad settings
-// refused by name.
+// ZeRO-Offload and ZeRO-Infinity of the optimizer and (zero 3) of the parameters: the same bits
+// again, the state and the segments off the device's ledger (on the host's for host; only tiles
+// and the segments between a step's update and their write in flight for nvme), and bad
+// settings refused by name.
 struct offload_case {
   std::string model, optim;
   int dp = 2, zero = 1;
   offload_target to = offload_target::host;
   bool pipeline = true;
+  offload_what what = offload_what::optimizer;
+  int pp = 1;
 };
 
 std::string offload_name(const offload_case& c) {
-  return c.model + "_" + c.optim + "_dp" + std::to_string(c.dp) + "_zero" + std::to_string(c.zero) + "_" +
-         to_string(c.to) + (c.pipeline ? "" : "_serial");
+  return c.model + "_" + c.optim + "_dp" + std::to_string(c.dp) + (c.pp > 1 ? "_pp" + std::to_string(c.pp) : "") +
+         "_zero" + std::to_string(c.zero) + "_" + to_string(c.what) + "_to_" + to_string(c.to) +
+         (c.pipeline ? "" : "_serial");
 }
 
 // Each job its own folders (ctest runs cases side by side): out_dir, and beside it the shard files.
-train_config offloaded(train_config cfg, offload_target to, bool pipeline = true) {
-  cfg.out_dir += std::string("-offload-") + to_string(to) + (pipeline ? "" : "-serial");
-  cfg.offload = offload_what::optimizer;
+train_config offloaded(train_config cfg, offload_target to, bool pipeline = true,
+                       offload_what what = offload_what::optimizer) {
+  cfg.out_dir += std::string("-offload-") + to_string(what) + "-" + to_string(to) + (pipeline ? "" : "-serial");
+  cfg.offload = what;
   cfg.offload_to = to;
   cfg.offload_dir = cfg.out_dir + "-nvme";
   std::filesystem::create_directories(cfg.offload_dir);
@@ -230,19 +235,36 @@ class OffloadMatchesPlainDataParallel : public ::testing::TestWithParam<offload_
 
 TEST_P(OffloadMatchesPlainDataParallel, TwentyStepsBitwiseSameLossesAndParameters) {
   const offload_case c = GetParam();
-  train_config plain = config_for({c.model, c.optim, c.dp, 0});
+  zero_case base{c.model, c.optim, c.dp, 0, c.pp};
+  if (c.pp > 1) base.M = 2;
+  train_config plain = config_for(base);
   plain.out_dir += "-baseline-of-" + offload_name(c);
-  const train_config cfg = offloaded(config_for({c.model, c.optim, c.dp, c.zero}), c.to, c.pipeline);
+  base.zero = c.zero;
+  const train_config cfg = offloaded(config_for(base), c.to, c.pipeline, c.what);
+  const job_plan plan = plan_of(cfg);
   const train_summary want = run_training(plain);
   const train_summary got = run_training(cfg);
   EXPECT_EQ(got.losses, want.losses);
   EXPECT_EQ(got.final_params.to_vector(), want.final_params.to_vector());
+  const bool optimizer_off = c.what != offload_what::params, params_off = c.what != offload_what::optimizer;
   for (size_t r = 0; r < got.peak_memory.size(); ++r) {
-    EXPECT_EQ(got.peak_memory[r].of(memory_kind::optimizer_state), 0) << "rank " << r;
+    SCOPED_TRACE("rank " + std::to_string(r));
+    const memory_figures want_states = predicted_model_states(cfg, plan, static_cast<int>(r));
+    const int64_t unit = largest_bucket_bytes(plan, static_cast<int>(r));
+    if (optimizer_off) {
+      EXPECT_EQ(got.peak_memory[r].of(memory_kind::optimizer_state), 0);
+    } else {  // the moments stay on the device
+      EXPECT_EQ(got.peak_memory[r].of(memory_kind::optimizer_state), want_states.of(memory_kind::optimizer_state));
+    }
+    if (params_off) {  // no segment on the device: at most the units gathered, at least the largest
+      EXPECT_LE(got.peak_memory[r].of(memory_kind::parameters), want_states.of(memory_kind::parameters));
+      EXPECT_GE(got.peak_memory[r].of(memory_kind::parameters), unit);
+      EXPECT_EQ(want_states.of(memory_kind::parameters), (cfg.prefetch + 1) * unit);
+    }
     // ZeRO-3's master copy is the stage's own segments (fp32 throughout), so with SGD without
-    // momentum a host-offloaded shard keeps nothing there.
-    if (c.zero < 3 || c.optim == "adamw" || c.to == offload_target::nvme) {
-      EXPECT_GT(got.peak_host_memory[r].total(), 0) << "rank " << r;
+    // momentum a host-offloaded shard keeps nothing there unless the parameters went too.
+    if (c.zero < 3 || c.optim == "adamw" || c.to == offload_target::nvme || params_off) {
+      EXPECT_GT(got.peak_host_memory[r].total(), 0);
     }
   }
   // Every shard file is gone with its store.
@@ -255,8 +277,17 @@ std::vector<offload_case> offload_cases() {
     for (const char* optim : {"sgd", "adamw"})
       for (int dp : {2, 4})
         for (int zero : {1, 2, 3})
-          for (offload_target to : {offload_target::host, offload_target::nvme}) out.push_back({model, optim, dp, zero, to});
+          for (offload_target to : {offload_target::host, offload_target::nvme}) {
+            out.push_back({model, optim, dp, zero, to});
+            if (zero == 3)
+              for (offload_what what : {offload_what::params, offload_what::both})
+                out.push_back({model, optim, dp, zero, to, true, what});
+          }
   out.push_back({"gpt", "adamw", 2, 2, offload_target::nvme, false});
+  // ZeRO-Infinity's parameters under a pipeline: two stages, each streaming its own units.
+  for (const char* model : {"mlp", "gpt"})
+    for (offload_what what : {offload_what::params, offload_what::both})
+      out.push_back({model, "adamw", 2, 3, offload_target::nvme, true, what, 2});
   return out;
 }
 
@@ -300,9 +331,11 @@ TEST(ZeroOffload, BadSettingsAreRefusedByName) {
   c = offloaded(config_for({"mlp", "sgd", 2, 2}), offload_target::nvme);
   c.aio_block_size = 1000;
   EXPECT_NE(message(c).find("block_size"), std::string::npos) << message(c);
-  c = offloaded(config_for({"mlp", "sgd", 2, 2}), offload_target::host);
-  c.offload = offload_what::params;
-  EXPECT_NE(message(c).find("offloading parameters (offload params) is not built yet"), std::string::npos) << message(c);
+  c = offloaded(config_for({"mlp", "sgd", 2, 2}), offload_target::host, true, offload_what::params);
+  EXPECT_NE(message(c).find("offloading parameters (offload params) needs zero 3"), std::string::npos) << message(c);
+  c = offloaded(config_for({"mlp", "sgd", 2, 3}), offload_target::nvme, true, offload_what::both);
+  c.offload_dir = "";
+  EXPECT_NE(message(c).find("--offload-dir"), std::string::npos) << message(c);
   c = config_for({"mlp", "sgd", 2, 4});
   EXPECT_NE(message(c).find("zero must be 0, 1, 2 or 3"), std::string::npos) << message(c);
 }

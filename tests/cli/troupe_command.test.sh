@@ -68,7 +68,7 @@ check "--zero 3 trains" 0 "peak device memory of a rank .*zero 3" -- "$troupe" t
   --bucket-mb 0.3 --max-steps 2 --eval-batches 1 --no-progress --out "$tmp/zero3"
 check "--offload optimizer without ZeRO is refused" 2 "offloading the optimizer needs zero 1, 2 or 3" -- \
   "$troupe" train --dp 2 --offload optimizer "${k[@]}"
-check "--offload params is refused: not built yet" 2 "offloading parameters \(offload params\) is not built yet" -- \
+check "--offload params without --zero 3 is refused" 2 "offloading parameters \(offload params\) needs zero 3" -- \
   "$troupe" train --dp 2 --zero 2 --offload params "${k[@]}"
 check "--offload-to nvme without --offload-dir is refused" 2 "needs offload_dir \(--offload-dir\)" -- \
   "$troupe" train --dp 2 --zero 2 --offload optimizer --offload-to nvme "${k[@]}"
