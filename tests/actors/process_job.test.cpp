@@ -285,6 +285,16 @@ TEST(ProcessJob, ZeroThreeGptOverDpByTpAsTwoProcessesEqualsOneProcessBitwise) {
   expect_mesh_over_processes_bitwise({2, 1, 2, 1}, {2}, "zero3gpt", true, "zero3:");
 }
 
+// ZeRO-Infinity across processes: each rank's optimizer shard and parameter segments in files of
+// its own process, every unit's piece read back ahead of its gather on the ring between processes.
+TEST(ProcessJob, ZeroThreeWithParametersAndOptimizerOnNvmeOverDpByPpAsTwoAndFourProcessesEqualsOneProcessBitwise) {
+  expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {2, 4}, "zero3both", false, "zero3:both:");
+}
+
+TEST(ProcessJob, ZeroThreeGptWithTheOptimizerOnNvmeOverDpByTpAsTwoProcessesEqualsOneProcessBitwise) {
+  expect_mesh_over_processes_bitwise({2, 1, 2, 1}, {2}, "zero3nvmegpt", true, "zero3:nvme:");
+}
+
 TEST(ProcessJob, WedgedStageOfADpByPpMeshOverFourProcessesIsNamedByTheWatchdogAndEveryProcessEnds) {
   const std::string dir = temp_dir("wedged");
   process_group g;

@@ -53,11 +53,12 @@ inline train_config small_gpt_mesh_config(const sched::mesh& m, const std::strin
 }
 
 // What a test's mesh text may say beyond the mesh, as prefixes: "zeroN:" (ZeRO stage N),
-// "nvme:" (the optimizer offloaded to NVMe, in OUT_DIR/nvme) and "bsp:" (parameter servers,
-// BSP). take_variant removes them.
+// "nvme:" (the optimizer offloaded to NVMe, in OUT_DIR/nvme), "both:" (with zero 3, the
+// parameters too) and "bsp:" (parameter servers, BSP). take_variant removes them.
 struct job_variant {
   int zero = 0;
   bool nvme = false;
+  bool both = false;
   bool bsp = false;
 };
 inline job_variant take_variant(std::string& text) {
@@ -68,6 +69,9 @@ inline job_variant take_variant(std::string& text) {
       text = text.substr(6);
     } else if (text.rfind("nvme:", 0) == 0) {
       v.nvme = true;
+      text = text.substr(5);
+    } else if (text.rfind("both:", 0) == 0) {
+      v.nvme = v.both = true;
       text = text.substr(5);
     } else if (text.rfind("bsp:", 0) == 0) {
       v.bsp = true;
@@ -81,7 +85,7 @@ inline void apply(const job_variant& v, train_config& c) {
   c.zero = v.zero;
   if (v.bsp) c.consistency = consistency_model::bsp;
   if (!v.nvme) return;
-  c.offload = offload_what::optimizer;
+  c.offload = v.both ? offload_what::both : offload_what::optimizer;
   c.offload_to = offload_target::nvme;
   c.offload_dir = c.out_dir + "/nvme";
   std::filesystem::create_directories(c.offload_dir);
