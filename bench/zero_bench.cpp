@@ -1,5 +1,6 @@
-// ZeRO 1/2 and optimizer offload, in one run: (1) the step time of a GPT at dp 2 under ZeRO 1, 2,
-// 2 + host offload and 2 + NVMe offload (pipelined and serial), each as a ratio to plain DP (zero
+// ZeRO 1/2/3 and offload, in one run: (1) the step time of a GPT at dp 2 under ZeRO 1, 2,
+// 2 + host offload and 2 + NVMe offload (pipelined and serial), 3, and 3 with its parameters
+// offloaded (host, NVMe, with and without the optimizer), each as a ratio to plain DP (zero
 // 0) measured in the same run, with each rank's peak model states by kind; every row's losses
 // must equal zero 0's bit for bit or the program prints MISMATCH and exits 1. (2) The share of a
 // tiled NVMe optimizer step's I/O hidden behind its updates: an offload_store and an
@@ -100,6 +101,7 @@ struct variant {
   int zero = 0;
   offload_target to = offload_target::none;
   bool pipeline = true;
+  offload_what what = offload_what::optimizer;
 };
 
 train_config config_for(const variant& v, const flags& f) {
@@ -122,7 +124,7 @@ train_config config_for(const variant& v, const flags& f) {
   c.bucket_mb = f.bucket_mb;
   c.zero = v.zero;
   if (v.to != offload_target::none) {
-    c.offload = offload_what::optimizer;
+    c.offload = v.what;
     c.offload_to = v.to;
     c.offload_dir = f.dir;
     c.aio_block_size = f.block_size;
@@ -149,6 +151,10 @@ int train_part(const flags& f) {
       {"zero 2 + offload host", 2, offload_target::host},
       {"zero 2 + offload nvme", 2, offload_target::nvme, true},
       {"zero 2 + offload nvme, serial", 2, offload_target::nvme, false},
+      {"zero 3", 3},
+      {"zero 3 + offload both host", 3, offload_target::host, true, offload_what::both},
+      {"zero 3 + offload params nvme", 3, offload_target::nvme, true, offload_what::params},
+      {"zero 3 + offload both nvme", 3, offload_target::nvme, true, offload_what::both},
   };
   std::vector<row> rows(variants.size());
   int64_t parameters = 0;
