@@ -32,12 +32,13 @@ struct layout {
   int dp = 1, pp = 1, tp = 1, M = 1, zero = 0;
   offload_target offload = offload_target::none;
   std::string schedule = "1f1b";
+  offload_what what = offload_what::optimizer;  // with an offload target
 };
 
 std::string name_of(const layout& l) {
   std::string n = "dp" + std::to_string(l.dp) + "_pp" + std::to_string(l.pp) + "_tp" + std::to_string(l.tp) + "_M" +
                   std::to_string(l.M) + "_zero" + std::to_string(l.zero);
-  if (l.offload != offload_target::none) n += std::string("_offload_") + to_string(l.offload);
+  if (l.offload != offload_target::none) n += std::string("_offload_") + to_string(l.what) + "_" + to_string(l.offload);
   if (l.schedule != "1f1b") n += "_" + l.schedule;
   return n;
 }
@@ -56,7 +57,7 @@ train_config config_for(const std::string& model, const std::string& optim, cons
   cfg.zero = l.zero;
   cfg.bucket_mb = 0.0005;  // several buckets per stage: ZeRO's shards are strided pieces
   if (l.offload != offload_target::none) {
-    cfg.offload = offload_what::optimizer;
+    cfg.offload = l.what;
     cfg.offload_to = l.offload;
     cfg.offload_dir = (dir / "nvme").string();
     fs::create_directories(cfg.offload_dir);
@@ -120,6 +121,13 @@ layout interleaved(int dp, int pp, int M, int zero) {  // two chunks per stage, 
   return l;
 }
 
+// ZeRO-3 with its parameters offloaded (params: the moments stay in memory; both: nothing does).
+layout params_off(int dp, int pp, int tp, int M, offload_target o, offload_what what) {
+  layout l = L(dp, pp, tp, M, 3, o);
+  l.what = what;
+  return l;
+}
+
 const auto none = offload_target::none;
 const auto host = offload_target::host;
 const auto nvme = offload_target::nvme;
@@ -137,7 +145,13 @@ INSTANTIATE_TEST_SUITE_P(
                       resume_case{"mlp", "sgd", L(2, 1, 1, 1, 3), L(2, 1, 1, 1, 3)},
                       resume_case{"gpt", "adamw", L(2, 1, 2, 1, 3), L(2, 1, 2, 1, 3)},
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 2, host), L(2, 1, 1, 1, 2, host)},
-                      resume_case{"mlp", "adamw", L(2, 1, 1, 1, 2, nvme), L(2, 1, 1, 1, 2, nvme)}),
+                      resume_case{"mlp", "adamw", L(2, 1, 1, 1, 2, nvme), L(2, 1, 1, 1, 2, nvme)},
+                      resume_case{"mlp", "sgd", params_off(2, 1, 1, 1, nvme, offload_what::params),
+                                  params_off(2, 1, 1, 1, nvme, offload_what::params)},
+                      resume_case{"gpt", "adamw", params_off(2, 1, 1, 1, nvme, offload_what::both),
+                                  params_off(2, 1, 1, 1, nvme, offload_what::both)},
+                      resume_case{"mlp", "adamw", params_off(2, 1, 1, 1, host, offload_what::params),
+                                  params_off(2, 1, 1, 1, host, offload_what::params)}),
     [](const auto& info) { return case_name(info.param); });
 
 INSTANTIATE_TEST_SUITE_P(
@@ -149,6 +163,8 @@ INSTANTIATE_TEST_SUITE_P(
                       resume_case{"gpt", "adamw", L(1, 1, 2, 1, 0), L(1, 1, 4, 1, 0), false},
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 3), L(2, 1, 1, 1, 0), true},
                       resume_case{"mlp", "sgd", L(2, 1, 1, 1, 2, nvme), L(2, 1, 1, 1, 0), true},
+                      resume_case{"mlp", "adamw", params_off(2, 1, 1, 1, nvme, offload_what::params), L(2, 1, 1, 1, 0), true},
+                      resume_case{"mlp", "adamw", L(2, 1, 1, 1, 0), params_off(2, 1, 1, 1, nvme, offload_what::both), true},
                       resume_case{"gpt", "adamw", L(2, 2, 2, 2, 1), L(1, 1, 1, 1, 0), false}),
     [](const auto& info) { return case_name(info.param); });
 
