@@ -24,7 +24,9 @@ const char* const stress_file_help =
     "  name = \"straggler-3x\"        letters, digits, '-', '_' and '.'\n"
     "  stragglers = [\"0:3x\"]        replica:ms[:fixed|uniform|exponential|pareto|burst[:param]]; ms may be\n"
     "                               Nx: N times the sync DP step time\n"
-    "  kill_server = \"0:20\"         server:updates; the server dies after that many (parameter server modes only)\n";
+    "  kill_server = \"0:20\"         server:updates; the server dies after that many (parameter server modes only)\n"
+    "No [[scenario]]: one, \"none\", without faults. Every run is a job in this process: slow links, paused and\n"
+    "killed processes need jobs over several processes, which troupe stress does not run.\n";
 
 namespace {
 
@@ -92,8 +94,6 @@ stress::scenario read_scenario(const std::string& path, const toml::node& node) 
         fail(path, n, key, "\"" + s.name + "\": expected letters, digits, '-', '_' or '.' (it names files)");
     } else if (k == "stragglers") {
       texts(path, n, key, [&](const std::string& v) { s.stragglers.push_back(stress::parse_relative_straggler(v)); });
-    } else if (k == "slow_links") {
-      texts(path, n, key, [&](const std::string& v) { s.slow_links.push_back(parse_slow_link(v)); });
     } else if (k == "kill_server") {
       const std::string v = text(path, n, key);
       const size_t colon = v.find(':');
@@ -108,7 +108,7 @@ stress::scenario read_scenario(const std::string& path, const toml::node& node) 
         fail(path, n, key, "\"" + v + "\": expected server:updates, e.g. \"0:20\"");
       }
     } else {
-      fail(path, n, key, "unknown key (known in [[scenario]]: name, stragglers, slow_links, kill_server)");
+      fail(path, n, key, "unknown key (known in [[scenario]]: name, stragglers, kill_server)");
     }
   }
   if (s.name.empty()) fail(path, node, "scenario.name", "every [[scenario]] needs a name");
@@ -145,7 +145,7 @@ stress::stress_plan load_stress_file(const std::string& path) {
     }
   }
   if (p.scenarios.empty()) {  // no fault: every mode once, as it runs undisturbed
-    p.scenarios.push_back(stress::scenario{"none", {}, {}, -1, 0});
+    p.scenarios.push_back(stress::scenario{"none", {}, -1, 0});
     lines.push_back(static_cast<int>(stress_node->source().begin.line));
   }
   // Each scenario's runs must be jobs the runtime takes: checked one scenario at a time, so the

@@ -39,7 +39,6 @@ train_config job_of(const stress_plan& p, const mode& m, const scenario& s, doub
       faults->push_back(fmt::format("straggler replica {}: {} {:.2f} ms{}", st.rank, to_string(st.kind), st.ms,
                                     r.times > 0 ? fmt::format(" ({:g}x the step time)", r.times) : ""));
   }
-  c.slow_links = s.slow_links;
   c.kill_server = s.kill_server;
   c.kill_server_after = s.kill_server_after;
   if (faults && s.kill_server >= 0)

@@ -1,7 +1,8 @@
 // troupe stress, the runs: one job (a train_config) under several training modes and injected
 // scenarios, every run through run_training, one after the other. What to run is plain data
 // (stress_plan, filled by the CLI from a scenario file); the report is stress_report.hpp's.
-// It does not run jobs over several processes (slow links need those; refused by plan_runs).
+// It does not run jobs over several processes (refused by plan_runs), so it has no slow link,
+// paused or killed process among its faults.
 #pragma once
 
 #include <cstdint>
@@ -35,7 +36,6 @@ relative_straggler parse_relative_straggler(const std::string& text);
 struct scenario {
   std::string name;
   std::vector<relative_straggler> stragglers;
-  std::vector<slow_link_spec> slow_links;
   int kill_server = -1;  // a parameter server's fault: sync DP is not run under it
   int64_t kill_server_after = 0;
 };
