@@ -97,20 +97,6 @@ std::string legend_and_close(const std::vector<series>& all) {
 
 }  // namespace
 
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string line_chart(const labels& l, const std::vector<series>& lines) {
   frame f;
   for (const series& s : lines)

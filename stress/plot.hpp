@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "schedules/render.hpp"
+
 namespace troupe::plot {
 
 struct series {
@@ -25,6 +27,6 @@ std::string line_chart(const labels& l, const std::vector<series>& lines);
 // data-value> per series in it; each series' y holds one value per category.
 std::string bar_chart(const labels& l, const std::vector<std::string>& categories, const std::vector<series>& bars);
 
-std::string xml_escape(const std::string& text);
+using sched::xml_escape;
 
 }  // namespace troupe::plot
