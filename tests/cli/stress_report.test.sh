@@ -178,7 +178,9 @@ JS
     echo "FAIL console errors (above)"; fail=1
   else echo "ok   no console error"; fi
   rows=$(grep -c '^<tr><td>' "$home/dom")
-  [ "$rows" -eq 8 ] && echo "ok   the table shows the 8 runs" || { echo "FAIL the table shows $rows runs"; fail=1; }
+  runs=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["runs"]))' "$report/report.json")
+  [ "$rows" -eq "$runs" ] && [ "$runs" -gt 0 ] && echo "ok   the table shows report.json's $runs runs" ||
+    { echo "FAIL the table shows $rows runs, report.json has $runs"; fail=1; }
   ;;
 *) echo "usage: $0 TROUPE EXAMPLES_DIR REPORT_DIR make|plots|chromium" >&2; exit 2 ;;
 esac
