@@ -69,7 +69,8 @@ std::vector<int64_t> parse_widths(const std::string& text) {
   }
 }
 
-train_config load_config_file(const std::string& path, train_config c, std::set<std::string>* given) {
+train_config load_config_file(const std::string& path, train_config c, std::set<std::string>* given,
+                              const std::set<std::string>& foreign) {
   toml::table root;
   try {
     root = toml::parse_file(path);
@@ -95,6 +96,7 @@ train_config load_config_file(const std::string& path, train_config c, std::set<
 
   for (const auto& [table_key, table_node] : root) {
     const std::string table_name(table_key.str());
+    if (foreign.count(table_name)) continue;
     auto fail_at = [&](const toml::node& n, const std::string& key, const std::string& what) {
       throw std::invalid_argument(where(path, n) + ": " + key + ": " + what);
     };

@@ -11,6 +11,7 @@
 #include "cli/info_command.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/schedule_command.hpp"
+#include "cli/stress_command.hpp"
 #include "cli/train_command.hpp"
 #include "cli/worker_command.hpp"
 
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   troupe::cli::add_info_command(app, exit_code);
   troupe::cli::add_plan_command(app, exit_code);
   troupe::cli::add_export_command(app, exit_code);
+  troupe::cli::add_stress_command(app, exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -42,20 +42,6 @@ const char* color_of(op kind) {
   return "none";
 }
 
-std::string xml_escape(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 std::string json_escape(const std::string& text) {
   std::string out;
   for (char c : text) {
@@ -82,6 +68,20 @@ double tick_step(double span) {
 }
 
 }  // namespace
+
+std::string xml_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
 
 std::string render_text(const schedule& s, int mark_stage, int mark_action) {
   std::size_t columns = 0;

@@ -29,4 +29,7 @@ std::string render_svg(const timeline& t);
 // microbatch, chunk and peer.
 std::string render_chrome_trace(const timeline& t);
 
+// Text safe inside XML/HTML element content and double-quoted attributes (& < > ").
+std::string xml_escape(const std::string& text);
+
 }  // namespace troupe::sched

@@ -20,10 +20,13 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev zlib1g-dev libdeflate-dev
   libtomlplusplus-dev libcli11-dev libssl-dev openssl python3 iproute2
   dataset-fashion-mnist fortunes
+  librsvg2-dev
 )
 # The MPI and Gloo collective back ends (--backend mpi|gloo) are built and tested where Open MPI
 # and Gloo are installed.
 [ "$action" = test ] && packages+=(openmpi-bin libopenmpi-dev libgloo-dev)
+# troupe stress's report is opened in headless Chromium by its test (tests/cli/stress_report.test.sh).
+[ "$action" = test ] && packages+=(chromium)
 # The PyTorch oracle (tests/oracle/) checks the kernels against Debian's PyTorch; skipped without it.
 [ "$action" = test ] && packages+=(python3-torch python3-numpy)
 # The benchmarks' peer (PyTorch on CPU) is only needed to run bench/: a current release from PyPI

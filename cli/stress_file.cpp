@@ -1,0 +1,165 @@
+// toml++ over a closed schema, as config_file.cpp does for the job's own tables: an unknown key,
+// a wrong type or a bad value is refused naming the file, the line and the key.
+#include "cli/stress_file.hpp"
+
+#include <toml++/toml.h>
+
+#include <functional>
+#include <set>
+#include <stdexcept>
+
+#include "cli/config_file.hpp"
+
+namespace troupe::cli {
+
+const char* const stress_file_help =
+    "A scenario file holds the job in the tables of `troupe train --config` ([train], [model], [optimizer],\n"
+    "[mesh], [data], ...), and:\n"
+    "  [stress]\n"
+    "  modes = [\"sync\", \"bsp\", \"ssp:1\", \"ssp:3\", \"asp\"]  training modes, each run under every scenario\n"
+    "  out = \"runs/stress\"          the report folder (replaced whole once the new report is written)\n"
+    "  target_loss = 0.6            time to this training loss (default: sync DP's final loss per scenario)\n"
+    "  calibrate_steps = 40         steps of the sync DP run that measures the step time for \"Nx\" stragglers\n"
+    "  [[scenario]]                 one per scenario, in order\n"
+    "  name = \"straggler-3x\"        letters, digits, '-', '_' and '.'\n"
+    "  stragglers = [\"0:3x\"]        replica:ms[:fixed|uniform|exponential|pareto|burst[:param]]; ms may be\n"
+    "                               Nx: N times the sync DP step time\n"
+    "  kill_server = \"0:20\"         server:updates; the server dies after that many (parameter server modes only)\n"
+    "No [[scenario]]: one, \"none\", without faults. Every run is a job in this process: slow links, paused and\n"
+    "killed processes need jobs over several processes, which troupe stress does not run.\n";
+
+namespace {
+
+std::string at(const std::string& path, const toml::node& n) { return path + ":" + std::to_string(n.source().begin.line); }
+
+[[noreturn]] void fail(const std::string& path, const toml::node& n, const std::string& key, const std::string& what) {
+  throw std::invalid_argument(at(path, n) + ": " + key + ": " + what);
+}
+
+std::string text(const std::string& path, const toml::node& n, const std::string& key) {
+  if (!n.is_string()) fail(path, n, key, "expected a string");
+  return *n.value<std::string>();
+}
+
+// Each string of an array, through `each` (which throws std::invalid_argument on a bad one).
+void texts(const std::string& path, const toml::node& n, const std::string& key,
+           const std::function<void(const std::string&)>& each) {
+  const auto* arr = n.as_array();
+  if (!arr) fail(path, n, key, "expected an array of strings, e.g. [\"0:3x\"]");
+  for (const auto& e : *arr) {
+    const std::string v = text(path, e, key);
+    try {
+      each(v);
+    } catch (const std::invalid_argument& x) {
+      fail(path, e, key, x.what());
+    }
+  }
+}
+
+void read_stress(const std::string& path, const toml::node& node, stress::stress_plan& p) {
+  const auto* t = node.as_table();
+  if (!t) fail(path, node, "stress", "expected a table, e.g. [stress]");
+  for (const auto& [k, n] : *t) {
+    const std::string key = "stress." + std::string(k.str());
+    if (k == "modes") {
+      texts(path, n, key, [&](const std::string& v) { p.modes.push_back(stress::parse_mode(v)); });
+      std::set<std::string> seen;
+      for (const auto& m : p.modes)
+        if (!seen.insert(m.name).second) fail(path, n, key, "mode " + m.name + " is given twice");
+    } else if (k == "out") {
+      p.out_dir = text(path, n, key);
+      if (p.out_dir.empty()) fail(path, n, key, "expected a folder");
+    } else if (k == "target_loss") {
+      if (!n.is_number() || !(*n.value<double>() > 0)) fail(path, n, key, "expected a number > 0");
+      p.target_loss = *n.value<double>();
+    } else if (k == "calibrate_steps") {
+      if (!n.is_integer() || *n.value<int64_t>() < 10) fail(path, n, key, "expected an integer >= 10");
+      p.calibrate_steps = *n.value<int64_t>();
+    } else {
+      fail(path, n, key, "unknown key (known in [stress]: modes, out, target_loss, calibrate_steps)");
+    }
+  }
+}
+
+stress::scenario read_scenario(const std::string& path, const toml::node& node) {
+  const auto* t = node.as_table();
+  if (!t) fail(path, node, "scenario", "expected a table, [[scenario]]");
+  stress::scenario s;
+  for (const auto& [k, n] : *t) {
+    const std::string key = "scenario." + std::string(k.str());
+    if (k == "name") {
+      s.name = text(path, n, key);
+      if (s.name.empty() || s.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.") !=
+                                std::string::npos)
+        fail(path, n, key, "\"" + s.name + "\": expected letters, digits, '-', '_' or '.' (it names files)");
+    } else if (k == "stragglers") {
+      texts(path, n, key, [&](const std::string& v) { s.stragglers.push_back(stress::parse_relative_straggler(v)); });
+    } else if (k == "kill_server") {
+      const std::string v = text(path, n, key);
+      const size_t colon = v.find(':');
+      try {
+        size_t a = 0, b = 0;
+        if (colon == std::string::npos) throw std::invalid_argument("");
+        s.kill_server = std::stoi(v.substr(0, colon), &a);
+        s.kill_server_after = std::stoll(v.substr(colon + 1), &b);
+        if (a != colon || b != v.size() - colon - 1 || s.kill_server < 0 || s.kill_server_after < 0)
+          throw std::invalid_argument("");
+      } catch (const std::exception&) {
+        fail(path, n, key, "\"" + v + "\": expected server:updates, e.g. \"0:20\"");
+      }
+    } else {
+      fail(path, n, key, "unknown key (known in [[scenario]]: name, stragglers, kill_server)");
+    }
+  }
+  if (s.name.empty()) fail(path, node, "scenario.name", "every [[scenario]] needs a name");
+  return s;
+}
+
+}  // namespace
+
+stress::stress_plan load_stress_file(const std::string& path) {
+  stress::stress_plan p;
+  p.source = path;
+  // The job first: its tables, with their own checks and messages.
+  p.job = load_config_file(path, train_config{}, nullptr, {"stress", "scenario"});
+  toml::table root;
+  try {
+    root = toml::parse_file(path);
+  } catch (const toml::parse_error& e) {  // load_config_file has read it already; kept for safety
+    throw std::invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
+  }
+  const toml::node* stress_node = root.get("stress");
+  if (!stress_node) throw std::invalid_argument(path + ": no [stress] table (it lists the modes: see troupe stress --help)");
+  read_stress(path, *stress_node, p);
+  if (p.modes.empty()) fail(path, *stress_node, "stress.modes", "no mode: give e.g. modes = [\"sync\", \"asp\"]");
+  std::vector<int> lines;
+  if (const toml::node* sn = root.get("scenario")) {
+    const auto* arr = sn->as_array();
+    if (!arr) fail(path, *sn, "scenario", "expected tables, [[scenario]]");
+    std::set<std::string> names;
+    for (const auto& e : *arr) {
+      p.scenarios.push_back(read_scenario(path, e));
+      lines.push_back(static_cast<int>(e.source().begin.line));
+      if (!names.insert(p.scenarios.back().name).second)
+        fail(path, e, "scenario.name", "\"" + p.scenarios.back().name + "\" names two scenarios");
+    }
+  }
+  if (p.scenarios.empty()) {  // no fault: every mode once, as it runs undisturbed
+    p.scenarios.push_back(stress::scenario{"none", {}, -1, 0});
+    lines.push_back(static_cast<int>(stress_node->source().begin.line));
+  }
+  // Each scenario's runs must be jobs the runtime takes: checked one scenario at a time, so the
+  // message names its line.
+  for (size_t i = 0; i < p.scenarios.size(); ++i) {
+    stress::stress_plan one = p;
+    one.scenarios = {p.scenarios[i]};
+    try {
+      stress::plan_runs(one);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(path + ":" + std::to_string(lines[i]) + ": " + e.what());
+    }
+  }
+  return p;
+}
+
+}  // namespace troupe::cli

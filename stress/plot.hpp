@@ -1,0 +1,32 @@
+// plot: small SVG charts for the stress report (lines against a shared x axis, grouped bars).
+// They return strings and write no files. Every chart carries its mapping from data to pixels
+// (data-x-min ... data-bottom on <g class="plot">) and each series its name, so a reader (the
+// report's tests) can take the drawn points back to data; it is not a general plotting library.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "schedules/render.hpp"
+
+namespace troupe::plot {
+
+struct series {
+  std::string name;
+  std::vector<double> x, y;  // same length; points with a non-finite y are left out
+};
+
+struct labels {
+  std::string title, x, y;
+};
+
+// One <polyline class="series" data-series="NAME"> per series with at least one point.
+std::string line_chart(const labels& l, const std::vector<series>& lines);
+
+// Grouped bars: one group per category, one <rect class="bar" data-series data-category
+// data-value> per series in it; each series' y holds one value per category.
+std::string bar_chart(const labels& l, const std::vector<std::string>& categories, const std::vector<series>& bars);
+
+using sched::xml_escape;
+
+}  // namespace troupe::plot
