@@ -43,6 +43,7 @@ struct coordinator_state {
   bool finish_when_saved = false;
   std::unique_ptr<push_rounds> rounds;  // dispensed batches: replica steps counted into rounds
   std::vector<stage_step_record> latest;  // dispensed batches: each rank's traced step, by rank
+  std::string symptom;  // a member that died of asking a dead actor: reported unless the cause comes soon
   static inline const char* name = "coordinator";
 };
 
@@ -347,6 +348,7 @@ void replica_reported(self_ptr self, stage_step_record& r) {
 }
 
 using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
+using settle_atom = caf::atom_constant<caf::atom("settle")>;  // the grace after a symptom is over
 
 std::chrono::milliseconds watchdog_period(double seconds) {
   return std::chrono::milliseconds(std::max<int64_t>(10, static_cast<int64_t>(seconds * 250)));
@@ -459,7 +461,16 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& s = self->state;
     if (s.finishing) return;
-    fail(self, "an actor of the job stopped: " + describe_exit(self->system(), dm.reason), false);
+    const std::string why = "an actor of the job stopped: " + describe_exit(self->system(), dm.reason);
+    if (dm.reason == caf::sec::request_receiver_down) {
+      // A symptom: the member asked an actor that was already gone (a killed parameter server,
+      // say), and the gone actor's own down message, which names the cause, may come just after
+      // it. It is reported only if no cause arrives within the grace.
+      if (s.symptom.empty()) self->delayed_send(self, std::chrono::milliseconds(500), settle_atom::value);
+      if (s.symptom.empty()) s.symptom = why;
+      return;
+    }
+    fail(self, why, false);
     finish(self);
   });
   // Its own error (a metrics line that cannot be written) ends the job like a member's death:
@@ -485,6 +496,11 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
       },
       [self](watch_atom, std::vector<caf::actor> group) { self->state.collectives = std::move(group); },
       [self](watchdog_atom) { watch(self); },
+      [self](settle_atom) {  // no cause came after a symptom: the symptom is all there is to report
+        if (self->state.finishing) return;
+        fail(self, self->state.symptom, false);
+        finish(self);
+      },
       [self](const eval_report& r) {
         auto& s = self->state;
         auto& sum = *s.args.summary;

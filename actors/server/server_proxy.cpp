@@ -5,6 +5,7 @@
 // own records.
 #include <map>
 
+#include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
 
 namespace troupe {
@@ -37,6 +38,7 @@ tensor piece(const tensor& whole, int64_t begin, int64_t end) {
 caf::behavior server_proxy(self_ptr self, std::vector<caf::actor> servers, std::vector<int64_t> starts) {
   self->state.servers = std::move(servers);
   self->state.starts = std::move(starts);
+  name_failures(self, [] { return std::make_pair(std::string("a parameter server proxy"), int64_t{-1}); });
   return {
       [self](const params_msg& m) {  // every replica's initial values are the same: the first is handed on
         auto& s = self->state;
@@ -59,7 +61,9 @@ caf::behavior server_proxy(self_ptr self, std::vector<caf::actor> servers, std::
               .then(
                   [self, key, at](const params_msg& p) {
                     auto& s = self->state;
-                    joining& j = s.pending.at(key);
+                    auto it = s.pending.find(key);
+                    if (it == s.pending.end()) return;  // another range's server failed: the push was answered with that
+                    joining& j = it->second;
                     std::copy(std::as_const(p.params).data(), std::as_const(p.params).data() + p.params.numel(),
                               j.params.data() + at);
                     if (--j.left > 0) return;
