@@ -305,7 +305,7 @@ TEST_F(CudaOps, ElementwiseBf16MatchesCpuWithinOneRounding) {
   }
   {
     // pre + bias is stored as bf16 (one rounding) and GELU reads that stored value: |gelu'| <= 1.13,
-    // so out moves by 1.13 * 2^-8 |pre|, then one rounding of its own.
+    // so out moves by 1.13 * 2^-8 |pre|, then one rounding of its own (1.2 covers the product of both).
     const int64_t N = 129, OC = 257;
     const vec pre0 = rounded(random(N * OC, -3, 3, 33)), bias = random(OC, -1, 1, 34);
     vec out(N * OC), pre = pre0;
@@ -315,7 +315,7 @@ TEST_F(CudaOps, ElementwiseBf16MatchesCpuWithinOneRounding) {
     cu::bias_gelu_forward(d_out.get(), d_pre.get(), d_bias.get(), N, OC, s);
     EXPECT_TRUE(close("bias_gelu_forward bf16 pre", d_pre.host(s), pre, limits(u16, pre)));
     EXPECT_TRUE(close("bias_gelu_forward bf16 out", d_out.host(s), out,
-                      plus(limits(u16, out, 1.13 * u16, &pre), gelu_limit(pre, out))));
+                      plus(limits(u16, out, 1.2 * u16, &pre), gelu_limit(pre, out))));
   }
 }
 
@@ -336,15 +336,25 @@ TEST_F(CudaOps, ConversionsRoundToNearestEven) {
   EXPECT_TRUE(close("to_float", d_back.host(s), to_float(want), constant(n, 0)));
 }
 
+// A normwise allowance, for sums whose terms' scale is the tensor's rather than the element's:
+// u32 of the tensor's largest magnitude, plus u32 relative.
+vec normwise(const vec& want) {
+  float mx = 0;
+  for (float x : want) mx = std::max(mx, std::fabs(x));
+  return plus(constant(want.size(), u32 * mx), limits(u32, want));
+}
+
 // ---- layernorm ----
-// Inputs are offset by 3 so a kernel that skips the mean, or takes E[x^2] - m^2, is caught.
-// Outputs are O(1) values from row sums of C terms: 1e-5 absolute (plus relative) is the fp32
-// allowance; dweight and dbias sum N rows, bounded by the sum of their terms' magnitudes.
+// Inputs are offset by 3 so a kernel that skips the mean, or takes E[x^2] - m^2, is caught. The
+// output's terms are x and the mean (about 3) before they cancel, scaled by rstd and the weight:
+// the fp32 allowance is u32 of |w| rstd (|x| + |mean|) + |b| + |out|. dinp is checked normwise
+// (its row sums mix terms of the row's largest scale); dweight and dbias sum N rows, bounded by
+// the sum of their terms' magnitudes.
 struct layernorm_case {
   int64_t N, C;
 };
 
-void layernorm_check(CudaOps& t, cudaStream_t s, bool bf, int64_t N, int64_t C, unsigned seed) {
+void layernorm_check(cudaStream_t s, bool bf, int64_t N, int64_t C, unsigned seed) {
   SCOPED_TRACE("N " + std::to_string(N) + " C " + std::to_string(C) + (bf ? " bf16" : " fp32"));
   vec inp = random(N * C, 2, 4, seed), dout = random(N * C, -1, 1, seed + 1);
   if (bf) inp = rounded(inp), dout = rounded(dout);
@@ -360,9 +370,13 @@ void layernorm_check(CudaOps& t, cudaStream_t s, bool bf, int64_t N, int64_t C, 
       bdb[c] += std::fabs(dout[n * C + c]);
       bdw[c] += std::fabs((inp[n * C + c] - mean[n]) * rstd[n] * dout[n * C + c]);
     }
-  const float max_dinp = *std::max_element(dinp.begin(), dinp.end(), [](float x, float y) { return std::fabs(x) < std::fabs(y); });
-  const vec lim_out = plus(constant(N * C, u32), limits(u32, out));
-  const vec lim_dinp = plus(constant(N * C, u32 * std::max(1.0f, std::fabs(max_dinp))), limits(u32, dinp));
+  vec lim_out(N * C);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c) {
+      const double x = std::fabs(inp[n * C + c]), o = std::fabs(out[n * C + c]);
+      lim_out[n * C + c] = static_cast<float>(u32 * (std::fabs(w[c]) * rstd[n] * (x + std::fabs(mean[n])) + std::fabs(b[c]) + o));
+    }
+  const vec lim_dinp = normwise(dinp);
 
   dev<float> d_w(w), d_b(b), d_mean(N), d_rstd(N), d_dw(dw0), d_db(db0), d_wmean(mean), d_wrstd(rstd);
   if (!bf) {
@@ -385,14 +399,13 @@ void layernorm_check(CudaOps& t, cudaStream_t s, bool bf, int64_t N, int64_t C, 
   EXPECT_TRUE(close("layernorm_forward rstd", d_rstd.host(s), rstd, limits(u32, rstd)));
   EXPECT_TRUE(close("layernorm_backward dweight", d_dw.host(s), dw, limits(u32, bdw)));
   EXPECT_TRUE(close("layernorm_backward dbias", d_db.host(s), db, limits(u32, bdb)));
-  (void)t;
 }
 
 TEST_F(CudaOps, LayernormMatchesCpu) {
   // C below, at and above the block's 256 threads
   for (auto [N, C] : {layernorm_case{33, 200}, layernorm_case{17, 256}, layernorm_case{9, 1000}}) {
-    layernorm_check(*this, s, false, N, C, 50);
-    layernorm_check(*this, s, true, N, C, 60);
+    layernorm_check(s, false, N, C, 50);
+    layernorm_check(s, true, N, C, 60);
   }
 }
 
@@ -410,8 +423,9 @@ TEST_F(CudaOps, LayernormBackwardHalvesRunAlone) {
   vec dinp(N * C), dw = dw0, db = dw0;
   ops::layernorm_backward(dinp.data(), dw.data(), db.data(), dout.data(), inp.data(), w.data(), mean.data(), rstd.data(),
                           N, C);
-  EXPECT_TRUE(close("dinp alone", d_dinp.host(s), dinp, constant(N * C, 1e-5)));
-  EXPECT_TRUE(close("dweight alone", d_dw.host(s), dw, constant(C, 1e-5)));
+  EXPECT_TRUE(close("dinp alone", d_dinp.host(s), dinp, normwise(dinp)));
+  EXPECT_TRUE(close("dweight alone", d_dw.host(s), dw, normwise(dw)));
+  EXPECT_TRUE(close("dbias alone", d_db.host(s), db, normwise(db)));
 }
 
 // ---- embedding ----
@@ -456,13 +470,7 @@ TEST_F(CudaOps, EmbeddingOfAnOutOfRangeTokenIsNaN) {
 
 // ---- attention ----
 // Probabilities: a score error d moves a probability by a factor e^d, so a relative allowance.
-// out and dqkv are sums of up to T products; their allowance is u32 of the largest magnitude
-// in the tensor plus u32 relative (a normwise bound: the terms' scale is the tensor's).
-vec normwise(const vec& want) {
-  float mx = 0;
-  for (float x : want) mx = std::max(mx, std::fabs(x));
-  return plus(constant(want.size(), u32 * mx), limits(u32, want));
-}
+// out and dqkv are sums of up to T products: normwise.
 
 void attention_check(cudaStream_t s, int64_t B, int64_t T, int64_t C, int64_t NH, unsigned seed) {
   SCOPED_TRACE("B " + std::to_string(B) + " T " + std::to_string(T) + " C " + std::to_string(C) + " NH " +
@@ -592,13 +600,13 @@ TEST_F(CudaOps, OptimizersMatchCpu) {
 
 TEST_F(CudaOps, ACudaFailureNamesTheCall) {
   try {
-    TROUPE_CUDA_CHECK(cudaMemcpy(nullptr, reinterpret_cast<void*>(16), 64, cudaMemcpyDeviceToDevice));
+    TROUPE_CUDA_CHECK(cudaSetDevice(-1));
     FAIL() << "no exception";
   } catch (const cu::error& e) {
-    EXPECT_NE(std::string(e.what()).find("cudaMemcpy(nullptr"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("cudaSetDevice(-1)"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("cuda_ops.test.cpp:"), std::string::npos) << e.what();
   }
-  cudaGetLastError();  // clear the sticky-free error this left
+  cudaGetLastError();  // the failed call's error stays recorded until read; later tests start clean
 }
 
 }  // namespace
