@@ -3,11 +3,12 @@
 # machine that lacks the project's dependencies: the binary and the shared libraries it needs
 # that such a machine has no copy of (OpenBLAS and its Fortran runtime, CUDA's runtime), in
 # .gpu-pack/ (.gitignore; pass it to the device tool's carry). cuBLAS is too large to carry
-# (hundreds of MB) and comes from the GPU machine's own CUDA 13. RelWithDebInfo, not Release:
-# Release compiles with -march=native, which could use instructions the GPU machine's CPU lacks.
+# (hundreds of MB) and comes from the GPU machine's own CUDA 13. RelWithDebInfo for x86-64-v3
+# (AVX2, FMA), not Release: Release compiles with -march=native, which could use instructions
+# the GPU machine's CPU lacks.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTROUPE_WERROR=ON >/dev/null
+cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DTROUPE_WERROR=ON >/dev/null
 cmake --build build-gpu-pack -j "${TROUPE_JOBS:-2}" --target kernels_cuda_ops_test
 rm -rf .gpu-pack
 mkdir -p .gpu-pack/lib
