@@ -27,35 +27,33 @@ inline unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>((n + threads - 1) / threads, 65536)));
 }
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+struct sum_op {
+  __device__ float operator()(float a, float b) const { return a + b; }
+};
+struct max_op {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+
+template <class Op>
+__device__ __forceinline__ float warp_reduce(float v, Op op) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   return v;
 }
 
-// Sum (or max) over the block, returned to every thread; blockDim.x a multiple of 32. The
-// leading barrier lets a kernel call it several times over the one shared array.
-__device__ __forceinline__ float block_sum(float v) {
+// op over the block, returned to every thread; blockDim.x a multiple of 32. The leading barrier
+// lets a kernel call it several times over the one shared array.
+template <class Op>
+__device__ __forceinline__ float block_reduce(float v, float identity, Op op) {
   __shared__ float part[32];
   const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_sum(v);
+  v = warp_reduce(v, op);
   __syncthreads();
   if (lane == 0) part[warp] = v;
   __syncthreads();
-  return warp_sum(lane < warps ? part[lane] : 0.0f);
+  return warp_reduce(lane < warps ? part[lane] : identity, op);
 }
-__device__ __forceinline__ float block_max(float v) {
-  __shared__ float part[32];
-  const unsigned lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  v = warp_max(v);
-  __syncthreads();
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  return warp_max(lane < warps ? part[lane] : -INFINITY);
-}
+__device__ __forceinline__ float block_sum(float v) { return block_reduce(v, 0.0f, sum_op{}); }
+__device__ __forceinline__ float block_max(float v) { return block_reduce(v, -INFINITY, max_op{}); }
 
 // dst[c] += sum over rows n of f(n, c) for c in [0, C), rows in a fixed order per column (the
 // 8 strided partial sums of a column, then those 8 in order), so the result has the same bits
