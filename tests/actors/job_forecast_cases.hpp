@@ -4,6 +4,9 @@
 // runs with a core per rank.
 #pragma once
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <ostream>
 #include <random>
 #include <string>
@@ -49,6 +52,11 @@ inline train_config forecast_config(const forecast_case& c, int64_t steps = 12) 
   cfg.max_steps = steps;
   cfg.progress = false;
   cfg.eval_max_batches = 1;
+  // A folder per case and process: ctest runs the memory and timing cases side by side, and two
+  // jobs in one folder race for its metrics file (a CI run once failed on runs/latest).
+  cfg.out_dir = (std::filesystem::temp_directory_path() /
+                 ("troupe-forecast-" + c.name + "-" + std::to_string(::getpid())))
+                    .string();
   std::mt19937_64 rng(5);
   if (c.model == "gpt") {
     cfg.model.kind = "gpt";
