@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # A checkpoint that no longer fits its disk stops the job (exit 1) naming the checkpoint, the
 # file and the system's reason, and the checkpoint committed before it is intact: it exports,
-# and a job resumes from it. The disk is a 576 KiB tmpfs in a private mount namespace (root and
-# unshare, as CI has); a checkpoint of this MLP takes about 330 KiB, so the disk fills while the
-# second is written (its shard file) or committed (manifest, latest). The slack of the first is
-# wide because one CI run once found its manifest's page refused at 448 KiB; what the disk held
-# after the job is logged so that such a run says what filled it.
+# and a job resumes from it. The disk is an 800 KiB tmpfs in a private mount namespace (root and
+# unshare, as CI has); a checkpoint of this MLP takes about 315 KiB (its 312 KiB shard file and a
+# page or two of manifest), so two fit and the third fills the disk. Two, not one: the steps go on
+# while a checkpoint is committed, so the shard writes the next checkpoint's file before the
+# previous manifest is in (a CI run at 576 KiB had checkpoint 10's file refuse step 5's manifest
+# its page). What the disk held after the job is logged so that a failing run says what filled it.
 # Usage: checkpoint_disk_full.test.sh TROUPE
 set -u
 troupe=$1
@@ -16,7 +17,7 @@ unshare -m sh -c 'mount -t tmpfs -o size=4k tmpfs "$0" && umount "$0"' "$dir" 2>
 mkdir "$dir/disk"
 unshare -m sh -c '
   troupe=$1 dir=$2
-  mount -t tmpfs -o size=576k tmpfs "$dir/disk" || exit 3
+  mount -t tmpfs -o size=800k tmpfs "$dir/disk" || exit 3
   job="train --max-steps 20 --hidden 32,32 --batch-size 64 --eval-batches 1 --no-progress"
   timeout -s KILL 120 "$troupe" $job --checkpoint-dir "$dir/disk/ckpt" --checkpoint-every 5 --out "$dir/run" >"$dir/log" 2>&1
   echo "rc=$?" >>"$dir/log"
