@@ -221,6 +221,7 @@ int run(const CLI::App& cmd, const train_flags& f) {
     workers = std::make_unique<local_workers>(cfg);
     cfg.process.on_listening = [w = workers.get()](uint16_t port) { w->start(port); };
     cfg.process.on_restart = [w = workers.get()](const std::string& resume) { w->restart(resume); };
+    cfg.process.on_training_start = [w = workers.get()] { w->training_started(); };
   }
   const char* who = f.worker ? "troupe worker" : "troupe train";
   try {

@@ -9,7 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -67,6 +70,10 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker) {
     if (!lf.master_port) p.master_port = 0;  // none asked for: any free port, told to the children
   }
   if (worker && p.index == 0) throw std::invalid_argument("troupe worker: rank 0 is `troupe train`; give --rank >= 1");
+  // A worker started by --nodes has the same flags and leaves the faults to its launcher.
+  if (!worker && !spawn_local && c.mesh.processes > 1 && !c.process_faults.empty())
+    throw std::invalid_argument("--pause-process and --kill-process are done by --nodes' own launcher, which knows the "
+                                "processes' pids; this job is started by another launcher");
   if (c.mesh.processes > 1) {
     auto secret = net::load_secret(env, p.secret_file.empty() ? std::nullopt : std::optional<std::string>(p.secret_file));
     if (secret) p.secret = *secret;
@@ -79,11 +86,57 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker) {
 }
 
 local_workers::~local_workers() {
+  stop_faults();
   for (pid_t p : pids_) ::kill(p, SIGKILL);
   for (pid_t p : pids_) ::waitpid(p, nullptr, 0);
 }
 
+void local_workers::stop_faults() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    faults_done_ = true;
+  }
+  cv_.notify_all();
+  if (injector_.joinable()) injector_.join();
+}
+
+// The faults of --pause-process and --kill-process, in time order, on a thread of their own: a
+// signal at its time after training started, each logged, so a job's report can be read beside
+// what was done to it. A pause's SIGCONT is a fault of its own, FOR seconds later.
+void local_workers::inject_faults(std::chrono::steady_clock::time_point started) {
+  struct signal_at {
+    double at_s;
+    int process, sig;
+  };
+  auto name = [](int sig) { return sig == SIGKILL ? "SIGKILL" : sig == SIGSTOP ? "SIGSTOP" : "SIGCONT"; };
+  std::vector<signal_at> plan;
+  for (const process_fault& f : cfg_.process_faults) {
+    if (f.kind == process_fault_kind::kill) {
+      plan.push_back({f.at_s, f.process, SIGKILL});
+      continue;
+    }
+    plan.push_back({f.at_s, f.process, SIGSTOP});
+    if (f.for_s > 0) plan.push_back({f.at_s + f.for_s, f.process, SIGCONT});
+  }
+  std::stable_sort(plan.begin(), plan.end(), [](const signal_at& a, const signal_at& b) { return a.at_s < b.at_s; });
+  for (const signal_at& s : plan) {
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto when = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s.at_s));
+    if (cv_.wait_until(lock, when, [this] { return faults_done_; })) {
+      spdlog::info("fault injection: the job ended before {} of process {} at {:.1f} s", name(s.sig), s.process, s.at_s);
+      return;
+    }
+    const pid_t pid = pids_.at(static_cast<size_t>(s.process - 1));
+    ::kill(pid, s.sig);
+    if (s.sig == SIGSTOP) stopped_.push_back(pid);
+    if (s.sig == SIGCONT) stopped_.erase(std::remove(stopped_.begin(), stopped_.end(), pid), stopped_.end());
+    spdlog::warn("fault injection: {} sent to process {} (pid {}), {:.1f} s into training", name(s.sig), s.process, pid,
+                 s.at_s);
+  }
+}
+
 void local_workers::restart(const std::string& resume) {
+  stop_faults();  // the faults are of the first start only: a restart runs clean
   for (pid_t p : pids_) ::kill(p, SIGKILL);
   for (pid_t p : pids_) ::waitpid(p, nullptr, 0);
   pids_.clear();
@@ -127,7 +180,18 @@ void local_workers::start(uint16_t port) {
   spdlog::info("started ranks 1..{} on this machine (pids {})", cfg_.mesh.processes - 1, fmt::join(pids_, ", "));
 }
 
+void local_workers::training_started() {
+  if (cfg_.process_faults.empty() || faults_done_ || injector_.joinable() ||
+      pids_.size() + 1 != static_cast<size_t>(cfg_.mesh.processes))
+    return;
+  injector_ = std::thread([this, t = std::chrono::steady_clock::now()] { inject_faults(t); });
+}
+
 int local_workers::wait(int timeout_ms) {
+  stop_faults();
+  // A worker the faults left stopped is let go on, so that it finds its job gone and exits.
+  for (pid_t p : stopped_) ::kill(p, SIGCONT);
+  stopped_.clear();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   int bad = 0;
   while (!pids_.empty() && std::chrono::steady_clock::now() < deadline) {

@@ -5,7 +5,11 @@
 
 #include <CLI/CLI.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <optional>
 #include <string>
 #include <sys/types.h>
@@ -39,12 +43,16 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker);
 
 // Ranks 1..N-1 of a --nodes job on this machine: `troupe worker` with this process's own
 // arguments and RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/TROUPE_SECRET in their environment.
-// Each dies with its parent (PR_SET_PDEATHSIG); the destructor kills any still running.
+// Each dies with its parent (PR_SET_PDEATHSIG); the destructor kills any still running. The
+// job's process faults (--pause-process, --kill-process) are sent from a thread of its own, timed
+// from the first start of training.
 class local_workers {
  public:
   explicit local_workers(const train_config& c) : cfg_(c) {}
   ~local_workers();
   void start(uint16_t master_port);
+  // Every process joined (process_config::on_training_start): the process faults are timed from now.
+  void training_started();
   // Waits up to timeout_ms for all to exit; returns how many exited non-zero (or were killed).
   int wait(int timeout_ms);
   // Before a restart: kills the workers still running, and has the next start() give them
@@ -52,9 +60,16 @@ class local_workers {
   void restart(const std::string& resume);
 
  private:
+  void inject_faults(std::chrono::steady_clock::time_point started);
+  void stop_faults();
   train_config cfg_;
   std::vector<pid_t> pids_;
   std::optional<std::string> resume_;
+  std::thread injector_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool faults_done_ = false;
+  std::vector<pid_t> stopped_;  // stopped by a pause not yet resumed (the injector's, read once it is joined)
 };
 
 void add_worker_command(CLI::App& app, int& exit_code);

@@ -106,6 +106,29 @@ slow_link_spec parse_slow_link(const std::string& text) {
   return s;
 }
 
+process_fault parse_process_fault(process_fault_kind kind, const std::string& text) {
+  const bool pause = kind == process_fault_kind::pause;
+  auto bad = [&](const std::string& why) -> process_fault {
+    throw std::invalid_argument(std::string(pause ? "pause" : "kill") + " of a process \"" + text + "\": " + why +
+                                (pause ? "; expected process:at_s[:for_s], e.g. 1:2.5:1 (stopped 2.5 s into training, "
+                                         "for 1 s) or 1:2.5 (stopped for good)"
+                                       : "; expected process:at_s, e.g. 1:2.5"));
+  };
+  std::vector<double> v;
+  for (size_t at = 0;;) {
+    const size_t c = text.find(':', at);
+    const std::string t = text.substr(at, c == std::string::npos ? std::string::npos : c - at);
+    const std::optional<double> x = finite_number(t);
+    if (!x || *x < 0) return bad("\"" + t + "\" is not a number >= 0");
+    v.push_back(*x);
+    if (c == std::string::npos) break;
+    at = c + 1;
+  }
+  if (v.size() < 2 || v.size() > (pause ? 3u : 2u)) return bad(pause ? "not 2 or 3 fields" : "not 2 fields");
+  if (v[0] != std::floor(v[0]) || v[0] < 1) return bad("its process must be a whole number >= 1 (process 0 is the launcher)");
+  return process_fault{kind, static_cast<int>(v[0]), v[1], v.size() == 3 ? v[2] : 0};
+}
+
 double straggler_delay_ms(const straggler_spec& s, uint64_t seed, int64_t step) {
   std::seed_seq seq{seed, static_cast<uint64_t>(s.rank), static_cast<uint64_t>(step)};
   std::mt19937_64 rng(seq);
@@ -233,6 +256,14 @@ void validate(const train_config& c) {
   for (const auto& st : c.stragglers)
     if (st.rank >= c.mesh.dp)
       bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.mesh.dp));
+  for (const auto& f : c.process_faults) {
+    const std::string what = f.kind == process_fault_kind::pause ? "pause" : "kill";
+    if (c.mesh.processes < 2)
+      bad(what + " of process " + std::to_string(f.process) + ": this job runs in one process (add --nodes N)");
+    if (f.process >= c.mesh.processes)
+      bad(what + " of process " + std::to_string(f.process) + " but the job has processes 0.." +
+          std::to_string(c.mesh.processes - 1));
+  }
   for (const auto& l : c.slow_links) {
     if (l.rank >= c.mesh.ranks())
       bad("slow link of rank " + std::to_string(l.rank) + " but the mesh " + sched::to_string(c.mesh) + " has " +

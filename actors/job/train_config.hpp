@@ -58,6 +58,20 @@ struct slow_link_spec {
 // text and what it expected.
 slow_link_spec parse_slow_link(const std::string& text);
 
+// A process fault (fault injection) for a job of several processes on this machine (--nodes N,
+// whose launcher knows the pids): process `process` (1..N-1) is sent SIGSTOP `at_s` seconds
+// after training started (every process joined) and SIGCONT `for_s` seconds later (pause; for_s 0: it stays
+// stopped, as a hung machine would), or SIGKILL at `at_s` (kill). Process 0 is the launcher.
+enum class process_fault_kind { pause, kill };
+struct process_fault {
+  process_fault_kind kind = process_fault_kind::pause;
+  int process = 1;
+  double at_s = 0, for_s = 0;
+};
+// "P:AT[:FOR]" for a pause, "P:AT" for a kill; throws std::invalid_argument naming the text and
+// what it expected.
+process_fault parse_process_fault(process_fault_kind kind, const std::string& text);
+
 // How this process takes part in a job whose mesh spans several processes (actors/process/process_job.cpp);
 // the number of processes is the mesh's (train_config::mesh.processes).
 struct process_config {
@@ -74,6 +88,9 @@ struct process_config {
   // Rank 0 of a --nodes job, before a restart (max_restarts): the CLI stops what is left of the
   // workers, and starts the next ones (at the next on_listening) resuming from `resume`.
   std::function<void(const std::string& resume)> on_restart;
+  // Rank 0: called once every process has joined, as training starts (--nodes times its process
+  // faults from here). On the job hub's thread: it must return at once.
+  std::function<void()> on_training_start;
 };
 
 enum class offload_target { none, host, nvme };
@@ -184,6 +201,7 @@ struct train_config {
   int64_t kill_server_after = 0;
   std::vector<straggler_spec> stragglers;
   std::vector<slow_link_spec> slow_links;  // by mesh rank; needs the rank's groups to span processes
+  std::vector<process_fault> process_faults;  // --pause-process / --kill-process: done by --nodes' launcher
   int64_t trace_step = -1;          // step written to trace.json (-1: the last one)
   process_config process;           // mesh.processes > 1: this process's part
   // What reduces gradients between processes: the project's TCP ring, or MPI (for jobs started by

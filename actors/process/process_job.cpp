@@ -224,7 +224,10 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
   ha.local_stages = p.stages;
   ha.evaluator = evaluator;
   ha.serves = serves;
-  ha.on_addresses = [links](const mesh_addresses& a) { links->apply(a); };
+  ha.on_addresses = [links, started = pc.on_training_start](const mesh_addresses& a) {
+    links->apply(a);
+    if (started) started();  // every process joined: training starts now
+  };
   ha.local_members = local;
   ha.verdict = verdict;
   ha.disconnect = [connections] { connections->shutdown_all(); };
