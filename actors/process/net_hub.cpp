@@ -174,6 +174,8 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
       const bool stage = std::any_of(p.stages.begin(), p.stages.end(), [&](const caf::actor& a) { return dm.source == a.address(); });
       if (!hub && !stage) continue;
       const bool unreachable = dm.reason == caf::exit_reason::remote_link_unreachable;
+      // A lost process takes its hub and every actor of it along: the first down says it.
+      if (unreachable && p.gone && !self->state.disconnecting) return;
       if (unreachable || hub) p.gone = true;
       if (self->state.disconnecting) {
         answer_when_all_gone(self);
