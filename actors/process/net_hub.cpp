@@ -278,6 +278,10 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
         auto& s = self->state;
         s.ended = true;
         s.end_promise = self->make_response_promise();
+        // Mesh processes still waiting for the servers' handles would otherwise wait out their join timeout.
+        for (auto& held : s.held_joins)
+          held.deliver(caf::make_error(caf::sec::request_receiver_down, "the job ended before every parameter server process joined"));
+        s.held_joins.clear();
         auto left = std::make_shared<size_t>(0);
         for (auto& [rank, p] : s.ready) *left += p.gone ? 0 : 1;
         if (*left == 0) disconnect_workers(self);
