@@ -173,30 +173,43 @@ void stop_all(caf::actor_system& sys, const std::vector<caf::actor>& actors) {
   }
 }
 
-// A process other than 0: its connection to process 0 (through the gate) becomes the job hub's
-// handle; under TLS through a loopback bridge that must live as long as the connection.
-caf::actor reach_hub(caf::actor_system& sys, const process_config& pc, net::socket_fd upstream, int join_ms,
-                     std::unique_ptr<net::loopback_bridge>& bridge) {
-  if (!use_tls(pc)) return remote_actor_over(sys, std::move(upstream), milliseconds(join_ms));
-  bridge = std::make_unique<net::loopback_bridge>(std::move(upstream), join_ms);
-  auto h = caf::openssl::remote_actor(sys, "127.0.0.1", bridge->local_port());
-  if (!h) throw std::runtime_error("rank " + std::to_string(pc.index) + ": cannot reach rank 0: " + sys.render(h.error()));
-  return *h;
-}
-
-join_reply join_job(caf::actor_system& sys, const caf::actor& hub, const train_config& cfg, const prepared_job& job,
-                    int join_ms) {
-  const process_config& pc = cfg.process;
+// A process other than 0, admitted to the job: it reached process 0 through the gate (under TLS
+// through a loopback bridge that lives as long as the connection), and the job hub answered its
+// join. Members in the order they must be made; the guard outlives the actor system's destructor.
+struct joined_process {
+  teardown_guard guard;
+  std::string local_host;  // the interface that reaches process 0
+  caf::actor_system_config sys_cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<net::loopback_bridge> bridge;
+  caf::actor hub;
   join_reply joined;
-  std::string refused;
-  {
-    caf::scoped_actor self{sys};
-    self->request(hub, milliseconds(join_ms), join_request{pc.index, describe_for_join(cfg, job)})
-        .receive([&](join_reply& r) { joined = std::move(r); }, [&](caf::error& e) { refused = sys.render(e); });
+
+  joined_process(const train_config& cfg, const prepared_job& job) {
+    const process_config& pc = cfg.process;
+    const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
+    net::socket_fd upstream =
+        net::connect_through_gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.index), join_ms);
+    local_host = net::local_host(upstream.get());
+    configure(sys_cfg, pc);
+    sys = std::make_unique<caf::actor_system>(sys_cfg);
+    if (use_tls(pc)) {
+      bridge = std::make_unique<net::loopback_bridge>(std::move(upstream), join_ms);
+      auto h = caf::openssl::remote_actor(*sys, "127.0.0.1", bridge->local_port());
+      if (!h) throw std::runtime_error("rank " + std::to_string(pc.index) + ": cannot reach rank 0: " + sys->render(h.error()));
+      hub = *h;
+    } else {
+      hub = remote_actor_over(*sys, std::move(upstream), milliseconds(join_ms));
+    }
+    std::string refused;
+    {
+      caf::scoped_actor self{*sys};
+      self->request(hub, milliseconds(join_ms), join_request{pc.index, describe_for_join(cfg, job)})
+          .receive([&](join_reply& r) { joined = std::move(r); }, [&](caf::error& e) { refused = sys->render(e); });
+    }
+    if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": rank 0 refused us: " + refused);
   }
-  if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": rank 0 refused us: " + refused);
-  return joined;
-}
+};
 
 // --servers: the servers in processes of their own, as process 0 learns them (on the job hub's
 // thread): their handles in server_layout order (for the records at the end), and the proxies
@@ -379,22 +392,14 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
 train_summary run_worker(const train_config& cfg, const prepared_job& job, const job_plan& plan,
                          std::shared_ptr<net::mpi_groups> mpi) {
   const process_config& pc = cfg.process;
-  const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
-  net::socket_fd upstream =
-      net::connect_through_gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.index), join_ms);
-  const std::string local_host = net::local_host(upstream.get());  // the interface that reaches process 0
   auto report = std::make_shared<std::string>();
-  teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
-  caf::actor_system_config sys_cfg;
-  configure(sys_cfg, pc);
-  caf::actor_system sys{sys_cfg};
-  std::unique_ptr<net::loopback_bridge> bridge;  // TLS only: lives as long as the connection
-  const caf::actor hub = reach_hub(sys, pc, std::move(upstream), join_ms, bridge);
-  const join_reply joined = join_job(sys, hub, cfg, job, join_ms);
+  joined_process in(cfg, job);
+  caf::actor_system& sys = *in.sys;
+  const join_reply& joined = in.joined;
   // --servers: every shard's server is in a server process; sharded slots get proxies here.
   std::vector<caf::actor> by_slot = joined.servers, proxies;
   if (!joined.shards.empty()) by_slot = servers_by_slot(sys, plan, server_layout(cfg, plan), joined.shards, proxies);
-  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, pc.index, local_host, std::move(mpi)));
+  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, pc.index, in.local_host, std::move(mpi)));
   rank_actors p = spawn_ranks(
       sys, cfg, job, plan, cfg.mesh.ranks_of_process(pc.index), joined.coordinator,
       [&](int rank) { return links->collective_of(rank); }, [&](int rank) { return links->tp_of(rank); }, {},
@@ -408,7 +413,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
   local.insert(local.end(), links->actors().begin(), links->actors().end());
   worker_hub_args wa;
   wa.rank = pc.index;
-  wa.job_hub = hub;
+  wa.job_hub = in.hub;
   wa.stages = p.stages;
   try {
     wa.serves = links->serves();
@@ -427,7 +432,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
   }
   links->stop();
   if (!report->empty()) {
-    guard.arm("rank " + std::to_string(pc.index) + ": " + *report, failed_job_grace);
+    in.guard.arm("rank " + std::to_string(pc.index) + ": " + *report, failed_job_grace);
     abort_tp_groups(p, *report);
   }
   spdlog::debug("rank {}: stopping its actors", pc.index);
@@ -445,17 +450,9 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
 // servers' records are read by process 0 at the end.
 train_summary run_server_process(const train_config& cfg, const prepared_job& job, const job_plan& plan) {
   const process_config& pc = cfg.process;
-  const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
-  net::socket_fd upstream =
-      net::connect_through_gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.index), join_ms);
   auto report = std::make_shared<std::string>();
-  teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
-  caf::actor_system_config sys_cfg;
-  configure(sys_cfg, pc);
-  caf::actor_system sys{sys_cfg};
-  std::unique_ptr<net::loopback_bridge> bridge;  // TLS only: lives as long as the connection
-  const caf::actor hub = reach_hub(sys, pc, std::move(upstream), join_ms, bridge);
-  join_job(sys, hub, cfg, job, join_ms);
+  joined_process in(cfg, job);
+  caf::actor_system& sys = *in.sys;
   const std::vector<server_shard> layout = server_layout(cfg, plan);
   const size_t mine = static_cast<size_t>(pc.index - cfg.mesh.processes);
   worker_hub_args wa;
@@ -470,7 +467,7 @@ train_summary run_server_process(const train_config& cfg, const prepared_job& jo
   spdlog::info("parameter server process {}: servers {}", pc.index, fmt::join(wa.server_ids, ", "));
   std::vector<caf::actor> local = wa.stages;
   wa.rank = pc.index;
-  wa.job_hub = hub;
+  wa.job_hub = in.hub;
   wa.server_process = true;
   wa.peer_timeout = to_ms(pc.peer_timeout_seconds);
   wa.report = report;
@@ -480,7 +477,7 @@ train_summary run_server_process(const train_config& cfg, const prepared_job& jo
     self->wait_for(worker);
   }
   const std::string who = "parameter server process " + std::to_string(pc.index);
-  if (!report->empty()) guard.arm(who + ": " + *report, failed_job_grace);
+  if (!report->empty()) in.guard.arm(who + ": " + *report, failed_job_grace);
   local.push_back(worker);
   stop_all(sys, local);
   drain.drain(sys);  // before ~actor_system (see middleman_link.hpp)
