@@ -52,8 +52,8 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker) {
     // The launcher's world counts the server processes (--servers) after the mesh's.
     c.mesh.processes = r.env->world_size - c.server_processes;
     if (c.mesh.processes < 1)
-      throw std::invalid_argument("a world of " + std::to_string(r.env->world_size) + " processes leaves none for the mesh beside --servers " +
-                                  std::to_string(c.server_processes));
+      throw std::invalid_argument("a world of " + std::to_string(r.env->world_size) +
+                                  " processes leaves none for the mesh beside --servers " + std::to_string(c.server_processes));
     p.master_addr = r.env->master_addr;
     p.master_port = r.env->master_port;
     // torchrun's agent serves its own store on MASTER_PORT, so troupe's gate takes the next port
@@ -66,7 +66,7 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker) {
     }
   } else if (!r.env && c.mesh.processes + c.server_processes <= 1) {
     throw std::invalid_argument(r.error);
-  } else if (c.mesh.processes + c.server_processes > 1) {  // --nodes N alone: every rank on this machine, started from here
+  } else if (c.mesh.processes + c.server_processes > 1) {  // --nodes N (--servers K) alone: all started from here
     spawn_local = true;  // p.master_addr is the flag's, the file's or the default
     if (!lf.master_port) p.master_port = 0;  // none asked for: any free port, told to the children
   }
@@ -130,7 +130,9 @@ void local_workers::start(uint16_t port) {
     if (pid > 0) pids_.push_back(pid);
   }
   const auto mesh_end = pids_.begin() + std::min<long>(static_cast<long>(pids_.size()), cfg_.mesh.processes - 1);
-  spdlog::info("started ranks 1..{} on this machine (pids {})", cfg_.mesh.processes - 1, fmt::join(pids_.begin(), mesh_end, ", "));
+  if (cfg_.mesh.processes > 1)
+    spdlog::info("started ranks 1..{} on this machine (pids {})", cfg_.mesh.processes - 1,
+                 fmt::join(pids_.begin(), mesh_end, ", "));
   if (cfg_.server_processes > 0)
     spdlog::info("started parameter server processes {}..{} on this machine (pids {})", cfg_.mesh.processes, world - 1,
                  fmt::join(mesh_end, pids_.end(), ", "));
