@@ -85,6 +85,12 @@ caf::actor spawn_batch_dispenser(caf::actor_system& sys, batch_dispenser_args ar
 // One slot's parameters over several servers, server k holding [starts[k], starts[k + 1]): it
 // answers a push as one server would (server_proxy.cpp).
 caf::actor spawn_server_proxy(caf::actor_system& sys, std::vector<caf::actor> servers, std::vector<int64_t> starts);
+// --servers: what process 0's stages of one slot push to, spawned before the servers' processes
+// have joined. Until it gets (server_target_atom, server) it keeps what arrives; then it hands
+// that and everything after on with delegate, so the server answers the stage directly
+// (server_forwarder.cpp).
+using server_target_atom = caf::atom_constant<caf::atom("pstarget")>;
+caf::actor spawn_server_forwarder(caf::actor_system& sys);
 
 // Drives the job, every shape of it: it orders runs of steps (up to the next evaluation) to every
 // stage of the mesh, collects one stage_step_record per rank and step, sums the loss in rank

@@ -54,6 +54,9 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<worker_ready>("troupe::worker_ready");
   cfg.add_message_type<mesh_addresses>("troupe::mesh_addresses");
   cfg.add_message_type<job_end>("troupe::job_end");
+  cfg.add_message_type<server_ready>("troupe::server_ready");
+  cfg.add_message_type<train_summary::server_update>("troupe::server_update");
+  cfg.add_message_type<server_records>("troupe::server_records");
 }
 
 }  // namespace troupe

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "actors/job/step_trace.hpp"
+#include "actors/job/train_config.hpp"
 #include "kernels/batch.hpp"
 #include "kernels/tensor.hpp"
 
@@ -458,6 +459,24 @@ struct join_reply {
   caf::actor coordinator;
   std::vector<caf::actor> servers;  // parameter servers by (stage, tp) slot (none without --consistency)
   caf::actor dispenser;             // ssp and asp: the batch dispenser (batch_dispenser.cpp)
+  // --servers: every parameter server by id (server_layout order), all in server processes; the
+  // joining process makes its own proxies of sharded slots from them (`servers` is then empty).
+  std::vector<caf::actor> shards;
+};
+// server process p -> job hub (instead of worker_ready, after its join_request was answered):
+// its parameter servers are up, their ids (server_layout's) and handles in one order. The hub
+// pings `hub`, monitors the servers, and answers the mesh processes' joins once every server
+// process is in.
+struct server_ready {
+  int32_t process = 0;
+  caf::actor hub;
+  std::vector<int32_t> ids;
+  std::vector<caf::actor> servers;
+};
+// param_server -> process 0, at the end of a job whose servers are processes of their own
+// (answering server_records_atom): every push it applied, in order (train_summary::server_update).
+struct server_records {
+  std::vector<train_summary::server_update> updates;
 };
 // What one process serves to the others on the data plane: the rendezvous of each data-parallel
 // group whose first member it holds (group = pipeline stage), and its point-to-point endpoint
@@ -492,7 +511,11 @@ struct job_end {
   std::string report;
 };
 TROUPE_INSPECT_NET(join_request, x.rank, x.config)
-TROUPE_INSPECT_NET(join_reply, x.coordinator, x.servers, x.dispenser)
+TROUPE_INSPECT_NET(join_reply, x.coordinator, x.servers, x.dispenser, x.shards)
+TROUPE_INSPECT_NET(server_ready, x.process, x.hub, x.ids, x.servers)
+TROUPE_INSPECT_NET(train_summary::server_update, x.server, x.replica, x.step, x.unit, x.version_read, x.version_applied,
+                   x.slowest, x.held)
+TROUPE_INSPECT_NET(server_records, x.updates)
 TROUPE_INSPECT_NET(process_endpoints, x.ring_groups, x.ring_hosts, x.ring_ports, x.p2p_host, x.p2p_port)
 TROUPE_INSPECT_NET(worker_ready, x.rank, x.hub, x.stages, x.serves)
 TROUPE_INSPECT_NET(mesh_addresses, x.ring_hosts, x.ring_ports, x.p2p_hosts, x.p2p_ports)
@@ -503,6 +526,8 @@ TROUPE_INSPECT_NET(job_end, x.ok, x.report)
 using peer_ping_atom = caf::atom_constant<caf::atom("peerping")>;
 using peer_pong_atom = caf::atom_constant<caf::atom("peerpong")>;
 using job_end_ack_atom = caf::atom_constant<caf::atom("jobendack")>;
+// process 0 -> a remote param_server at the job's end: answered with server_records.
+using server_records_atom = caf::atom_constant<caf::atom("psrecords")>;
 
 // Registers every message type above with an actor system configuration.
 void add_message_types(caf::actor_system_config& cfg);

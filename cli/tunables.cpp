@@ -230,6 +230,10 @@ std::vector<tunable> make_table() {
                       "With --consistency: servers per pipeline stage (and tp rank), each holding a key range of "
                       "its parameters [1]",
                       1, 1 << 16, [](train_config& c, const value& v) { c.server_shards = static_cast<int>(v.integer); }));
+  t.push_back(integer("--servers", "server.processes",
+                      "With --consistency: K processes of their own for the parameter servers (after the mesh's "
+                      "processes; a launcher's WORLD_SIZE counts them), no server in a mesh process [0]",
+                      0, 1 << 10, [](train_config& c, const value& v) { c.server_processes = static_cast<int>(v.integer); }));
   t.push_back(text("--kill-server", "server.kill",
                    "Fault injection: SERVER:UPDATES, parameter server SERVER (stage x shards + shard) dies after "
                    "that many updates",

@@ -52,7 +52,11 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker) {
   bool spawn_local = false;
   if (r.env && r.env->source != "single") {
     p.index = r.env->rank;
-    c.mesh.processes = r.env->world_size;
+    // The launcher's world counts the server processes (--servers) after the mesh's.
+    c.mesh.processes = r.env->world_size - c.server_processes;
+    if (c.mesh.processes < 1)
+      throw std::invalid_argument("a world of " + std::to_string(r.env->world_size) +
+                                  " processes leaves none for the mesh beside --servers " + std::to_string(c.server_processes));
     p.master_addr = r.env->master_addr;
     p.master_port = r.env->master_port;
     // torchrun's agent serves its own store on MASTER_PORT, so troupe's gate takes the next port
@@ -63,18 +67,18 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker) {
         spdlog::info("under torchrun: its store holds MASTER_PORT {}, troupe's control gate listens on {}",
                      p.master_port - 1, p.master_port);
     }
-  } else if (!r.env && c.mesh.processes <= 1) {
+  } else if (!r.env && c.mesh.processes + c.server_processes <= 1) {
     throw std::invalid_argument(r.error);
-  } else if (c.mesh.processes > 1) {  // --nodes N alone: every rank on this machine, started from here
+  } else if (c.mesh.processes + c.server_processes > 1) {  // --nodes N (--servers K) alone: all started from here
     spawn_local = true;  // p.master_addr is the flag's, the file's or the default
     if (!lf.master_port) p.master_port = 0;  // none asked for: any free port, told to the children
   }
   if (worker && p.index == 0) throw std::invalid_argument("troupe worker: rank 0 is `troupe train`; give --rank >= 1");
   // A worker started by --nodes has the same flags and leaves the faults to its launcher.
-  if (!worker && !spawn_local && c.mesh.processes > 1 && !c.process_faults.empty())
+  if (!worker && !spawn_local && c.mesh.processes + c.server_processes > 1 && !c.process_faults.empty())
     throw std::invalid_argument("--pause-process and --kill-process are done by --nodes' own launcher, which knows the "
                                 "processes' pids; this job is started by another launcher");
-  if (c.mesh.processes > 1) {
+  if (c.mesh.processes + c.server_processes > 1) {
     auto secret = net::load_secret(env, p.secret_file.empty() ? std::nullopt : std::optional<std::string>(p.secret_file));
     if (secret) p.secret = *secret;
     else if (spawn_local) p.secret = net::random_secret();  // only this process and its children know it
@@ -159,13 +163,14 @@ void local_workers::start(uint16_t port) {
   // A restart: every worker resumes from the checkpoint process 0 resumes from.
   if (resume_ && !resume_->empty()) child.insert(child.end(), {"--resume", *resume_});
   const pid_t parent = ::getpid();
-  for (int r = 1; r < cfg_.mesh.processes; ++r) {
+  const int world = cfg_.mesh.processes + cfg_.server_processes;  // --servers: after the mesh's
+  for (int r = 1; r < world; ++r) {
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);
       ::setenv("RANK", std::to_string(r).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(cfg_.mesh.processes).c_str(), 1);
+      ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
       ::setenv("MASTER_ADDR", cfg_.process.master_addr.c_str(), 1);
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       ::setenv("TROUPE_SECRET", cfg_.process.secret.c_str(), 1);
@@ -177,12 +182,18 @@ void local_workers::start(uint16_t port) {
     }
     if (pid > 0) pids_.push_back(pid);
   }
-  spdlog::info("started ranks 1..{} on this machine (pids {})", cfg_.mesh.processes - 1, fmt::join(pids_, ", "));
+  const auto mesh_end = pids_.begin() + std::min<long>(static_cast<long>(pids_.size()), cfg_.mesh.processes - 1);
+  if (cfg_.mesh.processes > 1)
+    spdlog::info("started ranks 1..{} on this machine (pids {})", cfg_.mesh.processes - 1,
+                 fmt::join(pids_.begin(), mesh_end, ", "));
+  if (cfg_.server_processes > 0)
+    spdlog::info("started parameter server processes {}..{} on this machine (pids {})", cfg_.mesh.processes, world - 1,
+                 fmt::join(mesh_end, pids_.end(), ", "));
 }
 
 void local_workers::training_started() {
   if (cfg_.process_faults.empty() || faults_done_ || injector_.joinable() ||
-      pids_.size() + 1 != static_cast<size_t>(cfg_.mesh.processes))
+      pids_.size() + 1 != static_cast<size_t>(cfg_.mesh.processes + cfg_.server_processes))
     return;
   injector_ = std::thread([this, t = std::chrono::steady_clock::now()] { inject_faults(t); });
 }

@@ -128,35 +128,72 @@ bool dispenses_batches(const train_config& cfg) {
   return cfg.consistency == consistency_model::ssp || cfg.consistency == consistency_model::asp;
 }
 
+std::vector<server_shard> server_layout(const train_config& cfg, const job_plan& plan) {
+  std::vector<server_shard> out;
+  if (cfg.consistency == consistency_model::none) return out;
+  for (size_t slot = 0; slot < plan.stage_params.size(); ++slot) {
+    const int64_t n = plan.stage_params[slot];
+    if (n == 0) continue;  // a stage of ReLUs alone has nothing to serve
+    const int K = static_cast<int>(std::min<int64_t>(cfg.server_shards, n));
+    for (int k = 0; k < K; ++k)
+      out.push_back({static_cast<int32_t>(slot) * cfg.server_shards + k, slot, n * k / K, n * (k + 1) / K});
+  }
+  return out;
+}
+
+caf::actor spawn_server_shard(caf::actor_system& sys, const train_config& cfg, const job_plan& plan,
+                              const server_shard& shard, std::shared_ptr<std::vector<train_summary::server_update>> updates) {
+  param_server_args ps{shard.id, plan.mesh.dp, shard.end - shard.begin, cfg.optim, cfg.consistency, cfg.staleness,
+                       std::move(updates)};
+  if (ps.slot == cfg.kill_server) ps.die_after = cfg.kill_server_after;
+  return spawn_param_server(sys, std::move(ps));
+}
+
+std::vector<caf::actor> servers_by_slot(caf::actor_system& sys, const job_plan& plan,
+                                        const std::vector<server_shard>& layout, const std::vector<caf::actor>& shards,
+                                        std::vector<caf::actor>& proxies) {
+  std::vector<caf::actor> by_slot(plan.stage_params.size());
+  for (size_t i = 0; i < layout.size();) {
+    size_t j = i;
+    std::vector<caf::actor> of_slot;
+    std::vector<int64_t> starts;
+    for (; j < layout.size() && layout[j].slot == layout[i].slot; ++j) {
+      of_slot.push_back(shards.at(j));
+      starts.push_back(layout[j].begin);
+    }
+    starts.push_back(layout[j - 1].end);
+    if (of_slot.size() == 1) {
+      by_slot[layout[i].slot] = of_slot.front();
+    } else {
+      by_slot[layout[i].slot] = spawn_server_proxy(sys, std::move(of_slot), std::move(starts));
+      proxies.push_back(by_slot[layout[i].slot]);
+    }
+    i = j;
+  }
+  return by_slot;
+}
+
+caf::actor spawn_dispenser(caf::actor_system& sys, const job_plan& plan, job_servers& out) {
+  out.dispensed = std::make_shared<std::vector<train_summary::dispensed_batch>>();
+  out.dispenser = spawn_batch_dispenser(sys, {plan.mesh.dp, plan.mesh.pp * plan.mesh.tp, out.dispensed});
+  out.actors.push_back(out.dispenser);
+  return out.dispenser;
+}
+
 job_servers spawn_servers(caf::actor_system& sys, const train_config& cfg, const job_plan& plan) {
   job_servers out;
   if (cfg.consistency == consistency_model::none) return out;
-  if (dispenses_batches(cfg)) {
-    out.dispensed = std::make_shared<std::vector<train_summary::dispensed_batch>>();
-    out.dispenser = spawn_batch_dispenser(sys, {plan.mesh.dp, plan.mesh.pp * plan.mesh.tp, out.dispensed});
-    out.actors.push_back(out.dispenser);
+  if (dispenses_batches(cfg)) spawn_dispenser(sys, plan, out);
+  const std::vector<server_shard> layout = server_layout(cfg, plan);
+  std::vector<caf::actor> shards;
+  for (const server_shard& sh : layout) {
+    out.updates.push_back(std::make_shared<std::vector<train_summary::server_update>>());
+    shards.push_back(spawn_server_shard(sys, cfg, plan, sh, out.updates.back()));
+    out.actors.push_back(shards.back());
   }
-  out.by_slot.resize(plan.stage_params.size());
-  for (size_t slot = 0; slot < plan.stage_params.size(); ++slot) {
-    if (plan.stage_params[slot] == 0) continue;  // a stage of ReLUs alone has nothing to serve
-    const int64_t n = plan.stage_params[slot];
-    const int K = static_cast<int>(std::min<int64_t>(cfg.server_shards, n));
-    std::vector<caf::actor> shards;
-    std::vector<int64_t> starts;
-    for (int k = 0; k < K; ++k) {
-      starts.push_back(n * k / K);
-      const int64_t size = n * (k + 1) / K - starts.back();
-      param_server_args ps{static_cast<int32_t>(slot) * cfg.server_shards + k, plan.mesh.dp, size, cfg.optim,
-                           cfg.consistency, cfg.staleness, std::make_shared<std::vector<train_summary::server_update>>()};
-      if (ps.slot == cfg.kill_server) ps.die_after = cfg.kill_server_after;
-      out.updates.push_back(ps.updates);
-      shards.push_back(spawn_param_server(sys, std::move(ps)));
-      out.actors.push_back(shards.back());
-    }
-    starts.push_back(n);
-    out.by_slot[slot] = K == 1 ? shards.front() : spawn_server_proxy(sys, shards, starts);
-    if (K > 1) out.actors.push_back(out.by_slot[slot]);
-  }
+  std::vector<caf::actor> proxies;
+  out.by_slot = servers_by_slot(sys, plan, layout, shards, proxies);
+  out.actors.insert(out.actors.end(), proxies.begin(), proxies.end());
   return out;
 }
 

@@ -39,8 +39,8 @@ using collective_of = std::function<caf::actor(int rank)>;
 using tp_group_of_fn = std::function<std::shared_ptr<tp_group>(int rank)>;
 
 // With --consistency: server_shards parameter servers per (stage, tp) slot that holds parameters
-// (over a proxy when more than one), all in
-// the process that calls it (process 0 of a job over several), by slot; empty handles for slots
+// (over a proxy when more than one), all in the process that calls it (process 0 of a job over
+// several without --servers), by slot; empty handles for slots
 // of parameter-free stages. Each server's records, and the actors to stop, come with them.
 struct job_servers {
   std::vector<caf::actor> by_slot;  // what a slot's stages push to: its server, or the proxy of its shards
@@ -52,6 +52,25 @@ struct job_servers {
 // ssp and asp hand batches out on demand; bsp and collectives keep each replica's fixed share.
 bool dispenses_batches(const train_config& cfg);
 job_servers spawn_servers(caf::actor_system& sys, const train_config& cfg, const job_plan& plan);
+// ssp and asp: the batch dispenser alone, into `out` (a job whose servers are in processes of their own).
+caf::actor spawn_dispenser(caf::actor_system& sys, const job_plan& plan, job_servers& out);
+
+// Every parameter server of a job with --consistency, in id order (slot x server_shards + shard),
+// the key range [begin, end) of its slot's parameters. The order is what records, --kill-server
+// and the dealing over server processes (--servers) go by.
+struct server_shard {
+  int32_t id = 0;
+  size_t slot = 0;
+  int64_t begin = 0, end = 0;
+};
+std::vector<server_shard> server_layout(const train_config& cfg, const job_plan& plan);
+caf::actor spawn_server_shard(caf::actor_system& sys, const train_config& cfg, const job_plan& plan,
+                              const server_shard& shard, std::shared_ptr<std::vector<train_summary::server_update>> updates);
+// What each slot's stages push to, given every shard's server (in layout order, local or remote):
+// the server of a slot held whole, else a proxy spawned in this process (appended to `proxies`).
+std::vector<caf::actor> servers_by_slot(caf::actor_system& sys, const job_plan& plan,
+                                        const std::vector<server_shard>& layout, const std::vector<caf::actor>& shards,
+                                        std::vector<caf::actor>& proxies);
 
 // `observers`: actors every rank sends its gradients to each step (job_extras.hpp). `servers`:
 // with --consistency, every slot's parameter server (spawn_servers, here or in process 0), and

@@ -180,8 +180,10 @@ void validate(const train_config& c) {
   if (c.mesh.dp > c.batch_size)
     bad("dp " + std::to_string(c.mesh.dp) + " exceeds batch_size " + std::to_string(c.batch_size) +
         ": a rank would get no rows");
-  if (c.process.index < 0 || c.process.index >= c.mesh.processes)
-    bad("process " + std::to_string(c.process.index) + " is not in 0.." + std::to_string(c.mesh.processes - 1));
+  if (c.server_processes < 0) bad("server_processes must be >= 0, got " + std::to_string(c.server_processes));
+  const int world = c.mesh.processes + c.server_processes;
+  if (c.process.index < 0 || c.process.index >= world)
+    bad("process " + std::to_string(c.process.index) + " is not in 0.." + std::to_string(world - 1));
   // Not finite would be nonsense once converted to bytes or milliseconds (the CLI's table of
   // tunables gives the user-facing ranges; these guard the C++ API).
   if (!std::isfinite(c.bucket_mb) || c.bucket_mb < 0) bad("bucket_mb must be a finite number >= 0 (0: one bucket per layer)");
@@ -216,6 +218,11 @@ void validate(const train_config& c) {
   if (c.kill_server >= 0 && c.consistency == consistency_model::none)
     bad("kill_server is a parameter server's fault: give --consistency bsp, ssp or asp");
   if (c.server_shards < 1) bad("server_shards must be >= 1, got " + std::to_string(c.server_shards));
+  if (c.server_processes > 0 && c.consistency == consistency_model::none)
+    bad("--servers " + std::to_string(c.server_processes) +
+        " starts processes of parameter servers: give --consistency bsp, ssp or asp");
+  if (c.server_processes > 0 && c.backend == net::backend_kind::mpi)
+    bad("--servers: server processes are not MPI ranks; use --backend tcp");
   if (c.server_shards > 1 && c.consistency == consistency_model::none)
     bad("server_shards cuts parameter servers' ranges: give --consistency bsp, ssp or asp");
   if (c.staleness > 0 && c.consistency != consistency_model::ssp)
@@ -258,11 +265,11 @@ void validate(const train_config& c) {
       bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.mesh.dp));
   for (const auto& f : c.process_faults) {
     const std::string what = f.kind == process_fault_kind::pause ? "pause" : "kill";
-    if (c.mesh.processes < 2)
+    const int world = c.mesh.processes + c.server_processes;  // --servers: the server processes come after the mesh's
+    if (world < 2)
       bad(what + " of process " + std::to_string(f.process) + ": this job runs in one process (add --nodes N)");
-    if (f.process >= c.mesh.processes)
-      bad(what + " of process " + std::to_string(f.process) + " but the job has processes 0.." +
-          std::to_string(c.mesh.processes - 1));
+    if (f.process >= world)
+      bad(what + " of process " + std::to_string(f.process) + " but the job has processes 0.." + std::to_string(world - 1));
   }
   for (const auto& l : c.slow_links) {
     if (l.rank >= c.mesh.ranks())

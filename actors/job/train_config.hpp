@@ -59,7 +59,7 @@ struct slow_link_spec {
 slow_link_spec parse_slow_link(const std::string& text);
 
 // A process fault (fault injection) for a job of several processes on this machine (--nodes N,
-// whose launcher knows the pids): process `process` (1..N-1) is sent SIGSTOP `at_s` seconds
+// whose launcher knows the pids): process `process` (1..N-1, or a --servers process after them) is sent SIGSTOP `at_s` seconds
 // after training started (every process joined) and SIGCONT `for_s` seconds later (pause; for_s 0: it stays
 // stopped, as a hung machine would), or SIGKILL at `at_s` (kill). Process 0 is the launcher.
 enum class process_fault_kind { pause, kill };
@@ -75,7 +75,7 @@ process_fault parse_process_fault(process_fault_kind kind, const std::string& te
 // How this process takes part in a job whose mesh spans several processes (actors/process/process_job.cpp);
 // the number of processes is the mesh's (train_config::mesh.processes).
 struct process_config {
-  int index = 0;                        // this process among the mesh's processes (the launcher's RANK)
+  int index = 0;  // the launcher's RANK: a mesh process (< mesh.processes), else a server process
   std::string master_addr = "127.0.0.1";
   uint16_t master_port = 29500;         // rank 0's control gate (0: any free port, rank 0 only)
   std::string secret;                   // --secret-file or TROUPE_SECRET; required when world > 1
@@ -109,8 +109,8 @@ const char* to_string(offload_what w);  // "none", "optimizer", "params", "both"
 // scaled to its replica's share of the batch (x dp), and the batches are dispensed on demand
 // (batch_dispenser.cpp): a replica takes the next share when it is done, an epoch ends when its
 // shares are all taken, and ssp's clock is the round (dp shares, one global batch). Over several
-// processes every server lives in process 0 and the other processes' stages push to it through
-// the middleman.
+// processes every server lives in process 0, or with server_processes in processes of their own,
+// and the other processes' stages push to it through the middleman.
 enum class consistency_model { none, bsp, ssp, asp };
 const char* to_string(consistency_model c);  // "none", "bsp", "ssp", "asp"
 
@@ -195,6 +195,10 @@ struct train_config {
   // Servers per (stage, tp) slot: its parameters cut into this many key ranges, one server each,
   // so no server holds a whole stage; a proxy splits each push and joins the answers.
   int server_shards = 1;
+  // Processes that hold only parameter servers (--servers K): process indices mesh.processes ..
+  // mesh.processes + K - 1, every (slot, shard) server dealt round-robin over them, so no mesh
+  // process holds one. 0: the servers live in the mesh's process 0 (or its only process).
+  int server_processes = 0;
   // Fault injection: parameter server `kill_server` (its records' number) dies once it applied
   // `kill_server_after` updates (-1: none), as a crashed server would.
   int kill_server = -1;

@@ -99,7 +99,7 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
   if (cfg.mesh.processes > 1 && !extras.gradient_observers.empty())
     throw std::invalid_argument("gradient observers run in the job's one process; this job spans " +
                                 std::to_string(cfg.mesh.processes));
-  if (cfg.mesh.processes > 1) return run_process_training(cfg);
+  if (cfg.mesh.processes + cfg.server_processes > 1) return run_process_training(cfg);
   validate(cfg);
   const prepared_job data = prepare_job(cfg);
   const job_plan plan = plan_job(cfg, data);

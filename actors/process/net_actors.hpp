@@ -55,13 +55,19 @@ struct job_verdict {
 };
 
 struct job_hub_args {
-  int world = 1;                   // processes
+  int world = 1;                   // processes: the mesh's, then the server processes (--servers)
   sched::mesh mesh;                // which ranks each process holds
   std::string config;              // rank 0's describe_for_join()
   std::chrono::milliseconds peer_timeout{30000}, join_timeout{120000};
   caf::actor coordinator;
   std::vector<caf::actor> servers;       // parameter servers by slot, handed to every joining process
   caf::actor dispenser;                  // ssp and asp: the batch dispenser, handed with them
+  // --servers: every parameter server's id (server_layout order). The server processes report
+  // theirs (server_ready); the mesh processes' joins are answered once all are in, with the
+  // handles in this order (join_reply::shards), and on_servers gets them first (on the hub's
+  // thread): process 0 points its stages' forwarders at them.
+  std::vector<int32_t> server_ids;
+  std::function<void(const std::vector<caf::actor>&)> on_servers;
   std::vector<caf::actor> local_stages;  // process 0's, in rank order
   caf::actor evaluator;            // process 0's, handed to the coordinator with the stages
   process_endpoints serves;        // what process 0 serves
@@ -90,6 +96,10 @@ struct worker_hub_args {
   std::function<void(const mesh_addresses&)> on_addresses;  // mesh_links::apply
   std::chrono::milliseconds peer_timeout{30000};
   std::shared_ptr<std::string> report;  // "" when rank 0 said the job ended well
+  // A server process (--servers): `stages` are its parameter servers, reported with these ids in
+  // a server_ready instead of a worker_ready.
+  bool server_process = false;
+  std::vector<int32_t> server_ids;
 };
 // Every other rank. Tells the job hub it is ready, answers pings, and ends once rank 0 closed
 // the connection after job_end, or when rank 0 is lost (its connection closes or it stops

@@ -40,12 +40,18 @@ struct peer {
   process_endpoints serves;
   clock_type::time_point last_seen;
   bool gone = false;  // its process or connection is lost: nobody to tell at the end
+  bool server = false;  // a server process (--servers): `stages` are its parameter servers
 };
 
 struct job_hub_state {
   job_hub_args args;
   std::map<int32_t, bool> admitted;  // rank -> joined (join_request accepted)
   std::map<int32_t, peer> ready;     // rank -> its actors
+  // --servers: the servers' handles in server_ids' order as their processes report them, and the
+  // mesh processes' joins waiting for the last of them.
+  std::vector<caf::actor> servers;
+  int server_processes_in = 0;
+  std::vector<caf::response_promise> held_joins;
   clock_type::time_point started = clock_type::now();
   bool running = false, ended = false;
   std::string symptom;  // a stage error waiting out symptom_grace
@@ -54,6 +60,19 @@ struct job_hub_state {
   static inline const char* name = "job_hub";
 };
 using hub_ptr = caf::stateful_actor<job_hub_state>*;
+
+// How reports name a process: a rank of the mesh, or a process of parameter servers.
+std::string who(const job_hub_state& s, int32_t process) {
+  return (process < s.args.mesh.processes ? "rank " : "parameter server process ") + std::to_string(process);
+}
+
+bool servers_known(const job_hub_state& s) {
+  return s.server_processes_in == s.args.world - s.args.mesh.processes;
+}
+
+join_reply reply_for(const job_hub_state& s) {
+  return join_reply{s.args.coordinator, s.args.servers, s.args.dispenser, s.servers};
+}
 
 // First failure: record it and stop the coordinator (run_process_training then shuts the rest
 // down and sends the report). Later ones are kept for the log. A symptom (a stage that stopped)
@@ -100,19 +119,51 @@ void tick(hub_ptr self) {
   if (!s.running && now - s.started > s.args.join_timeout) {
     std::string missing;
     for (int r = 1; r < s.args.world; ++r)
-      if (!s.ready.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-    lost(self, "ranks " + missing + " did not join within " + std::to_string(seconds(s.args.join_timeout)) + " s");
+      if (!s.ready.count(r)) missing += (missing.empty() ? "" : ", ") + who(s, r);
+    lost(self, missing + " did not join within " + std::to_string(seconds(s.args.join_timeout)) + " s");
   }
   for (auto& [rank, p] : s.ready) {
     self->send(p.hub, peer_ping_atom::value);
     if (now - p.last_seen > s.args.peer_timeout && !p.gone) {
       p.gone = true;  // nobody to wait for at the end: a hung process will not acknowledge
-      lost(self, "rank " + std::to_string(rank) + " stopped answering (silent for " +
+      lost(self, who(s, rank) + " stopped answering (silent for " +
                      fmt::format("{:.1f}", seconds(now - p.last_seen)) + " s, peer timeout " +
                      fmt::format("{:.1f}", seconds(s.args.peer_timeout)) + " s)");
     }
   }
   if (!s.ended) self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
+}
+
+// Every process is in (the last worker_ready or server_ready): the stages by mesh rank, where each
+// serves what, and the coordinator starts.
+void start_if_all_ready(hub_ptr self) {
+  auto& s = self->state;
+  if (s.running || static_cast<int>(s.ready.size()) + 1 < s.args.world) return;
+  std::vector<caf::actor> stages(static_cast<size_t>(s.args.mesh.ranks()));
+  mesh_addresses where;
+  where.ring_hosts.resize(static_cast<size_t>(comm_group_count(s.args.mesh)));
+  where.ring_ports.resize(static_cast<size_t>(comm_group_count(s.args.mesh)), 0);
+  where.p2p_hosts.resize(static_cast<size_t>(s.args.mesh.processes));
+  where.p2p_ports.resize(static_cast<size_t>(s.args.mesh.processes), 0);
+  auto place = [&](int process, const std::vector<caf::actor>& block, const process_endpoints& e) {
+    const auto ranks = s.args.mesh.ranks_of_process(process);
+    for (size_t i = 0; i < ranks.size(); ++i) stages[static_cast<size_t>(ranks[i])] = block.at(i);
+    for (size_t i = 0; i < e.ring_groups.size(); ++i) {
+      where.ring_hosts.at(static_cast<size_t>(e.ring_groups[i])) = e.ring_hosts.at(i);
+      where.ring_ports.at(static_cast<size_t>(e.ring_groups[i])) = e.ring_ports.at(i);
+    }
+    where.p2p_hosts[static_cast<size_t>(process)] = e.p2p_host;
+    where.p2p_ports[static_cast<size_t>(process)] = e.p2p_port;
+  };
+  place(0, s.args.local_stages, s.args.serves);
+  for (auto& [rank, p] : s.ready)
+    if (!p.server) place(rank, p.stages, p.serves);
+  for (auto& [rank, p] : s.ready) self->send(p.hub, where);
+  if (s.args.on_addresses) s.args.on_addresses(where);
+  spdlog::info("job hub: all {} processes joined ({:.1f} s); training starts", s.args.world,
+               seconds(clock_type::now() - s.started));
+  s.running = true;
+  self->send(s.args.coordinator, start_atom::value, std::move(stages), s.args.evaluator, s.args.local_members);
 }
 
 caf::behavior job_hub(hub_ptr self, job_hub_args args) {
@@ -123,15 +174,18 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
       const bool stage = std::any_of(p.stages.begin(), p.stages.end(), [&](const caf::actor& a) { return dm.source == a.address(); });
       if (!hub && !stage) continue;
       const bool unreachable = dm.reason == caf::exit_reason::remote_link_unreachable;
+      // A lost process takes its hub and every actor of it along: the first down says it.
+      if (unreachable && p.gone && !self->state.disconnecting) return;
       if (unreachable || hub) p.gone = true;
       if (self->state.disconnecting) {
         answer_when_all_gone(self);
         return;
       }
       lost(self,
-           "rank " + std::to_string(rank) +
+           who(self->state, rank) +
                (unreachable ? " lost: its connection closed (the process died or the network failed)"
-                            : std::string(hub ? " left: " : "'s stage stopped: ") + describe_exit(self->system(), dm.reason)),
+                            : std::string(hub ? " left: " : p.server ? "'s server stopped: " : "'s stage stopped: ") +
+                                  describe_exit(self->system(), dm.reason)),
            /*symptom=*/!unreachable && !hub);
       return;
     }
@@ -153,11 +207,52 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
           return caf::make_error(caf::sec::request_receiver_down, why);
         }
         s.admitted[j.rank] = true;
-        return join_reply{s.args.coordinator, s.args.servers, s.args.dispenser};
+        // A mesh process spawns its stages with the servers' handles: it waits for them.
+        if (j.rank < s.args.mesh.processes && !servers_known(s)) {
+          s.held_joins.push_back(self->make_response_promise());
+          return s.held_joins.back();
+        }
+        return reply_for(s);
+      },
+      [self](const server_ready& r) {
+        auto& s = self->state;
+        if (r.process < s.args.mesh.processes || !s.admitted.count(r.process) || s.ready.count(r.process)) return;
+        if (r.ids.size() != r.servers.size()) {
+          lost(self, who(s, r.process) + " reported " + std::to_string(r.ids.size()) + " server ids for " +
+                         std::to_string(r.servers.size()) + " servers");
+          return;
+        }
+        s.servers.resize(s.args.server_ids.size());
+        for (size_t i = 0; i < r.ids.size(); ++i) {
+          const auto at = std::find(s.args.server_ids.begin(), s.args.server_ids.end(), r.ids[i]);
+          if (at == s.args.server_ids.end() || s.servers[static_cast<size_t>(at - s.args.server_ids.begin())]) {
+            lost(self, who(s, r.process) + " reported parameter server " + std::to_string(r.ids[i]) +
+                           ", which is not its to hold (another --servers or --server-shards?)");
+            return;
+          }
+          s.servers[static_cast<size_t>(at - s.args.server_ids.begin())] = r.servers[i];
+        }
+        self->monitor(r.hub);
+        for (const auto& a : r.servers) self->monitor(a);
+        peer p{r.hub, r.servers, {}, clock_type::now()};
+        p.server = true;
+        s.ready[r.process] = std::move(p);
+        if (++s.server_processes_in < s.args.world - s.args.mesh.processes) return;
+        for (const auto& a : s.servers)
+          if (!a) {
+            lost(self, "the server processes hold " + std::to_string(r.ids.size()) + " servers short of the job's " +
+                           std::to_string(s.args.server_ids.size()));
+            return;
+          }
+        spdlog::info("job hub: every parameter server process joined, {} servers", s.servers.size());
+        if (s.args.on_servers) s.args.on_servers(s.servers);
+        for (auto& promise : s.held_joins) promise.deliver(reply_for(s));
+        s.held_joins.clear();
+        start_if_all_ready(self);
       },
       [self](const worker_ready& w) {
         auto& s = self->state;
-        if (!s.admitted.count(w.rank) || s.ready.count(w.rank)) return;
+        if (w.rank >= s.args.mesh.processes || !s.admitted.count(w.rank) || s.ready.count(w.rank)) return;
         const auto want = static_cast<size_t>(s.args.mesh.ranks_per_process());
         if (w.stages.size() != want) {
           lost(self, "process " + std::to_string(w.rank) + " reported " + std::to_string(w.stages.size()) +
@@ -167,32 +262,7 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
         self->monitor(w.hub);
         for (const auto& st : w.stages) self->monitor(st);
         s.ready[w.rank] = {w.hub, w.stages, w.serves, clock_type::now()};
-        if (static_cast<int>(s.ready.size()) + 1 < s.args.world) return;
-        // Every process is in: the stages by mesh rank, and where each serves what.
-        std::vector<caf::actor> stages(static_cast<size_t>(s.args.mesh.ranks()));
-        mesh_addresses where;
-        where.ring_hosts.resize(static_cast<size_t>(comm_group_count(s.args.mesh)));
-        where.ring_ports.resize(static_cast<size_t>(comm_group_count(s.args.mesh)), 0);
-        where.p2p_hosts.resize(static_cast<size_t>(s.args.world));
-        where.p2p_ports.resize(static_cast<size_t>(s.args.world), 0);
-        auto place = [&](int process, const std::vector<caf::actor>& block, const process_endpoints& e) {
-          const auto ranks = s.args.mesh.ranks_of_process(process);
-          for (size_t i = 0; i < ranks.size(); ++i) stages[static_cast<size_t>(ranks[i])] = block.at(i);
-          for (size_t i = 0; i < e.ring_groups.size(); ++i) {
-            where.ring_hosts.at(static_cast<size_t>(e.ring_groups[i])) = e.ring_hosts.at(i);
-            where.ring_ports.at(static_cast<size_t>(e.ring_groups[i])) = e.ring_ports.at(i);
-          }
-          where.p2p_hosts[static_cast<size_t>(process)] = e.p2p_host;
-          where.p2p_ports[static_cast<size_t>(process)] = e.p2p_port;
-        };
-        place(0, s.args.local_stages, s.args.serves);
-        for (auto& [rank, p] : s.ready) place(rank, p.stages, p.serves);
-        for (auto& [rank, p] : s.ready) self->send(p.hub, where);
-        if (s.args.on_addresses) s.args.on_addresses(where);
-        spdlog::info("job hub: all {} ranks joined ({:.1f} s); training starts", s.args.world,
-                     seconds(clock_type::now() - s.started));
-        s.running = true;
-        self->send(s.args.coordinator, start_atom::value, std::move(stages), s.args.evaluator, s.args.local_members);
+        start_if_all_ready(self);
       },
       [self](peer_pong_atom, int32_t rank) {
         auto it = self->state.ready.find(rank);
@@ -208,6 +278,10 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
         auto& s = self->state;
         s.ended = true;
         s.end_promise = self->make_response_promise();
+        // Mesh processes still waiting for the servers' handles would otherwise wait out their join timeout.
+        for (auto& held : s.held_joins)
+          held.deliver(caf::make_error(caf::sec::request_receiver_down, "the job ended before every parameter server process joined"));
+        s.held_joins.clear();
         auto left = std::make_shared<size_t>(0);
         for (auto& [rank, p] : s.ready) *left += p.gone ? 0 : 1;
         if (*left == 0) disconnect_workers(self);
@@ -238,7 +312,10 @@ caf::behavior worker_hub(worker_ptr self, worker_hub_args args) {
     if (!self->state.ending) *self->state.args.report = "rank 0 lost: " + describe_exit(self->system(), dm.reason);
     self->quit();
   });
-  self->send(s.args.job_hub, worker_ready{s.args.rank, caf::actor_cast<caf::actor>(self), s.args.stages, s.args.serves});
+  if (s.args.server_process)
+    self->send(s.args.job_hub, server_ready{s.args.rank, caf::actor_cast<caf::actor>(self), s.args.server_ids, s.args.stages});
+  else
+    self->send(s.args.job_hub, worker_ready{s.args.rank, caf::actor_cast<caf::actor>(self), s.args.stages, s.args.serves});
   self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
   return {
       [self](const mesh_addresses& a) {

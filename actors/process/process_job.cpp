@@ -52,12 +52,13 @@ std::string describe_schedule(const train_config& c) {
 
 std::string describe_for_join(const train_config& c, const prepared_job& job) {
   return fmt::format("{}; {} lr {} wd {} momentum {} betas {},{} eps {}; batch {} seed {} steps {}; buckets {} MiB; "
-                     "mesh {}{}; recompute {}; schedule {} M {} v {}; backend {}; eval {}x{}",
+                     "mesh {}{}; recompute {}; schedule {} M {} v {}; backend {}; eval {}x{}; "
+                     "servers {} s{} x{} in {} processes",
                      describe(job.model), c.optim.kind, c.optim.lr, c.optim.weight_decay, c.optim.momentum,
                      c.optim.beta1, c.optim.beta2, c.optim.eps, c.batch_size, c.seed, job.total_steps, c.bucket_mb,
                      sched::to_string(c.mesh), c.sequence_parallel ? " sp" : "", to_string(c.recompute), describe_schedule(c),
                      c.micro_batches, c.virtual_stages, net::to_string(c.backend), c.eval_batch_size,
-                     c.eval_max_batches);
+                     c.eval_max_batches, to_string(c.consistency), c.staleness, c.server_shards, c.server_processes);
 }
 
 namespace {
@@ -172,6 +173,52 @@ void stop_all(caf::actor_system& sys, const std::vector<caf::actor>& actors) {
   }
 }
 
+// A process other than 0, admitted to the job: it reached process 0 through the gate (under TLS
+// through a loopback bridge that lives as long as the connection), and the job hub answered its
+// join. Members in the order they must be made; the guard outlives the actor system's destructor.
+struct joined_process {
+  teardown_guard guard;
+  std::string local_host;  // the interface that reaches process 0
+  caf::actor_system_config sys_cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  std::unique_ptr<net::loopback_bridge> bridge;
+  caf::actor hub;
+  join_reply joined;
+
+  joined_process(const train_config& cfg, const prepared_job& job) {
+    const process_config& pc = cfg.process;
+    const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
+    net::socket_fd upstream =
+        net::connect_through_gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.index), join_ms);
+    local_host = net::local_host(upstream.get());
+    configure(sys_cfg, pc);
+    sys = std::make_unique<caf::actor_system>(sys_cfg);
+    if (use_tls(pc)) {
+      bridge = std::make_unique<net::loopback_bridge>(std::move(upstream), join_ms);
+      auto h = caf::openssl::remote_actor(*sys, "127.0.0.1", bridge->local_port());
+      if (!h) throw std::runtime_error("rank " + std::to_string(pc.index) + ": cannot reach rank 0: " + sys->render(h.error()));
+      hub = *h;
+    } else {
+      hub = remote_actor_over(*sys, std::move(upstream), milliseconds(join_ms));
+    }
+    std::string refused;
+    {
+      caf::scoped_actor self{*sys};
+      self->request(hub, milliseconds(join_ms), join_request{pc.index, describe_for_join(cfg, job)})
+          .receive([&](join_reply& r) { joined = std::move(r); }, [&](caf::error& e) { refused = sys->render(e); });
+    }
+    if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": rank 0 refused us: " + refused);
+  }
+};
+
+// --servers: the servers in processes of their own, as process 0 learns them (on the job hub's
+// thread): their handles in server_layout order (for the records at the end), and the proxies
+// of sharded slots this process spawned for its own stages.
+struct remote_servers {
+  std::mutex mu;
+  std::vector<caf::actor> shards, proxies;
+};
+
 train_summary run_rank0(const train_config& cfg, const prepared_job& job, const job_plan& plan,
                         std::shared_ptr<net::mpi_groups> mpi) {
   const process_config& pc = cfg.process;
@@ -186,7 +233,19 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
 
   auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, 0, pc.master_addr, std::move(mpi)));
   auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, job, plan, out));
-  const job_servers servers = spawn_servers(sys, cfg, plan);  // every slot's, here: the workers get their handles
+  // The servers here (the workers get their handles), or with --servers a forwarder per slot here,
+  // pointed at the slot's servers once their processes have joined.
+  const bool servers_apart = cfg.server_processes > 0;
+  job_servers servers;
+  if (!servers_apart) {
+    servers = spawn_servers(sys, cfg, plan);
+  } else {
+    if (dispenses_batches(cfg)) spawn_dispenser(sys, plan, servers);
+    servers.by_slot.resize(plan.stage_params.size());
+    for (size_t slot = 0; slot < plan.stage_params.size(); ++slot)
+      if (plan.stage_params[slot] > 0) servers.actors.push_back(servers.by_slot[slot] = spawn_server_forwarder(sys));
+  }
+  auto remote = std::make_shared<remote_servers>();
   rank_actors p = spawn_ranks(
       sys, cfg, job, plan, cfg.mesh.ranks_of_process(0), coordinator, [&](int rank) { return links->collective_of(rank); },
       [&](int rank) { return links->tp_of(rank); }, {},
@@ -213,14 +272,27 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
   }
   auto connections = std::make_shared<net::connection_set>();
   job_hub_args ha;
-  ha.world = cfg.mesh.processes;
+  ha.world = cfg.mesh.processes + cfg.server_processes;
   ha.mesh = cfg.mesh;
   ha.config = describe_for_join(cfg, job);
   ha.peer_timeout = to_ms(pc.peer_timeout_seconds);
   ha.join_timeout = to_ms(pc.join_timeout_seconds);
   ha.coordinator = coordinator;
-  ha.servers = servers.by_slot;
+  if (!servers_apart) ha.servers = servers.by_slot;
   ha.dispenser = servers.dispenser;
+  if (servers_apart) {
+    const std::vector<server_shard> layout = server_layout(cfg, plan);
+    for (const auto& sh : layout) ha.server_ids.push_back(sh.id);
+    ha.on_servers = [&sys, &plan, layout, remote, forwarders = servers.by_slot](const std::vector<caf::actor>& shards) {
+      std::vector<caf::actor> proxies;
+      const std::vector<caf::actor> by_slot = servers_by_slot(sys, plan, layout, shards, proxies);
+      for (size_t slot = 0; slot < forwarders.size(); ++slot)
+        if (forwarders[slot]) caf::anon_send(forwarders[slot], server_target_atom::value, by_slot.at(slot));
+      std::lock_guard<std::mutex> lock(remote->mu);
+      remote->shards = shards;
+      remote->proxies = std::move(proxies);
+    };
+  }
   ha.local_stages = p.stages;
   ha.evaluator = evaluator;
   ha.serves = serves;
@@ -247,6 +319,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
   const int auth_ms = static_cast<int>(std::min<int64_t>(5000, to_ms(pc.peer_timeout_seconds).count()));
   std::string report;
   bool ok = false;
+  std::vector<train_summary::server_update> remote_records;  // --servers: read from the server processes
   {
     net::gate_server gate(
         pc.master_addr, pc.master_port, pc.secret,
@@ -264,7 +337,22 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
     caf::scoped_actor self{sys};
     self->wait_for(coordinator);
     ok = failure->what.empty() && summary->steps == job.total_steps;
-    if (!ok) {
+    if (ok && servers_apart) {
+      // The records stay where the servers are: read them before job_end lets those processes go.
+      std::vector<caf::actor> shards;
+      {
+        std::lock_guard<std::mutex> lock(remote->mu);
+        shards = std::exchange(remote->shards, {});
+      }
+      for (const auto& a : shards)
+        self->request(a, to_ms(pc.peer_timeout_seconds), server_records_atom::value)
+            .receive([&](server_records& r) { remote_records.insert(remote_records.end(), r.updates.begin(), r.updates.end()); },
+                     [&](caf::error& e) {
+                       if (ok) report = "the job ended, but a parameter server's records did not come back: " + sys.render(e);
+                       ok = false;
+                     });
+    }
+    if (!ok && report.empty()) {
       // A rank that died shows as a closed connection within milliseconds, a silent one within
       // the peer timeout: give the hub that long to name it before settling for the symptom.
       // The coordinator's own error (a full disk) is a cause already: no rank to wait for.
@@ -289,11 +377,17 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
     }
     stop_all(sys, local);
     stop_all(sys, {hub, coordinator});
+    {
+      std::lock_guard<std::mutex> lock(remote->mu);
+      remote->shards.clear();
+      stop_all(sys, std::exchange(remote->proxies, {}));
+    }
     drain.drain(sys);  // before ~actor_system (see middleman_link.hpp)
   }
   if (!ok) throw std::runtime_error(report);
   train_summary s = finish_summary(cfg, plan, out);
   for (const auto& u : servers.updates) s.server_updates.insert(s.server_updates.end(), u->begin(), u->end());
+  s.server_updates.insert(s.server_updates.end(), remote_records.begin(), remote_records.end());
   if (servers.dispensed) s.dispensed = *servers.dispensed;
   return s;
 }
@@ -301,38 +395,19 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
 train_summary run_worker(const train_config& cfg, const prepared_job& job, const job_plan& plan,
                          std::shared_ptr<net::mpi_groups> mpi) {
   const process_config& pc = cfg.process;
-  const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
-  net::socket_fd upstream =
-      net::connect_through_gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.index), join_ms);
-  const std::string local_host = net::local_host(upstream.get());  // the interface that reaches process 0
   auto report = std::make_shared<std::string>();
-  teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
-  caf::actor_system_config sys_cfg;
-  configure(sys_cfg, pc);
-  caf::actor_system sys{sys_cfg};
-  caf::actor hub;
-  std::unique_ptr<net::loopback_bridge> bridge;  // TLS only: lives as long as the connection
-  if (use_tls(pc)) {
-    bridge = std::make_unique<net::loopback_bridge>(std::move(upstream), join_ms);
-    auto h = caf::openssl::remote_actor(sys, "127.0.0.1", bridge->local_port());
-    if (!h) throw std::runtime_error("rank " + std::to_string(pc.index) + ": cannot reach rank 0: " + sys.render(h.error()));
-    hub = *h;
-  } else {
-    hub = remote_actor_over(sys, std::move(upstream), milliseconds(join_ms));
-  }
-  join_reply joined;
-  std::string refused;
-  {
-    caf::scoped_actor self{sys};
-    self->request(hub, milliseconds(join_ms), join_request{pc.index, describe_for_join(cfg, job)})
-        .receive([&](join_reply& r) { joined = std::move(r); }, [&](caf::error& e) { refused = sys.render(e); });
-  }
-  if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": rank 0 refused us: " + refused);
-  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, pc.index, local_host, std::move(mpi)));
+  joined_process in(cfg, job);
+  caf::actor_system& sys = *in.sys;
+  const join_reply& joined = in.joined;
+  // --servers: every shard's server is in a server process; sharded slots get proxies here.
+  std::vector<caf::actor> by_slot = joined.servers, proxies;
+  if (!joined.shards.empty()) by_slot = servers_by_slot(sys, plan, server_layout(cfg, plan), joined.shards, proxies);
+  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, pc.index, in.local_host, std::move(mpi)));
   rank_actors p = spawn_ranks(
       sys, cfg, job, plan, cfg.mesh.ranks_of_process(pc.index), joined.coordinator,
       [&](int rank) { return links->collective_of(rank); }, [&](int rank) { return links->tp_of(rank); }, {},
-      [&](int rank) { return links->params_of(rank); }, joined.servers, joined.dispenser);
+      [&](int rank) { return links->params_of(rank); }, by_slot, joined.dispenser);
+  p.members.insert(p.members.end(), proxies.begin(), proxies.end());
   links->connect_pipelines(p.stages, joined.coordinator);
   middleman_drain drain;  // the detached actors, watched before their handles leave the process
   for (const auto& a : p.detached) drain.watch(a);
@@ -341,7 +416,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
   local.insert(local.end(), links->actors().begin(), links->actors().end());
   worker_hub_args wa;
   wa.rank = pc.index;
-  wa.job_hub = hub;
+  wa.job_hub = in.hub;
   wa.stages = p.stages;
   try {
     wa.serves = links->serves();
@@ -360,7 +435,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
   }
   links->stop();
   if (!report->empty()) {
-    guard.arm("rank " + std::to_string(pc.index) + ": " + *report, failed_job_grace);
+    in.guard.arm("rank " + std::to_string(pc.index) + ": " + *report, failed_job_grace);
     abort_tp_groups(p, *report);
   }
   spdlog::debug("rank {}: stopping its actors", pc.index);
@@ -369,6 +444,47 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
   spdlog::debug("rank {}: actors stopped; shutting the actor system down", pc.index);
   drain.drain(sys);  // before ~actor_system (see middleman_link.hpp)
   if (!report->empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": " + *report);
+  return {};
+}
+
+// A process of parameter servers (--servers; its index is past the mesh's processes): it joins,
+// spawns its share of the servers (server_layout's, dealt round-robin over the server processes),
+// reports them to the job hub, and then, like a worker, answers pings until job_end. Its
+// servers' records are read by process 0 at the end.
+train_summary run_server_process(const train_config& cfg, const prepared_job& job, const job_plan& plan) {
+  const process_config& pc = cfg.process;
+  auto report = std::make_shared<std::string>();
+  joined_process in(cfg, job);
+  caf::actor_system& sys = *in.sys;
+  const std::vector<server_shard> layout = server_layout(cfg, plan);
+  const size_t mine = static_cast<size_t>(pc.index - cfg.mesh.processes);
+  worker_hub_args wa;
+  middleman_drain drain;  // the servers are detached: watched before their handles leave the process
+  for (size_t i = mine; i < layout.size(); i += static_cast<size_t>(cfg.server_processes)) {
+    // The records are kept here; process 0 asks for them at the end (server_records_atom).
+    wa.stages.push_back(
+        spawn_server_shard(sys, cfg, plan, layout[i], std::make_shared<std::vector<train_summary::server_update>>()));
+    wa.server_ids.push_back(layout[i].id);
+    drain.watch(wa.stages.back());
+  }
+  spdlog::info("parameter server process {}: servers {}", pc.index, fmt::join(wa.server_ids, ", "));
+  std::vector<caf::actor> local = wa.stages;
+  wa.rank = pc.index;
+  wa.job_hub = in.hub;
+  wa.server_process = true;
+  wa.peer_timeout = to_ms(pc.peer_timeout_seconds);
+  wa.report = report;
+  auto worker = spawn_worker_hub(sys, std::move(wa));
+  {
+    caf::scoped_actor self{sys};
+    self->wait_for(worker);
+  }
+  const std::string who = "parameter server process " + std::to_string(pc.index);
+  if (!report->empty()) in.guard.arm(who + ": " + *report, failed_job_grace);
+  local.push_back(worker);
+  stop_all(sys, local);
+  drain.drain(sys);  // before ~actor_system (see middleman_link.hpp)
+  if (!report->empty()) throw std::runtime_error(who + ": " + *report);
   return {};
 }
 
@@ -391,6 +507,16 @@ train_summary run_process_training(const train_config& given) {
   const prepared_job job = prepare_job(cfg);
   const job_plan plan = plan_job(cfg, job);
   if (pc.index == 0) log_plan(cfg, job, plan);
+  if (cfg.server_processes > static_cast<int>(server_layout(cfg, plan).size()))
+    throw std::invalid_argument("--servers " + std::to_string(cfg.server_processes) + ": the job has " +
+                                std::to_string(server_layout(cfg, plan).size()) +
+                                " parameter servers, so a server process would hold none (fewer --servers, or more "
+                                "--server-shards)");
+  if (pc.index >= cfg.mesh.processes) {
+    spdlog::info("parameter server process {} ({} of {}): model {} ({} parameters)", pc.index,
+                 pc.index - cfg.mesh.processes + 1, cfg.server_processes, describe(job.model), job.num_params);
+    return run_server_process(cfg, job, plan);
+  }
   spdlog::info("rank {} of {}: model {} ({} parameters), {} steps of {} samples", pc.index, cfg.mesh.processes,
                describe(job.model), job.num_params, job.total_steps, cfg.batch_size);
   return pc.index == 0 ? run_rank0(cfg, job, plan, std::move(mpi)) : run_worker(cfg, job, plan, std::move(mpi));

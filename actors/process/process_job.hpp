@@ -1,5 +1,6 @@
 // A data-parallel job with one process per rank: run_training calls run_process_training when
-// cfg.mesh.processes > 1. Every rank derives the same data and sizes from the same config
+// cfg.mesh.processes > 1, or when --servers gives the parameter servers processes of their own
+// (cfg.server_processes, indices after the mesh's). Every rank derives the same data and sizes from the same config
 // (prepare_job, shared with every other path). No CAF in this header.
 #pragma once
 

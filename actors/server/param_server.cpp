@@ -175,6 +175,8 @@ caf::behavior param_server(self_ptr self, param_server_args args) {
         }
       },
       [self](gradients_msg& m) { return push(self, m); },
+      // A server in a process of its own (--servers): process 0 reads the records at the job's end.
+      [self](server_records_atom) { return server_records{*self->state.args.updates}; },
   };
 }
 

@@ -3,6 +3,8 @@
 // fields and re-serializes to the same bytes, so any of these actors can live in another process.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "actors/job/step_trace.hpp"
 #include "tests/actors/round_trip.hpp"
 
@@ -92,8 +94,20 @@ TEST_F(parallel_messages, MultiProcessMessagesRoundTrip) {
   auto j = round_trip(join_request{2, "mlp 784-256-10 adamw"});
   EXPECT_EQ(j.rank, 2);
   EXPECT_EQ(j.config, "mlp 784-256-10 adamw");
-  EXPECT_FALSE(round_trip(join_reply{caf::actor{}, {}, caf::actor{}}).coordinator);
-  EXPECT_EQ(round_trip(join_reply{caf::actor{}, {caf::actor{}, caf::actor{}}, caf::actor{}}).servers.size(), 2u);
+  EXPECT_FALSE(round_trip(join_reply{caf::actor{}, {}, caf::actor{}, {}}).coordinator);
+  EXPECT_EQ(round_trip(join_reply{caf::actor{}, {caf::actor{}, caf::actor{}}, caf::actor{}, {}}).servers.size(), 2u);
+  EXPECT_EQ(round_trip(join_reply{caf::actor{}, {}, caf::actor{}, {caf::actor{}, caf::actor{}, caf::actor{}}}).shards.size(), 3u);
+  auto sr = round_trip(server_ready{3, caf::actor{}, {1, 4}, {caf::actor{}, caf::actor{}}});
+  EXPECT_EQ(sr.process, 3);
+  EXPECT_EQ(sr.ids, (std::vector<int32_t>{1, 4}));
+  EXPECT_EQ(sr.servers.size(), 2u);
+  train_summary::server_update u{5, 1, 7, 15, 20, 22, 6, true};
+  auto rec = round_trip(server_records{{u, {}}});
+  ASSERT_EQ(rec.updates.size(), 2u);
+  const auto& v = rec.updates[0];
+  EXPECT_EQ(std::make_tuple(v.server, v.replica, v.step, v.unit, v.version_read, v.version_applied, v.slowest, v.held),
+            std::make_tuple(5, 1, int64_t{7}, int64_t{15}, int64_t{20}, int64_t{22}, int64_t{6}, true));
+  EXPECT_FALSE(rec.updates[1].held);
   const process_endpoints serves{{1}, {"10.0.0.2"}, {4242}, "10.0.0.2", 4343};
   auto w = round_trip(worker_ready{3, caf::actor{}, {caf::actor{}, caf::actor{}}, serves});
   EXPECT_EQ(w.rank, 3);

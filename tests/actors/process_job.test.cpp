@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include <caf/io/all.hpp>
@@ -227,7 +228,9 @@ void expect_mesh_over_processes_bitwise(const troupe::sched::mesh& one, const st
   troupe::train_config cfg =
       gpt ? troupe::test::small_gpt_mesh_config(one, dir + "/one", 6) : troupe::test::small_mesh_config(one, dir + "/one", 6);
   std::string prefixes = variant;
-  troupe::test::apply(troupe::test::take_variant(prefixes), cfg);
+  const troupe::test::job_variant v = troupe::test::take_variant(prefixes);
+  troupe::test::apply(v, cfg);
+  cfg.server_processes = 0;  // the reference holds its servers in its one process
   const troupe::train_summary in_process = troupe::run_training(cfg);
   ASSERT_EQ(in_process.losses.size(), 6u);
   char want[17];
@@ -235,7 +238,7 @@ void expect_mesh_over_processes_bitwise(const troupe::sched::mesh& one, const st
   for (int world : worlds) {
     std::string params;
     const auto losses =
-        run_processes(world, 6, dir + "/p" + std::to_string(world), {}, "127.0.0.1",
+        run_processes(world + v.server_processes, 6, dir + "/p" + std::to_string(world), {}, "127.0.0.1",
                       variant + (gpt ? "gpt:" : "") + troupe::sched::to_string(one), &params);
     SCOPED_TRACE(std::to_string(world) + " processes");
     expect_bitwise_equal(in_process.losses, losses);
@@ -269,6 +272,65 @@ TEST(ProcessJob, ZeroTwoWithNvmeOffloadOverDpByPpAsTwoAndFourProcessesEqualsOneP
 // one-process BSP bits (which are collective DP's at dp 2; param_server.test.cpp).
 TEST(ProcessJob, ParameterServersBspOverDpByPpAsTwoAndFourProcessesEqualsOneProcessBitwise) {
   expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {2, 4}, "bsp22", false, "bsp:");
+}
+
+// The same servers in 2 processes of their own (--servers 2), dealt round-robin: no mesh process
+// holds one. Over 2 mesh processes each stage's server is in its own server process; over 1, the
+// mesh is in one process and the servers are not. With 2 key ranges per stage the proxies are
+// each mesh process's own, over servers in both server processes. The one-process BSP bits again.
+TEST(ProcessJob, ParameterServersBspInTwoServerProcessesOverDpByPpEqualsOneProcessBitwise) {
+  expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {2, 1}, "bspservers", false, "bsp:servers2:");
+  expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {2}, "bspservers_shards", false, "bsp:shards2:servers2:");
+}
+
+// "UPDATE ..." lines of rank 0's output (process_job_helper): the parameter servers' records.
+std::vector<troupe::train_summary::server_update> updates_in(const std::string& out) {
+  std::vector<troupe::train_summary::server_update> v;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("UPDATE ", 0) != 0) continue;
+    std::istringstream f(line.substr(7));
+    troupe::train_summary::server_update u;
+    int held = 0;
+    f >> u.server >> u.replica >> u.step >> u.unit >> u.version_read >> u.version_applied >> u.slowest >> held;
+    u.held = held != 0;
+    v.push_back(u);
+  }
+  return v;
+}
+
+// SSP (bound 1) with its 2 servers (a key range each) in 2 server processes and replica 1 a
+// straggler: the records process 0 reads back from both server processes hold every push once,
+// none of a round more than 1 ahead of the rounds complete when its replica read its parameters,
+// and the fast replica was held.
+TEST(ProcessJob, SspWithServerProcessesKeepsTheBoundOnEveryRecordTheServerProcessesSendBack) {
+  const std::string dir = temp_dir("sspservers");
+  const int steps = 12, world = 4, bound = 1;
+  const std::string mesh = "ssp1:shards2:servers2:dp2.pp1.tp1";
+  process_group g;
+  const int fd = g.spawn(rank_args(0, world, "127.0.0.1", 0, "s3cret", dir, steps, 10, 20, mesh), true);
+  const int port = g.read_port(fd, 20000);
+  ASSERT_GT(port, 0) << "rank 0 did not start";
+  for (int r = 1; r < world; ++r) g.spawn(rank_args(r, world, "127.0.0.1", port, "s3cret", dir, steps, 10, 20, mesh));
+  const std::string out = read_all_output(fd, 60000);
+  EXPECT_EQ(g.wait_all(30000), 0) << out;
+  ASSERT_NE(out.find("OK"), std::string::npos) << out;
+  const auto updates = updates_in(out);
+  std::map<int32_t, std::set<int64_t>> units;  // by server
+  int64_t held = 0;
+  for (const auto& u : updates) {
+    EXPECT_TRUE(units[u.server].insert(u.unit).second) << "server " << u.server << " applied unit " << u.unit << " twice";
+    EXPECT_EQ(u.step, u.unit / 2) << "unit " << u.unit;
+    EXPECT_LE(u.step - u.slowest, bound) << "server " << u.server << ": replica " << u.replica << " began a batch of round "
+                                         << u.step << " while " << u.slowest << " rounds were complete";
+    held += u.held;
+  }
+  ASSERT_EQ(units.size(), 2u) << "the records of both server processes' servers";
+  for (const auto& [server, of] : units) {
+    EXPECT_EQ(of.size(), static_cast<size_t>(2 * steps)) << "server " << server;
+    EXPECT_EQ(*of.rbegin(), 2 * steps - 1) << "server " << server;
+  }
+  EXPECT_GT(held, 0) << "with a straggler, the fast replica should have been held";
 }
 
 TEST(ProcessJob, ZeroOneGptOverDpByTpAsTwoProcessesEqualsOneProcessBitwise) {

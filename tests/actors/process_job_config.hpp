@@ -54,13 +54,27 @@ inline train_config small_gpt_mesh_config(const sched::mesh& m, const std::strin
 
 // What a test's mesh text may say beyond the mesh, as prefixes: "zeroN:" (ZeRO stage N),
 // "nvme:" (the optimizer offloaded to NVMe, in OUT_DIR/nvme), "both:" (with zero 3, the
-// parameters too) and "bsp:" (parameter servers, BSP). take_variant removes them.
+// parameters too), "bsp:" (parameter servers, BSP), "sspN:" (SSP with staleness N), "shardsN:"
+// (N servers per slot) and "serversN:" (the servers in N processes of their own, after the mesh's:
+// the job's world is then the mesh's processes + N). take_variant removes them.
 struct job_variant {
   int zero = 0;
   bool nvme = false;
   bool both = false;
   bool bsp = false;
+  int ssp = -1;  // the staleness bound; -1: not ssp
+  int shards = 1;
+  int server_processes = 0;
 };
+// "nameN:" at the front of `text`: N, and the prefix removed; -1 otherwise.
+inline int take_number(std::string& text, const std::string& name) {
+  if (text.rfind(name, 0) != 0) return -1;
+  const auto colon = text.find(':');
+  if (colon == std::string::npos || colon == name.size()) return -1;
+  const int n = std::stoi(text.substr(name.size(), colon - name.size()));
+  text = text.substr(colon + 1);
+  return n;
+}
 inline job_variant take_variant(std::string& text) {
   job_variant v;
   for (;;) {
@@ -76,6 +90,12 @@ inline job_variant take_variant(std::string& text) {
     } else if (text.rfind("bsp:", 0) == 0) {
       v.bsp = true;
       text = text.substr(4);
+    } else if (int n = take_number(text, "ssp"); n >= 0) {
+      v.ssp = n;
+    } else if (int n = take_number(text, "shards"); n >= 0) {
+      v.shards = n;
+    } else if (int n = take_number(text, "servers"); n >= 0) {
+      v.server_processes = n;
     } else {
       return v;
     }
@@ -84,6 +104,12 @@ inline job_variant take_variant(std::string& text) {
 inline void apply(const job_variant& v, train_config& c) {
   c.zero = v.zero;
   if (v.bsp) c.consistency = consistency_model::bsp;
+  if (v.ssp >= 0) {
+    c.consistency = consistency_model::ssp;
+    c.staleness = v.ssp;
+  }
+  c.server_shards = v.shards;
+  c.server_processes = v.server_processes;
   if (!v.nvme) return;
   c.offload = v.both ? offload_what::both : offload_what::optimizer;
   c.offload_to = offload_target::nvme;

@@ -1,11 +1,13 @@
 // One rank of a multi-process training job, started by process_job.test.cpp (fork/exec): a
 // small MLP on Fashion-MNIST through run_training with cfg.process set. Rank 0 prints
 // "PORT <n>" (its control gate) on stdout first, and at the end "LOSS <hex double>" per step,
-// then "OK", or "FAILED <report>" and exit 1. It deliberately has no gtest: it is a process.
+// then "OK", or "FAILED <report>" and exit 1. With parameter servers, rank 0 also prints
+// "UPDATE server replica step unit version_read version_applied slowest held" per applied push. It deliberately has no gtest: it is a process.
 //
 // usage: process_job_helper RANK WORLD MASTER_ADDR MASTER_PORT SECRET OUT_DIR STEPS PEER_TIMEOUT_S
 //                           [STRAGGLE_MS [MESH [WATCHDOG_S]]]
-// MESH ("dp2.pp2.tp1"): the mesh spread over the WORLD processes; default: dp = WORLD. Rank 0
+// MESH ("dp2.pp2.tp1"): the mesh spread over the WORLD processes (less any server processes of
+// its variant, process_job_config.hpp); default: dp = WORLD. Rank 0
 // also prints "PARAMS <hash>" of the final parameters.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -41,7 +43,7 @@ int main(int argc, char** argv) {
   if (argc > 11) cfg.watchdog_seconds = std::atof(argv[11]);
   auto& p = cfg.process;
   p.index = std::atoi(argv[1]);
-  cfg.mesh.processes = std::atoi(argv[2]);
+  cfg.mesh.processes = std::atoi(argv[2]) - cfg.server_processes;  // WORLD counts the server processes
   p.master_addr = argv[3];
   p.master_port = static_cast<uint16_t>(std::atoi(argv[4]));
   p.secret = argv[5];
@@ -55,6 +57,10 @@ int main(int argc, char** argv) {
     troupe::train_summary s = troupe::run_training(cfg);
     for (double l : s.losses) std::printf("LOSS %a\n", l);
     if (cfg.process.index == 0) std::printf("PARAMS %016llx\n", static_cast<unsigned long long>(troupe::test::bytes_hash(s.final_params)));
+    for (const auto& u : s.server_updates)  // parameter servers: every applied push (process 0 only)
+      std::printf("UPDATE %d %d %lld %lld %lld %lld %lld %d\n", u.server, u.replica, static_cast<long long>(u.step),
+                  static_cast<long long>(u.unit), static_cast<long long>(u.version_read),
+                  static_cast<long long>(u.version_applied), static_cast<long long>(u.slowest), u.held ? 1 : 0);
     std::printf("OK\n");
     return 0;
   } catch (const std::exception& e) {
