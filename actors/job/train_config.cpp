@@ -84,21 +84,33 @@ straggler_spec parse_straggler(const std::string& text) {
   return s;
 }
 
-slow_link_spec parse_slow_link(const std::string& text) {
-  auto bad = [&](const std::string& why) -> slow_link_spec {
-    throw std::invalid_argument("slow link \"" + text + "\": " + why +
-                                "; expected rank:mb_per_s[:latency_ms], e.g. 1:50 or 1:0:5 (latency only)");
-  };
+namespace {
+// The fields of "a:b:c" as numbers >= 0, or (with *bad set to it) up to the first that is not one.
+std::vector<double> nonnegative_fields(const std::string& text, std::string* bad) {
   std::vector<double> v;
   for (size_t at = 0;;) {
     const size_t c = text.find(':', at);
     const std::string t = text.substr(at, c == std::string::npos ? std::string::npos : c - at);
     const std::optional<double> x = finite_number(t);
-    if (!x || *x < 0) return bad("\"" + t + "\" is not a number >= 0");
+    if (!x || *x < 0) {
+      *bad = t;
+      return v;
+    }
     v.push_back(*x);
-    if (c == std::string::npos) break;
+    if (c == std::string::npos) return v;
     at = c + 1;
   }
+}
+}  // namespace
+
+slow_link_spec parse_slow_link(const std::string& text) {
+  auto bad = [&](const std::string& why) -> slow_link_spec {
+    throw std::invalid_argument("slow link \"" + text + "\": " + why +
+                                "; expected rank:mb_per_s[:latency_ms], e.g. 1:50 or 1:0:5 (latency only)");
+  };
+  std::string not_a_number;
+  const std::vector<double> v = nonnegative_fields(text, &not_a_number);
+  if (!not_a_number.empty()) return bad("\"" + not_a_number + "\" is not a number >= 0");
   if (v.size() < 2 || v.size() > 3) return bad("not 2 or 3 fields");
   if (v[0] != std::floor(v[0])) return bad("its rank must be a whole number");
   slow_link_spec s{static_cast<int>(v[0]), v[1], v.size() == 3 ? v[2] : 0};
@@ -114,16 +126,9 @@ process_fault parse_process_fault(process_fault_kind kind, const std::string& te
                                          "for 1 s) or 1:2.5 (stopped for good)"
                                        : "; expected process:at_s, e.g. 1:2.5"));
   };
-  std::vector<double> v;
-  for (size_t at = 0;;) {
-    const size_t c = text.find(':', at);
-    const std::string t = text.substr(at, c == std::string::npos ? std::string::npos : c - at);
-    const std::optional<double> x = finite_number(t);
-    if (!x || *x < 0) return bad("\"" + t + "\" is not a number >= 0");
-    v.push_back(*x);
-    if (c == std::string::npos) break;
-    at = c + 1;
-  }
+  std::string not_a_number;
+  const std::vector<double> v = nonnegative_fields(text, &not_a_number);
+  if (!not_a_number.empty()) return bad("\"" + not_a_number + "\" is not a number >= 0");
   if (v.size() < 2 || v.size() > (pause ? 3u : 2u)) return bad(pause ? "not 2 or 3 fields" : "not 2 fields");
   if (v[0] != std::floor(v[0]) || v[0] < 1) return bad("its process must be a whole number >= 1 (process 0 is the launcher)");
   return process_fault{kind, static_cast<int>(v[0]), v[1], v.size() == 3 ? v[2] : 0};
