@@ -287,25 +287,23 @@ std::vector<tunable> make_table() {
                       c.slow_links.clear();
                       for (const auto& s : v.texts) c.slow_links.push_back(parse_slow_link(s));
                     }));
+  // A process fault flag's values replace that kind's faults, and leave the other kind's.
+  auto process_faults_of = [](process_fault_kind kind) {
+    return [kind](train_config& c, const value& v) {
+      auto& f = c.process_faults;
+      f.erase(std::remove_if(f.begin(), f.end(), [kind](const process_fault& x) { return x.kind == kind; }), f.end());
+      for (const auto& s : v.texts) f.push_back(parse_process_fault(kind, s));
+    };
+  };
   t.push_back(texts("--pause-process", "process.pause",
                     "Fault injection under --nodes: stop process P (SIGSTOP) AT seconds into training, and "
                     "let it go on (SIGCONT) FOR seconds later: P:AT[:FOR] (no FOR: it stays stopped, and the job "
                     "names it once it is silent for --peer-timeout); repeatable",
-                    [](train_config& c, const value& v) {
-                      auto& f = c.process_faults;
-                      f.erase(std::remove_if(f.begin(), f.end(), [](const process_fault& x) { return x.kind == process_fault_kind::pause; }),
-                              f.end());
-                      for (const auto& s : v.texts) c.process_faults.push_back(parse_process_fault(process_fault_kind::pause, s));
-                    }));
+                    process_faults_of(process_fault_kind::pause)));
   t.push_back(texts("--kill-process", "process.kill",
                     "Fault injection under --nodes: kill process P (SIGKILL) AT seconds into training: P:AT; "
                     "repeatable",
-                    [](train_config& c, const value& v) {
-                      auto& f = c.process_faults;
-                      f.erase(std::remove_if(f.begin(), f.end(), [](const process_fault& x) { return x.kind == process_fault_kind::kill; }),
-                              f.end());
-                      for (const auto& s : v.texts) c.process_faults.push_back(parse_process_fault(process_fault_kind::kill, s));
-                    }));
+                    process_faults_of(process_fault_kind::kill)));
   t.push_back(integer("--trace-step", "data_parallel.trace_step",
                       "Step written to <out>/trace.json, every rank (-1: the last) [-1]", -1, big,
                       [](train_config& c, const value& v) { c.trace_step = v.integer; }));
