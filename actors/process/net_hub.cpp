@@ -47,10 +47,10 @@ struct job_hub_state {
   job_hub_args args;
   std::map<int32_t, bool> admitted;  // rank -> joined (join_request accepted)
   std::map<int32_t, peer> ready;     // rank -> its actors
-  // --servers: the servers' handles in server_ids' order as their processes report them, and the
-  // mesh processes' joins waiting for the last of them.
+  // --servers: the servers' handles in server_ids' order as their processes report them (a
+  // process in `ready` with `server` set has reported), and the mesh processes' joins waiting
+  // for the last of them.
   std::vector<caf::actor> servers;
-  int server_processes_in = 0;
   std::vector<caf::response_promise> held_joins;
   clock_type::time_point started = clock_type::now();
   bool running = false, ended = false;
@@ -67,7 +67,8 @@ std::string who(const job_hub_state& s, int32_t process) {
 }
 
 bool servers_known(const job_hub_state& s) {
-  return s.server_processes_in == s.args.world - s.args.mesh.processes;
+  const auto in = std::count_if(s.ready.begin(), s.ready.end(), [](const auto& r) { return r.second.server; });
+  return in == s.args.world - s.args.mesh.processes;
 }
 
 join_reply reply_for(const job_hub_state& s) {
@@ -237,7 +238,7 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
         peer p{r.hub, r.servers, {}, clock_type::now()};
         p.server = true;
         s.ready[r.process] = std::move(p);
-        if (++s.server_processes_in < s.args.world - s.args.mesh.processes) return;
+        if (!servers_known(s)) return;
         for (const auto& a : s.servers)
           if (!a) {
             lost(self, "the server processes hold " + std::to_string(r.ids.size()) + " servers short of the job's " +
