@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The GPU checks, on a machine with an NVIDIA GPU: each CUDA op against its CPU reference
-# (tests/kernels/cuda_ops.test.cpp). Writes under $OUT (default ./gpu-out): gpu.txt (nvidia-smi),
-# build.log, cuda_ops.log (the test's full output), summary.txt (one line a test binary: passed,
-# failed or skipped, and the gtest totals). Exits non-zero when a test fails or nothing ran.
+# (tests/kernels/cuda_ops.test.cpp) and the NCCL group's collectives against CPU sums
+# (tests/comm/nccl_group.test.cpp; its cases over several members need as many GPUs). Writes
+# under $OUT (default ./gpu-out): gpu.txt (nvidia-smi), build.log, one NAME.log per test binary
+# (its full output), summary.txt (one line a test binary: passed, failed or skipped, and the gtest
+# totals, then each failed case). Exits non-zero when a test fails or nothing ran.
 #
 # Where the project's dependencies are installed it configures build-gpu/ and builds the CUDA
 # targets there (ccache when present). The lent H200 machines have nvcc, CMake and ninja but not
@@ -19,35 +21,54 @@ summary=$out/summary.txt
 nvidia-smi >"$out/gpu.txt" 2>&1 || echo "nvidia-smi failed" >>"$out/gpu.txt"
 
 # The CUDA libraries the binary links: the toolkit's, or those of the Python packages there.
-cuda_libs=$(dirname "$(find /usr/local/cuda/ /usr/local/cuda/lib64/ /usr/local/cuda/targets/ /opt/ /usr/lib/ \
-  -name 'libcublas.so.13' 2>/dev/null | head -1)" 2>/dev/null)
+tests="tests/kernels/kernels_cuda_ops_test tests/comm/comm_nccl_group_test"
 
-bin=""
+# The CUDA libraries the binaries link (cuBLAS, NCCL): the toolkit's, or those of the Python
+# packages there.
+lib_dir() {
+  dirname "$(find /usr/local/cuda/ /usr/local/cuda/lib64/ /usr/local/cuda/targets/ /opt/ /usr/lib/ \
+    -name "$1" 2>/dev/null | head -1)" 2>/dev/null
+}
+cuda_libs="$(lib_dir libcublas.so.13):$(lib_dir libnccl.so.2)"
+
+dir=""
 if cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTROUPE_WERROR=ON >"$out/build.log" 2>&1; then
-  if cmake --build build-gpu -j "$(nproc)" --target kernels_cuda_ops_test >>"$out/build.log" 2>&1; then
-    bin=build-gpu/tests/kernels/kernels_cuda_ops_test
+  # shellcheck disable=SC2046
+  if cmake --build build-gpu -j "$(nproc)" --target $(for t in $tests; do basename "$t"; done) >>"$out/build.log" 2>&1; then
+    dir=build-gpu
     echo "build: configured and built here (see build.log)" >>"$summary"
   else
     echo "build: FAILED (see build.log)" >>"$summary"
   fi
-elif [ -x .gpu-pack/kernels_cuda_ops_test ]; then
-  bin=.gpu-pack/kernels_cuda_ops_test
-  echo "build: the project's dependencies are missing here (build.log); running the binary from .gpu-pack/ ($(cat .gpu-pack/BUILT 2>/dev/null))" >>"$summary"
+elif [ -d .gpu-pack ]; then
+  dir=.gpu-pack
+  echo "build: the project's dependencies are missing here (build.log); running the binaries from .gpu-pack/ ($(cat .gpu-pack/BUILT 2>/dev/null))" >>"$summary"
 else
   echo "build: the project's dependencies are missing here (build.log) and there is no .gpu-pack/ (bench/gpu/pack.sh)" >>"$summary"
 fi
 
 status=1
-if [ -n "$bin" ]; then
-  LD_LIBRARY_PATH="$PWD/.gpu-pack/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" "$bin" >"$out/cuda_ops.log" 2>&1
-  rc=$?
-  case $rc in
-    0) verdict=passed; status=0 ;;
-    77) verdict="skipped (no CUDA device)" ;;
-    *) verdict="FAILED (exit $rc)" ;;
-  esac
-  echo "kernels_cuda_ops_test: $verdict; $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/cuda_ops.log" | tr '\n' ' ')" >>"$summary"
-  grep -E '^\[  FAILED  \] CudaOps' "$out/cuda_ops.log" | sort -u >>"$summary"
+if [ -n "$dir" ]; then
+  status=0
+  for t in $tests; do
+    name=$(basename "$t")
+    bin=$dir/$t
+    [ "$dir" = .gpu-pack ] && bin=$dir/$name
+    if [ ! -x "$bin" ]; then
+      echo "$name: MISSING ($bin)" >>"$summary"
+      status=1
+      continue
+    fi
+    LD_LIBRARY_PATH="$PWD/.gpu-pack/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" "$bin" >"$out/$name.log" 2>&1
+    rc=$?
+    case $rc in
+      0) verdict=passed ;;
+      77) verdict="skipped (no CUDA device)"; status=1 ;;
+      *) verdict="FAILED (exit $rc)"; status=1 ;;
+    esac
+    echo "$name: $verdict; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$out/$name.log" | tr '\n' ' ')" >>"$summary"
+    grep -E '^\[  FAILED  \] [A-Za-z]' "$out/$name.log" | sort -u >>"$summary"
+  done
 fi
 cat "$summary"
 exit $status

@@ -1,0 +1,253 @@
+// nccl_group over NCCL (nccl_group.hpp).
+#include "comm/nccl_group.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <stdexcept>
+
+#include "comm/ring_schedule.hpp"
+#include "comm/tcp_socket.hpp"
+
+namespace troupe::net {
+
+namespace {
+
+// A failed call names itself and NCCL's reason; the communicator's last error adds the detail
+// NCCL logs only under NCCL_DEBUG (which rank, which device).
+void check(ncclResult_t r, const char* call, ncclComm_t comm) {
+  if (r == ncclSuccess || r == ncclInProgress) return;
+  std::string why = std::string("NCCL ") + call + ": " + ncclGetErrorString(r);
+  const char* last = ncclGetLastError(comm);
+  if (last && *last) why += std::string(" (") + last + ")";
+  throw net_error(why);
+}
+
+void check(cudaError_t e, const char* call) {
+  if (e != cudaSuccess) throw net_error(std::string("CUDA ") + call + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+}
+
+ncclDataType_t nccl_type(element_type t) {
+  switch (t) {
+    case element_type::f32: return ncclFloat32;
+    case element_type::bf16: return ncclBfloat16;
+    case element_type::f16: return ncclFloat16;
+  }
+  throw std::invalid_argument("nccl: unknown element type");
+}
+
+ncclRedOp_t nccl_op(reduce_op op) { return op == reduce_op::average ? ncclAvg : ncclSum; }
+
+char* at(void* data, int64_t offset, element_type t) {
+  return static_cast<char*>(data) + static_cast<size_t>(offset) * size_of(t);
+}
+
+// NCCL counts are size_t; a negative one is the caller's bug, not a huge transfer.
+size_t count_of(int64_t n, const char* what) {
+  if (n < 0) throw std::invalid_argument(std::string("nccl ") + what + ": negative count " + std::to_string(n));
+  return static_cast<size_t>(n);
+}
+
+// Restores the calling thread's current device when a call that needs the group's is done: the
+// thread may drive members on several devices.
+class on_device {
+ public:
+  explicit on_device(int device) {
+    check(cudaGetDevice(&previous_), "cudaGetDevice");
+    if (previous_ != device) check(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~on_device() { cudaSetDevice(previous_); }
+  on_device(const on_device&) = delete;
+  on_device& operator=(const on_device&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
+// ncclGroupStart/End around per-segment calls, ended even when one of them throws: an open group
+// would swallow the next operation.
+class nccl_call_group {
+ public:
+  explicit nccl_call_group(ncclComm_t comm) : comm_(comm) { check(ncclGroupStart(), "ncclGroupStart", comm_); }
+  void end() {
+    open_ = false;
+    check(ncclGroupEnd(), "ncclGroupEnd", comm_);
+  }
+  ~nccl_call_group() {
+    if (open_) ncclGroupEnd();
+  }
+  nccl_call_group(const nccl_call_group&) = delete;
+  nccl_call_group& operator=(const nccl_call_group&) = delete;
+
+ private:
+  ncclComm_t comm_;
+  bool open_ = true;
+};
+
+}  // namespace
+
+size_t size_of(element_type t) { return t == element_type::f32 ? 4 : 2; }
+
+nccl_id make_nccl_id() {
+  ncclUniqueId raw;
+  check(ncclGetUniqueId(&raw), "ncclGetUniqueId", nullptr);
+  nccl_id id;
+  static_assert(sizeof raw.internal == std::tuple_size<decltype(id.bytes)>::value);
+  std::copy(std::begin(raw.internal), std::end(raw.internal), id.bytes.begin());
+  return id;
+}
+
+std::string to_bytes(const nccl_id& id) { return std::string(id.bytes.begin(), id.bytes.end()); }
+
+nccl_id nccl_id_from_bytes(const std::string& bytes) {
+  nccl_id id;
+  if (bytes.size() != id.bytes.size())
+    throw net_error("an NCCL communicator id is " + std::to_string(id.bytes.size()) + " bytes, not " +
+                    std::to_string(bytes.size()));
+  std::copy(bytes.begin(), bytes.end(), id.bytes.begin());
+  return id;
+}
+
+nccl_group::nccl_group(const nccl_id& id, int rank, int world, int device)
+    : rank_(rank), world_(world), device_(device) {
+  if (world < 1 || rank < 0 || rank >= world)
+    throw std::invalid_argument("nccl_group: rank " + std::to_string(rank) + " of " + std::to_string(world));
+  on_device here(device);
+  ncclUniqueId raw;
+  std::copy(id.bytes.begin(), id.bytes.end(), std::begin(raw.internal));
+  check(ncclCommInitRank(&comm_, world, raw, rank), "ncclCommInitRank", nullptr);
+}
+
+nccl_group::~nccl_group() {
+  if (!comm_) return;
+  // Destroy waits for the communicator's pending work, which a dead peer never lets finish.
+  if (aborted_) ncclCommAbort(comm_);
+  else ncclCommDestroy(comm_);
+}
+
+void nccl_group::all_reduce(void* data, int64_t n, element_type t, reduce_op op, cudaStream_t stream) {
+  if (n == 0) return;
+  on_device here(device_);
+  check(ncclAllReduce(data, data, count_of(n, "all-reduce"), nccl_type(t), nccl_op(op), comm_, stream), "ncclAllReduce", comm_);
+}
+
+void nccl_group::reduce_scatter(void* data, int64_t n, element_type t, reduce_op op, cudaStream_t stream) {
+  if (n == 0) return;
+  on_device here(device_);
+  const size_t total = count_of(n, "reduce-scatter");
+  if (total % static_cast<size_t>(world_) == 0) {
+    // Even segments: in place, NCCL's condition being that this rank's output is its segment.
+    const size_t each = total / static_cast<size_t>(world_);
+    check(ncclReduceScatter(data, at(data, rank_ * static_cast<int64_t>(each), t), each, nccl_type(t), nccl_op(op), comm_, stream),
+          "ncclReduceScatter", comm_);
+    return;
+  }
+  nccl_call_group g(comm_);
+  for (int j = 0; j < world_; ++j) {
+    const ring::range seg = ring::segment(n, world_, j);
+    if (seg.count == 0) continue;
+    char* p = at(data, seg.offset, t);
+    check(ncclReduce(p, p, static_cast<size_t>(seg.count), nccl_type(t), nccl_op(op), j, comm_, stream), "ncclReduce", comm_);
+  }
+  g.end();
+}
+
+void nccl_group::all_gather(void* data, int64_t n, element_type t, cudaStream_t stream) {
+  if (n == 0) return;
+  on_device here(device_);
+  const size_t total = count_of(n, "all-gather");
+  if (total % static_cast<size_t>(world_) == 0) {
+    const size_t each = total / static_cast<size_t>(world_);
+    check(ncclAllGather(at(data, rank_ * static_cast<int64_t>(each), t), data, each, nccl_type(t), comm_, stream),
+          "ncclAllGather", comm_);
+    return;
+  }
+  nccl_call_group g(comm_);
+  for (int j = 0; j < world_; ++j) {
+    const ring::range seg = ring::segment(n, world_, j);
+    if (seg.count == 0) continue;
+    char* p = at(data, seg.offset, t);
+    check(ncclBroadcast(p, p, static_cast<size_t>(seg.count), nccl_type(t), j, comm_, stream), "ncclBroadcast", comm_);
+  }
+  g.end();
+}
+
+void nccl_group::broadcast(void* data, int64_t n, element_type t, int root, cudaStream_t stream) {
+  if (n == 0) return;
+  if (root < 0 || root >= world_) throw std::invalid_argument("nccl broadcast: root " + std::to_string(root) + " of " + std::to_string(world_));
+  on_device here(device_);
+  check(ncclBroadcast(data, data, count_of(n, "broadcast"), nccl_type(t), root, comm_, stream), "ncclBroadcast", comm_);
+}
+
+void nccl_group::send(const void* data, int64_t n, element_type t, int peer, cudaStream_t stream) {
+  if (peer < 0 || peer >= world_) throw std::invalid_argument("nccl send: peer " + std::to_string(peer) + " of " + std::to_string(world_));
+  on_device here(device_);
+  check(ncclSend(data, count_of(n, "send"), nccl_type(t), peer, comm_, stream), "ncclSend", comm_);
+}
+
+void nccl_group::recv(void* data, int64_t n, element_type t, int peer, cudaStream_t stream) {
+  if (peer < 0 || peer >= world_) throw std::invalid_argument("nccl recv: peer " + std::to_string(peer) + " of " + std::to_string(world_));
+  on_device here(device_);
+  check(ncclRecv(data, count_of(n, "recv"), nccl_type(t), peer, comm_, stream), "ncclRecv", comm_);
+}
+
+void nccl_group::synchronize(cudaStream_t stream) {
+  on_device here(device_);
+  const cudaError_t e = cudaStreamSynchronize(stream);
+  ncclResult_t async = ncclSuccess;
+  check(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError", comm_);
+  check(async, "(asynchronous error)", comm_);
+  check(e, "cudaStreamSynchronize");
+}
+
+void nccl_group::abort() {
+  aborted_ = true;
+  if (comm_) {
+    ncclCommAbort(comm_);
+    comm_ = nullptr;
+  }
+}
+
+namespace {
+
+class nccl_member final : public group_backend {
+ public:
+  explicit nccl_member(std::shared_ptr<nccl_group> g) : g_(std::move(g)) {
+    on_device here(g_->device());
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  }
+  ~nccl_member() override {
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+  nccl_member(const nccl_member&) = delete;
+  nccl_member& operator=(const nccl_member&) = delete;
+  int rank() const override { return g_->rank(); }
+  int world() const override { return g_->world(); }
+  void all_reduce(float* data, int64_t n, reduce_op op) override {
+    g_->all_reduce(data, n, element_type::f32, op, stream_);
+    g_->synchronize(stream_);
+  }
+  void reduce_scatter(float* data, int64_t n, reduce_op op) override {
+    g_->reduce_scatter(data, n, element_type::f32, op, stream_);
+    g_->synchronize(stream_);
+  }
+  void all_gather(float* data, int64_t n) override {
+    g_->all_gather(data, n, element_type::f32, stream_);
+    g_->synchronize(stream_);
+  }
+  void broadcast(float* data, int64_t n, int root) override {
+    g_->broadcast(data, n, element_type::f32, root, stream_);
+    g_->synchronize(stream_);
+  }
+
+ private:
+  std::shared_ptr<nccl_group> g_;
+  cudaStream_t stream_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<group_backend> nccl_backend(std::shared_ptr<nccl_group> group) {
+  return std::make_unique<nccl_member>(std::move(group));
+}
+
+}  // namespace troupe::net

@@ -1,0 +1,83 @@
+// NCCL as the collective engine between GPUs (DESIGN.md: "On CUDA, bulk collectives and pipeline
+// sends go through NCCL; the communicator id is exchanged over actor messages"): one member of one
+// mesh group, over one NCCL communicator on one device. The group's first member makes the id,
+// which travels to the others as plain bytes (an actor message, a kv_store value); every member
+// then joins with it. No CAF here: the owning actor carries the id and turns completions into
+// messages. Built where CUDA and NCCL are (TROUPE_HAVE_CUDA), into troupe_comm_nccl.
+//
+// Every operation is enqueued on the stream it is given and returns at once; the caller learns
+// of completion from the stream (an event, or a host callback that sends a message), so no
+// thread waits on the GPU unless it asks to (synchronize()). Layout follows troupe::ring, as the
+// other back ends do: a reduce-scatter leaves rank r's ring::segment reduced in place, an
+// all-gather starts from it. Segments may be uneven (n not a multiple of the group), which NCCL's
+// ReduceScatter and AllGather do not allow: those cases run as one grouped call of per-segment
+// Reduce or Broadcast, as PyTorch does for uneven shards.
+#pragma once
+
+#include <cuda_runtime_api.h>
+#include <nccl.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "comm/collective_backend.hpp"
+
+namespace troupe::net {
+
+// The communicator's id: made once per group, by its first member, and sent to the rest.
+struct nccl_id {
+  std::array<char, NCCL_UNIQUE_ID_BYTES> bytes{};
+};
+nccl_id make_nccl_id();
+// The bytes as they cross a message; from_bytes refuses any other length, naming it.
+std::string to_bytes(const nccl_id& id);
+nccl_id nccl_id_from_bytes(const std::string& bytes);
+
+enum class element_type { f32, bf16, f16 };
+size_t size_of(element_type t);
+
+class nccl_group {
+ public:
+  // Member `rank` of `world` on CUDA device `device`. Collective: blocks until every member has
+  // joined with the same id. Throws net_error naming NCCL's reason (a duplicate GPU among the
+  // members is one: NCCL takes one rank per device).
+  nccl_group(const nccl_id& id, int rank, int world, int device);
+  ~nccl_group();
+  nccl_group(const nccl_group&) = delete;
+  nccl_group& operator=(const nccl_group&) = delete;
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+  int device() const { return device_; }
+
+  // Enqueued on `stream`; `data` is device memory of n elements of type t.
+  void all_reduce(void* data, int64_t n, element_type t, reduce_op op, cudaStream_t stream);
+  void reduce_scatter(void* data, int64_t n, element_type t, reduce_op op, cudaStream_t stream);
+  void all_gather(void* data, int64_t n, element_type t, cudaStream_t stream);
+  void broadcast(void* data, int64_t n, element_type t, int root, cudaStream_t stream);
+  // Point to point, for pipeline activations and gradients. A send and its receive must be
+  // enqueued by both sides in the same order per peer pair (NCCL matches them in order).
+  void send(const void* data, int64_t n, element_type t, int peer, cudaStream_t stream);
+  void recv(void* data, int64_t n, element_type t, int peer, cudaStream_t stream);
+
+  // Waits for the stream, and turns an error NCCL met asynchronously (a peer gone) into
+  // net_error. For a thread that owns the wait (a collective actor's own), never a scheduler's.
+  void synchronize(cudaStream_t stream);
+
+  // Makes every later and pending operation fail instead of hanging on a dead peer.
+  void abort();
+
+ private:
+  ncclComm_t comm_ = nullptr;
+  int rank_ = 0, world_ = 1, device_ = 0;
+  bool aborted_ = false;
+};
+
+// group_backend over a member, for the collective actor that drives one blocking call at a time
+// from its own thread: each call enqueues on the backend's own stream and waits for it there.
+// The pointers are device memory.
+std::unique_ptr<group_backend> nccl_backend(std::shared_ptr<nccl_group> group);
+
+}  // namespace troupe::net
