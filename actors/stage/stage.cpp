@@ -218,6 +218,7 @@ bool execute(self_ptr self, const sched::action& a) {
         buckets = is_asynchronous(s.args.queue) ? bucket_poster(self, a.chunk) : bucket_launcher(self, a.chunk);
       auto dx = std::make_shared<tensor>();
       compute_parts c;
+      // `tp`: the layers call their group by a plain pointer, so the work holds it while it runs.
       c.work = [chunk = s.chunks.at(static_cast<size_t>(a.chunk)), tp = s.args.tp, dy = std::move(dy), dx,
                 buckets = std::move(buckets), kind = a.kind, m = a.microbatch, k] {
         if (kind == op::backward_weight) {

@@ -29,10 +29,12 @@ TEST(CudaQueue, CompletionComesAfterTheLaunchedCopyAndInOrder) {
   EXPECT_TRUE(q.asynchronous());
   EXPECT_EQ(q.where().type, device_type::cuda);
   const size_t n = 1 << 24;  // 64 MiB: long enough that enqueue returns while the copies run
-  float* dev = nullptr;
-  float* host = nullptr;
-  TROUPE_CUDA_CHECK(cudaMalloc(&dev, n * sizeof(float)));
-  TROUPE_CUDA_CHECK(cudaMallocHost(&host, n * sizeof(float)));
+  void* dev_bytes = nullptr;
+  void* host_bytes = nullptr;
+  TROUPE_CUDA_CHECK(cudaMalloc(&dev_bytes, n * sizeof(float)));
+  TROUPE_CUDA_CHECK(cudaMallocHost(&host_bytes, n * sizeof(float)));
+  float* dev = static_cast<float*>(dev_bytes);
+  float* host = static_cast<float*>(host_bytes);
   for (size_t i = 0; i < n; ++i) host[i] = 0.0f;
   q.enqueue([&] {
     TROUPE_CUDA_CHECK(cudaMemsetAsync(dev, 0x3f, n * sizeof(float), q.stream()));  // 0x3f3f3f3f ~ 0.747
