@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <ostream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -142,6 +143,9 @@ std::string case_name(const ::testing::TestParamInfo<device_case>& info) {
   return c.model + "_" + c.optim + "_dp" + std::to_string(c.dp) + "_pp" + std::to_string(c.pp) +
          (c.zero > 0 ? "_zero" + std::to_string(c.zero) : "");
 }
+
+// gtest names the case in ctest's list by this, not by the struct's bytes.
+void PrintTo(const device_case& c, std::ostream* os) { *os << case_name({c, 0}); }
 
 train_config config_of(const device_case& c, const std::string& tag) {
   train_config cfg = tiny_mesh_config(c.model, c.optim, c.dp, c.pp, 1, c.pp > 1 ? 4 : 1);
