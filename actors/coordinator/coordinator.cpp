@@ -404,7 +404,8 @@ void report_stall(self_ptr self, const std::vector<pipeline_status>& st) {
               });
 }
 
-// Asks every stage where it stands. A stage busy in a long action cannot answer (it is detached):
+// Asks every stage where it stands. A stage busy in a long action on a synchronous device cannot
+// answer (its thread is computing; one on an asynchronous device names the completion it awaits):
 // it counts as not moving.
 void poll(self_ptr self) {
   auto& s = self->state;

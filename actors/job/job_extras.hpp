@@ -4,8 +4,12 @@
 
 #include <caf/fwd.hpp>
 
+#include <cstddef>
 #include <functional>
+#include <memory>
 #include <vector>
+
+#include "kernels/device_queue.hpp"
 
 namespace troupe {
 
@@ -14,6 +18,15 @@ struct job_extras {
   // (actors/messages.hpp) every step, after its gradients are reduced and before its optimizer
   // step. An observer only reads: the step does not wait for it. Jobs in one process only.
   std::vector<std::function<caf::actor(caf::actor_system&)>> gradient_observers;
+  // Each rank's device (null, or no function: the CPU, in line on the stage's own thread). A
+  // rank with an asynchronous one has its stage scheduled on CAF's threads (stage.hpp).
+  std::function<std::shared_ptr<device_queue>(int rank)> device_of;
+  // The job's scheduler threads (0: runtime_config.cpp's). Stages on asynchronous devices need
+  // none of their own, so a job of them runs on as few as one.
+  size_t scheduler_threads = 0;
+  // Called once every rank's actors exist, before the first step is ordered, with the job's
+  // actor system and its stages by rank: a composition's own actors can join (and watch) them.
+  std::function<void(caf::actor_system&, const std::vector<caf::actor>& stages)> on_spawned;
 };
 
 }  // namespace troupe

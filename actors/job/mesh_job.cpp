@@ -20,7 +20,8 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
                         const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
                         const collective_of& collective, const tp_group_of_fn& tp_group_of,
                         const std::vector<caf::actor>& observers, const tp_group_of_fn& dp_group_of,
-                        const std::vector<caf::actor>& servers, const caf::actor& dispenser) {
+                        const std::vector<caf::actor>& servers, const caf::actor& dispenser,
+                        const std::function<std::shared_ptr<device_queue>(int rank)>& device_of) {
   rank_actors out;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   for (int rank : ranks) {
@@ -117,9 +118,11 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       out.members.push_back(a.optimizer);
       out.detached.push_back(a.optimizer);
     }
+    if (device_of) a.queue = device_of(rank);
+    const bool own_thread = !is_asynchronous(a.queue);
     out.stages.push_back(spawn_stage(sys, std::move(a)));
     out.members.push_back(out.stages.back());
-    out.detached.push_back(out.stages.back());
+    if (own_thread) out.detached.push_back(out.stages.back());
   }
   return out;
 }
@@ -214,7 +217,7 @@ rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const pr
   rank_actors out = spawn_ranks(
       sys, cfg, data, plan, all, coordinator, [&](int rank) { return links.collective_of(rank); },
       [&](int rank) { return links.tp_of(rank); }, observers, [&](int rank) { return links.params_of(rank); },
-      servers.by_slot, servers.dispenser);
+      servers.by_slot, servers.dispenser, extras.device_of);
   for (const auto& a : servers.actors) out.members.push_back(a), out.detached.push_back(a);
   out.server_updates = servers.updates;
   out.dispensed = servers.dispensed;

@@ -74,12 +74,14 @@ std::vector<caf::actor> servers_by_slot(caf::actor_system& sys, const job_plan& 
 
 // `observers`: actors every rank sends its gradients to each step (job_extras.hpp). `servers`:
 // with --consistency, every slot's parameter server (spawn_servers, here or in process 0), and
-// `dispenser` its batch dispenser under ssp and asp.
+// `dispenser` its batch dispenser under ssp and asp. `device_of`: each rank's device queue
+// (job_extras.hpp; empty: the CPU).
 rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                         const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
                         const collective_of& collective, const tp_group_of_fn& tp_group_of,
                         const std::vector<caf::actor>& observers = {}, const tp_group_of_fn& dp_group_of = {},
-                        const std::vector<caf::actor>& servers = {}, const caf::actor& dispenser = {});
+                        const std::vector<caf::actor>& servers = {}, const caf::actor& dispenser = {},
+                        const std::function<std::shared_ptr<device_queue>(int rank)>& device_of = {});
 
 // Every rank of the mesh in this process: one in-process collective group per data-parallel
 // group, one in-process tp group per tensor-parallel group, and each pipeline's stages told

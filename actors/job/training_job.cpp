@@ -99,6 +99,9 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
   if (cfg.mesh.processes > 1 && !extras.gradient_observers.empty())
     throw std::invalid_argument("gradient observers run in the job's one process; this job spans " +
                                 std::to_string(cfg.mesh.processes));
+  if (cfg.mesh.processes > 1 && (extras.device_of || extras.on_spawned || extras.scheduler_threads > 0))
+    throw std::invalid_argument("devices, scheduler threads and spawn hooks of job_extras apply to a job in one "
+                                "process; this job spans " + std::to_string(cfg.mesh.processes));
   if (cfg.mesh.processes + cfg.server_processes > 1) return run_process_training(cfg);
   validate(cfg);
   const prepared_job data = prepare_job(cfg);
@@ -111,6 +114,7 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
   {
     caf::actor_system_config sys_cfg;
     configure_runtime(sys_cfg);
+    if (extras.scheduler_threads > 0) sys_cfg.set("scheduler.max-threads", static_cast<int>(extras.scheduler_threads));
     caf::actor_system sys{sys_cfg};
     auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, data, plan, out));
     rank_actors ranks = spawn_mesh(sys, cfg, data, plan, coordinator, extras);
@@ -118,6 +122,7 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
     dispensed = ranks.dispensed;
     auto evaluator = spawn_evaluator(sys, data.model, cfg.seed, ranks.loaders.at(0), coordinator);
     ranks.members.push_back(evaluator);
+    if (extras.on_spawned) extras.on_spawned(sys, ranks.stages);
     caf::anon_send(coordinator, watch_atom::value, ranks.collectives);
     caf::anon_send(coordinator, start_atom::value, ranks.stages, evaluator, ranks.members);
     caf::scoped_actor self{sys};

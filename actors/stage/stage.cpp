@@ -65,14 +65,14 @@ bool have_batch(stage_state& s) {
   if (rows < M) refuse(s, "the batch share has " + std::to_string(rows) + " samples, fewer than the " +
                               std::to_string(M) + " microbatches");
   if (M == 1) {  // the whole share is the one microbatch: no copy
-    s.micro.push_back(std::move(it->second));
+    s.micro.push_back(std::make_shared<const batch>(std::move(it->second)));
     s.batches.erase(it);
     return true;
   }
   int64_t at = 0;
   for (int64_t m = 0; m < M; ++m) {
     const int64_t n = rows / M + (m < rows % M ? 1 : 0);
-    s.micro.push_back(slice(it->second, at, at + n));
+    s.micro.push_back(std::make_shared<const batch>(slice(it->second, at, at + n)));
     at += n;
   }
   s.batches.erase(it);
@@ -113,17 +113,66 @@ void ask_unit(self_ptr self, int64_t step) {
   self->send(s.args.dispenser, unit_request{s.units.run(), s.units.until(), s.args.dp_rank, step});
 }
 
-void straggle(stage_state& s) {
+// The injected straggler's delay before the step's first forward (0: none, or already taken);
+// it is slept where the forward computes, so an asynchronous device's stage is not held.
+double straggle_ms(stage_state& s) {
   const straggler_spec& st = s.args.straggler;
-  if (st.ms <= 0 || s.straggled) return;
+  if (st.ms <= 0 || s.straggled) return 0;
   s.straggled = true;
-  const double ms = straggler_delay_ms(st, s.args.seed, s.step);
-  std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+  return straggler_delay_ms(st, s.args.seed, s.step);
+}
+
+// A compute action cut in two: `work` is what the device runs (the chunk's math and, inside it,
+// its tensor-parallel collectives), touching only what it captured; `finish` hands the results
+// on, on the stage's thread, once the work has completed.
+struct compute_parts {
+  std::function<void()> work;
+  std::function<void()> finish;
+};
+
+// Synchronous device (none, or the CPU): both parts now, in line, as the action always ran.
+// Asynchronous: the work is enqueued, and the action waits, like a receive, for the message the
+// queue's completion sends (device_done_atom); meanwhile the stage answers other messages.
+bool run_compute(self_ptr self, const sched::action& a, compute_parts c) {
+  auto& s = self->state;
+  if (!is_asynchronous(s.args.queue)) {
+    c.work();
+    c.finish();
+    return true;
+  }
+  auto error = std::make_shared<std::exception_ptr>();
+  s.args.queue->enqueue([work = std::move(c.work), error] {
+    try {
+      work();
+    } catch (...) {  // the device's thread cannot fail the stage: the completion carries it there
+      *error = std::current_exception();
+    }
+  });
+  s.on_device = device_action{s.step, s.cursor, false, std::move(c.finish), error};
+  s.waiting_for = "the device's completion of " + sched::body_string(a);
+  s.args.queue->when_done([stage = self->address(), step = s.step, index = static_cast<uint64_t>(s.cursor)] {
+    if (auto to = caf::actor_cast<caf::actor>(stage)) caf::anon_send(to, device_done_atom::value, step, index);
+  });
+  return false;
+}
+
+// The device's action at the cursor: still running (false), or completed: its results are
+// handed on, then what waited for the chunks to be free.
+bool complete_on_device(self_ptr self) {
+  auto& s = self->state;
+  if (!s.on_device->done) return false;
+  device_action d = std::move(*s.on_device);
+  s.on_device.reset();
+  if (*d.error) std::rethrow_exception(*d.error);
+  d.finish();
+  for (auto& f : std::exchange(s.after_device, {})) f();
+  return !s.failed;
 }
 
 // Runs the action at the cursor if its inputs are there; false (with waiting_for set) if not.
 bool execute(self_ptr self, const sched::action& a) {
   auto& s = self->state;
+  if (s.on_device) return complete_on_device(self);  // the cursor stays on the device's action
   const int k = model_chunk_of(s, a.chunk);
   const float grad_scale = 1.0f / static_cast<float>(s.args.global_rows);
   auto& chunk = *s.chunks.at(static_cast<size_t>(a.chunk));
@@ -131,43 +180,63 @@ bool execute(self_ptr self, const sched::action& a) {
   switch (a.kind) {
     case op::forward: {
       if ((k == 0 || k == last_model_chunk(s)) && !have_batch(s)) return false;
-      straggle(s);
-      const batch* mb = s.micro.empty() ? nullptr : &s.micro.at(static_cast<size_t>(a.microbatch));
+      std::shared_ptr<const batch> mb = s.micro.empty() ? nullptr : s.micro.at(static_cast<size_t>(a.microbatch));
       tensor x = k == 0 ? mb->inputs : take(s, s.forward_in, {a.microbatch, a.chunk}, "input activation");
-      tensor y = chunk.forward(a.microbatch, x);
-      s.record.peak_live = std::max(s.record.peak_live, ++s.live);
-      if (k == last_model_chunk(s)) {
-        loss_result r = splits_logits(s.args.model, tp_size(s.args.tp.get()))
-                            ? vocab_parallel_cross_entropy(y, mb->targets, grad_scale, output_features(s.args.model),
-                                                           *s.args.tp)
-                            : cross_entropy(y, mb->targets, grad_scale);
+      const bool last = k == last_model_chunk(s);
+      const bool vocab_parallel = splits_logits(s.args.model, tp_size(s.args.tp.get()));
+      auto out = std::make_shared<std::pair<tensor, loss_result>>();
+      compute_parts c;
+      c.work = [chunk = s.chunks.at(static_cast<size_t>(a.chunk)), tp = s.args.tp, mb, x = std::move(x), out, last,
+                vocab_parallel, features = output_features(s.args.model), grad_scale, pause = straggle_ms(s),
+                m = a.microbatch] {
+        if (pause > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(pause));
+        out->first = chunk->forward(m, x);
+        if (!last) return;
+        out->second = vocab_parallel ? vocab_parallel_cross_entropy(out->first, mb->targets, grad_scale, features, *tp)
+                                     : cross_entropy(out->first, mb->targets, grad_scale);
+      };
+      c.finish = [self, a, out, last] {
+        auto& s = self->state;
+        s.record.peak_live = std::max(s.record.peak_live, ++s.live);
+        if (!last) return hand_off(s, a.microbatch, a.chunk, std::move(out->first), true);
         // Every tp rank holds the same loss: the first reports it, so the job counts it once.
         if (tp_rank(s.args.tp.get()) == 0) {
-          s.record.loss_sum += r.loss_sum;
-          s.record.count += r.count;
-          s.record.correct += r.correct;
+          s.record.loss_sum += out->second.loss_sum;
+          s.record.count += out->second.count;
+          s.record.correct += out->second.correct;
         }
-        s.backward_in[{a.microbatch, a.chunk}] = std::move(r.dlogits);
-      } else {
-        hand_off(s, a.microbatch, a.chunk, std::move(y), true);
-      }
-      return true;
+        s.backward_in[{a.microbatch, a.chunk}] = std::move(out->second.dlogits);
+      };
+      return run_compute(self, a, std::move(c));
     }
     case op::backward:
-    case op::backward_input: {
-      tensor dy = take(s, s.backward_in, {a.microbatch, a.chunk}, "output gradient");
-      tensor dx = a.kind == op::backward_input ? chunk.backward_input(a.microbatch, dy, k > 0)
-                  : last_weight_action        ? chunk.backward(a.microbatch, dy, k > 0, bucket_launcher(self, a.chunk))
-                                              : chunk.backward(a.microbatch, dy, k > 0);
-      if (a.kind == op::backward) --s.live;
-      if (k > 0) hand_off(s, a.microbatch, a.chunk, std::move(dx), false);
-      return true;
+    case op::backward_input:
+    case op::backward_weight: {
+      tensor dy = a.kind == op::backward_weight ? tensor() : take(s, s.backward_in, {a.microbatch, a.chunk}, "output gradient");
+      layer_stack::layer_done_fn buckets;
+      if (a.kind != op::backward_input && last_weight_action)
+        buckets = is_asynchronous(s.args.queue) ? bucket_poster(self, a.chunk) : bucket_launcher(self, a.chunk);
+      auto dx = std::make_shared<tensor>();
+      compute_parts c;
+      // `tp`: the layers call their group by a plain pointer, so the work holds it while it runs.
+      c.work = [chunk = s.chunks.at(static_cast<size_t>(a.chunk)), tp = s.args.tp, dy = std::move(dy), dx,
+                buckets = std::move(buckets), kind = a.kind, m = a.microbatch, k] {
+        if (kind == op::backward_weight) {
+          if (buckets) chunk->backward_weight(m, buckets);
+          else chunk->backward_weight(m);
+        } else {
+          *dx = kind == op::backward_input ? chunk->backward_input(m, dy, k > 0)
+                : buckets                  ? chunk->backward(m, dy, k > 0, buckets)
+                                           : chunk->backward(m, dy, k > 0);
+        }
+      };
+      c.finish = [self, a, dx, k] {
+        auto& s = self->state;
+        if (a.kind != op::backward_input) --s.live;
+        if (a.kind != op::backward_weight && k > 0) hand_off(s, a.microbatch, a.chunk, std::move(*dx), false);
+      };
+      return run_compute(self, a, std::move(c));
     }
-    case op::backward_weight:
-      if (last_weight_action) chunk.backward_weight(a.microbatch, bucket_launcher(self, a.chunk));
-      else chunk.backward_weight(a.microbatch);
-      --s.live;
-      return true;
     case op::send_act: send(self, a, false); return true;
     case op::send_grad: send(self, a, true); return true;
     case op::recv_act: return receive(s, a, false);
@@ -260,6 +329,19 @@ bool execute(self_ptr self, const sched::action& a) {
 
 void begin_step(self_ptr self, int64_t step);
 
+// The optimizer shard's parameters (plain data parallelism: all of them) into the chunks.
+void adopt_params(stage_state& s, const params_msg& m) {
+  if (s.chunks.size() == 1) {
+    s.chunks[0]->stack().adopt_params(m.params);  // frozen: the next update is a new tensor
+    return;
+  }
+  int64_t at = 0;
+  for (auto& c : s.chunks) {
+    std::copy(m.params.data() + at, m.params.data() + at + c->stack().num_params(), c->stack().params().data());
+    at += c->stack().num_params();
+  }
+}
+
 void request_batches(self_ptr self, int64_t up_to) {
   auto& s = self->state;
   if (!needs_batch(s) || dispensing(s)) return;  // dispensed batches are asked for as each is granted
@@ -330,6 +412,7 @@ void advance(self_ptr self) {
       const sched::action& a = row(s)[s.cursor];
       const double start = s.blocked ? s.blocked_since : now_seconds();
       if (!execute(self, a)) {
+        if (s.failed) return;
         if (!s.blocked) s.blocked_since = start;
         s.blocked = true;
         return;
@@ -353,6 +436,7 @@ void advance(self_ptr self) {
 }  // namespace
 
 void stage_detail::fail(self_ptr self, const std::string& why) {
+  self->state.failed = true;
   // Its tp peers may be waiting for it inside a collective: they fail now, not at a timeout.
   if (self->state.args.tp) net::abort_local_tp_group(self->state.args.tp, "a tensor-parallel peer failed: " + why);
   self->send(self->state.args.coordinator, pipeline_failure{self->state.args.rank, why});
@@ -444,7 +528,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
     return std::make_pair("the stage of rank " + std::to_string(self->state.args.rank), self->state.step);
   });
   st.args = std::move(args);
-  if (st.args.pin_cpu >= 0) {
+  if (st.args.pin_cpu >= 0 && !is_asynchronous(st.args.queue)) {  // a scheduler thread is not the stage's to pin
     cpu_set_t set;
     CPU_ZERO(&set);
     CPU_SET(st.args.pin_cpu, &set);
@@ -471,7 +555,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
   }
   for (int c = 0; c < st.args.plan.virtual_stages; ++c) {
     const layer_range r = st.args.model_chunks.at(static_cast<size_t>(model_chunk_of(st, c)));
-    st.chunks.push_back(std::make_unique<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed, st.args.recompute));
+    st.chunks.push_back(std::make_shared<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed, st.args.recompute));
   }
   st.args.buckets.resize(st.chunks.size());
   for (const auto& b : st.args.buckets) st.buckets_per_step += static_cast<int64_t>(b.size());
@@ -531,7 +615,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
       st.args.host_memory->charge(st.param_shard, st.args.param_file ? memory_kind::buffers : memory_kind::parameters);
     else if (st.args.memory)
       st.args.memory->charge(st.param_shard, memory_kind::parameters);
-    st.fetcher = std::make_unique<param_fetcher>(st.args.dp_group, st.args.prefetch, st.args.param_file);
+    st.fetcher = std::make_shared<param_fetcher>(st.args.dp_group, st.args.prefetch, st.args.param_file);
     for (size_t c = 0; c < st.chunks.size(); ++c) {
       st.chunks[c]->stack().split_params();
       stream_params(self, c);
@@ -576,6 +660,16 @@ caf::behavior stage(self_ptr self, stage_args args) {
         self->state.batches.emplace(m.step, std::move(m.data));
         advance_after_message(self);
       },
+      [self](device_done_atom, int64_t step, uint64_t index) {
+        auto& s = self->state;
+        if (!s.on_device || s.on_device->step != step || s.on_device->index != index) return;  // not the action it holds
+        s.on_device->done = true;
+        advance_after_message(self);
+      },
+      [self](bucket_ready_atom, int64_t step, int32_t chunk, uint64_t b, tensor& part) {
+        if (step != self->state.step) return;  // cut by a step that failed: the job is stopping
+        launch_bucket(self, chunk, static_cast<size_t>(b), std::move(part));
+      },
       [self](pipeline_tensor_msg& m) {
         self->state.inbox[{m.step, m.is_grad, m.microbatch, m.boundary}] = std::move(m.value);
         advance_after_message(self);
@@ -593,15 +687,14 @@ caf::behavior stage(self_ptr self, stage_args args) {
           if (m.step >= 0) gather_params(self, m);
           return;
         }
-        if (s.chunks.size() == 1) {
-          s.chunks[0]->stack().adopt_params(m.params);  // frozen: the next update is a new tensor
-        } else {
-          int64_t at = 0;
-          for (auto& c : s.chunks) {
-            std::copy(m.params.data() + at, m.params.data() + at + c->stack().num_params(), c->stack().params().data());
-            at += c->stack().num_params();
-          }
+        if (s.on_device) {  // the device reads these parameters now: they change once it is done
+          s.after_device.push_back([self, m] {
+            adopt_params(self->state, m);
+            if (m.step >= 0) self->state.opt = stage_state::opt_phase::done;
+          });
+          return;
         }
+        adopt_params(s, m);
         if (m.step < 0) return;  // the shard's initial copy
         s.opt = stage_state::opt_phase::done;
         advance_after_message(self);
@@ -652,6 +745,10 @@ caf::behavior stage(self_ptr self, stage_args args) {
 }  // namespace
 
 caf::actor spawn_stage(caf::actor_system& sys, stage_args args) {
+  if (args.queue && args.queue->where().type == device_type::cuda)
+    throw std::invalid_argument("rank " + std::to_string(args.rank) + ": a stage on " + args.queue->where().to_string() +
+                                " needs layers that launch on its stream; the stage's layers compute on the CPU");
+  if (is_asynchronous(args.queue)) return sys.spawn(stage, std::move(args));  // it never waits for its device
   return sys.spawn<caf::detached>(stage, std::move(args));
 }
 

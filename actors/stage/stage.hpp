@@ -11,6 +11,7 @@
 #include "actors/stage/dp_buckets.hpp"
 #include "actors/messages.hpp"
 #include "actors/job/train_config.hpp"
+#include "kernels/device_queue.hpp"
 #include "kernels/model.hpp"
 #include "kernels/partition.hpp"
 #include "schedules/schedule.hpp"
@@ -73,9 +74,17 @@ struct stage_args {
   // the stage starts from the checkpoint's parameters and hands its shard the saved state.
   bool writes_checkpoint = false;
   std::shared_ptr<const resume_point> resume;
+  // Where F, B, I and W compute (kernels/device_queue.hpp). Null or synchronous (the CPU): in
+  // line, on the stage's own thread. Asynchronous: each is enqueued (with its tensor-parallel
+  // collectives, ZeRO-3's parameter fetches and the loss inside it) and completes when the
+  // queue's completion message comes back; until then the stage handles its other messages.
+  std::shared_ptr<device_queue> queue;
 };
 
-// Detached: compute runs on the actor's own thread, never on a scheduler thread.
+// With a synchronous device, detached: compute runs on the actor's own thread, never on a
+// scheduler thread. With an asynchronous one, a scheduled actor: the device computes, the
+// stage only enqueues and hands results on, so it never holds the thread it runs on. Throws
+// std::invalid_argument for a CUDA queue: the layers do not launch on a stream yet.
 caf::actor spawn_stage(caf::actor_system& sys, stage_args args);
 
 }  // namespace troupe

@@ -37,46 +37,85 @@ bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index
   return true;
 }
 
+// Bucket b's values, cut out of the chunk's gradients: ZeRO-2 hands the bucket's own storage
+// over (the rank keeps no full gradients); otherwise they are copied, since the stack keeps its
+// summed values. Runs where the chunk's backward runs.
+tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t b, bool partitioned,
+                  const std::shared_ptr<device_memory>& memory) {
+  tensor part;
+  if (partitioned) {
+    part = stack.take_unit_grads(b);
+  } else {
+    const float* g = stack.grads().data() + bucket.offset;
+    part = tensor({bucket.count}, std::vector<float>(g, g + bucket.count));
+  }
+  if (memory) memory->recharge(part, memory_kind::buffers);  // the collective's now
+  part.freeze();
+  return part;
+}
+
 }  // namespace
+
+void launch_bucket(self_ptr self, int chunk, size_t b, tensor part) {
+  auto& s = self->state;
+  int32_t first_index = 0;  // buckets are numbered over the stage's chunks, chunk 0 first
+  for (int c = 0; c < chunk; ++c) first_index += static_cast<int32_t>(s.args.buckets[static_cast<size_t>(c)].size());
+  const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(chunk)][b];
+  const auto index = static_cast<int32_t>(first_index + static_cast<int32_t>(b));
+  const double sent = now_seconds();
+  const int64_t step = s.step;
+  ++s.buckets_pending;
+  const auto op = grads_partitioned(s) ? ring::op_kind::reduce_scatter_sum : ring::op_kind::all_reduce_sum;
+  self->request(s.args.collective, caf::infinite,
+                collective_request{step * s.seqs_per_step + index, static_cast<int32_t>(op), 0, bucket.count,
+                                   std::move(part)})
+      .then([self, step, chunk, b, index, sent](collective_result& r) {
+        auto& s = self->state;
+        // The sums replace gradients the device may still be adding lower layers' into: they wait
+        // for its completion (after_device), and the cursor's advance goes on from there.
+        if (s.on_device && !grads_partitioned(s)) {
+          s.after_device.push_back([self, step, chunk, b, index, sent, r]() mutable {
+            bucket_done(self, step, chunk, b, index, sent, r);
+          });
+          return;
+        }
+        if (bucket_done(self, step, chunk, b, index, sent, r)) advance_after_message(self);
+      });
+}
 
 // The hook for a chunk's last weight-gradient action: every bucket whose lowest layer is done
 // goes to the collective at once, while backward continues with the layers below.
 layer_stack::layer_done_fn bucket_launcher(self_ptr self, int chunk) {
   auto& s = self->state;
   if (!s.args.collective || s.args.buckets[static_cast<size_t>(chunk)].empty()) return nullptr;
-  int32_t first_index = 0;  // buckets are numbered over the stage's chunks, chunk 0 first
-  for (int c = 0; c < chunk; ++c) first_index += static_cast<int32_t>(s.args.buckets[static_cast<size_t>(c)].size());
   auto next = std::make_shared<size_t>(0);
-  return [self, chunk, first_index, next](size_t layer) {
+  return [self, chunk, next](size_t layer) {
     auto& s = self->state;
     const auto& list = s.args.buckets[static_cast<size_t>(chunk)];
     // Buckets become ready in order: bucket k's lowest layer is above bucket k+1's.
     while (*next < list.size() && list[*next].first_layer == static_cast<int64_t>(layer)) {
       const size_t b = (*next)++;
-      const grad_bucket& bucket = list[b];
       layer_stack& stack = s.chunks[static_cast<size_t>(chunk)]->stack();
-      // ZeRO-2 hands the bucket's own storage over (the rank keeps no full gradients); otherwise
-      // the bucket is copied out, since the stack keeps its summed values.
-      tensor part;
-      if (grads_partitioned(s)) {
-        part = stack.take_unit_grads(b);
-      } else {
-        const float* g = stack.grads().data() + bucket.offset;
-        part = tensor({bucket.count}, std::vector<float>(g, g + bucket.count));
-      }
-      if (s.args.memory) s.args.memory->recharge(part, memory_kind::buffers);  // the collective's now
-      part.freeze();
-      const auto index = static_cast<int32_t>(first_index + static_cast<int32_t>(b));
-      const double sent = now_seconds();
-      const int64_t step = s.step;
-      ++s.buckets_pending;
-      const auto op = grads_partitioned(s) ? ring::op_kind::reduce_scatter_sum : ring::op_kind::all_reduce_sum;
-      self->request(s.args.collective, caf::infinite,
-                    collective_request{step * s.seqs_per_step + index, static_cast<int32_t>(op), 0, bucket.count,
-                                       std::move(part)})
-          .then([self, step, chunk, b, index, sent](collective_result& r) {
-            if (bucket_done(self, step, chunk, b, index, sent, r)) advance_after_message(self);
-          });
+      launch_bucket(self, chunk, b, cut_bucket(stack, list[b], b, grads_partitioned(s), s.args.memory));
+    }
+  };
+}
+
+layer_stack::layer_done_fn bucket_poster(self_ptr self, int chunk) {
+  auto& s = self->state;
+  if (!s.args.collective || s.args.buckets[static_cast<size_t>(chunk)].empty()) return nullptr;
+  // Everything the device's thread needs, taken now: it never reads the stage's state.
+  const caf::actor_addr stage = self->address();
+  std::shared_ptr<pipeline_chunk> owner = s.chunks[static_cast<size_t>(chunk)];
+  auto next = std::make_shared<size_t>(0);
+  return [stage, owner, list = s.args.buckets[static_cast<size_t>(chunk)], partitioned = grads_partitioned(s),
+          memory = s.args.memory, step = s.step, chunk, next](size_t layer) {
+    while (*next < list.size() && list[*next].first_layer == static_cast<int64_t>(layer)) {
+      const size_t b = (*next)++;
+      tensor part = cut_bucket(owner->stack(), list[b], b, partitioned, memory);
+      if (auto to = caf::actor_cast<caf::actor>(stage))
+        caf::anon_send(to, bucket_ready_atom::value, step, static_cast<int32_t>(chunk), static_cast<uint64_t>(b),
+                       std::move(part));
     }
   };
 }
@@ -137,23 +176,25 @@ std::vector<param_fetcher::request> fetch_order(const stage_state& s) {
 }
 
 // The stage's hooks into its chunks: a unit's parameters arrive before its first layer runs
-// (in the walk's direction) and go after its last.
+// (in the walk's direction) and go after its last. They run where the chunk computes (on an
+// asynchronous device, its thread), so they hold the chunk and the fetcher, not the stage.
 void stream_params(self_ptr self, size_t c) {
   auto& s = self->state;
-  layer_stack& stack = s.chunks[c]->stack();
-  auto entry = [&stack](size_t u, bool forward) { return forward ? stack.unit_layers(u).first : stack.unit_layers(u).second; };
-  s.chunks[c]->set_param_hooks(
-      [self, c, entry](size_t layer, bool forward) {
-        auto& st = self->state;
-        const int u = st.chunks[c]->stack().unit_of(layer);
+  pipeline_chunk* chunk = s.chunks[c].get();  // the hooks live in the chunk: it outlives them
+  std::shared_ptr<param_fetcher> fetcher = s.fetcher;
+  auto entry = [chunk](size_t u, bool forward) {
+    return forward ? chunk->stack().unit_layers(u).first : chunk->stack().unit_layers(u).second;
+  };
+  chunk->set_param_hooks(
+      [chunk, fetcher, c, entry](size_t layer, bool forward) {
+        const int u = chunk->stack().unit_of(layer);
         if (u < 0 || layer != entry(static_cast<size_t>(u), forward)) return;
-        st.chunks[c]->stack().set_unit_params(static_cast<size_t>(u), st.fetcher->take(static_cast<int>(c), static_cast<size_t>(u)));
+        chunk->stack().set_unit_params(static_cast<size_t>(u), fetcher->take(static_cast<int>(c), static_cast<size_t>(u)));
       },
-      [self, c, entry](size_t layer, bool forward) {
-        auto& st = self->state;
-        const int u = st.chunks[c]->stack().unit_of(layer);
+      [chunk, entry](size_t layer, bool forward) {
+        const int u = chunk->stack().unit_of(layer);
         if (u < 0 || layer != entry(static_cast<size_t>(u), !forward)) return;
-        st.chunks[c]->stack().release_unit_params(static_cast<size_t>(u));
+        chunk->stack().release_unit_params(static_cast<size_t>(u));
       });
 }
 

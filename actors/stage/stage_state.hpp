@@ -6,8 +6,11 @@
 #include <caf/all.hpp>
 
 #include <chrono>
+#include <exception>
+#include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -27,9 +30,28 @@ using slot = std::pair<int, int>;  // (microbatch, local chunk)
 
 inline double now_seconds() { return std::chrono::duration<double>(clock_type::now().time_since_epoch()).count(); }
 
+// An asynchronous device's messages to its own stage (never across processes: the queue is the
+// stage's): (step, action index) completed; and a gradient bucket its backward cut out on the
+// device's thread, (step, local chunk, bucket, values), for the stage to send to its collective.
+using device_done_atom = caf::atom_constant<caf::atom("dev_done")>;
+using bucket_ready_atom = caf::atom_constant<caf::atom("bkt_ready")>;
+
+// The compute action the device holds (asynchronous queues only): the cursor stays on it until
+// its completion message for (step, index) arrives; then `finish` hands its results on, on the
+// stage's thread. `error`: what the work threw on the device's thread.
+struct device_action {
+  int64_t step = -1;
+  size_t index = 0;
+  bool done = false;
+  std::function<void()> finish;
+  std::shared_ptr<std::exception_ptr> error;
+};
+
 struct stage_state {
   stage_args args;
-  std::vector<std::unique_ptr<pipeline_chunk>> chunks;  // by local chunk
+  // By local chunk. Shared: work on an asynchronous device holds its chunk, so a stage that fails
+  // while the device runs it does not pull the layers from under the device's thread.
+  std::vector<std::shared_ptr<pipeline_chunk>> chunks;
   std::vector<size_t> last_weight_action;  // per local chunk: its last B or W in the row
   // Weak: every stage holds every other, and strong handles in a cycle would keep the
   // detached threads alive past the end of the job.
@@ -39,12 +61,13 @@ struct stage_state {
   size_t cursor = 0;
   int64_t completed = 0;
   bool blocked = false;
+  bool failed = false;  // fail() ran: nothing more is executed
   double blocked_since = 0;
   std::string waiting_for;
   // Inputs by key; each is consumed by exactly one action of the list.
   int64_t next_request = 0;
   std::map<int64_t, batch> batches;  // global batches by step (stages with chunk 0 or the last)
-  std::vector<batch> micro;          // the current step's microbatches
+  std::vector<std::shared_ptr<const batch>> micro;  // the current step's microbatches (work on the device holds its own)
   std::map<std::tuple<int64_t, bool, int, int>, tensor> inbox;  // (step, is_grad, mb, boundary)
   std::map<slot, tensor> forward_in, backward_in, act_out, grad_out;
   int64_t buckets_pending = 0;
@@ -58,7 +81,7 @@ struct stage_state {
   // ZeRO-3: this rank's parameter segments (its optimizer shard's answer), and the stream that
   // gathers the units.
   tensor param_shard;
-  std::unique_ptr<param_fetcher> fetcher;
+  std::shared_ptr<param_fetcher> fetcher;  // shared with the chunks' hooks, which run where the compute runs
   // Where this rank's values sit in the checkpoints' global layout: each local chunk's
   // parameters (from its buffer's start), and its optimizer shard's floats.
   std::vector<std::vector<storage::value_run>> chunk_runs;
@@ -71,6 +94,10 @@ struct stage_state {
   std::shared_ptr<net::timed_tp_group> tp_clock;  // args.tp, timed (tp > 1)
   double tp_seconds_before = 0;                   // its count when the step began
   int live = 0;
+  // Asynchronous device: the compute action it holds, and what arrived meanwhile that writes the
+  // chunks the device is reading (run on the stage's thread right after that action's finish).
+  std::optional<device_action> on_device;
+  std::vector<std::function<void()>> after_device;
   static inline const char* name = "stage";
 };
 
@@ -109,6 +136,12 @@ void advance_after_message(self_ptr self);
 // stage_collectives.cpp.
 // The hook for a chunk's last weight-gradient action, or null when the chunk reduces nothing.
 layer_stack::layer_done_fn bucket_launcher(self_ptr self, int chunk);
+// The same for a backward on an asynchronous device: it runs on the device's thread, so it only
+// cuts each bucket out of the chunk (the device's while the action is pending) and posts it to
+// the stage (bucket_ready_atom), whose handler calls launch_bucket.
+layer_stack::layer_done_fn bucket_poster(self_ptr self, int chunk);
+// Sends bucket b of local chunk c (its values cut out) to the collective, on the stage's thread.
+void launch_bucket(self_ptr self, int chunk, size_t b, tensor part);
 // ZeRO: the shard's updated segments are back; the buckets are all-gathered from them.
 void gather_params(self_ptr self, const params_msg& m);
 // ZeRO-3: the units in the order the row's actions use them, and the chunk's hooks that take

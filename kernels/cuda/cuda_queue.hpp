@@ -1,0 +1,37 @@
+// cuda_queue: a device_queue over one CUDA stream of GPU N. Enqueued work runs on the caller's
+// thread with GPU N current and only launches (kernels, cuBLAS, copies) on stream(); it returns
+// before the GPU has run them. A completion is a host function on the same stream
+// (cudaLaunchHostFunc): the driver calls it once everything launched before has run. CUDA
+// forbids CUDA calls inside it, so `done` must only signal (the stage sends itself a message).
+// The header names the stream by its opaque struct, so its users need no CUDA headers.
+#pragma once
+
+#include "kernels/device_queue.hpp"
+
+struct CUstream_st;  // what cudaStream_t points to
+
+namespace troupe::cuda {
+
+class cuda_queue final : public device_queue {
+ public:
+  // Creates a non-blocking stream on GPU `gpu` (throws troupe::cuda::error when CUDA refuses).
+  explicit cuda_queue(int gpu);
+  // Waits for what is still in flight (the completions it holds would outlive the queue
+  // otherwise), then destroys the stream.
+  ~cuda_queue() override;
+  cuda_queue(const cuda_queue&) = delete;
+  cuda_queue& operator=(const cuda_queue&) = delete;
+
+  void enqueue(std::function<void()> work) override;
+  void when_done(std::function<void()> done) override;
+  bool asynchronous() const override { return true; }
+  device where() const override { return {device_type::cuda, gpu_}; }
+  // The stream enqueued work launches on (cudaStream_t).
+  CUstream_st* stream() const { return stream_; }
+
+ private:
+  int gpu_;
+  CUstream_st* stream_ = nullptr;
+};
+
+}  // namespace troupe::cuda

@@ -1,0 +1,103 @@
+// fake_device: an asynchronous device_queue for host-side tests. Enqueued work runs in order on
+// a thread of its own, as a GPU stream runs its kernels; completions are delivered from that
+// thread in stream order, except that the test can hold them (hold_completions) and let them go
+// (release_completions). A held completion holds everything enqueued after it too, as a stream
+// would: nothing here depends on wall-clock time.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+#include "kernels/device_queue.hpp"
+
+namespace troupe::test {
+
+class fake_device final : public device_queue {
+ public:
+  explicit fake_device(int index = 0) : index_(index), worker_([this] { run(); }) {}
+  ~fake_device() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stopping_ = true;
+      holding_ = false;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  fake_device(const fake_device&) = delete;
+  fake_device& operator=(const fake_device&) = delete;
+
+  void enqueue(std::function<void()> work) override { push({std::move(work), false}); }
+  void when_done(std::function<void()> done) override { push({std::move(done), true}); }
+  bool asynchronous() const override { return true; }
+  device where() const override { return {device_type::cpu, index_}; }
+
+  // From now on the next completion waits (with everything after it) until released.
+  void hold_completions() {
+    std::lock_guard<std::mutex> lock(mu_);
+    holding_ = true;
+  }
+  void release_completions() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      holding_ = false;
+    }
+    cv_.notify_all();
+  }
+  // True once a completion is being held (its work has run); false if none is by `limit`.
+  bool wait_until_holding(std::chrono::seconds limit) {
+    std::unique_lock<std::mutex> lock(mu_);
+    return cv_.wait_for(lock, limit, [this] { return held_; });
+  }
+  int64_t completions() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return completions_;
+  }
+
+ private:
+  struct item {
+    std::function<void()> fn;
+    bool completion;
+  };
+  void push(item it) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      todo_.push_back(std::move(it));
+    }
+    cv_.notify_all();
+  }
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stopping_ || !todo_.empty(); });
+      if (todo_.empty()) return;  // stopping, and all that was enqueued has run
+      item it = std::move(todo_.front());
+      todo_.pop_front();
+      if (it.completion && holding_) {
+        held_ = true;
+        cv_.notify_all();
+        cv_.wait(lock, [this] { return !holding_; });
+        held_ = false;
+      }
+      if (it.completion) ++completions_;
+      lock.unlock();
+      it.fn();
+      lock.lock();
+    }
+  }
+
+  const int index_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<item> todo_;
+  bool holding_ = false, held_ = false, stopping_ = false;
+  int64_t completions_ = 0;
+  std::thread worker_;  // last: it starts once the rest is built
+};
+
+}  // namespace troupe::test
