@@ -47,8 +47,8 @@ std::shared_ptr<allocator> cpu_allocator() {
 }
 
 size_t caching_allocator::round_size(size_t bytes) {
-  if (bytes < large_threshold) return bytes == 0 ? small_granule : (bytes + small_granule - 1) / small_granule * small_granule;
-  return (bytes + large_granule - 1) / large_granule * large_granule;
+  const size_t granule = bytes < large_threshold ? small_granule : large_granule;
+  return bytes == 0 ? small_granule : (bytes + granule - 1) / granule * granule;
 }
 
 caching_allocator::caching_allocator(std::unique_ptr<raw_backend> backend) : backend_(std::move(backend)) {

@@ -177,8 +177,8 @@ tensor tensor::to(dtype type) const {
   if (type == dtype_) return clone();
   if (!storage_) return {};
   if (!device_.is_cpu())
-    throw std::logic_error(std::string("tensor: to(") + troupe::to_string(type) + ") converts on the CPU; this tensor is on " +
-                           device_.to_string());
+    throw std::logic_error(std::string("tensor: to(") + troupe::to_string(type) +
+                           ") converts on the CPU; this tensor is on " + device_.to_string());
   tensor t = uninitialized(shape_, type, storage_->alloc);
   const void* src = storage_->bytes;
   switch (type) {
