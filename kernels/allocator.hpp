@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -19,10 +20,16 @@
 
 namespace troupe {
 
-// Thrown when a device cannot give the bytes asked for, even after returning its cache.
-class out_of_memory : public std::runtime_error {
+// Thrown when a device cannot give the bytes asked for, even after returning its cache. A
+// std::bad_alloc, as new[] threw before, so every handler of one (actor_failure.cpp's "out of
+// memory in WHERE") still sees it; what() names the device and the numbers.
+class out_of_memory : public std::bad_alloc {
  public:
-  using std::runtime_error::runtime_error;
+  explicit out_of_memory(const std::string& what) : what_(what) {}
+  const char* what() const noexcept override { return what_.what(); }
+
+ private:
+  std::runtime_error what_;  // its copy cannot throw, as an exception's must not
 };
 
 class allocator {

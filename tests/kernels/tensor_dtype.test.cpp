@@ -161,6 +161,15 @@ TEST(TensorDtype, NbytesIsElementsTimesTheDtypeSize) {
   EXPECT_EQ(tensor({0, 4}, dtype::bf16, device{}).nbytes(), 0);
 }
 
+TEST(TensorDtype, ACpuAllocationTooLargeIsABadAllocNamingTheSize) {
+  try {
+    tensor::uninitialized({int64_t{1} << 60});  // 4 EiB
+    FAIL() << "allocated 4 EiB";
+  } catch (const std::bad_alloc& e) {  // what actor_failure.cpp reports as "out of memory"
+    EXPECT_NE(std::string(e.what()).find("cpu"), std::string::npos) << e.what();
+  }
+}
+
 TEST(TensorDtype, CpuTensorsAreCacheLineAligned) {
   for (int64_t n : {1, 3, 17, 1000}) {
     tensor t({n});
