@@ -9,6 +9,9 @@
 #include <caf/meta/type_name.hpp>
 
 #include <cstring>
+#include <optional>
+#include <string>
+#include <type_traits>
 #include <utility>
 
 #include "actors/job/step_trace.hpp"
@@ -20,33 +23,57 @@ namespace troupe {
 
 // ---- tensors and batches on the wire ----
 
-// Float data crosses as raw little-endian bytes (every supported host is little-endian): CAF
-// copies byte sequences in one block, element-wise float vectors one value at a time.
+// A tensor crosses as its shape, its dtype's byte (kernels/tensor.hpp) and its values as raw
+// little-endian bytes (every supported host is little-endian): CAF copies byte sequences in one
+// block, element-wise float vectors one value at a time. A GPU tensor is refused, not copied to
+// the host on the quiet: bulk device bytes go through NCCL, and a host copy is the sender's
+// decision (kernels/cuda/device_alloc.hpp's to_device), made where its stream is known.
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tensor& x) {
   if constexpr (Inspector::reads_state) {
     shape_t shape = x.shape();
-    std::vector<char> bytes(static_cast<size_t>(x.numel()) * sizeof(float));
-    if (!bytes.empty()) std::memcpy(bytes.data(), std::as_const(x).data(), bytes.size());
-    return f(caf::meta::type_name("tensor"), shape, bytes);
+    auto type = static_cast<uint8_t>(x.type());
+    std::vector<char> bytes;
+    if (!x.where().is_cpu()) {
+      // Only serializers can refuse (CAF's to_string inspector returns nothing): it prints no bytes.
+      if constexpr (std::is_same<typename Inspector::result_type, caf::error>::value)
+        return caf::make_error(caf::sec::invalid_argument,
+                               "tensor: a " + std::string(to_string(x.type())) + " tensor " + to_string(x.shape()) +
+                                   " on " + x.where().to_string() +
+                                   " cannot cross in an actor message: device bytes go through NCCL; copy it to "
+                                   "the host first");
+    } else if (x.nbytes() > 0) {
+      bytes.resize(static_cast<size_t>(x.nbytes()));
+      std::memcpy(bytes.data(), std::as_const(x).raw(), bytes.size());
+    }
+    return f(caf::meta::type_name("tensor"), shape, type, bytes);
   } else {
     shape_t shape;
+    uint8_t type = 0;
     std::vector<char> bytes;
-    return f(caf::meta::type_name("tensor"), shape, bytes, caf::meta::load_callback([&]() -> caf::error {
+    return f(caf::meta::type_name("tensor"), shape, type, bytes, caf::meta::load_callback([&]() -> caf::error {
+               const std::optional<dtype> d = dtype_from_byte(type);
+               if (!d)
+                 return caf::make_error(caf::sec::invalid_argument,
+                                        "tensor: dtype byte " + std::to_string(type) +
+                                            " on the wire is no dtype (f32 0, bf16 1, f16 2)");
                if (shape.empty() && bytes.empty()) {  // the empty (default) tensor
                  x = tensor();
                  return caf::none;
                }
                int64_t n = 1;
-               for (int64_t d : shape) {
-                 if (d < 0 || (d > 0 && n > (int64_t{1} << 40) / d))
+               for (int64_t dim : shape) {
+                 if (dim < 0 || (dim > 0 && n > (int64_t{1} << 40) / dim))
                    return caf::make_error(caf::sec::invalid_argument, "tensor: bad shape on the wire");
-                 n *= d;
+                 n *= dim;
                }
-               if (static_cast<uint64_t>(n) * sizeof(float) != bytes.size())
-                 return caf::make_error(caf::sec::invalid_argument, "tensor: shape does not match its bytes");
-               x = tensor::uninitialized(shape);
-               if (n > 0) std::memcpy(x.data(), bytes.data(), bytes.size());
+               if (static_cast<uint64_t>(n) * size_of(*d) != bytes.size())
+                 return caf::make_error(caf::sec::invalid_argument,
+                                        "tensor: shape " + to_string(shape) + " of " + to_string(*d) + " needs " +
+                                            std::to_string(static_cast<uint64_t>(n) * size_of(*d)) +
+                                            " bytes, the wire has " + std::to_string(bytes.size()));
+               x = tensor::uninitialized(shape, *d, device{});
+               if (n > 0) std::memcpy(x.raw(), bytes.data(), bytes.size());
                x.freeze();
                return caf::none;
              }));
@@ -247,7 +274,11 @@ struct tensor_slice {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, tensor_slice& x) {
   if constexpr (Inspector::reads_state) {
-    tensor piece({x.count}, std::vector<float>(x.data(), x.data() + x.count));
+    if (!x.base.where().is_cpu()) return f(caf::meta::type_name("tensor_slice"), x.base);  // refused as a tensor
+    tensor piece = tensor::uninitialized({x.count}, x.base.type(), device{});
+    const size_t element = size_of(x.base.type());
+    const auto* from = static_cast<const char*>(std::as_const(x.base).raw()) + static_cast<size_t>(x.offset) * element;
+    if (x.count > 0) std::memcpy(piece.raw(), from, static_cast<size_t>(x.count) * element);
     return f(caf::meta::type_name("tensor_slice"), piece);
   } else {
     return f(caf::meta::type_name("tensor_slice"), x.base, caf::meta::load_callback([&]() -> caf::error {

@@ -40,7 +40,7 @@ void device_memory::adjust(memory_kind kind, int64_t delta) {
 }
 
 void device_memory::charge(const tensor& t, memory_kind kind) {
-  const int64_t bytes = t.numel() * static_cast<int64_t>(sizeof(float));
+  const int64_t bytes = t.nbytes();
   if (bytes == 0 || t.charge() != nullptr) return;
   // The charge is made before it is attached, so a refusal leaves nothing behind; a storage
   // that already carries a charge gives this one back at once.

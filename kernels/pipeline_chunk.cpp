@@ -32,10 +32,10 @@ pipeline_chunk::pipeline_chunk(layer_list layers, int64_t first_layer, uint64_t 
 }
 
 int64_t pipeline_chunk::bytes_of(const stash& s) {
-  std::set<const float*> seen;  // a layer's saved input is often the layer below's saved output
+  std::set<const void*> seen;  // a layer's saved input is often the layer below's saved output
   int64_t n = 0;
   auto count = [&](const tensor& t) {
-    if (!t.empty() && seen.insert(t.data()).second) n += t.numel() * static_cast<int64_t>(sizeof(float));
+    if (!t.empty() && seen.insert(t.raw()).second) n += t.nbytes();
   };
   for (const auto& t : s.inputs) count(t);
   for (const auto& a : s.ctx.saved)

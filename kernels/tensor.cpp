@@ -1,15 +1,60 @@
-// tensor storage and shape bookkeeping.
+// tensor storage, dtypes, devices and shape bookkeeping.
 #include "kernels/tensor.hpp"
 
+#include "kernels/allocator.hpp"
 #include "kernels/device_memory.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 namespace troupe {
 
+const char* to_string(dtype d) {
+  switch (d) {
+    case dtype::f32: return "f32";
+    case dtype::bf16: return "bf16";
+    case dtype::f16: return "f16";
+  }
+  return "unknown dtype";
+}
+
+dtype parse_dtype(const std::string& text) {
+  for (dtype d : {dtype::f32, dtype::bf16, dtype::f16})
+    if (text == to_string(d)) return d;
+  throw std::invalid_argument("a dtype is f32, bf16 or f16, got \"" + text + "\"");
+}
+
+std::optional<dtype> dtype_from_byte(uint8_t b) {
+  if (b > static_cast<uint8_t>(dtype::f16)) return std::nullopt;
+  return static_cast<dtype>(b);
+}
+
 std::string device::to_string() const {
   return (type == device_type::cpu ? "cpu:" : "cuda:") + std::to_string(index);
+}
+
+device parse_device(const std::string& text) {
+  auto bad = [&] {
+    return std::invalid_argument("a device is cpu, cpu:K, cuda or cuda:N (N a device number), got \"" + text + "\"");
+  };
+  device d;
+  std::string rest;
+  if (text.rfind("cpu", 0) == 0) {
+    d.type = device_type::cpu;
+    rest = text.substr(3);
+  } else if (text.rfind("cuda", 0) == 0) {
+    d.type = device_type::cuda;
+    rest = text.substr(4);
+  } else {
+    throw bad();
+  }
+  if (rest.empty()) return d;
+  if (rest[0] != ':' || rest.size() < 2 || rest.size() > 6) throw bad();
+  for (size_t i = 1; i < rest.size(); ++i)
+    if (rest[i] < '0' || rest[i] > '9') throw bad();
+  d.index = std::stoi(rest.substr(1));
+  return d;
 }
 
 int64_t numel_of(const shape_t& shape) {
@@ -27,24 +72,42 @@ std::string to_string(const shape_t& shape) {
   return s + ")";
 }
 
-tensor tensor::uninitialized(shape_t shape) {
+tensor::storage::storage(std::shared_ptr<allocator> from, size_t n)
+    : alloc(std::move(from)), bytes(alloc->allocate(n)), nbytes(n) {}
+
+tensor::storage::~storage() { alloc->deallocate(bytes, nbytes); }
+
+tensor tensor::uninitialized(shape_t shape, dtype type, std::shared_ptr<allocator> from) {
+  if (!from) throw std::invalid_argument("tensor: no allocator");
   tensor t;
   t.shape_ = std::move(shape);
   t.numel_ = numel_of(t.shape_);
-  t.storage_ = std::make_shared<storage>();
-  t.storage_->values.reset(new float[static_cast<size_t>(t.numel_)]);  // default-init: no zeroing
+  t.dtype_ = type;
+  t.device_ = from->where();
+  t.cpu_f32_ = type == dtype::f32 && t.device_.is_cpu();
+  t.storage_ = std::make_shared<storage>(std::move(from), static_cast<size_t>(t.nbytes()));
   return t;
 }
 
+tensor tensor::uninitialized(shape_t shape, dtype type, device where) {
+  return uninitialized(std::move(shape), type, allocator_for(where));
+}
+
+tensor tensor::uninitialized(shape_t shape) { return uninitialized(std::move(shape), dtype::f32, cpu_allocator()); }
+
 tensor::tensor(shape_t shape) : tensor(uninitialized(std::move(shape))) {
-  std::fill_n(storage_->values.get(), numel_, 0.0f);
+  std::fill_n(static_cast<float*>(storage_->bytes), numel_, 0.0f);
+}
+
+tensor::tensor(shape_t shape, dtype type, device where) : tensor(uninitialized(std::move(shape), type, where)) {
+  storage_->alloc->zero(storage_->bytes, storage_->nbytes);
 }
 
 tensor::tensor(shape_t shape, const std::vector<float>& values) : tensor(uninitialized(std::move(shape))) {
   if (static_cast<int64_t>(values.size()) != numel_)
     throw std::invalid_argument("tensor: " + std::to_string(values.size()) + " values for shape " +
                                 to_string(shape_));
-  std::copy(values.begin(), values.end(), storage_->values.get());
+  std::copy(values.begin(), values.end(), static_cast<float*>(storage_->bytes));
 }
 
 int64_t tensor::size(int dim) const {
@@ -54,11 +117,18 @@ int64_t tensor::size(int dim) const {
   return shape_[static_cast<size_t>(dim)];
 }
 
-float* tensor::data() {
-  if (!storage_) return nullptr;
-  if (storage_->frozen.load(std::memory_order_relaxed))
-    throw std::logic_error("tensor: write access to a frozen (sent) tensor");
-  return storage_->values.get();
+void tensor::throw_not_cpu_f32() const {
+  throw std::logic_error(std::string("tensor: data() gives the f32 values of a CPU tensor; this one is ") +
+                         troupe::to_string(dtype_) + " on " + device_.to_string() + " " + to_string(shape_) +
+                         " (data_as<T>() or raw() reach it)");
+}
+
+void tensor::throw_frozen() { throw std::logic_error("tensor: write access to a frozen (sent) tensor"); }
+
+void tensor::check_type(dtype want) const {
+  if (want != dtype_)
+    throw std::logic_error(std::string("tensor: data_as<") + troupe::to_string(want) + ">() of a " +
+                           troupe::to_string(dtype_) + " tensor on " + device_.to_string() + " " + to_string(shape_));
 }
 
 void tensor::freeze() const {
@@ -83,8 +153,51 @@ memory_charge* tensor::charge() const { return storage_ ? storage_->charge.get()
 
 tensor tensor::clone() const {
   if (!storage_) return {};
-  tensor t = uninitialized(shape_);
-  std::copy_n(storage_->values.get(), numel_, t.storage_->values.get());
+  if (!device_.is_cpu())
+    throw std::logic_error("tensor: clone() of a tensor on " + device_.to_string() +
+                           " (device copies are enqueued on a stream: kernels/cuda/device_alloc.hpp)");
+  tensor t = uninitialized(shape_, dtype_, storage_->alloc);
+  std::memcpy(t.storage_->bytes, storage_->bytes, static_cast<size_t>(nbytes()));
+  return t;
+}
+
+namespace {
+// Element i of src (of dtype from) as float, and float to dst's dtype: the loops of to(dtype).
+float load(const void* src, dtype from, int64_t i) {
+  switch (from) {
+    case dtype::f32: return static_cast<const float*>(src)[i];
+    case dtype::bf16: return to_float(static_cast<const bf16*>(src)[i]);
+    case dtype::f16: return to_float(static_cast<const f16*>(src)[i]);
+  }
+  return 0;
+}
+}  // namespace
+
+tensor tensor::to(dtype type) const {
+  if (type == dtype_) return clone();
+  if (!storage_) return {};
+  if (!device_.is_cpu())
+    throw std::logic_error(std::string("tensor: to(") + troupe::to_string(type) +
+                           ") converts on the CPU; this tensor is on " + device_.to_string());
+  tensor t = uninitialized(shape_, type, storage_->alloc);
+  const void* src = storage_->bytes;
+  switch (type) {
+    case dtype::f32: {
+      auto* out = static_cast<float*>(t.storage_->bytes);
+      for (int64_t i = 0; i < numel_; ++i) out[i] = load(src, dtype_, i);
+      break;
+    }
+    case dtype::bf16: {
+      auto* out = static_cast<bf16*>(t.storage_->bytes);
+      for (int64_t i = 0; i < numel_; ++i) out[i] = to_bf16(load(src, dtype_, i));
+      break;
+    }
+    case dtype::f16: {
+      auto* out = static_cast<f16*>(t.storage_->bytes);
+      for (int64_t i = 0; i < numel_; ++i) out[i] = to_f16(load(src, dtype_, i));
+      break;
+    }
+  }
   return t;
 }
 

@@ -16,6 +16,8 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "kernels/half.hpp"
+
 namespace troupe::storage {
 
 // The header length and the tensor bytes are little-endian; they are copied as they lie in memory.
@@ -253,17 +255,29 @@ std::vector<named_tensor> read_safetensors(const std::string& path, safetensors_
   for (const entry& e : entries) {
     const uint64_t begin = static_cast<uint64_t>(e.offsets[0]), end = static_cast<uint64_t>(e.offsets[1]);
     const std::string who = "tensor \"" + e.name + "\"";
-    if (e.dtype != "F32") throw fail(who + " has dtype " + e.dtype + "; only F32 is read");
+    // BF16 and F16 (Hugging Face models are stored so) widen to float exactly.
+    const uint64_t element = e.dtype == "F32" ? 4 : e.dtype == "BF16" || e.dtype == "F16" ? 2 : 0;
+    if (element == 0) throw fail(who + " has dtype " + e.dtype + "; F32, BF16 and F16 are read");
     if (begin > end || end > data_size)
       throw fail(who + " has data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                  "] outside the data (" + std::to_string(data_size) + " bytes)");
     if (begin < covered) throw fail(who + " overlaps \"" + out.back().name + "\"");
     if (begin > covered) throw gap(covered, begin);
     const int64_t n = elements(e.shape);
-    if (n < 0 || static_cast<uint64_t>(n) * sizeof(float) != end - begin)
-      throw fail(who + " has shape " + shape_text(e.shape) + " but " + std::to_string(end - begin) + " bytes");
+    if (n < 0 || static_cast<uint64_t>(n) * element != end - begin)
+      throw fail(who + " has shape " + shape_text(e.shape) + " but " + std::to_string(end - begin) + " bytes of " +
+                 e.dtype);
     named_tensor t{e.name, e.shape, std::vector<float>(static_cast<size_t>(n))};
-    std::memcpy(t.values.data(), bytes.data() + data_at + begin, end - begin);
+    const char* from = bytes.data() + data_at + begin;
+    if (e.dtype == "F32") {
+      std::memcpy(t.values.data(), from, end - begin);
+    } else {
+      for (size_t i = 0; i < t.values.size(); ++i) {
+        uint16_t h;
+        std::memcpy(&h, from + 2 * i, 2);
+        t.values[i] = e.dtype == "BF16" ? to_float(bf16{h}) : to_float(f16{h});
+      }
+    }
     out.push_back(std::move(t));
     covered = end;
   }

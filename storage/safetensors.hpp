@@ -1,8 +1,9 @@
 // The safetensors file format (Hugging Face): an 8-byte little-endian header length, a JSON
 // header {"name": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}}
-// padded with spaces to 8 bytes, then the tensors' raw bytes. Only F32 tensors, held as flat
-// float vectors; no memory mapping, no other dtypes. It is how troupe hands tensors to tools
-// outside it (the PyTorch oracle in tests/oracle/) without a JSON or tensor library.
+// padded with spaces to 8 bytes, then the tensors' raw bytes. Tensors are held as flat float
+// vectors: written as F32, read from F32, BF16 or F16 (widened, exactly); no memory mapping, no
+// other dtypes. It is how troupe hands tensors to tools outside it (the PyTorch oracle in
+// tests/oracle/) without a JSON or tensor library.
 #pragma once
 
 #include <cstdint>
@@ -30,7 +31,8 @@ void write_safetensors(const std::string& path, const std::vector<named_tensor>&
 // Every tensor of the file, in the order of their bytes, and the metadata if asked for. Throws
 // std::runtime_error naming the file and the problem for a file that is truncated, whose header
 // length runs past its end, whose header is not the JSON above, whose offsets leave the data,
-// overlap or leave a gap, whose dtype is not F32, or whose shape does not match its bytes.
+// overlap or leave a gap, whose dtype is not F32, BF16 or F16, or whose shape does not match its
+// bytes.
 std::vector<named_tensor> read_safetensors(const std::string& path, safetensors_metadata* metadata = nullptr);
 
 }  // namespace troupe::storage

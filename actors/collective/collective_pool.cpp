@@ -7,20 +7,16 @@
 
 namespace troupe {
 
-namespace {
-int64_t bytes_of(const tensor& t) { return t.numel() * static_cast<int64_t>(sizeof(float)); }
-}  // namespace
-
 tensor collective_pool::take_free(int64_t n) {
   for (tensor& t : pool_)
     if (t.numel() == n && t.reclaim()) return t;
   ++allocations_;
   tensor fresh = tensor::uninitialized({n});
-  const int64_t b = bytes_of(fresh);
+  const int64_t b = fresh.nbytes();
   // Make room by dropping free buffers, oldest first; a buffer that does not fit is not pooled.
   for (auto it = pool_.begin(); held_bytes_ + b > pool_bytes_ && it != pool_.end();) {
     if (it->reclaim()) {
-      held_bytes_ -= bytes_of(*it);
+      held_bytes_ -= it->nbytes();
       it = pool_.erase(it);
     } else {
       ++it;

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "comm/gloo_group.hpp"
@@ -42,6 +43,28 @@ bool parse_wire_name(const std::string& name, pipeline_tensor_msg& m, int& to_ra
   return wire_name(m, to) == name;  // one spelling only
 }
 
+// The transport's names for tensor dtypes: it carries any of them, as bytes.
+wire::dtype wire_dtype(dtype d) {
+  switch (d) {
+    case dtype::f32: return wire::dtype::f32;
+    case dtype::bf16: return wire::dtype::bf16;
+    case dtype::f16: return wire::dtype::f16;
+  }
+  return wire::dtype::u8;
+}
+
+std::optional<dtype> tensor_dtype(wire::dtype d) {
+  switch (d) {
+    case wire::dtype::f32: return dtype::f32;
+    case wire::dtype::bf16: return dtype::bf16;
+    case wire::dtype::f16: return dtype::f16;
+    case wire::dtype::i32:
+    case wire::dtype::i64:
+    case wire::dtype::u8: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
 struct proxy_state {
   int to_rank = 0, to_process = 0;
   std::shared_ptr<net::p2p_transport> transport;
@@ -55,14 +78,21 @@ struct proxy_state {
 
 void forward(caf::stateful_actor<proxy_state>* self, pipeline_tensor_msg m) {
   auto& s = self->state;
+  if (!m.value.where().is_cpu()) {
+    // The transport reads host memory; a GPU's activations go through NCCL, not through it.
+    caf::anon_send(s.coordinator, pipeline_failure{s.to_rank, "pipeline link to rank " + std::to_string(s.to_rank) +
+                                                                  ": a tensor on " + m.value.where().to_string() +
+                                                                  " cannot cross the host transport"});
+    return;
+  }
   wire::tensor_meta meta;
   meta.tensor_id = s.next_id++;
   meta.name = wire_name(m, s.to_rank);
-  meta.type = wire::dtype::f32;
+  meta.type = wire_dtype(m.value.type());
   meta.shape = m.value.shape();
   const tensor keep = m.value;  // frozen; its bytes stay valid until the transport is done
-  const size_t bytes = static_cast<size_t>(keep.numel()) * sizeof(float);
-  s.transport->send(s.to_process, s.host, s.port, std::move(meta), keep.data(), bytes,
+  const auto bytes = static_cast<size_t>(keep.nbytes());
+  s.transport->send(s.to_process, s.host, s.port, std::move(meta), keep.raw(), bytes,
                     [keep, coordinator = s.coordinator, to = s.to_rank](std::optional<std::string> err) {
                       if (err && *err != "stopped")
                         caf::anon_send(coordinator, pipeline_failure{to, "pipeline link to rank " + std::to_string(to) +
@@ -128,13 +158,15 @@ void mesh_links::receiver::deliver(int from, const wire::tensor_meta& meta, std:
     if (it != local.end()) stage = it->second;
   }
   if (!stage) return refuse(from, "a tensor for rank " + std::to_string(to) + ", which is not in this process");
-  if (meta.type != wire::dtype::f32) return refuse(from, "a tensor of another type than f32");
+  const std::optional<dtype> type = tensor_dtype(meta.type);
+  if (!type)
+    return refuse(from, "a tensor of wire dtype " + std::to_string(static_cast<int>(meta.type)) + ", not f32, bf16 or f16");
   int64_t n = 1;
   for (int64_t d : meta.shape) n *= d;
-  if (static_cast<uint64_t>(n) * sizeof(float) != bytes.size())
+  if (static_cast<uint64_t>(n) * size_of(*type) != bytes.size())
     return refuse(from, "a tensor whose shape does not match its bytes");
-  m.value = tensor::uninitialized(meta.shape);
-  if (n > 0) std::memcpy(m.value.data(), bytes.data(), bytes.size());
+  m.value = tensor::uninitialized(meta.shape, *type, device{});
+  if (n > 0) std::memcpy(m.value.raw(), bytes.data(), bytes.size());
   m.value.freeze();
   caf::anon_send(stage, std::move(m));
 }

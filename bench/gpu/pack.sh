@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DTROUPE_WERROR=ON >/dev/null
-bins="tests/kernels/kernels_cuda_ops_test tests/kernels/kernels_cuda_queue_test tests/comm/comm_nccl_group_test"
+bins="tests/kernels/kernels_cuda_ops_test tests/kernels/kernels_cuda_queue_test tests/kernels/kernels_cuda_device_alloc_test tests/comm/comm_nccl_group_test"
 # shellcheck disable=SC2086
 cmake --build build-gpu-pack -j "${TROUPE_JOBS:-2}" --target $(for b in $bins; do basename "$b"; done)
 rm -rf .gpu-pack

@@ -1,8 +1,13 @@
 // Every message type survives CAF's binary serializer: deserializing what was serialized gives
 // the same fields (checked by value, and by re-serializing to the same bytes), tensors arrive
-// frozen, and malformed tensor bytes are refused instead of building a wrong tensor.
+// frozen with their dtype, and malformed tensor bytes (a wrong length, an unknown dtype byte) or a
+// GPU tensor are refused instead of building a wrong tensor.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <utility>
+
+#include "kernels/allocator.hpp"
 #include "tests/actors/round_trip.hpp"
 
 using namespace troupe;
@@ -36,27 +41,93 @@ TEST_F(message_fixture, TensorRoundTripsAndArrivesFrozen) {
   expect_same(round_trip(tensor()), tensor());
 }
 
-TEST_F(message_fixture, TensorWithBytesThatDoNotMatchItsShapeIsRefused) {
-  shape_t shape{4, 4};  // promises 64 bytes
-  std::vector<char> bytes(12);
+TEST_F(message_fixture, TensorsOfEveryDtypeRoundTripBitForBit) {
+  for (dtype d : {dtype::f32, dtype::bf16, dtype::f16}) {
+    tensor t = sample_tensor().to(d);
+    tensor u = round_trip(t);
+    EXPECT_EQ(u.type(), d);
+    EXPECT_EQ(u.shape(), t.shape());
+    EXPECT_TRUE(u.where().is_cpu());
+    EXPECT_TRUE(u.frozen());
+    ASSERT_EQ(u.nbytes(), t.nbytes());
+    EXPECT_EQ(std::memcmp(std::as_const(u).raw(), std::as_const(t).raw(), static_cast<size_t>(t.nbytes())), 0)
+        << to_string(d);
+  }
+  tensor none = round_trip(tensor({0, 3}, dtype::bf16, device{}));
+  EXPECT_EQ(none.type(), dtype::bf16);
+  EXPECT_EQ(none.shape(), (shape_t{0, 3}));
+}
+
+TEST_F(message_fixture, ASliceOfABf16TensorCrossesAsItsElements) {
+  tensor t = sample_tensor().to(dtype::bf16);
+  t.freeze();
+  tensor_slice s{t, 2, 3};
+  tensor_slice u = round_trip(s);
+  EXPECT_EQ(u.base.type(), dtype::bf16);
+  ASSERT_EQ(u.count, 3);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(std::as_const(u.base).data_as<bf16>()[i].bits, std::as_const(t).data_as<bf16>()[2 + i].bits);
+}
+
+namespace {
+
+// What a peer would put on the wire: shape, dtype byte, bytes.
+std::vector<char> wire_tensor(caf::actor_system& sys, shape_t shape, uint8_t type, std::vector<char> bytes) {
   std::vector<char> buf;
-  caf::binary_serializer sink{*sys, buf};
-  ASSERT_EQ(sink(shape, bytes), caf::none);
+  caf::binary_serializer sink{sys, buf};
+  EXPECT_EQ(sink(shape, type, bytes), caf::none);
+  return buf;
+}
+
+std::string refusal_of(caf::actor_system& sys, const std::vector<char>& buf, tensor& t) {
+  caf::binary_deserializer source{sys, buf};
+  const caf::error e = source(t);
+  return e ? sys.render(e) : "(accepted)";
+}
+
+}  // namespace
+
+TEST_F(message_fixture, TensorWithBytesThatDoNotMatchItsShapeIsRefused) {
   tensor t;
-  caf::binary_deserializer source{*sys, buf};
-  EXPECT_NE(source(t), caf::none);
+  // (4, 4) f32 promises 64 bytes.
+  std::string why = refusal_of(*sys, wire_tensor(*sys, {4, 4}, 0, std::vector<char>(12)), t);
+  EXPECT_NE(why.find("needs 64 bytes, the wire has 12"), std::string::npos) << why;
+  EXPECT_TRUE(t.empty());
+  // bf16 elements are two bytes: f32's count for the same shape is refused.
+  why = refusal_of(*sys, wire_tensor(*sys, {4}, 1, std::vector<char>(16)), t);
+  EXPECT_NE(why.find("of bf16 needs 8 bytes"), std::string::npos) << why;
+  EXPECT_TRUE(t.empty());
+}
+
+TEST_F(message_fixture, TensorWithAnUnknownDtypeByteIsRefused) {
+  tensor t;
+  const std::string why = refusal_of(*sys, wire_tensor(*sys, {2}, 7, std::vector<char>(8)), t);
+  EXPECT_NE(why.find("dtype byte 7"), std::string::npos) << why;
   EXPECT_TRUE(t.empty());
 }
 
 TEST_F(message_fixture, TensorWithNegativeDimensionIsRefused) {
-  shape_t shape{-1, 4};
-  std::vector<char> bytes;
+  tensor t;
+  EXPECT_NE(refusal_of(*sys, wire_tensor(*sys, {-1, 4}, 0, {}), t), "(accepted)");
+}
+
+TEST_F(message_fixture, AGpuTensorIsRefusedByTheSender) {
+  // Host memory that says it is cuda:1: what the serializer sees of a GPU tensor, without a GPU.
+  struct gpu_standin final : allocator {
+    void* allocate(size_t bytes) override { return cpu_allocator()->allocate(bytes); }
+    void deallocate(void* p, size_t bytes) noexcept override { cpu_allocator()->deallocate(p, bytes); }
+    void zero(void* p, size_t bytes) override { cpu_allocator()->zero(p, bytes); }
+    device where() const override { return {device_type::cuda, 1}; }
+  };
+  tensor t = tensor::uninitialized({2, 3}, dtype::bf16, std::make_shared<gpu_standin>());
   std::vector<char> buf;
   caf::binary_serializer sink{*sys, buf};
-  ASSERT_EQ(sink(shape, bytes), caf::none);
-  tensor t;
-  caf::binary_deserializer source{*sys, buf};
-  EXPECT_NE(source(t), caf::none);
+  const caf::error e = sink(t);
+  ASSERT_TRUE(e);
+  const std::string why = sys->render(e);
+  EXPECT_NE(why.find("cuda:1"), std::string::npos) << why;
+  EXPECT_NE(why.find("NCCL"), std::string::npos) << why;
+  EXPECT_NO_THROW(caf::deep_to_string(t));  // printing a message that holds one still works
 }
 
 TEST_F(message_fixture, BatchMessagesRoundTrip) {

@@ -1,6 +1,6 @@
 // The device ledger counts what is really held: a tensor's charge lives exactly as long as its
-// storage, a storage is counted once however many hold it, a kind can be moved, the cap refuses
-// with the numbers, and sizes parse. And ZeRO-2's gradient units: a stack whose gradients are
+// storage and is its bytes (2 an element for bf16), a storage is counted once however many hold
+// it, a kind can be moved, the cap refuses with the numbers, and sizes parse. And ZeRO-2's gradient units: a stack whose gradients are
 // split per unit computes the same bits as the flat buffer, holds only the units backward has
 // reached, and counts them on the ledger.
 #include <gtest/gtest.h>
@@ -31,6 +31,16 @@ TEST(DeviceMemory, AChargeLastsAsLongAsTheStorageAndCountsSharedStorageOnce) {
   EXPECT_EQ(m->live().total(), 0);
   EXPECT_EQ(m->peak().of(memory_kind::parameters), 40);
   EXPECT_EQ(m->peak_total(), 40);
+}
+
+TEST(DeviceMemory, AChargeIsTheTensorsBytesForItsDtype) {
+  auto m = device_memory::make("test");
+  tensor a({10}, dtype::bf16, device{});
+  m->charge(a, memory_kind::activations);
+  EXPECT_EQ(live(m, memory_kind::activations), 20);
+  tensor b({10}, dtype::f16, device{});
+  m->charge(b, memory_kind::activations);
+  EXPECT_EQ(live(m, memory_kind::activations), 40);
 }
 
 TEST(DeviceMemory, PeaksPerKindAndTogetherAreTheMostHeldAtOnce) {

@@ -102,6 +102,22 @@ TEST(Safetensors, ReadsAHeaderLaidOutByAnotherWriter) {
   EXPECT_EQ(meta.at("format"), "pt");
 }
 
+TEST(Safetensors, ReadsBf16AndF16WidenedToFloat) {
+  temp_file f;
+  const uint16_t halves[] = {0x3F80, 0xC020, 0x3C00, 0x7BFF};  // bf16 1, -2.5; f16 1, 65504
+  std::ofstream(f.path, std::ios::binary) << file_of(
+      R"({"b":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]},"h":{"dtype":"F16","shape":[2],"data_offsets":[4,8]}})",
+      std::string(reinterpret_cast<const char*>(halves), sizeof halves));
+  const auto t = read_safetensors(f.path);
+  ASSERT_EQ(t.size(), 2u);
+  EXPECT_EQ(t[0].values, (std::vector<float>{1.0f, -2.5f}));
+  EXPECT_EQ(t[1].values, (std::vector<float>{1.0f, 65504.0f}));
+}
+
+TEST(Safetensors, RefusesAHalfTensorWithTheBytesOfFloats) {
+  expect_refused(R"({"x":{"dtype":"BF16","shape":[2],"data_offsets":[0,8]}})", floats({1, 2}), "[2] but 8 bytes of BF16");
+}
+
 TEST(Safetensors, WriteReplacesAnOldFileWhole) {
   temp_file f;
   write_safetensors(f.path, {{"x", {3}, {1, 2, 3}}});
@@ -151,7 +167,7 @@ TEST(Safetensors, RefusesOffsetsOutOfRangeOverlappingOrWithGaps) {
 }
 
 TEST(Safetensors, RefusesAnUnknownDtypeAndAShapeThatDoesNotMatchItsBytes) {
-  expect_refused(R"({"x":{"dtype":"BF16","shape":[4],"data_offsets":[0,8]}})", floats({1, 2}), "dtype BF16");
+  expect_refused(R"({"x":{"dtype":"I8","shape":[8],"data_offsets":[0,8]}})", floats({1, 2}), "dtype I8");
   expect_refused(R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", floats({1, 2}), "shape [3] but 8 bytes");
 }
 

@@ -1,0 +1,174 @@
+// allocator: the CPU allocator, the caching allocator and the per-device table (allocator.hpp).
+#include "kernels/allocator.hpp"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "kernels/device_memory.hpp"
+
+namespace troupe {
+
+namespace {
+
+// malloc'ed with room to align, the block's own address kept just before the aligned one.
+// Not aligned_alloc: glibc's memalign splits heap chunks and frees the pieces, and that
+// fragmentation raised a ZeRO-3 run's peak RSS by 50 MB (tests/cli/offload_memory.test.sh);
+// plain malloc keeps the heap as new[] left it, for 64 bytes more a tensor.
+class cpu_allocator_impl final : public allocator {
+ public:
+  static constexpr size_t alignment = 64;
+  void* allocate(size_t bytes) override {
+    if (bytes > SIZE_MAX - alignment)
+      throw out_of_memory("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+    void* block = std::malloc(bytes + alignment);
+    if (!block) throw out_of_memory("cpu: out of memory allocating " + format_bytes(static_cast<int64_t>(bytes)));
+    // malloc aligns to 16, so there are at least 16 bytes before the aligned address.
+    const uintptr_t aligned = (reinterpret_cast<uintptr_t>(block) + alignment) & ~uintptr_t{alignment - 1};
+    void** p = reinterpret_cast<void**>(aligned);
+    p[-1] = block;
+    return p;
+  }
+  void deallocate(void* p, size_t) noexcept override {
+    if (p) std::free(static_cast<void**>(p)[-1]);
+  }
+  void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
+  device where() const override { return {}; }
+};
+
+struct allocator_table {
+  std::mutex mu;
+  std::vector<std::shared_ptr<allocator>> cuda;  // by device index
+};
+
+allocator_table& table() {
+  static allocator_table t;
+  return t;
+}
+
+}  // namespace
+
+std::shared_ptr<allocator> cpu_allocator() {
+  static const std::shared_ptr<allocator> a = std::make_shared<cpu_allocator_impl>();
+  return a;
+}
+
+size_t caching_allocator::round_size(size_t bytes) {
+  const size_t granule = bytes < large_threshold ? small_granule : large_granule;
+  return bytes == 0 ? small_granule : (bytes + granule - 1) / granule * granule;
+}
+
+caching_allocator::caching_allocator(std::unique_ptr<raw_backend> backend) : backend_(std::move(backend)) {
+  if (!backend_) throw std::invalid_argument("caching_allocator: no backend");
+}
+
+caching_allocator::~caching_allocator() {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_cached_locked();
+  // Blocks still handed out are not freed: their owners would be left with dangling pointers.
+  // Tensors keep their allocator alive, so this happens only with a caller's own allocate().
+}
+
+void* caching_allocator::allocate(size_t bytes) {
+  const size_t size = round_size(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = cached_.lower_bound(size);
+  void* p = nullptr;
+  size_t got = size;
+  // A small request never takes a large block, nor the reverse: the two-times rule alone would
+  // let a 1 MiB request take a 2 MiB block.
+  if (it != cached_.end() && it->first <= 2 * size && (it->first > large_threshold) == (size > large_threshold)) {
+    p = it->second;
+    got = it->first;
+    cached_.erase(it);
+    ++stats_.cache_hits;
+  } else {
+    ++stats_.cache_misses;
+    ++stats_.raw_allocs;
+    p = backend_->raw_alloc(size);
+    if (!p && !cached_.empty()) {  // out of memory: what the cache holds may make room
+      release_cached_locked();
+      ++stats_.raw_allocs;
+      p = backend_->raw_alloc(size);
+    }
+    if (!p)
+      throw out_of_memory(where().to_string() + ": out of memory allocating " + format_bytes(static_cast<int64_t>(bytes)) +
+                          " (a block of " + format_bytes(static_cast<int64_t>(size)) + "); in use " +
+                          format_bytes(stats_.allocated) + ", reserved " + format_bytes(stats_.reserved));
+    stats_.reserved += static_cast<int64_t>(size);
+    stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
+  }
+  live_.emplace(p, live_block{got, bytes});
+  stats_.allocated += static_cast<int64_t>(got);
+  stats_.requested += static_cast<int64_t>(bytes);
+  stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+  return p;
+}
+
+void caching_allocator::deallocate(void* p, size_t) noexcept {
+  if (!p) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = live_.find(p);
+  if (it == live_.end()) {
+    // Freeing what this allocator did not hand out is memory corruption in the making.
+    std::fprintf(stderr, "troupe: caching_allocator of %s: deallocate(%p) of a block it does not hold\n",
+                 backend_->where().to_string().c_str(), p);
+    std::abort();
+  }
+  stats_.allocated -= static_cast<int64_t>(it->second.size);
+  stats_.requested -= static_cast<int64_t>(it->second.requested);
+  cached_.emplace(it->second.size, p);
+  live_.erase(it);
+}
+
+void caching_allocator::empty_cache() {
+  std::lock_guard<std::mutex> lock(mu_);
+  release_cached_locked();
+}
+
+void caching_allocator::release_cached_locked() {
+  for (const auto& [size, p] : cached_) {
+    backend_->raw_free(p, size);
+    ++stats_.raw_frees;
+    stats_.reserved -= static_cast<int64_t>(size);
+  }
+  cached_.clear();
+}
+
+allocator_stats caching_allocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+std::shared_ptr<allocator> allocator_for(const device& d) {
+  if (d.type == device_type::cpu) return cpu_allocator();
+  auto& t = table();
+  {
+    std::lock_guard<std::mutex> lock(t.mu);
+    if (d.index >= 0 && static_cast<size_t>(d.index) < t.cuda.size() && t.cuda[static_cast<size_t>(d.index)])
+      return t.cuda[static_cast<size_t>(d.index)];
+  }
+#ifdef TROUPE_HAVE_CUDA
+  throw std::runtime_error("no CUDA device " + d.to_string() +
+                           " set up: kernels/cuda/device_alloc.hpp's cuda_device_allocator(" + std::to_string(d.index) +
+                           ") makes its allocator (it fails when there is no such device)");
+#else
+  throw std::runtime_error("cannot allocate on " + d.to_string() + ": troupe was built without CUDA");
+#endif
+}
+
+void install_allocator(std::shared_ptr<allocator> a) {
+  if (!a) throw std::invalid_argument("install_allocator: no allocator");
+  const device d = a->where();
+  if (d.type == device_type::cpu) throw std::invalid_argument("install_allocator: the CPU's allocator is fixed");
+  if (d.index < 0) throw std::invalid_argument("install_allocator: device " + d.to_string());
+  auto& t = table();
+  std::lock_guard<std::mutex> lock(t.mu);
+  if (t.cuda.size() <= static_cast<size_t>(d.index)) t.cuda.resize(static_cast<size_t>(d.index) + 1);
+  t.cuda[static_cast<size_t>(d.index)] = std::move(a);
+}
+
+}  // namespace troupe

@@ -1,0 +1,121 @@
+// allocator: where a tensor's bytes come from, one per device. The CPU's (64-byte aligned, the
+// default of every tensor) and caching_allocator, which keeps freed blocks of a raw backend
+// (cudaMalloc, cudaHostAlloc: kernels/cuda/device_alloc.hpp) for reuse as PyTorch's
+// CUDACachingAllocator does, because a raw device allocation costs a synchronization and
+// milliseconds. It counts bytes, not meanings: the per-kind ledger is device_memory.hpp.
+// No CAF, no CUDA header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+#include "kernels/tensor.hpp"
+
+namespace troupe {
+
+// Thrown when a device cannot give the bytes asked for, even after returning its cache. A
+// std::bad_alloc, as new[] threw before, so every handler of one (actor_failure.cpp's "out of
+// memory in WHERE") still sees it; what() names the device and the numbers.
+class out_of_memory : public std::bad_alloc {
+ public:
+  explicit out_of_memory(const std::string& what) : what_(what) {}
+  const char* what() const noexcept override { return what_.what(); }
+
+ private:
+  std::runtime_error what_;  // its copy cannot throw, as an exception's must not
+};
+
+class allocator {
+ public:
+  virtual ~allocator() = default;
+  // At least `bytes` bytes in the memory of where(), aligned for any element type; never null
+  // (0 bytes still gives a block). Throws out_of_memory.
+  virtual void* allocate(size_t bytes) = 0;
+  // Gives back what allocate(bytes) returned, with the same bytes.
+  virtual void deallocate(void* p, size_t bytes) noexcept = 0;
+  // Sets `bytes` bytes at p to zero, on the device, finished when it returns.
+  virtual void zero(void* p, size_t bytes) = 0;
+  virtual device where() const = 0;
+};
+
+// The process's CPU allocator (64-byte aligned: a cache line, and AVX-512's vector).
+std::shared_ptr<allocator> cpu_allocator();
+
+// What a caching_allocator caches: the device's own allocation calls.
+class raw_backend {
+ public:
+  virtual ~raw_backend() = default;
+  // Null when the device is out of memory (the cache is then emptied and the call retried);
+  // throws on any other failure.
+  virtual void* raw_alloc(size_t bytes) = 0;
+  virtual void raw_free(void* p, size_t bytes) noexcept = 0;
+  virtual void zero(void* p, size_t bytes) = 0;
+  virtual device where() const = 0;
+};
+
+struct allocator_stats {
+  int64_t allocated = 0;       // bytes of the blocks handed out now (rounded sizes)
+  int64_t requested = 0;       // bytes asked for by the blocks handed out now
+  int64_t reserved = 0;        // bytes taken from the backend now: handed out + cached
+  int64_t peak_allocated = 0;  // the most `allocated` has been
+  int64_t peak_reserved = 0;
+  int64_t cache_hits = 0;   // allocations served from the cache
+  int64_t cache_misses = 0;  // allocations that called the backend
+  int64_t raw_allocs = 0;    // backend allocations (misses plus retries after emptying the cache)
+  int64_t raw_frees = 0;
+};
+
+// Blocks are rounded up (512 B below 1 MiB, 2 MiB from there), and a request takes the smallest
+// cached block of its class (small, large) that fits, but never one more than twice its rounded size: blocks
+// are not split, so a larger one would waste more than it saves. There is no stream tracking: a
+// freed block is reused at once, which is right when the device's work is ordered on one stream
+// (a stage owns its device and stream) and otherwise needs the caller to synchronize before
+// freeing. Thread-safe.
+class caching_allocator final : public allocator {
+ public:
+  static constexpr size_t small_granule = 512;
+  static constexpr size_t large_threshold = size_t{1} << 20;
+  static constexpr size_t large_granule = size_t{2} << 20;
+  static size_t round_size(size_t bytes);
+
+  explicit caching_allocator(std::unique_ptr<raw_backend> backend);
+  ~caching_allocator() override;
+  caching_allocator(const caching_allocator&) = delete;
+  caching_allocator& operator=(const caching_allocator&) = delete;
+
+  void* allocate(size_t bytes) override;
+  void deallocate(void* p, size_t bytes) noexcept override;
+  void zero(void* p, size_t bytes) override { backend_->zero(p, bytes); }
+  device where() const override { return backend_->where(); }
+
+  // Gives every cached block back to the backend (blocks in use stay).
+  void empty_cache();
+  allocator_stats stats() const;
+
+ private:
+  struct live_block {
+    size_t size, requested;
+  };
+  void release_cached_locked();
+  std::unique_ptr<raw_backend> backend_;
+  mutable std::mutex mu_;
+  std::multimap<size_t, void*> cached_;  // by size, for best fit
+  std::unordered_map<void*, live_block> live_;
+  allocator_stats stats_;
+};
+
+// The allocator of tensors on `d`: cpu_allocator() for the CPU; for a GPU the one installed by
+// kernels/cuda (cuda_device_allocator(N) installs itself). Throws std::runtime_error when there
+// is none, saying whether troupe was built without CUDA.
+std::shared_ptr<allocator> allocator_for(const device& d);
+// Makes `a` the allocator of a->where() from now on (tensors allocated before keep theirs).
+void install_allocator(std::shared_ptr<allocator> a);
+
+}  // namespace troupe
