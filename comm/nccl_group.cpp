@@ -83,6 +83,18 @@ class nccl_call_group {
   bool open_ = true;
 };
 
+// Uneven ring segments, which NCCL's own reduce-scatter and all-gather cannot take: one call per
+// segment rooted at its owner, call(segment's first element, count, owner), launched as one group.
+template <class Call>
+void per_segment(ncclComm_t comm, void* data, int64_t n, int world, element_type t, Call&& call) {
+  nccl_call_group g(comm);
+  for (int j = 0; j < world; ++j) {
+    const ring::range seg = ring::segment(n, world, j);
+    if (seg.count > 0) call(at(data, seg.offset, t), static_cast<size_t>(seg.count), j);
+  }
+  g.end();
+}
+
 }  // namespace
 
 size_t size_of(element_type t) { return t == element_type::f32 ? 4 : 2; }
@@ -141,14 +153,9 @@ void nccl_group::reduce_scatter(void* data, int64_t n, element_type t, reduce_op
           "ncclReduceScatter", comm_);
     return;
   }
-  nccl_call_group g(comm_);
-  for (int j = 0; j < world_; ++j) {
-    const ring::range seg = ring::segment(n, world_, j);
-    if (seg.count == 0) continue;
-    char* p = at(data, seg.offset, t);
-    check(ncclReduce(p, p, static_cast<size_t>(seg.count), nccl_type(t), nccl_op(op), j, comm_, stream), "ncclReduce", comm_);
-  }
-  g.end();
+  per_segment(comm_, data, n, world_, t, [&](char* p, size_t count, int owner) {
+    check(ncclReduce(p, p, count, nccl_type(t), nccl_op(op), owner, comm_, stream), "ncclReduce", comm_);
+  });
 }
 
 void nccl_group::all_gather(void* data, int64_t n, element_type t, cudaStream_t stream) {
@@ -161,14 +168,9 @@ void nccl_group::all_gather(void* data, int64_t n, element_type t, cudaStream_t 
           "ncclAllGather", comm_);
     return;
   }
-  nccl_call_group g(comm_);
-  for (int j = 0; j < world_; ++j) {
-    const ring::range seg = ring::segment(n, world_, j);
-    if (seg.count == 0) continue;
-    char* p = at(data, seg.offset, t);
-    check(ncclBroadcast(p, p, static_cast<size_t>(seg.count), nccl_type(t), j, comm_, stream), "ncclBroadcast", comm_);
-  }
-  g.end();
+  per_segment(comm_, data, n, world_, t, [&](char* p, size_t count, int owner) {
+    check(ncclBroadcast(p, p, count, nccl_type(t), owner, comm_, stream), "ncclBroadcast", comm_);
+  });
 }
 
 void nccl_group::broadcast(void* data, int64_t n, element_type t, int root, cudaStream_t stream) {

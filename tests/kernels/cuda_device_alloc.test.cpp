@@ -4,7 +4,6 @@
 // a GPU the binary exits 77, which ctest shows as skipped.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstring>
 #include <utility>
 
@@ -96,14 +95,5 @@ TEST(CudaDeviceAlloc, AMissingGpuIsAClearError) {
   }
 }
 
-int main(int argc, char** argv) {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count == 0) {
-    std::printf("kernels_cuda_device_alloc_test: no CUDA device (%s); skipped\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return 77;
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+#define TROUPE_GPU_TEST_BINARY "kernels_cuda_device_alloc_test"
+#include "tests/gpu_test_main.hpp"

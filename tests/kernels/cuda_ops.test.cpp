@@ -23,7 +23,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <random>
 #include <sstream>
@@ -611,16 +610,5 @@ TEST_F(CudaOps, ACudaFailureNamesTheCall) {
 
 }  // namespace
 
-// gtest has no notion of a skipped binary: without a device, exit 77 before any test runs, which
-// ctest reports as skipped (SKIP_RETURN_CODE 77), never as passed.
-int main(int argc, char** argv) {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count == 0) {
-    std::printf("kernels_cuda_ops_test: no CUDA device (%s); skipped\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return 77;
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+#define TROUPE_GPU_TEST_BINARY "kernels_cuda_ops_test"
+#include "tests/gpu_test_main.hpp"

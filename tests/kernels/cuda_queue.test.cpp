@@ -7,7 +7,6 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -70,15 +69,5 @@ TEST(CudaQueue, CompletionComesAfterTheLaunchedCopyAndInOrder) {
   TROUPE_CUDA_CHECK(cudaFree(dev));
 }
 
-// gtest has no notion of a skipped binary: without a device, exit 77 before any test runs.
-int main(int argc, char** argv) {
-  int count = 0;
-  const cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count == 0) {
-    std::printf("kernels_cuda_queue_test: no CUDA device (%s); skipped\n",
-                e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
-    return 77;
-  }
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
+#define TROUPE_GPU_TEST_BINARY "kernels_cuda_queue_test"
+#include "tests/gpu_test_main.hpp"
