@@ -8,12 +8,14 @@
 // for two replicas side by side), and three fresh-clone runs of 2026-12-02 missed 25% in every
 // attempt, two-stage pipelines predicted up to 112% too slow. So this test only holds every GPT
 // job to a factor of two (a broken forecast, not a noisy one), in one of up to three attempts,
-// each calibrating afresh; the 15% claim rests on the idle table. The MLP's rows (3-4 ms steps)
+// each calibrating afresh. On an idle machine, TROUPE_FORECAST_BOUND=0.15 holds them to the
+// issue's 15% instead (how bench/README.md's idle table is checked). The MLP's rows (3-6 ms steps)
 // are printed, not held to a bound.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -60,17 +62,29 @@ std::vector<std::string> compare(const std::string& model, const machine_costs& 
   return misses;
 }
 
-TEST(forecast_time, every_gpt_jobs_predicted_step_time_is_within_a_factor_of_two_of_its_measured_median_step) {
+// A factor of two (bound 1.0), or the bound TROUPE_FORECAST_BOUND names (0.15: the 15%).
+double bound() {
+  const char* text = std::getenv("TROUPE_FORECAST_BOUND");
+  if (!text || !*text) return 1.0;
+  char* end = nullptr;
+  const double b = std::strtod(text, &end);
+  if (*end != '\0' || !(b > 0)) ADD_FAILURE() << "TROUPE_FORECAST_BOUND=" << text << " is not a positive number";
+  return b > 0 ? b : 1.0;
+}
+
+TEST(forecast_time, every_gpt_jobs_predicted_step_time_is_within_its_bound_of_its_measured_median_step) {
+  const double b = bound();
+  std::printf("bound: predicted within a factor of %.2f of measured, either way\n", 1 + b);
   compare("mlp", calibrate("mlp"), 1e9);  // shown only
   std::vector<std::string> misses;
   for (int attempt = 1; attempt <= 3; ++attempt) {
-    misses = compare("gpt", calibrate("gpt"), 1.0);
+    misses = compare("gpt", calibrate("gpt"), b);
     if (misses.empty()) break;
-    std::printf("attempt %d: %zu job(s) off by more than a factor of two\n", attempt, misses.size());
+    std::printf("attempt %d: %zu job(s) off by more than a factor of %.2f\n", attempt, misses.size(), 1 + b);
   }
   std::string names;
   for (const auto& n : misses) names += " " + n;
-  EXPECT_TRUE(misses.empty()) << "off by more than a factor of two in all three attempts:" << names;
+  EXPECT_TRUE(misses.empty()) << "off by more than a factor of " << 1 + b << " in all three attempts:" << names;
 }
 
 }  // namespace
