@@ -4,7 +4,8 @@
 // never skips an action, and refuses (by name) an action whose data is not where the schedule
 // says it is. Ordered a run of steps, it starts each as soon as the previous one's parameters
 // are back, and reports every step with the timing of each action. Its traffic with its
-// data-parallel group is stage_collectives.cpp's.
+// data-parallel group is stage_collectives.cpp's, its compute on a device stage_device.cpp's, and
+// its part in checkpoints stage_checkpoint.cpp's.
 #include "actors/stage/stage.hpp"
 
 #include <pthread.h>
@@ -120,53 +121,6 @@ double straggle_ms(stage_state& s) {
   if (st.ms <= 0 || s.straggled) return 0;
   s.straggled = true;
   return straggler_delay_ms(st, s.args.seed, s.step);
-}
-
-// A compute action cut in two: `work` is what the device runs (the chunk's math and, inside it,
-// its tensor-parallel collectives), touching only what it captured; `finish` hands the results
-// on, on the stage's thread, once the work has completed.
-struct compute_parts {
-  std::function<void()> work;
-  std::function<void()> finish;
-};
-
-// Synchronous device (none, or the CPU): both parts now, in line, as the action always ran.
-// Asynchronous: the work is enqueued, and the action waits, like a receive, for the message the
-// queue's completion sends (device_done_atom); meanwhile the stage answers other messages.
-bool run_compute(self_ptr self, const sched::action& a, compute_parts c) {
-  auto& s = self->state;
-  if (!is_asynchronous(s.args.queue)) {
-    c.work();
-    c.finish();
-    return true;
-  }
-  auto error = std::make_shared<std::exception_ptr>();
-  s.args.queue->enqueue([work = std::move(c.work), error] {
-    try {
-      work();
-    } catch (...) {  // the device's thread cannot fail the stage: the completion carries it there
-      *error = std::current_exception();
-    }
-  });
-  s.on_device = device_action{s.step, s.cursor, false, std::move(c.finish), error};
-  s.waiting_for = "the device's completion of " + sched::body_string(a);
-  s.args.queue->when_done([stage = self->address(), step = s.step, index = static_cast<uint64_t>(s.cursor)] {
-    if (auto to = caf::actor_cast<caf::actor>(stage)) caf::anon_send(to, device_done_atom::value, step, index);
-  });
-  return false;
-}
-
-// The device's action at the cursor: still running (false), or completed: its results are
-// handed on, then what waited for the chunks to be free.
-bool complete_on_device(self_ptr self) {
-  auto& s = self->state;
-  if (!s.on_device->done) return false;
-  device_action d = std::move(*s.on_device);
-  s.on_device.reset();
-  if (*d.error) std::rethrow_exception(*d.error);
-  d.finish();
-  for (auto& f : std::exchange(s.after_device, {})) f();
-  return !s.failed;
 }
 
 // Runs the action at the cursor if its inputs are there; false (with waiting_for set) if not.
@@ -483,43 +437,6 @@ void begin_step(self_ptr self, int64_t step) {
     if (s.args.memory) s.args.memory->charge(s.shard_grads, memory_kind::gradients);
   }
   request_batches(self, step + 2);
-}
-
-// Resuming: the shard gets its master copy with the saved optimizer state and step count, in
-// one message, instead of the initial parameters.
-void restore_shard(self_ptr self, tensor initial) {
-  auto& s = self->state;
-  const resume_point& from = *s.args.resume;
-  const int64_t n = initial.numel();
-  const auto arrays = static_cast<int32_t>(from.manifest.arrays.size() - 1);
-  tensor state({arrays * n});
-  for (int32_t j = 0; j < arrays; ++j)
-    storage::read_values(from.dir, from.manifest, from.manifest.arrays[static_cast<size_t>(1 + j)], s.shard_runs,
-                         state.data() + j * n);
-  state.freeze();
-  self->request(s.args.optimizer, caf::infinite,
-                shard_state{0, from.manifest.optimizer_steps, from.manifest.optimizer, arrays, std::move(initial), std::move(state)})
-      .then([](const shard_state_restored&) {},
-            [self](caf::error& e) {
-              fail(self, "rank " + std::to_string(self->state.args.rank) + ": its optimizer shard refused the checkpoint's state: " +
-                             self->system().render(e));
-            });
-}
-
-// The coordinator's checkpoint order: this rank's shard writes its part, and its answer goes
-// back to the coordinator; a rank that holds a copy of another's state answers with no file.
-caf::result<checkpoint_part> write_checkpoint(self_ptr self, const checkpoint_order& o) {
-  auto& s = self->state;
-  if (!s.args.writes_checkpoint || !s.args.optimizer) return checkpoint_part{};
-  char name[32];
-  std::snprintf(name, sizeof name, "rank-%05d.bin", s.args.rank);
-  std::string writer = "rank " + std::to_string(s.args.rank) + " (stage " + std::to_string(s.args.stage) + ", dp " +
-                       std::to_string(s.args.dp_rank) + ")";
-  auto reply = self->make_response_promise<checkpoint_part>();
-  self->request(s.args.optimizer, caf::infinite, checkpoint_write{o.step, o.dir, name, std::move(writer), flatten(s.shard_runs)})
-      .then([reply](checkpoint_part& p) mutable { reply.deliver(std::move(p)); },
-            [reply](caf::error& e) mutable { reply.deliver(std::move(e)); });
-  return reply;
 }
 
 caf::behavior stage(self_ptr self, stage_args args) {

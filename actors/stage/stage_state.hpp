@@ -133,6 +133,31 @@ inline std::string at_cursor(const stage_state& s) {
 void fail(self_ptr self, const std::string& why);
 void advance_after_message(self_ptr self);
 
+// stage_device.cpp.
+// A compute action cut in two: `work` is what the device runs (the chunk's math and, inside it,
+// its tensor-parallel collectives), touching only what it captured; `finish` hands the results
+// on, on the stage's thread, once the work has completed.
+struct compute_parts {
+  std::function<void()> work;
+  std::function<void()> finish;
+};
+
+// Synchronous device (none, or the CPU): both parts now, in line, as the action always ran (true).
+// Asynchronous: the work is enqueued, and the action waits, like a receive, for the message the
+// queue's completion sends (device_done_atom); meanwhile the stage answers other messages (false).
+bool run_compute(self_ptr self, const sched::action& a, compute_parts c);
+// The device's action at the cursor: still running (false), or completed: its results are
+// handed on, then what waited for the chunks to be free.
+bool complete_on_device(self_ptr self);
+
+// stage_checkpoint.cpp.
+// Resuming: the shard gets its master copy with the saved optimizer state and step count, in
+// one message, instead of the initial parameters.
+void restore_shard(self_ptr self, tensor initial);
+// The coordinator's checkpoint order: this rank's shard writes its part, and its answer goes
+// back to the coordinator; a rank that holds a copy of another's state answers with no file.
+caf::result<checkpoint_part> write_checkpoint(self_ptr self, const checkpoint_order& o);
+
 // stage_collectives.cpp.
 // The hook for a chunk's last weight-gradient action, or null when the chunk reduces nothing.
 layer_stack::layer_done_fn bucket_launcher(self_ptr self, int chunk);
