@@ -5,25 +5,34 @@
 #include <stdexcept>
 #include <utility>
 
+#include "kernels/device_ops.hpp"
+
 namespace troupe {
 
-layer_stack::layer_stack(layer_list layers, int64_t first_layer, uint64_t seed) : layers_(std::move(layers)) {
+layer_stack::layer_stack(layer_list layers, int64_t first_layer, uint64_t seed, device where)
+    : layers_(std::move(layers)), where_(where), ops_(&ops_for(where)) {
   int64_t total = 0;
   for (const auto& l : layers_) {
     offsets_.push_back(total);
     total += l->num_params();
   }
   total_params_ = total;
-  params_ = tensor({total});
-  grads_ = tensor({total});
+  tensor host({total});  // init draws on the CPU, so a GPU stack starts where a CPU one does
   for (size_t i = 0; i < layers_.size(); ++i) {
     // One generator per global layer index: the same layer gets the same values however the
     // model is cut.
     std::seed_seq seq{seed, static_cast<uint64_t>(first_layer) + i};
     std::mt19937_64 rng(seq);
-    layers_[i]->init(params_.data() + offsets_[i], rng);
-    layers_[i]->bind(params_.data() + offsets_[i], grads_.data() + offsets_[i]);
+    layers_[i]->init(host.data() + offsets_[i], rng);
   }
+  if (where_.is_cpu()) {
+    params_ = std::move(host);
+  } else {
+    params_ = ops_->empty({total});
+    ops_->copy(params_, host);
+  }
+  grads_ = ops_->zeros({total});
+  rebind();
 }
 
 tensor& layer_stack::grads() {
@@ -38,7 +47,7 @@ const tensor& layer_stack::grads() const {
 
 void layer_stack::zero_grads() {
   if (!grads_split()) {
-    std::fill(grads_.data(), grads_.data() + grads_.numel(), 0.0f);
+    ops_->fill_zero(grads_.raw(), grads_.nbytes());
     return;
   }
   for (size_t u = 0; u < units_.size(); ++u) {
@@ -56,24 +65,24 @@ void layer_stack::account_to(std::shared_ptr<device_memory> memory) {
 }
 
 void layer_stack::rebind() {
-  const float* p = std::as_const(params_).data();
+  const float* p = f32(params_);
   if (grads_split()) {
     for (size_t i = 0; i < layers_.size(); ++i)
       if (unit_of_layer_[i] < 0) layers_[i]->bind(p ? p + offsets_[i] : nullptr, nullptr);  // no parameters, no gradients
     for (size_t u = 0; u < units_.size(); ++u) bind_unit(u);
     return;
   }
-  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->bind(p + offsets_[i], grads_.data() + offsets_[i]);
+  for (size_t i = 0; i < layers_.size(); ++i) layers_[i]->bind(p + offsets_[i], f32_out(grads_) + offsets_[i]);
 }
 
 void layer_stack::bind_unit(size_t u) {
   grad_unit& unit = units_[u];
   for (size_t i = unit.first; i <= unit.last; ++i) {
     const int64_t at = offsets_[i] - offsets_[unit.first];
-    const float* p = !params_split_        ? std::as_const(params_).data() + offsets_[i]
+    const float* p = !params_split_        ? f32(params_) + offsets_[i]
                      : unit.params.empty() ? nullptr
-                                           : std::as_const(unit.params).data() + at;
-    layers_[i]->bind(p, unit.grads.empty() ? nullptr : unit.grads.data() + at);
+                                           : f32(unit.params) + at;
+    layers_[i]->bind(p, unit.grads.empty() ? nullptr : f32_out(unit.grads) + at);
   }
 }
 
@@ -94,6 +103,7 @@ void layer_stack::set_unit_params(size_t u, tensor values) {
   if (values.numel() != unit_size(u))
     throw std::invalid_argument("layer_stack: unit " + std::to_string(u) + " holds " + std::to_string(unit_size(u)) +
                                 " parameters, got " + std::to_string(values.numel()));
+  check_device(values, "set_unit_params");
   if (memory_) memory_->charge(values, memory_kind::parameters);
   units_.at(u).params = std::move(values);
   bind_unit(u);
@@ -140,7 +150,7 @@ tensor layer_stack::take_unit_grads(size_t u) {
   tensor out = std::move(unit.grads);
   unit.grads = tensor();
   if (out.empty()) {
-    out = tensor({offsets_[unit.last] + layers_[unit.last]->num_params() - offsets_[unit.first]});
+    out = ops_->zeros({unit_size(u)});
     if (memory_) memory_->charge(out, memory_kind::gradients);
   }
   bind_unit(u);
@@ -152,7 +162,7 @@ void layer_stack::prepare_grads(size_t layer) {
   const auto u = static_cast<size_t>(unit_of_layer_[layer]);
   grad_unit& unit = units_[u];
   if (!unit.grads.empty()) return;
-  unit.grads = tensor({offsets_[unit.last] + layers_[unit.last]->num_params() - offsets_[unit.first]});
+  unit.grads = ops_->zeros({unit_size(u)});
   if (memory_) memory_->charge(unit.grads, memory_kind::gradients);
   bind_unit(u);
 }
@@ -162,17 +172,19 @@ void layer_stack::load_params(const tensor& values) {
     throw std::invalid_argument("layer_stack: got " + std::to_string(values.numel()) + " parameters, holds " +
                                 std::to_string(params_.numel()));
   if (params_.frozen()) {  // adopted earlier: never write into a tensor someone else may hold
-    params_ = tensor::uninitialized({params_.numel()});
+    params_ = ops_->empty({params_.numel()});
     if (memory_) memory_->charge(params_, memory_kind::parameters);
     rebind();
   }
-  std::copy(values.data(), values.data() + values.numel(), params_.data());
+  tensor from = values.reshaped({values.numel()});
+  (where_.is_cpu() ? ops_for(values.where()) : *ops_).copy(params_, from);
 }
 
 void layer_stack::adopt_params(tensor values) {
   if (values.numel() != params_.numel())
     throw std::invalid_argument("layer_stack: got " + std::to_string(values.numel()) + " parameters, holds " +
                                 std::to_string(params_.numel()));
+  check_device(values, "adopt_params");
   params_ = values.reshaped({values.numel()});
   if (memory_) memory_->charge(params_, memory_kind::parameters);  // counted once if its sender charged it
   rebind();
@@ -180,10 +192,16 @@ void layer_stack::adopt_params(tensor values) {
 
 tensor layer_stack::take_grads() {
   tensor out = grads();
-  grads_ = tensor({out.numel()});
+  grads_ = ops_->zeros({out.numel()});
   if (memory_) memory_->charge(grads_, memory_kind::gradients);
   rebind();
   return out;
+}
+
+void layer_stack::check_device(const tensor& values, const char* who) const {
+  if (values.where() != where_)
+    throw std::invalid_argument("layer_stack: " + std::string(who) + " got parameters on " + values.where().to_string() +
+                                " for a stack on " + where_.to_string());
 }
 
 tensor layer_stack::forward(const tensor& x, stack_context& ctx) const {
@@ -193,7 +211,7 @@ tensor layer_stack::forward(const tensor& x, stack_context& ctx) const {
 tensor layer_stack::forward(const tensor& x, stack_context& ctx, const layer_done_fn& before,
                             const layer_done_fn& after) const {
   ctx.saved.assign(layers_.size(), {});
-  tensor h = x;
+  tensor h = ops_->to_here(x);  // a batch from the host goes to the stack's device first
   for (size_t i = 0; i < layers_.size(); ++i) {
     if (before) before(i);
     check_params(i);
@@ -216,7 +234,7 @@ tensor layer_stack::backward(const tensor& dy, stack_context& ctx, bool need_inp
                              const layer_done_fn& layer_done, const layer_done_fn& before) {
   if (ctx.saved.size() != layers_.size())
     throw std::logic_error("layer_stack: backward without a matching forward");
-  tensor g = dy;
+  tensor g = ops_->to_here(dy);
   for (size_t i = layers_.size(); i-- > 0;) {
     if (before) before(i);
     check_params(i);

@@ -15,6 +15,8 @@
 
 namespace troupe {
 
+class device_ops;
+
 struct stack_context {
   std::vector<saved_activations> saved;  // one per layer
 };
@@ -22,12 +24,14 @@ struct stack_context {
 class layer_stack {
  public:
   using layer_done_fn = std::function<void(size_t layer)>;
-  // first_layer is the global index of layers[0] in the model; with seed it fixes the init.
-  layer_stack(layer_list layers, int64_t first_layer, uint64_t seed);
+  // first_layer is the global index of layers[0] in the model; with seed it fixes the init, on
+  // every device alike. The flat buffers live on `where`, and so must the activations it runs on.
+  layer_stack(layer_list layers, int64_t first_layer, uint64_t seed, device where = {});
   layer_stack(const layer_stack&) = delete;
   layer_stack& operator=(const layer_stack&) = delete;
 
   int64_t num_params() const { return total_params_; }
+  const device& where() const { return where_; }
   size_t num_layers() const { return layers_.size(); }
   layer& at(size_t i) { return *layers_.at(i); }
   const layer& at(size_t i) const { return *layers_.at(i); }
@@ -59,10 +63,11 @@ class layer_stack {
   // Gives layer i's unit its storage if it has none. Every backward walk calls it before layer
   // i's backward (pipeline_chunk's split halves as well).
   void prepare_grads(size_t layer);
-  // Replaces the parameter values (e.g. with what an optimizer shard sent back) by copying.
+  // Replaces the parameter values (e.g. with what an optimizer shard sent back) by copying; from
+  // any device.
   void load_params(const tensor& values);
   // Runs on `values` from now on, without a copy: the layers read it in place. It may be frozen
-  // (a received message's tensor); the stack never writes its parameters.
+  // (a received message's tensor); the stack never writes its parameters. On where() only.
   void adopt_params(tensor values);
   // Hands out the gradient buffer (to send it) and continues on a fresh zeroed one, so what was
   // sent is never written again.
@@ -82,6 +87,7 @@ class layer_stack {
   void release_unit_params(size_t u);
   bool has_unit_params(size_t u) const { return !units_.at(u).params.empty(); }
 
+  // x (and dy below) may be on another device (a batch from the host): copied to where() first.
   tensor forward(const tensor& x, stack_context& ctx) const;
   // The same, calling before(i) just before layer i's forward and after(i) right after it (ZeRO-3
   // streams each unit's parameters in and out there).
@@ -101,7 +107,10 @@ class layer_stack {
  private:
   void rebind();
   void bind_unit(size_t u);
+  void check_device(const tensor& values, const char* who) const;
   layer_list layers_;
+  device where_;
+  const device_ops* ops_;
   std::vector<int64_t> offsets_;
   int64_t total_params_ = 0;
   tensor params_;

@@ -1,11 +1,10 @@
-// linear and relu over ops_dense.
+// linear and relu over the device's ops (device_ops.hpp).
 #include "kernels/layers_dense.hpp"
 
 #include <cmath>
 #include <stdexcept>
-#include <utility>
 
-#include "kernels/ops.hpp"
+#include "kernels/device_ops.hpp"
 
 namespace troupe {
 
@@ -45,36 +44,40 @@ tensor linear::forward(const tensor& x, saved_activations& saved) const {
   const int64_t n = rows_of(x, in_, "input");
   shape_t shape = x.shape();
   shape.back() = out_;
-  tensor y = tensor::uninitialized(shape);
-  ops::matmul_forward(y.data(), x.data(), params_, bias_ ? params_ + out_ * in_ : nullptr, n, in_, out_);
+  const device_ops& k = ops_on(x);
+  tensor y = k.empty(shape);
+  k.matmul_forward(f32_out(y), f32(x), params_, bias_ ? params_ + out_ * in_ : nullptr, n, in_, out_);
   saved.tensors = {x};
   return y;
 }
 
 tensor linear::backward_input(const tensor& dy, saved_activations& saved) const {
   const int64_t n = rows_of(dy, out_, "output gradient");
-  tensor dx = tensor::uninitialized(saved.tensors.at(0).shape());
-  ops::matmul_backward_input(dx.data(), dy.data(), params_, n, in_, out_);
+  const device_ops& k = ops_on(dy);
+  tensor dx = k.empty(saved.tensors.at(0).shape());
+  k.matmul_backward_input(f32_out(dx), f32(dy), params_, n, in_, out_);
   return dx;
 }
 
 void linear::backward_weight(const tensor& dy, saved_activations& saved) {
   const int64_t n = rows_of(dy, out_, "output gradient");
-  ops::matmul_backward_weight(grads_, bias_ ? grads_ + out_ * in_ : nullptr, dy.data(),
-                              std::as_const(saved.tensors.at(0)).data(), n, in_, out_);
+  ops_on(dy).matmul_backward_weight(grads_, bias_ ? grads_ + out_ * in_ : nullptr, f32(dy), f32(saved.tensors.at(0)),
+                                    n, in_, out_);
 }
 
 tensor relu::forward(const tensor& x, saved_activations& saved) const {
-  tensor y = tensor::uninitialized(x.shape());
-  ops::relu_forward(y.data(), x.data(), x.numel());
+  const device_ops& k = ops_on(x);
+  tensor y = k.empty(x.shape());
+  k.relu_forward(f32_out(y), f32(x), x.numel());
   saved.tensors = {y};
   return y;
 }
 
 tensor relu::backward_input(const tensor& dy, saved_activations& saved) const {
   const tensor& y = saved.tensors.at(0);
-  tensor dx = tensor::uninitialized(y.shape());
-  ops::relu_backward(dx.data(), dy.data(), y.data(), y.numel());
+  const device_ops& k = ops_on(dy);
+  tensor dx = k.empty(y.shape());
+  k.relu_backward(f32_out(dx), f32(dy), f32(y), y.numel());
   return dx;
 }
 

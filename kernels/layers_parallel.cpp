@@ -1,11 +1,12 @@
-// Column- and row-parallel linear over ops_dense, with f and g as the only communication.
+// Column- and row-parallel linear over the device's ops (device_ops.hpp), with f and g as the only
+// communication.
 #include "kernels/layers_parallel.hpp"
 
 #include <stdexcept>
 #include <utility>
 
 #include "kernels/layers_dense.hpp"
-#include "kernels/ops.hpp"
+#include "kernels/device_ops.hpp"
 
 namespace troupe {
 
@@ -120,8 +121,9 @@ tensor column_parallel_linear::forward_with(const tensor& share, saved_activatio
   const int64_t n = rows_of(x, in_, kind(), "input");
   shape_t shape = x.shape();
   shape.back() = out_;
-  tensor y = tensor::uninitialized(shape);
-  ops::matmul_forward(y.data(), x.data(), params_, b, n, in_, out_);
+  const device_ops& k = ops_on(x);
+  tensor y = k.empty(shape);
+  k.matmul_forward(f32_out(y), f32(x), params_, b, n, in_, out_);
   saved.tensors = {share};  // under sequence parallelism only the share: backward_weight gathers it again
   return y;
 }
@@ -130,8 +132,9 @@ tensor column_parallel_linear::backward_input(const tensor& dy, saved_activation
   const int64_t n = rows_of(dy, out_, kind(), "output gradient");
   shape_t shape = saved.tensors.at(0).shape();
   if (sequence_parallel_) shape.at(0) *= tp_size(group_);
-  tensor dx = tensor::uninitialized(shape);
-  ops::matmul_backward_input(dx.data(), dy.data(), params_, n, in_, out_);
+  const device_ops& k = ops_on(dy);
+  tensor dx = k.empty(shape);
+  k.matmul_backward_input(f32_out(dx), f32(dy), params_, n, in_, out_);
   if (sequence_parallel_) return sp::scatter_rows(group_, dx);  // instead of f, never both
   tp::copy_to_backward(group_, dx);
   return dx;
@@ -141,7 +144,7 @@ void column_parallel_linear::backward_weight(const tensor& dy, saved_activations
   const int64_t n = rows_of(dy, out_, kind(), "output gradient");
   const tensor& share = saved.tensors.at(0);
   const tensor x = sequence_parallel_ ? sp::gather_rows(group_, share) : share;
-  ops::matmul_backward_weight(grads_, bias_grad(), dy.data(), x.data(), n, in_, out_);
+  ops_on(dy).matmul_backward_weight(grads_, bias_grad(), f32(dy), f32(x), n, in_, out_);
 }
 
 // ---- row-parallel ----
@@ -165,14 +168,15 @@ tensor row_parallel_linear::forward(const tensor& x, saved_activations& saved) c
   const int64_t n = rows_of(x, in_, kind(), "input");
   shape_t shape = x.shape();
   shape.back() = out_;
-  tensor y = tensor::uninitialized(shape);
+  const device_ops& k = ops_on(x);
+  tensor y = k.empty(shape);
   saved.tensors = {x};
   if (tp_size(group_) == 1) {  // the plain linear's arithmetic, bias inside the GEMM
-    ops::matmul_forward(y.data(), x.data(), params_, bias(), n, in_, out_);
+    k.matmul_forward(f32_out(y), f32(x), params_, bias(), n, in_, out_);
     return y;
   }
   // The bias belongs to the sum, not to each partial: added once, after g.
-  ops::matmul_forward(y.data(), x.data(), params_, nullptr, n, in_, out_);
+  k.matmul_forward(f32_out(y), f32(x), params_, nullptr, n, in_, out_);
   if (sequence_parallel_) y = sp::scatter_rows(group_, y);  // instead of g
   else tp::reduce_from_forward(group_, y);
   const int64_t rows = y.numel() / out_;
@@ -190,22 +194,23 @@ tensor row_parallel_linear::backward_input(const tensor& dy_share, saved_activat
   if (sequence_parallel_ && saved.tensors.size() == 1) saved.tensors.push_back(sp::gather_rows(group_, dy_share));
   const tensor& dy = sequence_parallel_ ? saved.tensors.at(1) : dy_share;
   const int64_t n = rows_of(dy, out_, kind(), "output gradient");
-  tensor dx = tensor::uninitialized(saved.tensors.at(0).shape());
-  ops::matmul_backward_input(dx.data(), dy.data(), params_, n, in_, out_);
+  const device_ops& k = ops_on(dy);
+  tensor dx = k.empty(saved.tensors.at(0).shape());
+  k.matmul_backward_input(f32_out(dx), f32(dy), params_, n, in_, out_);
   return dx;  // g's backward is the identity: each rank keeps the gradient of its own columns
 }
 
 void row_parallel_linear::backward_weight(const tensor& dy_share, saved_activations& saved) {
   if (!sequence_parallel_) {
     const int64_t n = rows_of(dy_share, out_, kind(), "output gradient");
-    ops::matmul_backward_weight(grads_, bias_grad(), dy_share.data(), std::as_const(saved.tensors.at(0)).data(), n, in_,
-                                out_);
+    ops_on(dy_share).matmul_backward_weight(grads_, bias_grad(), f32(dy_share), f32(saved.tensors.at(0)), n, in_,
+                                            out_);
     return;
   }
   if (saved.tensors.size() == 1) saved.tensors.push_back(sp::gather_rows(group_, dy_share));
   const tensor& dy = saved.tensors.at(1);
-  ops::matmul_backward_weight(grads_, nullptr, dy.data(), std::as_const(saved.tensors.at(0)).data(),
-                              rows_of(dy, out_, kind(), "output gradient"), in_, out_);
+  ops_on(dy).matmul_backward_weight(grads_, nullptr, f32(dy), f32(saved.tensors.at(0)),
+                                    rows_of(dy, out_, kind(), "output gradient"), in_, out_);
   if (!bias_) return;
   std::vector<float> db(static_cast<size_t>(out_), 0.0f);  // over this rank's tokens only
   const int64_t rows = rows_of(dy_share, out_, kind(), "output gradient");

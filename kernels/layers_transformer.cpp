@@ -1,4 +1,5 @@
-// embedding, layernorm, gelu and transformer_block over ops_transformer and the dense linear.
+// embedding, layernorm, gelu and transformer_block over the device's ops (device_ops.hpp) and the
+// dense linear.
 // The block keeps its forward activations in fixed slots of `saved` (see enum slot) and reuses
 // the sub-layers' own forward/backward, so its math is exactly the sum of tested parts.
 #include "kernels/layers_transformer.hpp"
@@ -6,6 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "kernels/device_ops.hpp"
 #include "kernels/ops.hpp"
 
 namespace troupe {
@@ -25,7 +27,7 @@ void check_last_dim(const tensor& x, int64_t features, const char* who, const ch
                                 ", expected last dimension " + std::to_string(features));
 }
 
-void add_into(tensor& a, const tensor& b) { ops::add_into(a.data(), b.data(), a.numel()); }
+void add_into(tensor& a, const tensor& b) { ops_on(a).add_into(f32_out(a), f32(b), a.numel()); }
 
 // A sub-layer's backward over the block's saved tensors, repacked in that layer's own layout.
 tensor input_grad(const layer& l, const tensor& dy, std::vector<tensor> saved) {
@@ -66,14 +68,15 @@ tensor embedding::forward(const tensor& x, saved_activations& saved) const {
                                 ", expected (B, T) with T <= " + std::to_string(context_));
   const int64_t B = x.size(0), T = x.size(1), C = channels_;
   const float* wpe = params_ + rows_.count * C;
-  tensor y({B, T, C});
+  const device_ops& k = ops_on(x);
+  tensor y = k.empty({B, T, C});
   if (tp_size(group_) == 1) {
-    ops::embedding_forward(y.data(), x.data(), params_, wpe, B, T, C, vocab_);
+    k.embedding_forward(f32_out(y), f32(x), params_, wpe, B, T, C, vocab_);
   } else {
-    ops::embedding_shard_forward(y.data(), x.data(), params_, B, T, C, vocab_, rows_.begin, rows_.count);
+    k.embedding_shard_forward(f32_out(y), f32(x), params_, B, T, C, vocab_, rows_.begin, rows_.count);
     if (sequence_parallel_) y = sp::scatter_rows(group_, y);  // one rank holds each token: the sum is exact
     else group_->all_reduce_sum(y.data(), y.numel());
-    ops::position_forward(y.data(), wpe, y.size(0), T, C);
+    k.position_forward(f32_out(y), wpe, y.size(0), T, C);
   }
   saved.tensors = {x};
   return y;
@@ -89,13 +92,14 @@ void embedding::backward_weight(const tensor& dy, saved_activations& saved) {
     throw std::invalid_argument("embedding: output gradient has shape " + to_string(dy.shape()) +
                                 " for tokens " + to_string(x.shape()));
   float* dwpe = grads_ + rows_.count * C;
-  if (tp_size(group_) == 1) return ops::embedding_backward(grads_, dwpe, dy.data(), x.data(), B, T, C);
+  const device_ops& k = ops_on(dy);
+  if (tp_size(group_) == 1) return k.embedding_backward(grads_, dwpe, f32(dy), f32(x), B, T, C);
   if (!sequence_parallel_) {
-    ops::embedding_shard_backward(grads_, dy.data(), x.data(), B, T, C, rows_.begin, rows_.count);
-    return ops::position_backward(dwpe, dy.data(), B, T, C);
+    k.embedding_shard_backward(grads_, f32(dy), f32(x), B, T, C, rows_.begin, rows_.count);
+    return k.position_backward(dwpe, f32(dy), B, T, C);
   }
   const tensor full = sp::gather_rows(group_, dy);
-  ops::embedding_shard_backward(grads_, full.data(), x.data(), B, T, C, rows_.begin, rows_.count);
+  k.embedding_shard_backward(grads_, f32(full), f32(x), B, T, C, rows_.begin, rows_.count);
   std::vector<float> partial(static_cast<size_t>(context_ * C), 0.0f);
   ops::position_backward(partial.data(), dy.data(), share, T, C);
   sp::add_summed(group_, dwpe, std::move(partial));
@@ -118,8 +122,9 @@ void layernorm::init(float* params, std::mt19937_64&) const {
 tensor layernorm::forward(const tensor& x, saved_activations& saved) const {
   check_last_dim(x, channels_, "layernorm", "input");
   const int64_t n = x.numel() / channels_;
-  tensor y = tensor::uninitialized(x.shape()), mean = tensor::uninitialized({n}), rstd = tensor::uninitialized({n});
-  ops::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), params_, params_ + channels_, n, channels_);
+  const device_ops& k = ops_on(x);
+  tensor y = k.empty(x.shape()), mean = k.empty({n}), rstd = k.empty({n});
+  k.layernorm_forward(f32_out(y), f32_out(mean), f32_out(rstd), f32(x), params_, params_ + channels_, n, channels_);
   saved.tensors = {x, mean, rstd};
   return y;
 }
@@ -127,9 +132,10 @@ tensor layernorm::forward(const tensor& x, saved_activations& saved) const {
 tensor layernorm::backward_input(const tensor& dy, saved_activations& saved) const {
   check_last_dim(dy, channels_, "layernorm", "output gradient");
   const tensor& x = saved.tensors.at(0);
-  tensor dx = tensor::uninitialized(x.shape());
-  ops::layernorm_backward(dx.data(), nullptr, nullptr, dy.data(), x.data(), params_, saved.tensors.at(1).data(),
-                          saved.tensors.at(2).data(), x.numel() / channels_, channels_);
+  const device_ops& k = ops_on(dy);
+  tensor dx = k.empty(x.shape());
+  k.layernorm_backward(f32_out(dx), nullptr, nullptr, f32(dy), f32(x), params_, f32(saved.tensors.at(1)),
+                       f32(saved.tensors.at(2)), x.numel() / channels_, channels_);
   return dx;
 }
 
@@ -137,8 +143,8 @@ void layernorm::backward_weight(const tensor& dy, saved_activations& saved) {
   check_last_dim(dy, channels_, "layernorm", "output gradient");
   const tensor& x = saved.tensors.at(0);
   if (!sum_over_) {
-    ops::layernorm_backward(nullptr, grads_, grads_ + channels_, dy.data(), x.data(), params_,
-                            saved.tensors.at(1).data(), saved.tensors.at(2).data(), x.numel() / channels_, channels_);
+    ops_on(dy).layernorm_backward(nullptr, grads_, grads_ + channels_, f32(dy), f32(x), params_,
+                                  f32(saved.tensors.at(1)), f32(saved.tensors.at(2)), x.numel() / channels_, channels_);
     return;
   }
   std::vector<float> partial(static_cast<size_t>(2 * channels_), 0.0f);  // weight, then bias: as in grads_
@@ -150,16 +156,18 @@ void layernorm::backward_weight(const tensor& dy, saved_activations& saved) {
 // ---- gelu ----
 
 tensor gelu::forward(const tensor& x, saved_activations& saved) const {
-  tensor y = tensor::uninitialized(x.shape());
-  ops::gelu_forward(y.data(), x.data(), x.numel());
+  const device_ops& k = ops_on(x);
+  tensor y = k.empty(x.shape());
+  k.gelu_forward(f32_out(y), f32(x), x.numel());
   saved.tensors = {x};
   return y;
 }
 
 tensor gelu::backward_input(const tensor& dy, saved_activations& saved) const {
   const tensor& x = saved.tensors.at(0);
-  tensor dx = tensor::uninitialized(x.shape());
-  ops::gelu_backward(dx.data(), x.data(), dy.data(), x.numel());
+  const device_ops& k = ops_on(dy);
+  tensor dx = k.empty(x.shape());
+  k.gelu_backward(f32_out(dx), f32(x), f32(dy), x.numel());
   return dx;
 }
 
@@ -271,6 +279,7 @@ tensor transformer_block::forward(const tensor& x, saved_activations& saved) con
     throw std::invalid_argument("transformer_block: input has shape " + to_string(x.shape()) +
                                 ", expected (B, T, " + std::to_string(channels_) + ")");
   const int64_t T = x.size(1), C = local_channels_;
+  const device_ops& k = ops_on(x);
   std::vector<tensor> s(num_forward_slots);
   saved_activations tmp;
   s[s_x] = x;
@@ -279,18 +288,18 @@ tensor transformer_block::forward(const tensor& x, saved_activations& saved) con
   s[s_ln1_rstd] = tmp.tensors.at(2);
   s[s_qkv] = qkv_.forward(s[s_ln1_out], tmp);
   const int64_t B = s[s_qkv].size(0);  // every sequence of the microbatch (more than x's under sequence parallelism)
-  s[s_att] = tensor::uninitialized({B, local_heads_, T, T});  // both written whole by the attention
-  s[s_att_out] = tensor::uninitialized({B, T, C});
-  ops::attention_forward(s[s_att_out].data(), s[s_att].data(), s[s_qkv].data(), B, T, C, local_heads_);
+  s[s_att] = k.empty({B, local_heads_, T, T});  // both written whole by the attention
+  s[s_att_out] = k.empty({B, T, C});
+  k.attention_forward(f32_out(s[s_att_out]), f32_out(s[s_att]), f32(s[s_qkv]), B, T, C, local_heads_);
   s[s_x2] = proj_.forward(s[s_att_out], tmp);
   add_into(s[s_x2], x);  // residual: x2 = x + proj(...)
   s[s_ln2_out] = ln2_.forward(s[s_x2], tmp);
   s[s_ln2_mean] = tmp.tensors.at(1);
   s[s_ln2_rstd] = tmp.tensors.at(2);
   s[s_fc] = fc_.forward_unbiased(s[s_ln2_out], tmp);  // its bias is added in the GELU's pass
-  s[s_gelu_out] = tensor::uninitialized(s[s_fc].shape());
-  ops::bias_gelu_forward(s[s_gelu_out].data(), s[s_fc].data(), fc_.bias_values(), s[s_fc].numel() / fc_.out_features(),
-                         fc_.out_features());
+  s[s_gelu_out] = k.empty(s[s_fc].shape());
+  k.bias_gelu_forward(f32_out(s[s_gelu_out]), f32_out(s[s_fc]), fc_.bias_values(), s[s_fc].numel() / fc_.out_features(),
+                      fc_.out_features());
   tensor y = fc_proj_.forward(s[s_gelu_out], tmp);
   add_into(y, s[s_x2]);  // residual: y = x2 + mlp(...)
   if (selective_) s[s_att] = tensor();
@@ -305,6 +314,7 @@ tensor transformer_block::backward_input(const tensor& dy, saved_activations& sa
     throw std::invalid_argument("transformer_block: output gradient has shape " + to_string(dy.shape()) +
                                 ", input was " + to_string(s[s_x].shape()));
   const int64_t B = s[s_qkv].size(0), T = dy.size(1), C = local_channels_;
+  const device_ops& k = ops_on(dy);
   tensor d_gelu_out = input_grad(fc_proj_, dy, {s[s_gelu_out]});
   tensor d_fc = input_grad(gelu_, d_gelu_out, {s[s_fc]});
   tensor d_ln2_out = input_grad(fc_, d_fc, {s[s_ln2_out]});
@@ -312,12 +322,12 @@ tensor transformer_block::backward_input(const tensor& dy, saved_activations& sa
   add_into(d_x2, dy);  // the residual passes dy straight through
   tensor d_att_out = input_grad(proj_, d_x2, {s[s_att_out]});
   if (s[s_att].empty()) {  // selective recomputation: the scores again, from the kept qkv
-    s[s_att] = tensor::uninitialized({B, local_heads_, T, T});
-    tensor unused = tensor::uninitialized({B, T, C});
-    ops::attention_forward(unused.data(), s[s_att].data(), s[s_qkv].data(), B, T, C, local_heads_);
+    s[s_att] = k.empty({B, local_heads_, T, T});
+    tensor unused = k.empty({B, T, C});
+    k.attention_forward(f32_out(unused), f32_out(s[s_att]), f32(s[s_qkv]), B, T, C, local_heads_);
   }
-  tensor d_qkv = tensor::uninitialized(s[s_qkv].shape());  // attention_backward zeroes and fills it
-  ops::attention_backward(d_qkv.data(), d_att_out.data(), s[s_qkv].data(), s[s_att].data(), B, T, C, local_heads_);
+  tensor d_qkv = k.empty(s[s_qkv].shape());  // attention_backward zeroes and fills it
+  k.attention_backward(f32_out(d_qkv), f32(d_att_out), f32(s[s_qkv]), f32(s[s_att]), B, T, C, local_heads_);
   tensor d_ln1_out = input_grad(qkv_, d_qkv, {s[s_ln1_out]});
   tensor dx = input_grad(ln1_, d_ln1_out, {s[s_x], s[s_ln1_mean], s[s_ln1_rstd]});
   add_into(dx, d_x2);

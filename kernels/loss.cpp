@@ -1,12 +1,10 @@
-// cross_entropy over ops::softmax_cross_entropy_*.
+// cross_entropy on the logits' device (device_ops.hpp), and slicing a batch.
 #include "kernels/loss.hpp"
 
-#include <atomic>
 #include <stdexcept>
 
 #include "kernels/batch.hpp"
-#include "kernels/ops.hpp"
-#include "kernels/parallel.hpp"
+#include "kernels/device_ops.hpp"
 
 namespace troupe {
 
@@ -16,28 +14,17 @@ loss_result cross_entropy(const tensor& logits, const std::vector<int32_t>& targ
   if (static_cast<int64_t>(targets.size()) != N)
     throw std::invalid_argument("cross_entropy: " + std::to_string(targets.size()) + " targets for logits " +
                                 to_string(logits.shape()));
-  loss_result r;
-  r.count = N;
-  tensor probs = tensor::uninitialized({N, V});
-  r.loss_sum = ops::softmax_cross_entropy_forward(probs.data(), logits.data(), targets.data(), N, V);
-  const float* p = probs.data();
-  std::atomic<int64_t> correct{0};  // a count: the same whatever order the chunks add theirs
-  parallel_for(N, rows_per_chunk(V), [&](int64_t begin, int64_t end) {
-    int64_t here = 0;
-    for (int64_t n = begin; n < end; ++n) {
-      int64_t best = 0;
-      for (int64_t v = 1; v < V; ++v)
-        if (p[n * V + v] > p[n * V + best]) best = v;
-      here += best == targets[static_cast<size_t>(n)];
-    }
-    correct.fetch_add(here, std::memory_order_relaxed);
-  });
-  r.correct += correct.load();
-  if (grad_scale != 0.0f) {
-    r.dlogits = tensor::uninitialized(logits.shape());
-    ops::softmax_cross_entropy_backward(r.dlogits.data(), p, targets.data(), N, V, grad_scale);
+  return ops_on(logits).cross_entropy(logits, targets, grad_scale);
+}
+
+void loss_result::settle() {
+  if (row_stats.empty()) return;
+  const float* s = row_stats.data();
+  for (int64_t n = 0; n < row_stats.numel() / 2; ++n) {
+    loss_sum += s[2 * n];
+    correct += s[2 * n + 1] != 0.0f;
   }
-  return r;
+  row_stats = tensor();
 }
 
 batch slice(const batch& b, int64_t begin, int64_t end) {

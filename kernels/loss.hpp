@@ -14,6 +14,11 @@ struct loss_result {
   int64_t count = 0;      // rows (samples for the MLP, tokens for the GPT)
   int64_t correct = 0;    // rows whose arg-max equals the target
   tensor dlogits;         // (probs - onehot) * grad_scale; empty when grad_scale == 0
+  // On a GPU the loss and the hits are still on their way: each row's (loss, 1 if its arg-max is
+  // the target) in host memory the GPU's queue writes, and loss_sum and correct hold nothing of
+  // them yet. settle() adds them in, once that queue has completed. Empty on the CPU.
+  tensor row_stats;
+  void settle();
 };
 
 // grad_scale is 1 / (rows in the whole global batch), so micro-batch gradients add up to the

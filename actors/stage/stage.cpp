@@ -153,6 +153,7 @@ bool execute(self_ptr self, const sched::action& a) {
         auto& s = self->state;
         s.record.peak_live = std::max(s.record.peak_live, ++s.live);
         if (!last) return hand_off(s, a.microbatch, a.chunk, std::move(out->first), true);
+        out->second.settle();  // a GPU's loss has reached the host: its queue has completed
         // Every tp rank holds the same loss: the first reports it, so the job counts it once.
         if (tp_rank(s.args.tp.get()) == 0) {
           s.record.loss_sum += out->second.loss_sum;

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the GPU tests (the CUDA ops, the NCCL group) on this (development) machine for bench/gpu/run.sh to run on a GPU
+# Builds the GPU tests (bench/gpu/tests.list) on this (development) machine for bench/gpu/run.sh to run on a GPU
 # machine that lacks the project's dependencies: the binary and the shared libraries it needs
 # that such a machine has no copy of (OpenBLAS and its Fortran runtime, CUDA's runtime), in
 # .gpu-pack/ (.gitignore; pass it to the device tool's carry). cuBLAS is too large to carry
@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DTROUPE_WERROR=ON >/dev/null
-bins="tests/kernels/kernels_cuda_ops_test tests/kernels/kernels_cuda_queue_test tests/kernels/kernels_cuda_device_alloc_test tests/comm/comm_nccl_group_test"
+bins=$(grep -v "^#" bench/gpu/tests.list)
 # shellcheck disable=SC2086
 cmake --build build-gpu-pack -j "${TROUPE_JOBS:-2}" --target $(for b in $bins; do basename "$b"; done)
 rm -rf .gpu-pack

@@ -3,7 +3,9 @@
 # (tests/kernels/cuda_ops.test.cpp) and the NCCL group's collectives against CPU sums
 # (tests/comm/nccl_group.test.cpp; its cases over several members need as many GPUs), and the
 # stage's CUDA queue signalling completions from the stream (tests/kernels/cuda_queue.test.cpp),
-# the caching device allocator, pinned host memory and copies (tests/kernels/cuda_device_alloc.test.cpp). Writes
+# the caching device allocator, pinned host memory and copies (tests/kernels/cuda_device_alloc.test.cpp),
+# and GPT and MLP layer stacks on the GPU against the CPU's (tests/kernels/cuda_layers.test.cpp);
+# the list is bench/gpu/tests.list. Writes
 # under $OUT (default ./gpu-out): gpu.txt (nvidia-smi), build.log, one NAME.log per test binary
 # (its full output), summary.txt (one line a test binary: passed, failed or skipped, and the gtest
 # totals, then each failed case). Exits non-zero when a test fails or nothing ran.
@@ -22,8 +24,7 @@ summary=$out/summary.txt
 
 nvidia-smi >"$out/gpu.txt" 2>&1 || echo "nvidia-smi failed" >>"$out/gpu.txt"
 
-# The CUDA libraries the binary links: the toolkit's, or those of the Python packages there.
-tests="tests/kernels/kernels_cuda_ops_test tests/kernels/kernels_cuda_queue_test tests/kernels/kernels_cuda_device_alloc_test tests/comm/comm_nccl_group_test"
+tests=$(grep -v "^#" bench/gpu/tests.list)
 
 # The CUDA libraries the binaries link (cuBLAS, NCCL): the toolkit's, or those of the Python
 # packages there.

@@ -33,6 +33,9 @@ struct sum_op {
 struct max_op {
   __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
+struct min_op {
+  __device__ float operator()(float a, float b) const { return fminf(a, b); }
+};
 
 template <class Op>
 __device__ __forceinline__ float warp_reduce(float v, Op op) {

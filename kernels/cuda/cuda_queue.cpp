@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "kernels/cuda/check.hpp"
+#include "kernels/cuda/cuda_device_ops.hpp"
 
 namespace troupe::cuda {
 
@@ -38,8 +39,10 @@ cuda_queue::~cuda_queue() {
 }
 
 void cuda_queue::enqueue(std::function<void()> work) {
-  // Work may run on any of the scheduler's threads: each launch must find its GPU current.
+  // Work may run on any of the scheduler's threads: each launch must find its GPU current, and
+  // the layers' ops (cuda_device_ops.hpp) this queue's stream.
   TROUPE_CUDA_CHECK(cudaSetDevice(gpu_));
+  stream_guard on(stream_);
   work();
 }
 

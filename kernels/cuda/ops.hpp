@@ -114,6 +114,16 @@ void embedding_backward(float* dwte, float* dwpe,                    // (V, C), 
                         const float* dout, const float* tokens,      // (B, T, C), (B, T)
                         int64_t B, int64_t T, int64_t C, cudaStream_t stream);
 
+// The vocabulary-parallel halves (ops.hpp): rows [begin, begin + count) of wte live here; a
+// token another rank holds gives zeros, an invalid one NaN.
+void embedding_shard_forward(float* out, const float* tokens, const float* wte_shard, int64_t B, int64_t T, int64_t C,
+                             int64_t V, int64_t begin, int64_t count, cudaStream_t stream);
+void embedding_shard_backward(float* dwte_shard, const float* dout, const float* tokens, int64_t B, int64_t T,
+                              int64_t C, int64_t begin, int64_t count, cudaStream_t stream);
+// out[b, t] += wpe[t];  dwpe[t] += sum over b of dout[b, t].
+void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t C, cudaStream_t stream);
+void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C, cudaStream_t stream);
+
 // Causal multi-head self-attention over packed qkv (q, k, v each C wide, heads of C / NH).
 void attention_forward(float* out,                                   // (B, T, C)
                        float* att,                                   // (B, NH, T, T) softmaxed, zero above the diagonal
@@ -131,6 +141,10 @@ void softmax_cross_entropy_forward(float* probs, float* losses,      // (N, V), 
                                    const float* logits,              // (N, V)
                                    const int32_t* targets,           // (N)
                                    int64_t N, int64_t V, cudaStream_t stream);
+// stats (N, 2): each row's loss (from losses) and 1 if its arg-max (the first of equal maxima,
+// as on the CPU) is its target, else 0; what troupe::loss_result::settle adds up on the host.
+void cross_entropy_row_stats(float* stats, const float* losses, const float* probs, const int32_t* targets, int64_t N,
+                             int64_t V, cudaStream_t stream);
 // dlogits = (probs - onehot(targets)) * scale
 void softmax_cross_entropy_backward(float* dlogits,                  // (N, V)
                                     const float* probs,              // (N, V)

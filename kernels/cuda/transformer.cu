@@ -125,6 +125,37 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const float* dout, in
   }
 }
 
+// The vocabulary-parallel halves: rows [begin, begin + count) of wte live here.
+__global__ void embedding_shard_forward_kernel(float* out, const float* tokens, const float* wte_shard, int64_t BT,
+                                               int64_t C, int64_t V, int64_t begin, int64_t count) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < BT * C; e += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t i = e / C, c = e % C;
+    const float tok = tokens[i];
+    if (!(tok >= 0.0f && tok < static_cast<float>(V) && tok == floorf(tok))) {
+      out[e] = NAN;
+      continue;
+    }
+    const int64_t row = static_cast<int64_t>(tok) - begin;
+    out[e] = row >= 0 && row < count ? wte_shard[row * C + c] : 0.0f;
+  }
+}
+
+// As embedding_backward_wte_kernel, over this shard's rows only.
+__global__ void embedding_shard_backward_kernel(float* dwte_shard, const float* dout, const float* tokens, int64_t BT,
+                                                int64_t C, int64_t begin, int64_t count) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= C) return;
+  for (int64_t i = 0; i < BT; ++i) {
+    const int64_t row = static_cast<int64_t>(tokens[i]) - begin;
+    if (row >= 0 && row < count) dwte_shard[row * C + c] += dout[i * C + c];
+  }
+}
+
+__global__ void position_forward_kernel(float* out, const float* wpe, int64_t BT, int64_t T, int64_t C) {
+  for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < BT * C; e += int64_t{gridDim.x} * blockDim.x)
+    out[e] += wpe[((e / C) % T) * C + e % C];
+}
+
 // ---- softmax cross-entropy ----
 __global__ void softmax_cross_entropy_forward_kernel(float* probs, float* losses, const float* logits,
                                                      const int32_t* targets, int64_t V) {
@@ -142,6 +173,26 @@ __global__ void softmax_cross_entropy_forward_kernel(float* probs, float* losses
   if (threadIdx.x == 0) {
     const int32_t t = targets[n];
     losses[n] = t >= 0 && t < V ? static_cast<float>(static_cast<double>(mx) + log(static_cast<double>(s)) - row[t]) : NAN;
+  }
+}
+
+// Per row: (its loss, 1 if the arg-max of its probabilities is the target, else 0). The arg-max
+// is the first of equal maxima, as the CPU's scan finds it.
+__global__ void cross_entropy_row_stats_kernel(float* stats, const float* losses, const float* probs,
+                                               const int32_t* targets, int64_t V) {
+  const int64_t n = blockIdx.x;
+  const float* p = probs + n * V;
+  float best = -INFINITY;
+  int64_t at = V;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    if (p[v] > best) best = p[v], at = v;
+  const float top = block_max(best);
+  // The first index holding the maximum: the smallest candidate over the block.
+  const float first = detail::block_reduce(best == top ? static_cast<float>(at) : static_cast<float>(V),
+                                           static_cast<float>(V), detail::min_op{});
+  if (threadIdx.x == 0) {
+    stats[2 * n] = losses[n];
+    stats[2 * n + 1] = static_cast<int64_t>(first) == targets[n] ? 1.0f : 0.0f;
   }
 }
 
@@ -298,6 +349,41 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const float
   embedding_backward_wte_kernel<<<static_cast<unsigned>((C + 127) / 128), 128, 0, s>>>(dwte, dout, tokens, B * T, C);
   check_launch();
   embedding_backward_wpe_kernel<<<blocks_for(T * C), threads, 0, s>>>(dwpe, dout, B, T, C);
+  check_launch();
+}
+
+void embedding_shard_forward(float* out, const float* tokens, const float* wte_shard, int64_t B, int64_t T, int64_t C,
+                             int64_t V, int64_t begin, int64_t count, cudaStream_t s) {
+  if (B * T * C <= 0) return;
+  embedding_shard_forward_kernel<<<blocks_for(B * T * C), threads, 0, s>>>(out, tokens, wte_shard, B * T, C, V, begin,
+                                                                           count);
+  check_launch();
+}
+
+void embedding_shard_backward(float* dwte_shard, const float* dout, const float* tokens, int64_t B, int64_t T,
+                              int64_t C, int64_t begin, int64_t count, cudaStream_t s) {
+  if (B * T * C <= 0) return;
+  embedding_shard_backward_kernel<<<static_cast<unsigned>((C + 127) / 128), 128, 0, s>>>(dwte_shard, dout, tokens,
+                                                                                         B * T, C, begin, count);
+  check_launch();
+}
+
+void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t C, cudaStream_t s) {
+  if (B * T * C <= 0) return;
+  position_forward_kernel<<<blocks_for(B * T * C), threads, 0, s>>>(out, wpe, B * T, T, C);
+  check_launch();
+}
+
+void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C, cudaStream_t s) {
+  if (B * T * C <= 0) return;
+  embedding_backward_wpe_kernel<<<blocks_for(T * C), threads, 0, s>>>(dwpe, dout, B, T, C);
+  check_launch();
+}
+
+void cross_entropy_row_stats(float* stats, const float* losses, const float* probs, const int32_t* targets, int64_t N,
+                             int64_t V, cudaStream_t s) {
+  if (N <= 0) return;
+  cross_entropy_row_stats_kernel<<<static_cast<unsigned>(N), threads, 0, s>>>(stats, losses, probs, targets, V);
   check_launch();
 }
 

@@ -1,0 +1,176 @@
+// cuda_device_ops (cuda_device_ops.hpp): device_ops over kernels/cuda/ops.hpp.
+#include "kernels/cuda/cuda_device_ops.hpp"
+
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "kernels/cuda/check.hpp"
+#include "kernels/cuda/device_alloc.hpp"
+#include "kernels/cuda/ops.hpp"
+
+namespace troupe::cuda {
+
+namespace {
+
+thread_local cudaStream_t current = nullptr;
+
+class gpu_ops final : public device_ops {
+ public:
+  explicit gpu_ops(int index) : index_(index) {}
+  device where() const override { return {device_type::cuda, index_}; }
+
+  void copy(tensor& dst, const tensor& src) const override {
+    if (dst.type() != src.type() || dst.numel() != src.numel())
+      throw std::invalid_argument("copy: " + std::string(to_string(src.type())) + " " + to_string(src.shape()) +
+                                  " into " + to_string(dst.type()) + " " + to_string(dst.shape()));
+    if (src.nbytes() == 0) return;
+    // Unified addressing: the runtime knows each pointer's device, so one call does every
+    // direction. From pageable host memory it returns once the bytes are staged.
+    TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()), cudaMemcpyDefault,
+                                      on()));
+  }
+  void fill_zero(void* p, int64_t bytes) const override {
+    if (bytes > 0) TROUPE_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(bytes), on()));
+  }
+  void synchronize() const override { TROUPE_CUDA_CHECK(cudaStreamSynchronize(on())); }
+
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N, int64_t C,
+                      int64_t OC) const override {
+    cudaStream_t s = on();
+    cuda::matmul_forward(out, inp, weight, bias, N, C, OC, handle(), s);
+  }
+  void matmul_backward_input(float* dinp, const float* dout, const float* weight, int64_t N, int64_t C,
+                             int64_t OC) const override {
+    cudaStream_t s = on();
+    cuda::matmul_backward_input(dinp, dout, weight, N, C, OC, handle(), s);
+  }
+  void matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, int64_t N, int64_t C,
+                              int64_t OC) const override {
+    cudaStream_t s = on();
+    cuda::matmul_backward_weight(dweight, dbias, dout, inp, N, C, OC, handle(), s);
+  }
+  void add_into(float* a, const float* b, int64_t n) const override { cuda::add_into(a, b, n, on()); }
+  void relu_forward(float* out, const float* inp, int64_t n) const override { cuda::relu_forward(out, inp, n, on()); }
+  void relu_backward(float* dinp, const float* dout, const float* out, int64_t n) const override {
+    cuda::relu_backward(dinp, dout, out, n, on());
+  }
+
+  void gelu_forward(float* out, const float* inp, int64_t n) const override { cuda::gelu_forward(out, inp, n, on()); }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) const override {
+    cuda::gelu_backward(dinp, inp, dout, n, on());
+  }
+  void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N, int64_t OC) const override {
+    cuda::bias_gelu_forward(out, pre, bias, N, OC, on());
+  }
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                         const float* bias, int64_t N, int64_t C) const override {
+    cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, on());
+  }
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                          const float* weight, const float* mean, const float* rstd, int64_t N,
+                          int64_t C) const override {
+    cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, on());
+  }
+  void embedding_forward(float* out, const float* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,
+                         int64_t C, int64_t V) const override {
+    cuda::embedding_forward(out, tokens, wte, wpe, B, T, C, V, on());
+  }
+  void embedding_backward(float* dwte, float* dwpe, const float* dout, const float* tokens, int64_t B, int64_t T,
+                          int64_t C) const override {
+    cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, on());
+  }
+  void embedding_shard_forward(float* out, const float* tokens, const float* wte_shard, int64_t B, int64_t T,
+                               int64_t C, int64_t V, int64_t begin, int64_t count) const override {
+    cuda::embedding_shard_forward(out, tokens, wte_shard, B, T, C, V, begin, count, on());
+  }
+  void embedding_shard_backward(float* dwte_shard, const float* dout, const float* tokens, int64_t B, int64_t T,
+                                int64_t C, int64_t begin, int64_t count) const override {
+    cuda::embedding_shard_backward(dwte_shard, dout, tokens, B, T, C, begin, count, on());
+  }
+  void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t C) const override {
+    cuda::position_forward(out, wpe, B, T, C, on());
+  }
+  void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) const override {
+    cuda::position_backward(dwpe, dout, B, T, C, on());
+  }
+  void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
+                         int64_t NH) const override {
+    cuda::attention_forward(out, att, qkv, B, T, C, NH, on());
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B, int64_t T,
+                          int64_t C, int64_t NH) const override {
+    cudaStream_t s = on();
+    // Freed at once: the allocator hands it out again only to work ordered after this on the
+    // same stream (a GPU's compute runs on its queue's one stream).
+    tensor scratch = empty({B, NH, T, T});
+    cuda::attention_backward(dqkv, f32_out(scratch), dout, qkv, att, B, T, C, NH, s);
+  }
+
+  loss_result cross_entropy(const tensor& logits, const std::vector<int32_t>& targets,
+                            float grad_scale) const override {
+    const int64_t V = logits.size(-1);
+    const int64_t N = logits.numel() / V;
+    cudaStream_t s = on();
+    loss_result r;
+    r.count = N;
+    // The targets as int32 on the GPU, in 4-byte storage (tensors have no integer dtype).
+    static_assert(sizeof(int32_t) == sizeof(float));
+    tensor dev_targets = empty({N});
+    if (N > 0)
+      TROUPE_CUDA_CHECK(cudaMemcpyAsync(dev_targets.raw(), targets.data(), static_cast<size_t>(N) * sizeof(int32_t),
+                                        cudaMemcpyHostToDevice, s));
+    const auto* t = static_cast<const int32_t*>(std::as_const(dev_targets).raw());
+    tensor probs = empty({N, V}), losses = empty({N}), stats = empty({N, 2});
+    cuda::softmax_cross_entropy_forward(f32_out(probs), f32_out(losses), f32(logits), t, N, V, s);
+    cuda::cross_entropy_row_stats(f32_out(stats), f32(losses), f32(probs), t, N, V, s);
+    if (grad_scale != 0.0f) {
+      r.dlogits = empty(logits.shape());
+      cuda::softmax_cross_entropy_backward(f32_out(r.dlogits), f32(probs), t, N, V, grad_scale, s);
+    }
+    r.row_stats = to_device(stats, device{}, s);  // pinned: settle() reads it once the stream is done
+    return r;
+  }
+
+ private:
+  // Makes the GPU current (work may run on any thread) and returns the stream to launch on.
+  cudaStream_t on() const {
+    TROUPE_CUDA_CHECK(cudaSetDevice(index_));
+    return current;
+  }
+  // cuBLAS handles are not thread-safe: one per thread and GPU.
+  blas& handle() const {
+    thread_local std::vector<std::unique_ptr<blas>> per_gpu;
+    if (per_gpu.size() <= static_cast<size_t>(index_)) per_gpu.resize(static_cast<size_t>(index_) + 1);
+    auto& h = per_gpu[static_cast<size_t>(index_)];
+    if (!h) h = std::make_unique<blas>();
+    return *h;
+  }
+  int index_;
+};
+
+}  // namespace
+
+cudaStream_t current_stream() { return current; }
+
+stream_guard::stream_guard(cudaStream_t s) : previous_(current) { current = s; }
+stream_guard::~stream_guard() { current = previous_; }
+
+const device_ops& install_cuda_ops(int index) {
+  static std::mutex mu;
+  static std::vector<std::shared_ptr<const gpu_ops>> made;
+  std::lock_guard<std::mutex> lock(mu);
+  if (index >= 0 && static_cast<size_t>(index) < made.size() && made[static_cast<size_t>(index)])
+    return *made[static_cast<size_t>(index)];
+  cuda_device_allocator(index);  // checks the GPU is there, and installs its allocator
+  auto ops = std::make_shared<const gpu_ops>(index);
+  if (made.size() <= static_cast<size_t>(index)) made.resize(static_cast<size_t>(index) + 1);
+  made[static_cast<size_t>(index)] = ops;
+  install_ops(ops);
+  return *ops;
+}
+
+}  // namespace troupe::cuda

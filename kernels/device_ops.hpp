@@ -1,0 +1,97 @@
+// device_ops: the ops of ops.hpp behind one interface per device, so a layer is written once and
+// runs wherever its tensors live: ops_on(x) is the CPU's (ops.hpp, inline) for a CPU tensor and
+// CUDA's (kernels/cuda/cuda_device_ops.hpp, enqueued on the thread's current stream) for a GPU
+// one. Same names, argument order (out, inputs..., sizes...) and accumulation rules as ops.hpp;
+// every pointer is in the memory of where(). No CUDA header, no CAF.
+//
+// What the CPU and CUDA ops cannot share: a kernel cannot throw, so a bad token or target gives
+// NaN on a GPU where the CPU throws std::out_of_range; and the loss of a GPU comes back to the
+// host only once its queue has completed (loss_result::settle).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/loss.hpp"
+#include "kernels/tensor.hpp"
+
+namespace troupe {
+
+class device_ops {
+ public:
+  virtual ~device_ops() = default;
+  virtual device where() const = 0;
+
+  // ---- memory ----
+  // dst = src, same dtype and numel; either may be on the CPU. Stream-ordered on a GPU: a host
+  // destination is complete only once the queue that ran this has completed.
+  virtual void copy(tensor& dst, const tensor& src) const = 0;
+  // Uninitialized, on where(), for outputs an op overwrites whole.
+  tensor empty(shape_t shape, dtype type = dtype::f32) const;
+  // Zero-filled, on where(), stream-ordered.
+  tensor zeros(shape_t shape, dtype type = dtype::f32) const;
+  virtual void fill_zero(void* p, int64_t bytes) const = 0;
+  // A copy of x on where() (x itself when it is there already).
+  tensor to_here(const tensor& x) const;
+  // Waits until what this thread enqueued here has run (CPU: nothing to wait for). Only for
+  // plain callers (train_step.hpp's reference step); an actor waits for its queue's completion.
+  virtual void synchronize() const = 0;
+
+  // ---- dense ----
+  virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,
+                              int64_t C, int64_t OC) const = 0;
+  virtual void matmul_backward_input(float* dinp, const float* dout, const float* weight, int64_t N, int64_t C,
+                                     int64_t OC) const = 0;
+  virtual void matmul_backward_weight(float* dweight, float* dbias, const float* dout, const float* inp, int64_t N,
+                                      int64_t C, int64_t OC) const = 0;
+  virtual void add_into(float* a, const float* b, int64_t n) const = 0;
+  virtual void relu_forward(float* out, const float* inp, int64_t n) const = 0;
+  virtual void relu_backward(float* dinp, const float* dout, const float* out, int64_t n) const = 0;
+
+  // ---- transformer ----
+  virtual void gelu_forward(float* out, const float* inp, int64_t n) const = 0;
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) const = 0;
+  virtual void bias_gelu_forward(float* out, float* pre, const float* bias, int64_t N, int64_t OC) const = 0;
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
+                                 const float* bias, int64_t N, int64_t C) const = 0;
+  virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                                  const float* weight, const float* mean, const float* rstd, int64_t N,
+                                  int64_t C) const = 0;
+  virtual void embedding_forward(float* out, const float* tokens, const float* wte, const float* wpe, int64_t B,
+                                 int64_t T, int64_t C, int64_t V) const = 0;
+  virtual void embedding_backward(float* dwte, float* dwpe, const float* dout, const float* tokens, int64_t B,
+                                  int64_t T, int64_t C) const = 0;
+  virtual void embedding_shard_forward(float* out, const float* tokens, const float* wte_shard, int64_t B, int64_t T,
+                                       int64_t C, int64_t V, int64_t begin, int64_t count) const = 0;
+  virtual void embedding_shard_backward(float* dwte_shard, const float* dout, const float* tokens, int64_t B,
+                                        int64_t T, int64_t C, int64_t begin, int64_t count) const = 0;
+  virtual void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t C) const = 0;
+  virtual void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) const = 0;
+  virtual void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
+                                 int64_t NH) const = 0;
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B,
+                                  int64_t T, int64_t C, int64_t NH) const = 0;
+
+  // ---- loss ----
+  // cross_entropy (loss.hpp) on this device. A GPU leaves the loss and the hits in the result's
+  // row_stats, on their way to the host: loss_result::settle() reads them once the queue that
+  // ran this has completed. Its targets are host values (the batch's); a GPU copies them itself.
+  virtual loss_result cross_entropy(const tensor& logits, const std::vector<int32_t>& targets,
+                                    float grad_scale) const = 0;
+};
+
+// The f32 values of a tensor on any device, for the ops above: read-only, and writable (a
+// std::logic_error once frozen, or for another dtype).
+inline const float* f32(const tensor& t) { return t.data_as<float>(); }
+inline float* f32_out(tensor& t) { return t.data_as<float>(); }
+
+// The ops of the device x lives on.
+const device_ops& ops_on(const tensor& x);
+// The ops of `d`: the CPU's for any CPU, the one installed for a GPU. Throws std::runtime_error
+// naming the device when none is (a CPU-only build, or kernels/cuda's install_cuda_ops not run).
+const device_ops& ops_for(const device& d);
+// Makes `ops` the ops of ops->where() from now on. Not for the CPU, whose ops are fixed.
+void install_ops(std::shared_ptr<const device_ops> ops);
+
+}  // namespace troupe
