@@ -34,6 +34,15 @@ tensor device_ops::to_here(const tensor& x) const {
   return out;
 }
 
+tensor on_host(const tensor& x) {
+  if (x.where().is_cpu()) return x;
+  const device_ops& ops = ops_on(x);
+  tensor out = tensor::uninitialized(x.shape(), x.type(), device{});
+  ops.copy(out, x);
+  ops.synchronize();
+  return out;
+}
+
 const device_ops& ops_on(const tensor& x) { return ops_for(x.where()); }
 
 const device_ops& ops_for(const device& d) {

@@ -86,6 +86,11 @@ class device_ops {
 inline const float* f32(const tensor& t) { return t.data_as<float>(); }
 inline float* f32_out(tensor& t) { return t.data_as<float>(); }
 
+// x's values on the host: x itself when it is there, else a copy, complete when this returns
+// (it waits for the device: for callers off the device's critical path, such as an optimizer
+// shard on its own thread or an export between steps).
+tensor on_host(const tensor& x);
+
 // The ops of the device x lives on.
 const device_ops& ops_on(const tensor& x);
 // The ops of `d`: the CPU's for any CPU, the one installed for a GPU. Throws std::runtime_error

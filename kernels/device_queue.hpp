@@ -22,6 +22,11 @@ class device_queue {
   // Calls `done` once everything enqueued before has completed, from any thread (CPU: inline,
   // now). `done` must only signal (send a message): on CUDA it runs where no CUDA call is allowed.
   virtual void when_done(std::function<void()> done) = 0;
+  // Runs `launch` now, on the caller's thread, ordered on the device after everything enqueued
+  // before and before everything after: for the stage's own bookkeeping between actions (a fresh
+  // gradient buffer to zero, parameters to copy in), which only launches device work and needs
+  // its result (a tensor handle) at once. It must not wait for the device.
+  virtual void launch(const std::function<void()>& launch) = 0;
   // True when enqueue returns before the work has completed: the caller must wait for when_done.
   virtual bool asynchronous() const = 0;
   virtual device where() const = 0;
@@ -33,6 +38,7 @@ class cpu_queue final : public device_queue {
   explicit cpu_queue(int index = 0) : index_(index) {}
   void enqueue(std::function<void()> work) override { work(); }
   void when_done(std::function<void()> done) override { done(); }
+  void launch(const std::function<void()>& launch) override { launch(); }
   bool asynchronous() const override { return false; }
   device where() const override { return {device_type::cpu, index_}; }
 

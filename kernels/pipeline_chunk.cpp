@@ -25,8 +25,9 @@ recompute_mode parse_recompute_mode(const std::string& text) {
   throw std::invalid_argument("recompute \"" + text + "\": expected none, selective or full");
 }
 
-pipeline_chunk::pipeline_chunk(layer_list layers, int64_t first_layer, uint64_t seed, recompute_mode recompute)
-    : stack_(std::move(layers), first_layer, seed), recompute_(recompute) {
+pipeline_chunk::pipeline_chunk(layer_list layers, int64_t first_layer, uint64_t seed, recompute_mode recompute,
+                               device where)
+    : stack_(std::move(layers), first_layer, seed, where), recompute_(recompute) {
   if (recompute_ == recompute_mode::selective)
     for (size_t i = 0; i < stack_.num_layers(); ++i) stack_.at(i).set_selective_recompute(true);
 }

@@ -22,8 +22,10 @@ recompute_mode parse_recompute_mode(const std::string& text);
 
 class pipeline_chunk {
  public:
-  // first_layer: the global index of layers[0] in the model (fixes the init, see layer_stack).
-  pipeline_chunk(layer_list layers, int64_t first_layer, uint64_t seed, recompute_mode recompute = recompute_mode::none);
+  // first_layer: the global index of layers[0] in the model (fixes the init, see layer_stack);
+  // where: the device of its stack.
+  pipeline_chunk(layer_list layers, int64_t first_layer, uint64_t seed, recompute_mode recompute = recompute_mode::none,
+                 device where = {});
 
   layer_stack& stack() { return stack_; }
   const layer_stack& stack() const { return stack_; }

@@ -18,6 +18,7 @@
 #include "actors/process/process_job.hpp"
 #include "actors/job/runtime_config.hpp"
 #include "actors/job/teardown_guard.hpp"
+#include "kernels/device_ops.hpp"
 
 namespace troupe {
 
@@ -92,6 +93,38 @@ train_summary run_training(const train_config& cfg, const job_extras& extras) {
 
 namespace {
 
+// What a stage on an accelerator does not run yet, or empty: each of these reads or writes its
+// chunks' buffers on the host (bucket collectives, shards, servers, restores, observers).
+std::string not_on_accelerators_yet(const train_config& cfg, const job_plan& plan, const job_extras& extras) {
+  if (plan.schedule.virtual_stages > 1) return "an interleaved schedule (several chunks a stage)";
+  if (plan.mesh.dp > 1) return "data parallelism (its gradient buckets are reduced on the host)";
+  if (cfg.zero > 0) return "ZeRO";
+  if (plan.mesh.tp > 1) return "tensor parallelism";
+  if (cfg.consistency != consistency_model::none) return "parameter servers";
+  if (plan.resume) return "a resume from a checkpoint";
+  if (!extras.gradient_observers.empty()) return "gradient observers";
+  return {};
+}
+
+// The ranks' devices, each asked for once, checked before any actor exists: a stage on an
+// accelerator needs that device's ops, and a job it can run.
+job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, job_extras extras) {
+  if (!extras.device_of) return extras;
+  std::vector<std::shared_ptr<device_queue>> queues;
+  for (int r = 0; r < plan.mesh.ranks(); ++r) {
+    queues.push_back(extras.device_of(r));
+    const std::shared_ptr<device_queue>& q = queues.back();
+    if (!q || q->where().is_cpu()) continue;
+    ops_for(q->where());  // throws naming the device when nobody set up its ops
+    if (const std::string why = not_on_accelerators_yet(cfg, plan, extras); !why.empty())
+      throw std::invalid_argument("rank " + std::to_string(r) + " is on " + q->where().to_string() +
+                                  ": a stage on an accelerator does not run " + why +
+                                  " yet; its layers, loss, optimizer hand-off and pipeline sends do");
+  }
+  extras.device_of = [queues](int rank) { return queues.at(static_cast<size_t>(rank)); };
+  return extras;
+}
+
 train_summary run_once(const train_config& cfg, const job_extras& extras) {
   if (cfg.zero >= 1 && cfg.mesh.dp > 1 && !extras.gradient_observers.empty())
     throw std::invalid_argument("gradient observers see a rank's whole gradients, which ZeRO (zero " +
@@ -106,6 +139,7 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
   validate(cfg);
   const prepared_job data = prepare_job(cfg);
   const job_plan plan = plan_job(cfg, data);
+  const job_extras on_devices = with_checked_devices(cfg, plan, extras);
   log_plan(cfg, data, plan);
   job_outputs out(cfg, data);
   teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
@@ -117,7 +151,7 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
     if (extras.scheduler_threads > 0) sys_cfg.set("scheduler.max-threads", static_cast<int>(extras.scheduler_threads));
     caf::actor_system sys{sys_cfg};
     auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, data, plan, out));
-    rank_actors ranks = spawn_mesh(sys, cfg, data, plan, coordinator, extras);
+    rank_actors ranks = spawn_mesh(sys, cfg, data, plan, coordinator, on_devices);
     server_updates = ranks.server_updates;
     dispensed = ranks.dispensed;
     auto evaluator = spawn_evaluator(sys, data.model, cfg.seed, ranks.loaders.at(0), coordinator);

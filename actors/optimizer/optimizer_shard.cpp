@@ -15,6 +15,7 @@
 #include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
 #include "actors/job/checkpointing.hpp"
+#include "kernels/device_ops.hpp"
 
 namespace troupe {
 
@@ -290,8 +291,9 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
           throw std::invalid_argument("optimizer_shard: initial parameters for [" + std::to_string(m.offset) + ", +" +
                                       std::to_string(m.params.numel()) + "), shard owns [" +
                                       std::to_string(s.offset) + ", +" + std::to_string(s.size) + ")");
-        if (s.memory.store) return write_initial(self, m.params, 0);
-        s.master = m.params;  // frozen: written again only once nobody else holds it (reclaim)
+        if (s.memory.store) return write_initial(self, on_host(m.params), 0);
+        // A stage on a GPU sends its device's values: the shard keeps and updates them on the host.
+        s.master = on_host(m.params);  // frozen: written again only once nobody else holds it (reclaim)
         s.master.freeze();
         if (s.memory.ledger) s.memory.ledger->charge(s.master, s.memory.master_kind);
       },
@@ -305,7 +307,8 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
           s.pending = tiled_step{};
           s.pending.reply = self->make_response_promise();
           s.pending.step = m.step;
-          s.pending.grads = std::move(m.grads);
+          s.pending.grads = on_host(m.grads);
+          m.grads = tensor();
           // Else when the initial slots are written, or a checkpoint's read of them is done.
           if (s.initialized && !s.checkpointing) begin_tiled_step(self);
           return s.pending.reply;
@@ -313,7 +316,8 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
         if (s.master.empty()) throw std::logic_error("optimizer_shard: gradients before initial parameters");
         // The gradients are dropped before the answer leaves, so the stage never holds next
         // step's gradients while these still exist (the ledger would count both).
-        const tensor grads = std::move(m.grads);
+        const tensor grads = on_host(m.grads);
+        m.grads = tensor();
         // In place when nobody else holds the master copy any more (a ZeRO stage copies out its
         // segments); otherwise out of place, since the previous parameters are still in a
         // stage's hands: a fresh tensor becomes the master copy and is sent without a copy.

@@ -23,6 +23,7 @@
 #include "actors/actor_failure.hpp"
 #include "actors/stage/stage_state.hpp"
 #include "comm/ring_schedule.hpp"
+#include "kernels/device_ops.hpp"
 #include "kernels/loss.hpp"
 
 namespace troupe {
@@ -251,7 +252,9 @@ bool execute(self_ptr self, const sched::action& a) {
       if (s.opt == stage_state::opt_phase::idle) {
         // One chunk hands its buffer over (the stack goes on with a fresh zeroed one, so what was
         // sent is never written again); several are laid end to end.
-        tensor grads = s.chunks.size() == 1 ? s.chunks[0]->stack().take_grads() : tensor({n});
+        tensor grads;  // on the stage's device: the optimizer shard copies it to the host (on_host)
+        if (s.chunks.size() == 1) launch(s, [&] { grads = s.chunks[0]->stack().take_grads(); });
+        else grads = tensor({n});
         if (s.chunks.size() > 1) {
           if (s.args.memory) s.args.memory->charge(grads, memory_kind::gradients);
           int64_t at = 0;
@@ -286,6 +289,10 @@ void begin_step(self_ptr self, int64_t step);
 
 // The optimizer shard's parameters (plain data parallelism: all of them) into the chunks.
 void adopt_params(stage_state& s, const params_msg& m) {
+  if (s.chunks.size() == 1 && on_accelerator(s)) {  // the host's values, copied in on the device's stream
+    launch(s, [&] { s.chunks[0]->stack().load_params(m.params); });
+    return;
+  }
   if (s.chunks.size() == 1) {
     s.chunks[0]->stack().adopt_params(m.params);  // frozen: the next update is a new tensor
     return;
@@ -473,7 +480,8 @@ caf::behavior stage(self_ptr self, stage_args args) {
   }
   for (int c = 0; c < st.args.plan.virtual_stages; ++c) {
     const layer_range r = st.args.model_chunks.at(static_cast<size_t>(model_chunk_of(st, c)));
-    st.chunks.push_back(std::make_shared<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed, st.args.recompute));
+    st.chunks.push_back(std::make_shared<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed, st.args.recompute,
+                                                         compute_device(st.args)));
   }
   st.args.buckets.resize(st.chunks.size());
   for (const auto& b : st.args.buckets) st.buckets_per_step += static_cast<int64_t>(b.size());
@@ -632,7 +640,9 @@ caf::behavior stage(self_ptr self, stage_args args) {
         for (size_t c = 0; c < s.chunks.size(); ++c) {
           out.model_chunks.push_back(model_chunk_of(s, static_cast<int>(c)));
           if (!params_partitioned(s)) {
-            tensor p = s.chunks[c]->stack().params().clone();
+            tensor p;
+            if (on_accelerator(s)) launch(s, [&] { p = on_host(s.chunks[c]->stack().params()); });
+            else p = s.chunks[c]->stack().params().clone();
             p.freeze();
             out.params.push_back(std::move(p));
             continue;
@@ -663,9 +673,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
 }  // namespace
 
 caf::actor spawn_stage(caf::actor_system& sys, stage_args args) {
-  if (args.queue && args.queue->where().type == device_type::cuda)
-    throw std::invalid_argument("rank " + std::to_string(args.rank) + ": a stage on " + args.queue->where().to_string() +
-                                " needs layers that launch on its stream; the stage's layers compute on the CPU");
+  // A stage on an accelerator runs only what training_job.cpp's with_checked_devices allows.
   if (is_asynchronous(args.queue)) return sys.spawn(stage, std::move(args));  // it never waits for its device
   return sys.spawn<caf::detached>(stage, std::move(args));
 }

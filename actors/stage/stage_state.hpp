@@ -108,6 +108,17 @@ inline const std::vector<sched::action>& row(const stage_state& s) {
 }
 
 inline bool zero_on(const stage_state& s) { return !s.pieces.empty(); }
+// Where the stage's chunks hold their parameters, gradients and activations: its queue's device
+// when that is not the host (a GPU), else the host (every CPU queue computes on host memory).
+inline device compute_device(const stage_args& a) {
+  return a.queue && !a.queue->where().is_cpu() ? a.queue->where() : device{};
+}
+inline bool on_accelerator(const stage_state& s) { return !compute_device(s.args).is_cpu(); }
+// Runs the stage's own device bookkeeping between actions (device_queue::launch); in line on the host.
+inline void launch(stage_state& s, const std::function<void()>& f) {
+  if (s.args.queue) s.args.queue->launch(f);
+  else f();
+}
 inline bool grads_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 2; }
 inline bool params_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 3; }
 

@@ -38,12 +38,14 @@ cuda_queue::~cuda_queue() {
   }
 }
 
-void cuda_queue::enqueue(std::function<void()> work) {
+void cuda_queue::enqueue(std::function<void()> work) { launch(work); }
+
+void cuda_queue::launch(const std::function<void()>& launch) {
   // Work may run on any of the scheduler's threads: each launch must find its GPU current, and
   // the layers' ops (cuda_device_ops.hpp) this queue's stream.
   TROUPE_CUDA_CHECK(cudaSetDevice(gpu_));
   stream_guard on(stream_);
-  work();
+  launch();
 }
 
 void cuda_queue::when_done(std::function<void()> done) {

@@ -24,6 +24,8 @@ class cuda_queue final : public device_queue {
 
   void enqueue(std::function<void()> work) override;
   void when_done(std::function<void()> done) override;
+  // Launches are enqueued work already: both run now, with this queue's stream current.
+  void launch(const std::function<void()>& launch) override;
   bool asynchronous() const override { return true; }
   device where() const override { return {device_type::cuda, gpu_}; }
   // The stream enqueued work launches on (cudaStream_t).

@@ -19,7 +19,7 @@ namespace troupe::test {
 
 class fake_device final : public device_queue {
  public:
-  explicit fake_device(int index = 0) : index_(index), worker_([this] { run(); }) {}
+  explicit fake_device(device where = {}) : where_(where), worker_([this] { run(); }) {}
   ~fake_device() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -35,7 +35,10 @@ class fake_device final : public device_queue {
   void enqueue(std::function<void()> work) override { push({std::move(work), false}); }
   void when_done(std::function<void()> done) override { push({std::move(done), true}); }
   bool asynchronous() const override { return true; }
-  device where() const override { return {device_type::cpu, index_}; }
+  device where() const override { return where_; }
+  // In line: the fake's memory is the host's, written at once by whatever ops it is given (the
+  // stage launches only between its actions, when nothing of its own is in flight).
+  void launch(const std::function<void()>& launch) override { launch(); }
 
   // From now on the next completion waits (with everything after it) until released.
   void hold_completions() {
@@ -91,7 +94,7 @@ class fake_device final : public device_queue {
     }
   }
 
-  const int index_;
+  const device where_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<item> todo_;

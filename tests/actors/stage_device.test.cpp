@@ -25,6 +25,7 @@
 #include "actors/messages.hpp"
 #include "tests/actors/fake_device.hpp"
 #include "tests/actors/tiny_jobs.hpp"
+#include "tests/kernels/fake_gpu.hpp"
 
 using namespace troupe;
 using namespace troupe::test;
@@ -40,7 +41,7 @@ std::string out_dir(const std::string& name) {
 
 std::vector<std::shared_ptr<fake_device>> devices_for(const train_config& cfg) {
   std::vector<std::shared_ptr<fake_device>> out;
-  for (int r = 0; r < cfg.mesh.dp * cfg.mesh.pp * cfg.mesh.tp; ++r) out.push_back(std::make_shared<fake_device>(r));
+  for (int r = 0; r < cfg.mesh.dp * cfg.mesh.pp * cfg.mesh.tp; ++r) out.push_back(std::make_shared<fake_device>(device{device_type::cpu, r}));
   return out;
 }
 
@@ -185,3 +186,73 @@ INSTANTIATE_TEST_SUITE_P(
                       device_case{"gpt", "adamw", 2, 2}, device_case{"mlp", "adamw", 2, 1, 2},
                       device_case{"mlp", "sgd", 2, 1, 3}, device_case{"gpt", "adamw", 2, 1, 3}),
     case_name);
+
+// A stage on an accelerator: its chunks' parameters, gradients and activations live in the
+// device's memory and every op runs through the device's ops (tests/kernels/fake_gpu.hpp's
+// "cuda:7": host memory behind the CPU's ops, which checks each pointer it is given is the
+// device's), the optimizer shard takes the gradients to the host and the parameters come back
+// by a copy on the device's queue. The parameters are bitwise the CPU job's; the losses agree to
+// float rounding (a device's loss reaches the host as one float per row, the CPU sums doubles).
+namespace {
+
+struct accelerator_case {
+  std::string model, optim;
+  int pp = 1;
+};
+
+std::string accelerator_case_name(const ::testing::TestParamInfo<accelerator_case>& info) {
+  return info.param.model + "_" + info.param.optim + "_pp" + std::to_string(info.param.pp);
+}
+
+void PrintTo(const accelerator_case& c, std::ostream* os) { *os << accelerator_case_name({c, 0}); }
+
+std::vector<std::shared_ptr<fake_device>> accelerators_for(const train_config& cfg) {
+  fake_ops();  // the device's allocator and ops
+  std::vector<std::shared_ptr<fake_device>> out;
+  for (int r = 0; r < cfg.mesh.dp * cfg.mesh.pp * cfg.mesh.tp; ++r) out.push_back(std::make_shared<fake_device>(fake_gpu));
+  return out;
+}
+
+}  // namespace
+
+class StageOnAnAcceleratorMatchesTheCpu : public ::testing::TestWithParam<accelerator_case> {};
+
+TEST_P(StageOnAnAcceleratorMatchesTheCpu, SameFinalParametersBitwiseAndLossesToFloatRounding) {
+  const accelerator_case c = GetParam();
+  auto config = [&](const std::string& tag) {
+    train_config cfg = tiny_mesh_config(c.model, c.optim, 1, c.pp, 1, c.pp > 1 ? 4 : 1);
+    cfg.out_dir = out_dir("accelerator-" + accelerator_case_name({c, 0}) + "-" + tag);
+    return cfg;
+  };
+  const train_summary cpu = run_training(config("cpu"));
+  const train_config cfg = config("gpu");
+  const auto devices = accelerators_for(cfg);
+  const int before = fake_ops().calls("matmul_forward"), loads = fake_ops().calls("copy");
+  const train_summary gpu = run_training(cfg, on_devices(devices));
+  ASSERT_EQ(gpu.losses.size(), static_cast<size_t>(kSteps));
+  ASSERT_EQ(cpu.losses.size(), gpu.losses.size());
+  for (size_t i = 0; i < cpu.losses.size(); ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-6 * cpu.losses[i]) << i;
+  EXPECT_TRUE(same_bits(cpu.final_params, gpu.final_params));
+  EXPECT_GE(fake_ops().calls("matmul_forward") - before, kSteps) << "the layers ran on the device";
+  EXPECT_GE(fake_ops().calls("copy") - loads, kSteps) << "each step's parameters were copied in";
+  for (const auto& d : devices) EXPECT_GE(d->completions(), 2 * kSteps);
+}
+
+INSTANTIATE_TEST_SUITE_P(SingleDeviceAndPipeline, StageOnAnAcceleratorMatchesTheCpu,
+                         ::testing::Values(accelerator_case{"mlp", "sgd", 1}, accelerator_case{"mlp", "adamw", 2},
+                                           accelerator_case{"gpt", "sgd", 2}, accelerator_case{"gpt", "adamw", 1}),
+                         accelerator_case_name);
+
+TEST(StageOnAnAccelerator, DataParallelismThereIsRefusedNamingTheDeviceAndWhatIsMissing) {
+  train_config cfg = tiny_mesh_config("mlp", "sgd", 2, 1, 1, 1);
+  cfg.out_dir = out_dir("accelerator-refused");
+  const auto devices = accelerators_for(cfg);
+  try {
+    run_training(cfg, on_devices(devices));
+    FAIL() << "data parallelism ran on an accelerator";
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("cuda:7"), std::string::npos) << what;
+    EXPECT_NE(what.find("data parallelism"), std::string::npos) << what;
+  }
+}
