@@ -18,6 +18,20 @@ namespace troupe::cli {
 
 namespace {
 
+// "cuda:0,cuda:1" -> two devices; each item as parse_device reads it, none empty.
+std::vector<device> parse_devices(const std::string& text) {
+  std::vector<device> out;
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = text.find(',', at);
+    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (item.empty()) throw std::invalid_argument("\"" + text + "\": an empty device in the list");
+    out.push_back(parse_device(item));
+    if (comma == std::string::npos) return out;
+    at = comma + 1;
+  }
+}
+
 using setter = std::function<void(train_config&, const value&)>;
 
 // What every kind of tunable has; the helpers below add the kind's checks.
@@ -91,6 +105,10 @@ std::vector<tunable> make_table() {
   threads.bound_note = "2 x this machine's " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
                        " hardware threads, at most OpenBLAS's " + std::to_string(blas_max_threads());
   t.push_back(std::move(threads));
+  t.push_back(text("--device", "train.device",
+                   "Devices of the ranks, dealt in rank order and round robin: cpu, cuda (cuda:0), cuda:N, or a "
+                   "comma-separated list [cpu]",
+                   [](train_config& c, const value& v) { c.devices = parse_devices(v.text); }));
   t.push_back(text("--out", "train.out", "Output folder for metrics.jsonl [runs/latest]",
                    [](train_config& c, const value& v) { c.out_dir = v.text; }));
   t.push_back(choice("--recompute", "train.recompute",

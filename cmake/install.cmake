@@ -11,8 +11,8 @@ set(troupe_layers kernels storage schedules comm actors)  # bottom-up, as the ad
 
 set(TROUPE_LINKS_MPI OFF)
 set(TROUPE_LINKS_CUDA OFF)
-foreach(layer ${troupe_layers})
-  set(lib troupe_${layer})
+# One static library into the package as troupe::<name>.
+macro(troupe_export lib name)
   # The layers name their include folders as build paths (the source tree, comm/'s generated
   # Cap'n Proto code), which an exported target must not carry: they hold for this build only,
   # and the installed headers sit under include/.
@@ -23,7 +23,7 @@ foreach(layer ${troupe_layers})
   endforeach()
   set_property(TARGET ${lib} PROPERTY INTERFACE_INCLUDE_DIRECTORIES
                ${build_dirs} "$<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>")
-  set_property(TARGET ${lib} PROPERTY EXPORT_NAME ${layer})
+  set_property(TARGET ${lib} PROPERTY EXPORT_NAME ${name})
   # The optional peers this build links are the ones the installed package must find.
   get_target_property(links ${lib} INTERFACE_LINK_LIBRARIES)
   if(links MATCHES "MPI::")
@@ -32,10 +32,18 @@ foreach(layer ${troupe_layers})
   if(links MATCHES "CUDA::")
     set(TROUPE_LINKS_CUDA ON)
   endif()
+  install(TARGETS ${lib} EXPORT troupeTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+endmacro()
+foreach(layer ${troupe_layers})
+  troupe_export(troupe_${layer} ${layer})
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${layer}
           FILES_MATCHING PATTERN "*.hpp")
-  install(TARGETS ${lib} EXPORT troupeTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endforeach()
+# The GPU ops (headers under kernels/cuda/, installed with kernels/), which actors link where
+# CUDA is built.
+if(TARGET troupe_kernels_cuda)
+  troupe_export(troupe_kernels_cuda kernels_cuda)
+endif()
 install(TARGETS troupe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
 install(EXPORT troupeTargets NAMESPACE troupe:: DESTINATION ${TROUPE_INSTALL_CMAKEDIR})

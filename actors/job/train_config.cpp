@@ -223,6 +223,10 @@ void validate(const train_config& c) {
   if (c.kill_server >= 0 && c.consistency == consistency_model::none)
     bad("kill_server is a parameter server's fault: give --consistency bsp, ssp or asp");
   if (c.server_shards < 1) bad("server_shards must be >= 1, got " + std::to_string(c.server_shards));
+  for (const device& d : c.devices)
+    if (!d.is_cpu() && world > 1)
+      bad("device " + d.to_string() + ": a job on GPUs runs in one process for now; this one spans " +
+          std::to_string(world) + " (--nodes, --servers)");
   if (c.server_processes > 0 && c.consistency == consistency_model::none)
     bad("--servers " + std::to_string(c.server_processes) +
         " starts processes of parameter servers: give --consistency bsp, ssp or asp");

@@ -151,6 +151,9 @@ struct train_config {
   sched::schedule user_schedule;
   std::string drop_send;            // fault injection for tests: a send ("0SA3>1") that is lost
   bool pin_threads = false;         // pin stage d's thread to core d % cores
+  // --device: rank r computes on devices[r % size] (a GPU: kernels/cuda, its own stream); empty
+  // or cpu: on the host, on the stage's own thread.
+  std::vector<device> devices;
   double watchdog_seconds = 60;     // a step without progress this long is reported and stopped (any job)
   // Data parallelism (actors/dp_job.cpp).
   double bucket_mb = 25.0;          // gradient bucket cap in MiB (PyTorch DDP's default)

@@ -18,6 +18,7 @@
 #include "actors/process/process_job.hpp"
 #include "actors/job/runtime_config.hpp"
 #include "actors/job/teardown_guard.hpp"
+#include "actors/job/accelerators.hpp"
 #include "kernels/device_ops.hpp"
 
 namespace troupe {
@@ -106,10 +107,26 @@ std::string not_on_accelerators_yet(const train_config& cfg, const job_plan& pla
   return {};
 }
 
-// The ranks' devices, each asked for once, checked before any actor exists: a stage on an
-// accelerator needs that device's ops, and a job it can run.
+// The ranks' devices (a composition's device_of, else --device), each opened once and checked
+// before any actor exists: a stage on an accelerator needs that device's ops, and a job it can
+// run, which --device's are checked for before any device is opened.
 job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, job_extras extras) {
-  if (!extras.device_of) return extras;
+  if (!extras.device_of) {
+    bool any = false;
+    for (const device& d : cfg.devices) any = any || !d.is_cpu();
+    if (!any) return extras;
+    for (int r = 0; r < plan.mesh.ranks(); ++r) {
+      const device d = cfg.devices[static_cast<size_t>(r) % cfg.devices.size()];
+      if (d.is_cpu()) continue;
+      if (const std::string why = not_on_accelerators_yet(cfg, plan, extras); !why.empty())
+        throw std::invalid_argument("--device puts rank " + std::to_string(r) + " on " + d.to_string() +
+                                    ": a stage on an accelerator does not run " + why +
+                                    " yet; its layers, loss, optimizer hand-off and pipeline sends do");
+    }
+    extras.device_of = [&cfg](int rank) {
+      return open_accelerator(cfg.devices[static_cast<size_t>(rank) % cfg.devices.size()]);
+    };
+  }
   std::vector<std::shared_ptr<device_queue>> queues;
   for (int r = 0; r < plan.mesh.ranks(); ++r) {
     queues.push_back(extras.device_of(r));

@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DTROUPE_WERROR=ON >/dev/null
-bins=$(grep -v "^#" bench/gpu/tests.list)
+bins="$(grep -v "^#" bench/gpu/tests.list) bench/gpt_step_gpu"
 # shellcheck disable=SC2086
 cmake --build build-gpu-pack -j "${TROUPE_JOBS:-2}" --target $(for b in $bins; do basename "$b"; done)
 rm -rf .gpu-pack

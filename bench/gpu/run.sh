@@ -5,7 +5,8 @@
 # stage's CUDA queue signalling completions from the stream (tests/kernels/cuda_queue.test.cpp),
 # the caching device allocator, pinned host memory and copies (tests/kernels/cuda_device_alloc.test.cpp),
 # and GPT and MLP layer stacks on the GPU against the CPU's (tests/kernels/cuda_layers.test.cpp);
-# the list is bench/gpu/tests.list. Writes
+# the list is bench/gpu/tests.list; then times troupe's GPT step against PyTorch's on the same GPU
+# (gpt_step.jsonl, and the ratios in the summary). Writes
 # under $OUT (default ./gpu-out): gpu.txt (nvidia-smi), build.log, one NAME.log per test binary
 # (its full output), summary.txt (one line a test binary: passed, failed or skipped, and the gtest
 # totals, then each failed case). Exits non-zero when a test fails or nothing ran.
@@ -14,7 +15,7 @@
 # targets there (ccache when present). The lent H200 machines have nvcc, CMake and ninja but not
 # CAF, GTest or OpenBLAS, and cannot install them; there it runs the binary that
 # bench/gpu/pack.sh built on the development machine and put in .gpu-pack/ (carry that folder).
-# Takes well under a minute of GPU time; the build, where it happens, a few minutes.
+# Takes a few minutes of GPU time (the GPT steps most of it); the build, where it happens, a few more.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-$PWD/gpu-out}
@@ -25,6 +26,7 @@ summary=$out/summary.txt
 nvidia-smi >"$out/gpu.txt" 2>&1 || echo "nvidia-smi failed" >>"$out/gpu.txt"
 
 tests=$(grep -v "^#" bench/gpu/tests.list)
+step_bench=bench/gpt_step_gpu
 
 # The CUDA libraries the binaries link (cuBLAS, NCCL): the toolkit's, or those of the Python
 # packages there.
@@ -37,7 +39,7 @@ cuda_libs="$(lib_dir libcublas.so.13):$(lib_dir libnccl.so.2)"
 dir=""
 if cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTROUPE_WERROR=ON >"$out/build.log" 2>&1; then
   # shellcheck disable=SC2046
-  if cmake --build build-gpu -j "$(nproc)" --target $(for t in $tests; do basename "$t"; done) >>"$out/build.log" 2>&1; then
+  if cmake --build build-gpu -j "$(nproc)" --target $(for t in $tests $step_bench; do basename "$t"; done) >>"$out/build.log" 2>&1; then
     dir=build-gpu
     echo "build: configured and built here (see build.log)" >>"$summary"
   else
@@ -72,6 +74,33 @@ if [ -n "$dir" ]; then
     echo "$name: $verdict; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$out/$name.log" | tr '\n' ' ')" >>"$summary"
     grep -E '^\[  FAILED  \] [A-Za-z]' "$out/$name.log" | sort -u >>"$summary"
   done
+fi
+# The GPT step against PyTorch's on the same GPU (bench/gpu/gpt_step.cpp, gpt_step_torch.py):
+# GPT-2 small's shape (124M with an untied head), batch 8 x 1024 tokens; one JSON line each.
+if [ -n "$dir" ]; then
+  bin=$dir/$step_bench
+  [ "$dir" = .gpu-pack ] && bin=$dir/$(basename "$step_bench")
+  : >"$out/gpt_step.jsonl"
+  if LD_LIBRARY_PATH="$PWD/.gpu-pack/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" timeout 300 "$bin" >>"$out/gpt_step.jsonl" 2>"$out/gpt_step.log"; then
+    echo "gpt_step (troupe): $(tail -1 "$out/gpt_step.jsonl")" >>"$summary"
+  else
+    echo "gpt_step (troupe): FAILED (gpt_step.log)" >>"$summary"
+    status=1
+  fi
+  if timeout 300 python3 bench/gpu/gpt_step_torch.py >>"$out/gpt_step.jsonl" 2>>"$out/gpt_step.log"; then
+    grep '"pytorch"' "$out/gpt_step.jsonl" | sed 's/^/gpt_step (PyTorch): /' >>"$summary"
+    python3 - "$out/gpt_step.jsonl" >>"$summary" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ours = [r for r in rows if r["peer"] == "troupe"]
+for r in rows:
+    if ours and r["peer"] == "pytorch":
+        print(f"gpt_step ratio: troupe fp32 step / PyTorch {r['precision']} step = {ours[0]['step_ms'] / r['step_ms']:.2f}")
+PY
+  else
+    echo "gpt_step (PyTorch): FAILED (gpt_step.log)" >>"$summary"
+    status=1
+  fi
 fi
 cat "$summary"
 exit $status

@@ -256,3 +256,38 @@ TEST(StageOnAnAccelerator, DataParallelismThereIsRefusedNamingTheDeviceAndWhatIs
     EXPECT_NE(what.find("data parallelism"), std::string::npos) << what;
   }
 }
+
+// --device: the job opens a CUDA queue per rank it puts on a GPU; what such a stage cannot run
+// is refused before any device is opened, so this holds on a machine without one.
+TEST(StageOnAnAccelerator, DeviceFlagOnADataParallelJobIsRefusedBeforeAnyDeviceIsOpened) {
+  train_config cfg = tiny_mesh_config("mlp", "sgd", 2, 1, 1, 1);
+  cfg.out_dir = out_dir("device-flag-refused");
+  cfg.devices = {device{device_type::cuda, 3}};
+  try {
+    run_training(cfg);
+    FAIL() << "data parallelism ran with --device cuda:3";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("--device puts rank 0 on cuda:3"), std::string::npos) << what;
+    EXPECT_NE(what.find("data parallelism"), std::string::npos) << what;
+  }
+}
+
+// Without that GPU the job names it (and how many there are, or that troupe has no CUDA); with
+// it, the job trains to the CPU's losses.
+TEST(StageOnAnAccelerator, DeviceFlagTrainsToTheCpuLossesOrNamesTheMissingGpu) {
+  train_config cfg = tiny_mesh_config("mlp", "sgd", 1, 1, 1, 1);
+  cfg.out_dir = out_dir("device-flag-cpu");
+  const train_summary cpu = run_training(cfg);
+  cfg.out_dir = out_dir("device-flag-gpu");
+  cfg.devices = {device{device_type::cuda, 0}};
+  train_summary gpu;
+  try {
+    gpu = run_training(cfg);
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
+    return;
+  }
+  ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+  for (size_t i = 0; i < cpu.losses.size(); ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-4 * cpu.losses[i]) << i;
+}

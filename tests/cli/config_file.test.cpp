@@ -191,6 +191,39 @@ TEST(Tunables, FlagTextIsParsedStrictly) {
   EXPECT_THROW(cli::parse_flag(*cli::find_flag("--hidden"), {""}), std::invalid_argument);
 }
 
+TEST(Tunables, DeviceListIsReadInOrderAndABadItemIsNamed) {
+  const cli::tunable& t = *cli::find_flag("--device");
+  EXPECT_EQ(cli::find_key("train.device"), &t);
+  train_config c;
+  t.apply(c, cli::parse_flag(t, {"cuda:1,cpu,cuda"}));
+  ASSERT_EQ(c.devices.size(), 3u);
+  EXPECT_EQ(c.devices[0], (device{device_type::cuda, 1}));
+  EXPECT_EQ(c.devices[1], (device{device_type::cpu, 0}));
+  EXPECT_EQ(c.devices[2], (device{device_type::cuda, 0}));
+  for (const char* bad : {"gpu", "cuda:", "cuda:0,,cpu", "cuda:x", ",cuda"}) {
+    try {
+      t.apply(c, cli::parse_flag(t, {bad}));
+      ADD_FAILURE() << bad << " was taken for devices";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find('"'), std::string::npos) << bad << ": " << e.what();
+    }
+  }
+}
+
+TEST(Validate, AGpuJobOverSeveralProcessesIsRefusedNamingTheDevice) {
+  train_config c;
+  c.devices = {device{device_type::cuda, 0}};
+  c.mesh.dp = 2;
+  c.mesh.processes = 2;
+  try {
+    validate(c);
+    FAIL() << "a GPU job over two processes was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("one process"), std::string::npos) << e.what();
+  }
+}
+
 TEST_F(config_case, SyntaxErrorNamesTheLine) {
   auto msg = error("[train]\nepochs = 3\nbatch_size = = 4\n");
   EXPECT_NE(msg.find(path.string() + ":3:"), std::string::npos) << msg;

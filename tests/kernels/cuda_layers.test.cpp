@@ -28,8 +28,10 @@
 #include "kernels/layer_stack.hpp"
 #include "kernels/model.hpp"
 #include "kernels/train_step.hpp"
+#include "tests/kernels/token_batch.hpp"
 
 using namespace troupe;
+using troupe::test::token_batch;
 
 namespace {
 
@@ -64,17 +66,6 @@ model_spec small_gpt() {
   spec.heads = 4;
   spec.blocks = 2;
   return spec;
-}
-
-batch token_batch(const model_spec& spec, int64_t B) {
-  batch b;
-  std::vector<float> tokens;
-  for (int64_t i = 0; i < B * spec.context; ++i) {
-    tokens.push_back(static_cast<float>((i * 7 + 3) % spec.vocab));
-    b.targets.push_back(static_cast<int32_t>((i * 5 + 1) % spec.vocab));
-  }
-  b.inputs = tensor({B, spec.context}, tokens);
-  return b;
 }
 
 void expect_same_step(const model_spec& spec, const batch& b) {

@@ -16,6 +16,7 @@
 #include "kernels/model.hpp"
 #include "kernels/train_step.hpp"
 #include "tests/kernels/fake_gpu.hpp"
+#include "tests/kernels/token_batch.hpp"
 
 namespace troupe {
 namespace {
@@ -23,6 +24,7 @@ namespace {
 using test::counting_ops;
 using test::fake_gpu;
 using test::fake_ops;
+using test::token_batch;
 
 std::vector<float> values_of(const tensor& t) {
   std::vector<float> v(static_cast<size_t>(t.numel()));
@@ -39,17 +41,6 @@ model_spec small_gpt() {
   spec.heads = 2;
   spec.blocks = 2;
   return spec;
-}
-
-batch token_batch(const model_spec& spec, int64_t B) {
-  batch b;
-  std::vector<float> tokens;
-  for (int64_t i = 0; i < B * spec.context; ++i) {
-    tokens.push_back(static_cast<float>((i * 7 + 3) % spec.vocab));
-    b.targets.push_back(static_cast<int32_t>((i * 5 + 1) % spec.vocab));
-  }
-  b.inputs = tensor({B, spec.context}, tokens);
-  return b;
 }
 
 batch image_batch(const model_spec& spec, int64_t B) {
