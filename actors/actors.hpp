@@ -55,6 +55,9 @@ struct shard_memory {
   int64_t tile_floats = 0;
   bool pipeline = true;  // read tile i+1 while tile i is updated (else one tile at a time)
   std::shared_ptr<device_memory> host;
+  // Where the master copy and the state live and the update runs: its stage's device. A GPU
+  // shard updates in place on the device (device_ops::optimizer_step), without offload.
+  device where;
 };
 caf::actor spawn_optimizer_shard(caf::actor_system& sys, optimizer_config cfg, int64_t offset, int64_t size,
                                  shard_memory memory = {});

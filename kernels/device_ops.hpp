@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/loss.hpp"
+#include "kernels/optimizer.hpp"
 #include "kernels/tensor.hpp"
 
 namespace troupe {
@@ -72,6 +73,13 @@ class device_ops {
                                  int64_t NH) const = 0;
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B,
                                   int64_t T, int64_t C, int64_t NH) const = 0;
+
+  // ---- optimizer ----
+  // One step of cfg's update (kernels/optimizer.hpp's formulas) over n values: out may be params
+  // (in place); state is make_optimizer's state_floats() arrays of n floats on this device (zeros
+  // before the first step); step counts from 1.
+  virtual void optimizer_step(float* out, const float* params, const float* grads, float* const* state, int64_t n,
+                              const optimizer_config& cfg, int64_t step) const = 0;
 
   // ---- loss ----
   // cross_entropy (loss.hpp) on this device. A GPU leaves the loss and the hits in the result's

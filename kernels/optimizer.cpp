@@ -118,4 +118,11 @@ std::unique_ptr<optimizer> make_optimizer(const optimizer_config& cfg, int64_t s
   return o;
 }
 
+void cpu_optimizer_step(float* out, const float* params, const float* grads, float* const* state, int64_t n,
+                        const optimizer_config& cfg, int64_t step) {
+  auto opt = make_optimizer(cfg, n, state_storage::external);
+  for (int64_t k = 0; k < step; ++k) opt->begin_step();  // AdamW's bias correction reads the count
+  opt->update_tile(out, params, grads, state, n);
+}
+
 }  // namespace troupe

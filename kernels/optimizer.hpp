@@ -69,4 +69,9 @@ class optimizer {
 std::unique_ptr<optimizer> make_optimizer(const optimizer_config& cfg, int64_t shard_size,
                                           state_storage storage = state_storage::internal);
 
+// Step `step` (from 1) of cfg's update over n values with the state arrays given (zeros before
+// step 1): the same bits as an optimizer's own step() there. The CPU's device_ops.
+void cpu_optimizer_step(float* out, const float* params, const float* grads, float* const* state, int64_t n,
+                        const optimizer_config& cfg, int64_t step);
+
 }  // namespace troupe

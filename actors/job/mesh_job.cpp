@@ -63,8 +63,10 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     a.memory = device_memory::make("rank " + std::to_string(rank) + " (cpu)", cfg.device_memory);
     a.host_memory = device_memory::make("host of rank " + std::to_string(rank));  // counted for offload only
     int64_t n = plan.stage_params.at(plan.slot(at.pp, at.tp));
+    if (device_of) a.queue = device_of(rank);
     shard_memory where;  // plain: the stage runs on the shard's tensor, counted as its parameters
     where.ledger = a.memory;
+    if (a.queue && !a.queue->where().is_cpu()) where.where = a.queue->where();  // the update runs there too
     if (cfg.zero >= 3 && a.collective) {  // ZeRO-3: units gathered over a group the stage's threads drive
       a.dp_group = dp_group_of(rank);
       a.prefetch = cfg.prefetch;
@@ -118,7 +120,6 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       out.members.push_back(a.optimizer);
       out.detached.push_back(a.optimizer);
     }
-    if (device_of) a.queue = device_of(rank);
     const bool own_thread = !is_asynchronous(a.queue);
     out.stages.push_back(spawn_stage(sys, std::move(a)));
     out.members.push_back(out.stages.back());

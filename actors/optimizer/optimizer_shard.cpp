@@ -11,6 +11,8 @@
 #include <chrono>
 #include <functional>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
@@ -36,6 +38,7 @@ struct shard_actor_state {
   int64_t size = 0;
   tensor master;
   std::unique_ptr<optimizer> opt;
+  tensor device_state;  // on a GPU: the optimizer's state arrays there, one after another
   int64_t step = -1;  // the step being updated, for a failure's report
   shard_memory memory;
   memory_charge state_bytes;  // the optimizer's own state (moments)
@@ -46,6 +49,7 @@ struct shard_actor_state {
   tiled_step pending;
   offload_stats stats;
   std::string kind;  // the optimizer's, for checkpoints
+  optimizer_config cfg;
   caf::actor writer;  // its checkpoint writer, spawned at the first checkpoint
   ~shard_actor_state() {
     if (stats.steps == 0 || stats.io_seconds <= 0) return;
@@ -179,11 +183,44 @@ void read_state(self_ptr self, std::shared_ptr<shard_state> out, int64_t t, std:
       });
 }
 
+// A step on the shard's GPU: the update runs there over the master copy (in place when nobody
+// else holds it), and the shard waits for it on its own thread before answering, so the stage
+// that gets the parameters may launch on them from any stream.
+params_msg device_step(self_ptr self, gradients_msg& m) {
+  auto& s = self->state;
+  const device_ops& ops = ops_for(s.memory.where);
+  const tensor grads = ops.to_here(m.grads);
+  m.grads = tensor();
+  tensor next = std::move(s.master), previous;
+  if (!next.reclaim()) {  // a stage still holds it: a fresh master copy, sent without a copy
+    previous = std::move(next);
+    next = ops.empty({s.size});
+    if (s.memory.ledger) s.memory.ledger->charge(next, s.memory.master_kind);
+  }
+  std::vector<float*> state;
+  for (int j = 0; j < s.opt->state_floats(); ++j) state.push_back(f32_out(s.device_state) + j * s.size);
+  s.opt->begin_step();
+  const float* from = previous.empty() ? f32(std::as_const(next)) : f32(previous);
+  ops.optimizer_step(f32_out(next), from, f32(grads), state.data(), s.size, s.cfg, s.opt->steps());
+  ops.synchronize();
+  next.freeze();
+  s.master = next;
+  return params_msg{m.step, s.offset, std::move(next)};
+}
+
 // The shard's state now (a snapshot: the master copy is shared, the state copied), or, offloaded,
 // once every slot is read back; a step that arrives meanwhile waits for it.
 void snapshot(self_ptr self, std::function<void(shard_state&)> done) {
   auto& s = self->state;
   shard_state out{s.offset, s.opt->steps(), s.kind, s.opt->state_floats(), tensor(), tensor()};
+  if (!s.memory.where.is_cpu()) {  // the device's values, copied to the host
+    out.master = on_host(s.master);
+    out.state = on_host(s.device_state);
+    out.master.freeze();
+    out.state.freeze();
+    done(out);
+    return;
+  }
   if (!s.memory.store) {
     out.master = s.master;  // frozen: shared, not copied
     out.state = tensor({static_cast<int64_t>(s.opt->state().size())}, s.opt->state());
@@ -274,12 +311,19 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
   st.offset = offset;
   st.size = size;
   st.kind = cfg.kind;
+  st.cfg = cfg;
   st.memory = std::move(memory);
   const bool offloaded = static_cast<bool>(st.memory.store);
-  st.opt = make_optimizer(cfg, size, offloaded && st.memory.state_in_store ? state_storage::external : state_storage::internal);
+  const bool on_device = !st.memory.where.is_cpu();
+  if (on_device && offloaded) throw std::invalid_argument("optimizer_shard: offload from " + st.memory.where.to_string());
+  st.opt = make_optimizer(cfg, size,
+                          on_device || (offloaded && st.memory.state_in_store) ? state_storage::external
+                                                                               : state_storage::internal);
+  if (on_device) st.device_state = ops_for(st.memory.where).zeros({st.opt->state_floats() * size});
   if (!st.memory.state_ledger) st.memory.state_ledger = st.memory.ledger;
   if (st.memory.state_ledger)
-    st.state_bytes = memory_charge(st.memory.state_ledger, memory_kind::optimizer_state, st.opt->state_bytes());
+    st.state_bytes = memory_charge(st.memory.state_ledger, memory_kind::optimizer_state,
+                                   on_device ? st.device_state.nbytes() : st.opt->state_bytes());
   if (offloaded) {
     st.tile = st.memory.tile_floats;
     st.tiles = (size + st.tile - 1) / st.tile;
@@ -292,8 +336,9 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
                                       std::to_string(m.params.numel()) + "), shard owns [" +
                                       std::to_string(s.offset) + ", +" + std::to_string(s.size) + ")");
         if (s.memory.store) return write_initial(self, on_host(m.params), 0);
-        // A stage on a GPU sends its device's values: the shard keeps and updates them on the host.
-        s.master = on_host(m.params);  // frozen: written again only once nobody else holds it (reclaim)
+        // On a GPU the master copy is the stage's own buffer there, as on the host.
+        s.master = s.memory.where.is_cpu() ? on_host(m.params) : ops_for(s.memory.where).to_here(m.params);
+        // Frozen: written again only once nobody else holds it (reclaim).
         s.master.freeze();
         if (s.memory.ledger) s.memory.ledger->charge(s.master, s.memory.master_kind);
       },
@@ -314,6 +359,7 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
           return s.pending.reply;
         }
         if (s.master.empty()) throw std::logic_error("optimizer_shard: gradients before initial parameters");
+        if (!s.memory.where.is_cpu()) return device_step(self, m);
         // The gradients are dropped before the answer leaves, so the stage never holds next
         // step's gradients while these still exist (the ledger would count both).
         const tensor grads = on_host(m.grads);

@@ -252,7 +252,7 @@ bool execute(self_ptr self, const sched::action& a) {
       if (s.opt == stage_state::opt_phase::idle) {
         // One chunk hands its buffer over (the stack goes on with a fresh zeroed one, so what was
         // sent is never written again); several are laid end to end.
-        tensor grads;  // on the stage's device: the optimizer shard copies it to the host (on_host)
+        tensor grads;  // on the stage's device, where its optimizer shard updates too
         if (s.chunks.size() == 1) launch(s, [&] { grads = s.chunks[0]->stack().take_grads(); });
         else grads = tensor({n});
         if (s.chunks.size() > 1) {
@@ -289,8 +289,8 @@ void begin_step(self_ptr self, int64_t step);
 
 // The optimizer shard's parameters (plain data parallelism: all of them) into the chunks.
 void adopt_params(stage_state& s, const params_msg& m) {
-  if (s.chunks.size() == 1 && on_accelerator(s)) {  // the host's values, copied in on the device's stream
-    launch(s, [&] { s.chunks[0]->stack().load_params(m.params); });
+  if (s.chunks.size() == 1 && on_accelerator(s) && m.params.where() != compute_device(s.args)) {
+    launch(s, [&] { s.chunks[0]->stack().load_params(m.params); });  // copied in on the device's stream
     return;
   }
   if (s.chunks.size() == 1) {

@@ -110,6 +110,15 @@ class gpu_ops final : public device_ops {
     cuda::attention_backward(dqkv, f32_out(scratch), dout, qkv, att, B, T, C, NH, s);
   }
 
+  void optimizer_step(float* out, const float* params, const float* grads, float* const* state, int64_t n,
+                      const optimizer_config& cfg, int64_t step) const override {
+    cudaStream_t s = on();
+    if (cfg.kind == "adamw") return cuda::adamw_step(out, nullptr, state[0], state[1], params, grads, n, cfg, step, s);
+    if (cfg.kind == "sgd")
+      return cuda::sgd_step(out, nullptr, cfg.momentum != 0.0f ? state[0] : nullptr, params, grads, n, cfg, step, s);
+    throw std::invalid_argument("optimizer_step: no CUDA update for optimizer \"" + cfg.kind + "\"");
+  }
+
   loss_result cross_entropy(const tensor& logits, const std::vector<int32_t>& targets,
                             float grad_scale) const override {
     const int64_t V = logits.size(-1);

@@ -27,6 +27,7 @@
 #include "kernels/device_ops.hpp"
 #include "kernels/layer_stack.hpp"
 #include "kernels/model.hpp"
+#include "kernels/optimizer.hpp"
 #include "kernels/train_step.hpp"
 #include "tests/kernels/token_batch.hpp"
 
@@ -162,6 +163,29 @@ TEST(CudaLayers, the_sharded_embedding_and_position_ops_match_the_cpu) {
   g.position_backward(f32_out(g_dp), f32(d_dy), B, T, C);
   expect_close(host_values(c_dw), host_values(g_dw), "embedding_shard_backward");
   expect_close(host_values(c_dp), host_values(g_dp), "position_backward");
+}
+
+// The optimizer shard's update on a GPU (device_ops::optimizer_step) against the CPU's.
+TEST(CudaLayers, the_devices_optimizer_step_matches_the_cpus_for_adamw_and_sgd) {
+  const device_ops& g = cuda::install_cuda_ops(0);
+  const int64_t n = 1000;
+  std::vector<float> p0(n), grads(n);
+  for (int64_t i = 0; i < n; ++i) p0[i] = std::sin(0.1f * static_cast<float>(i)), grads[i] = std::cos(0.07f * static_cast<float>(i));
+  for (const char* kind : {"adamw", "sgd"}) {
+    optimizer_config cfg;
+    cfg.kind = kind;
+    cfg.lr = 0.01f;
+    const int k = make_optimizer(cfg, n)->state_floats();
+    tensor hp({n}, p0), hs({2 * n}), dp = g.to_here(tensor({n}, p0)), ds = g.zeros({2 * n}), dg = g.to_here(tensor({n}, grads));
+    float* h_arrays[2] = {hs.data(), hs.data() + n};
+    float* d_arrays[2] = {f32_out(ds), f32_out(ds) + n};
+    for (int64_t step = 1; step <= 3; ++step) {
+      cpu_optimizer_step(hp.data(), hp.data(), grads.data(), h_arrays, n, cfg, step);
+      g.optimizer_step(f32_out(dp), f32(dp), f32(dg), d_arrays, n, cfg, step);
+    }
+    expect_close(host_values(hp), host_values(dp), std::string(kind) + " parameters");
+    if (k > 0) expect_close(host_values(hs), host_values(ds), std::string(kind) + " state");
+  }
 }
 
 #define TROUPE_GPU_TEST_BINARY "kernels_cuda_layers_test"

@@ -167,6 +167,11 @@ class counting_ops final : public device_ops {
     count("attention_backward", {dqkv, dout, qkv, att});
     ops::attention_backward(dqkv, dout, qkv, att, B, T, C, NH);
   }
+  void optimizer_step(float* out, const float* params, const float* grads, float* const* state, int64_t n,
+                      const optimizer_config& cfg, int64_t step) const override {
+    count("optimizer_step", {out, params, grads});
+    cpu_optimizer_step(out, params, grads, state, n, cfg, step);
+  }
   loss_result cross_entropy(const tensor& logits, const std::vector<int32_t>& targets,
                             float grad_scale) const override {
     count("cross_entropy", {logits.raw()});

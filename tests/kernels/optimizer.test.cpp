@@ -3,7 +3,9 @@
 // (torch.optim.AdamW). Not tested here: sharding, which only changes which slice a shard owns.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <stdexcept>
+#include <vector>
 
 #include "kernels/optimizer.hpp"
 
@@ -73,6 +75,27 @@ TEST(Optimizer, RefusesAShardOfTheWrongSizeAndBadConfig) {
   EXPECT_THROW(opt->step(p, g, 3), std::invalid_argument);
   cfg.lr = -1.0f;
   EXPECT_THROW(make_optimizer(cfg, 2), std::invalid_argument);
+}
+
+// The device ops' update (cpu_optimizer_step, with the state passed in) is the optimizer's own
+// step to the bit, at every step count: a shard on a device updates as the host's would.
+TEST(Optimizer, StepWithStatePassedInGivesTheOwnStepsBits) {
+  for (const char* kind : {"adamw", "sgd"}) {
+    optimizer_config cfg;
+    cfg.kind = kind;
+    cfg.lr = 0.1f;
+    const int64_t n = 7;
+    auto own = make_optimizer(cfg, n);
+    std::vector<float> a(n), b(n), g(n), state(2 * n, 0.0f);
+    for (int64_t i = 0; i < n; ++i) a[i] = b[i] = 0.3f * static_cast<float>(i) - 1.0f;
+    float* arrays[2] = {state.data(), state.data() + n};
+    for (int64_t step = 1; step <= 4; ++step) {
+      for (int64_t i = 0; i < n; ++i) g[i] = std::sin(static_cast<float>(step * 13 + i));
+      own->step(a.data(), g.data(), n);
+      cpu_optimizer_step(b.data(), b.data(), g.data(), arrays, n, cfg, step);
+      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(a[i], b[i]) << kind << " step " << step << " value " << i;
+    }
+  }
 }
 
 }  // namespace
