@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
-# Builds the GPU tests (bench/gpu/tests.list) on this (development) machine for bench/gpu/run.sh to run on a GPU
-# machine that lacks the project's dependencies: the binary and the shared libraries it needs
-# that such a machine has no copy of (OpenBLAS and its Fortran runtime, CUDA's runtime), in
+# Builds the GPU tests (bench/gpu/tests.list) and the GPT step (bench/gpu/gpt_step.cpp) on this
+# (development) machine for bench/gpu/run.sh to run on a GPU machine that lacks the project's
+# dependencies: the binaries and the shared libraries they need that such a machine has no copy
+# of (OpenBLAS, CAF, spdlog, Cap'n Proto, liburing, CUDA's runtime...), in
 # .gpu-pack/ (.gitignore; pass it to the device tool's carry). cuBLAS is too large to carry
 # (hundreds of MB), as is NCCL (over 200 MB): both come from the GPU machine's own CUDA 13. RelWithDebInfo for x86-64-v3
 # (AVX2, FMA), not Release: Release compiles with -march=native, which could use instructions
 # the GPU machine's CPU lacks.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DTROUPE_WERROR=ON >/dev/null
+# Without the optional peers (Gloo, Open MPI): the GPU checks do not use them, and their
+# libraries would only make the pack larger.
+cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DTROUPE_WERROR=ON \
+  -DCMAKE_DISABLE_FIND_PACKAGE_Gloo=ON -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
 bins="$(grep -v "^#" bench/gpu/tests.list) bench/gpt_step_gpu"
 # shellcheck disable=SC2086
 cmake --build build-gpu-pack -j "${TROUPE_JOBS:-2}" --target $(for b in $bins; do basename "$b"; done)
@@ -17,9 +21,14 @@ mkdir -p .gpu-pack/lib
 for b in $bins; do
   bin=build-gpu-pack/$b
   strip -o ".gpu-pack/$(basename "$b")" "$bin"
-  for lib in libopenblas.so.0 libgfortran.so.5 libquadmath.so.0 libcudart.so.13; do
-    path=$(ldd "$bin" | awk -v l="$lib" '$1 == l { print $3 }')
-    [ -n "$path" ] && cp -L "$path" .gpu-pack/lib/
+  # Every library it links but the C and C++ runtimes (the GPU machine's own are as new or newer)
+  # and the CUDA libraries the GPU machine has (cuBLAS, NCCL, the driver).
+  ldd "$bin" | awk '$3 ~ /^\// { print $1, $3 }' | while read -r name path; do
+    case $name in
+      libc.so.*|libm.so.*|libstdc++.so.*|libgcc_s.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
+      libcublas*|libnccl*|libcuda.so.*) ;;
+      *) [ -e ".gpu-pack/lib/$name" ] || cp -L "$path" ".gpu-pack/lib/$name" ;;
+    esac
   done
 done
 git rev-parse --short HEAD >.gpu-pack/BUILT

@@ -1,0 +1,52 @@
+// Whole jobs with --device cuda:0 against the same jobs on the CPU: the layers' CUDA ops, the
+// stage's CUDA queue and launches, the optimizer shard's update on the GPU, and a 2-stage
+// pipeline whose stages share the GPU on two streams. fp32 on both sides, summed in different
+// orders (cuBLAS, the kernels' reductions), so losses and parameters agree to rounding that
+// grows over the steps: 1e-3 relative for the losses, 1e-3 of the largest parameter. Without a
+// device the binary exits 77 (skipped).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <string>
+
+#include "actors/job/training_job.hpp"
+#include "tests/actors/tiny_jobs.hpp"
+
+using namespace troupe;
+using namespace troupe::test;
+
+namespace {
+
+std::string out_dir(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / ("troupe-gpu-job-" + name)).string();
+}
+
+void expect_gpu_matches_cpu(const std::string& model, const std::string& optim, int pp) {
+  train_config cfg = tiny_mesh_config(model, optim, 1, pp, 1, pp > 1 ? 4 : 1);
+  cfg.out_dir = out_dir(model + optim + std::to_string(pp) + "-cpu");
+  const train_summary cpu = run_training(cfg);
+  cfg.out_dir = out_dir(model + optim + std::to_string(pp) + "-gpu");
+  cfg.devices = {device{device_type::cuda, 0}};
+  const train_summary gpu = run_training(cfg);
+  ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+  for (size_t i = 0; i < cpu.losses.size(); ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * cpu.losses[i]) << i;
+  ASSERT_EQ(gpu.final_params.numel(), cpu.final_params.numel());
+  float scale = 0.0f, worst = 0.0f;
+  for (int64_t i = 0; i < cpu.final_params.numel(); ++i) {
+    scale = std::max(scale, std::fabs(cpu.final_params[i]));
+    const float d = std::fabs(cpu.final_params[i] - gpu.final_params[i]);
+    if (!(d <= worst)) worst = d;
+  }
+  EXPECT_LE(worst, 1e-3f * scale);
+}
+
+}  // namespace
+
+TEST(GpuJob, an_mlp_job_with_sgd_on_cuda0_trains_as_on_the_cpu) { expect_gpu_matches_cpu("mlp", "sgd", 1); }
+TEST(GpuJob, a_gpt_job_with_adamw_on_cuda0_trains_as_on_the_cpu) { expect_gpu_matches_cpu("gpt", "adamw", 1); }
+TEST(GpuJob, a_two_stage_gpt_pipeline_sharing_cuda0_trains_as_on_the_cpu) { expect_gpu_matches_cpu("gpt", "adamw", 2); }
+
+#define TROUPE_GPU_TEST_BINARY "actors_gpu_job_test"
+#include "tests/gpu_test_main.hpp"
