@@ -60,10 +60,12 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     a.dp_size = plan.mesh.dp;
     a.writes_checkpoint = cfg.zero >= 1 || at.dp == 0;  // without ZeRO every replica holds the same state
     a.resume = plan.resume;
-    a.memory = device_memory::make("rank " + std::to_string(rank) + " (cpu)", cfg.device_memory);
+    if (device_of) a.queue = device_of(rank);
+    a.memory = device_memory::make(
+        "rank " + std::to_string(rank) + " (" + (a.queue ? a.queue->where().to_string() : std::string("cpu")) + ")",
+        cfg.device_memory);
     a.host_memory = device_memory::make("host of rank " + std::to_string(rank));  // counted for offload only
     int64_t n = plan.stage_params.at(plan.slot(at.pp, at.tp));
-    if (device_of) a.queue = device_of(rank);
     shard_memory where;  // plain: the stage runs on the shard's tensor, counted as its parameters
     where.ledger = a.memory;
     if (a.queue && !a.queue->where().is_cpu()) where.where = a.queue->where();  // the update runs there too

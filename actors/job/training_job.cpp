@@ -111,17 +111,18 @@ std::string not_on_accelerators_yet(const train_config& cfg, const job_plan& pla
 // before any actor exists: a stage on an accelerator needs that device's ops, and a job it can
 // run, which --device's are checked for before any device is opened.
 job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, job_extras extras) {
+  auto check = [&](const std::string& rank_on_device) {
+    if (const std::string why = not_on_accelerators_yet(cfg, plan, extras); !why.empty())
+      throw std::invalid_argument(rank_on_device + ": a stage on an accelerator does not run " + why +
+                                  " yet; its layers, loss, optimizer and pipeline sends do");
+  };
   if (!extras.device_of) {
     bool any = false;
     for (const device& d : cfg.devices) any = any || !d.is_cpu();
     if (!any) return extras;
     for (int r = 0; r < plan.mesh.ranks(); ++r) {
       const device d = cfg.devices[static_cast<size_t>(r) % cfg.devices.size()];
-      if (d.is_cpu()) continue;
-      if (const std::string why = not_on_accelerators_yet(cfg, plan, extras); !why.empty())
-        throw std::invalid_argument("--device puts rank " + std::to_string(r) + " on " + d.to_string() +
-                                    ": a stage on an accelerator does not run " + why +
-                                    " yet; its layers, loss, optimizer hand-off and pipeline sends do");
+      if (!d.is_cpu()) check("--device puts rank " + std::to_string(r) + " on " + d.to_string());
     }
     extras.device_of = [&cfg](int rank) {
       return open_accelerator(cfg.devices[static_cast<size_t>(rank) % cfg.devices.size()]);
@@ -133,10 +134,7 @@ job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, j
     const std::shared_ptr<device_queue>& q = queues.back();
     if (!q || q->where().is_cpu()) continue;
     ops_for(q->where());  // throws naming the device when nobody set up its ops
-    if (const std::string why = not_on_accelerators_yet(cfg, plan, extras); !why.empty())
-      throw std::invalid_argument("rank " + std::to_string(r) + " is on " + q->where().to_string() +
-                                  ": a stage on an accelerator does not run " + why +
-                                  " yet; its layers, loss, optimizer hand-off and pipeline sends do");
+    check("rank " + std::to_string(r) + " is on " + q->where().to_string());
   }
   extras.device_of = [queues](int rank) { return queues.at(static_cast<size_t>(rank)); };
   return extras;

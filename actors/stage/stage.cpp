@@ -430,7 +430,7 @@ void begin_step(self_ptr self, int64_t step) {
   s.record.step_start = now_seconds();
   if (s.tp_clock) s.tp_seconds_before = s.tp_clock->seconds();
   for (auto& c : s.chunks) {
-    c->stack().zero_grads();
+    launch(s, [&] { c->stack().zero_grads(); });  // on a GPU, ordered before this step's backward
     c->reset_peak();
   }
   if (params_partitioned(s)) {

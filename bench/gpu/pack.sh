@@ -16,20 +16,26 @@ cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_
 bins="$(grep -v "^#" bench/gpu/tests.list) bench/gpt_step_gpu"
 # shellcheck disable=SC2086
 cmake --build build-gpu-pack -j "${TROUPE_JOBS:-2}" --target $(for b in $bins; do basename "$b"; done)
-rm -rf .gpu-pack
-mkdir -p .gpu-pack/lib
+# Staged, then one xz archive (.gpu-pack/pack.tar.xz): unpacked, the binaries and OpenBLAS
+# alone pass the 64 MiB a device call may carry.
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/lib"
 for b in $bins; do
   bin=build-gpu-pack/$b
-  strip -o ".gpu-pack/$(basename "$b")" "$bin"
+  strip -o "$stage/$(basename "$b")" "$bin"
   # Every library it links but the C and C++ runtimes (the GPU machine's own are as new or newer)
   # and the CUDA libraries the GPU machine has (cuBLAS, NCCL, the driver).
   ldd "$bin" | awk '$3 ~ /^\// { print $1, $3 }' | while read -r name path; do
     case $name in
       libc.so.*|libm.so.*|libstdc++.so.*|libgcc_s.so.*|libpthread.so.*|libdl.so.*|librt.so.*|ld-linux*) ;;
       libcublas*|libnccl*|libcuda.so.*) ;;
-      *) [ -e ".gpu-pack/lib/$name" ] || cp -L "$path" ".gpu-pack/lib/$name" ;;
+      *) [ -e "$stage/lib/$name" ] || cp -L "$path" "$stage/lib/$name" ;;
     esac
   done
 done
+rm -rf .gpu-pack
+mkdir -p .gpu-pack
+XZ_OPT="-6 -T${TROUPE_JOBS:-2}" tar -C "$stage" -cJf .gpu-pack/pack.tar.xz .
 git rev-parse --short HEAD >.gpu-pack/BUILT
 du -sh .gpu-pack

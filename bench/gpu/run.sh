@@ -45,8 +45,10 @@ if cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTROUPE_WERROR=O
   else
     echo "build: FAILED (see build.log)" >>"$summary"
   fi
-elif [ -d .gpu-pack ]; then
-  dir=.gpu-pack
+elif [ -f .gpu-pack/pack.tar.xz ]; then
+  # The binaries and their libraries, unpacked beside each other.
+  dir=${TMPDIR:-/tmp}/troupe-gpu-pack
+  rm -rf "$dir" && mkdir -p "$dir" && tar -C "$dir" -xJf .gpu-pack/pack.tar.xz
   echo "build: the project's dependencies are missing here (build.log); running the binaries from .gpu-pack/ ($(cat .gpu-pack/BUILT 2>/dev/null))" >>"$summary"
 else
   echo "build: the project's dependencies are missing here (build.log) and there is no .gpu-pack/ (bench/gpu/pack.sh)" >>"$summary"
@@ -58,13 +60,13 @@ if [ -n "$dir" ]; then
   for t in $tests; do
     name=$(basename "$t")
     bin=$dir/$t
-    [ "$dir" = .gpu-pack ] && bin=$dir/$name
+    [ -d "$dir/lib" ] && bin=$dir/$name
     if [ ! -x "$bin" ]; then
       echo "$name: MISSING ($bin)" >>"$summary"
       status=1
       continue
     fi
-    LD_LIBRARY_PATH="$PWD/.gpu-pack/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" "$bin" >"$out/$name.log" 2>&1
+    LD_LIBRARY_PATH="$dir/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" "$bin" >"$out/$name.log" 2>&1
     rc=$?
     case $rc in
       0) verdict=passed ;;
@@ -79,9 +81,9 @@ fi
 # GPT-2 small's shape (124M with an untied head), batch 8 x 1024 tokens; one JSON line each.
 if [ -n "$dir" ]; then
   bin=$dir/$step_bench
-  [ "$dir" = .gpu-pack ] && bin=$dir/$(basename "$step_bench")
+  [ -d "$dir/lib" ] && bin=$dir/$(basename "$step_bench")
   : >"$out/gpt_step.jsonl"
-  if LD_LIBRARY_PATH="$PWD/.gpu-pack/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" timeout 300 "$bin" >>"$out/gpt_step.jsonl" 2>"$out/gpt_step.log"; then
+  if LD_LIBRARY_PATH="$dir/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" timeout 300 "$bin" >>"$out/gpt_step.jsonl" 2>"$out/gpt_step.log"; then
     echo "gpt_step (troupe): $(tail -1 "$out/gpt_step.jsonl")" >>"$summary"
   else
     echo "gpt_step (troupe): FAILED (gpt_step.log)" >>"$summary"
