@@ -25,6 +25,9 @@ class cpu_device_ops final : public device_ops {
                                   " into " + to_string(dst.type()) + " " + to_string(dst.shape()));
     if (src.nbytes() > 0) std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()));
   }
+  void copy_floats(float* dst, const float* src, int64_t n) const override {
+    if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  }
   void fill_zero(void* p, int64_t bytes) const override {
     if (bytes > 0) std::memset(p, 0, static_cast<size_t>(bytes));
   }

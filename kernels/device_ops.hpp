@@ -28,6 +28,8 @@ class device_ops {
   // dst = src, same dtype and numel; either may be on the CPU. Stream-ordered on a GPU: a host
   // destination is complete only once the queue that ran this has completed.
   virtual void copy(tensor& dst, const tensor& src) const = 0;
+  // n floats from src to dst, where() either is or the host: for slices of flat buffers.
+  virtual void copy_floats(float* dst, const float* src, int64_t n) const = 0;
   // Uninitialized, on where(), for outputs an op overwrites whole.
   tensor empty(shape_t shape, dtype type = dtype::f32) const;
   // Zero-filled, on where(), stream-ordered.

@@ -253,17 +253,21 @@ bool execute(self_ptr self, const sched::action& a) {
         // One chunk hands its buffer over (the stack goes on with a fresh zeroed one, so what was
         // sent is never written again); several are laid end to end.
         tensor grads;  // on the stage's device, where its optimizer shard updates too
-        if (s.chunks.size() == 1) launch(s, [&] { grads = s.chunks[0]->stack().take_grads(); });
-        else grads = tensor({n});
-        if (s.chunks.size() > 1) {
+        launch(s, [&] {
+          if (s.chunks.size() == 1) {
+            grads = s.chunks[0]->stack().take_grads();
+            return;
+          }
+          const device_ops& k = ops_for(compute_device(s.args));
+          grads = k.empty({n});
           if (s.args.memory) s.args.memory->charge(grads, memory_kind::gradients);
           int64_t at = 0;
           for (auto& c : s.chunks) {
             const tensor& g = c->stack().grads();
-            std::copy(g.data(), g.data() + g.numel(), grads.data() + at);
+            k.copy_floats(f32_out(grads) + at, f32(g), g.numel());
             at += g.numel();
           }
-        }
+        });
         grads.freeze();
         for (const auto& o : s.args.observers) self->send(o, observed_gradients{s.args.rank, s.step, grads});
         gradients_msg push{s.step, 0, std::move(grads), s.args.dp_rank};
@@ -297,11 +301,14 @@ void adopt_params(stage_state& s, const params_msg& m) {
     s.chunks[0]->stack().adopt_params(m.params);  // frozen: the next update is a new tensor
     return;
   }
-  int64_t at = 0;
-  for (auto& c : s.chunks) {
-    std::copy(m.params.data() + at, m.params.data() + at + c->stack().num_params(), c->stack().params().data());
-    at += c->stack().num_params();
-  }
+  launch(s, [&] {
+    const device_ops& k = ops_for(compute_device(s.args));
+    int64_t at = 0;
+    for (auto& c : s.chunks) {
+      k.copy_floats(f32_out(c->stack().params()), f32(m.params) + at, c->stack().num_params());
+      at += c->stack().num_params();
+    }
+  });
 }
 
 void request_batches(self_ptr self, int64_t up_to) {
@@ -516,12 +523,15 @@ caf::behavior stage(self_ptr self, stage_args args) {
     // rank holds its parameters once.
     initial = st.chunks[0]->stack().params();
   } else {
-    initial = tensor({n});
-    int64_t at = 0;
-    for (auto& c : st.chunks) {
-      std::copy(c->stack().params().data(), c->stack().params().data() + c->stack().num_params(), initial.data() + at);
-      at += c->stack().num_params();
-    }
+    launch(st, [&] {
+      const device_ops& k = ops_for(compute_device(st.args));
+      initial = k.empty({n});
+      int64_t at = 0;
+      for (auto& c : st.chunks) {
+        k.copy_floats(f32_out(initial) + at, f32(c->stack().params()), c->stack().num_params());
+        at += c->stack().num_params();
+      }
+    });
   }
   if (zero_on(st)) {  // the shard starts from this rank's segments only
     tensor part = tensor::uninitialized({shard_size(st.pieces)});

@@ -33,6 +33,10 @@ class gpu_ops final : public device_ops {
     TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()), cudaMemcpyDefault,
                                       on()));
   }
+  void copy_floats(float* dst, const float* src, int64_t n) const override {
+    if (n > 0)
+      TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDefault, on()));
+  }
   void fill_zero(void* p, int64_t bytes) const override {
     if (bytes > 0) TROUPE_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(bytes), on()));
   }

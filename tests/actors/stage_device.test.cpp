@@ -198,10 +198,13 @@ namespace {
 struct accelerator_case {
   std::string model, optim;
   int pp = 1;
+  std::string schedule = "1f1b";
 };
 
 std::string accelerator_case_name(const ::testing::TestParamInfo<accelerator_case>& info) {
-  return info.param.model + "_" + info.param.optim + "_pp" + std::to_string(info.param.pp);
+  std::string s = info.param.schedule;
+  std::replace(s.begin(), s.end(), '-', '_');
+  return info.param.model + "_" + info.param.optim + "_pp" + std::to_string(info.param.pp) + "_" + s;
 }
 
 void PrintTo(const accelerator_case& c, std::ostream* os) { *os << accelerator_case_name({c, 0}); }
@@ -221,6 +224,7 @@ TEST_P(StageOnAnAcceleratorMatchesTheCpu, SameFinalParametersBitwiseAndLossesToF
   const accelerator_case c = GetParam();
   auto config = [&](const std::string& tag) {
     train_config cfg = tiny_mesh_config(c.model, c.optim, 1, c.pp, 1, c.pp > 1 ? 4 : 1);
+    cfg.schedule = c.schedule;
     cfg.out_dir = out_dir("accelerator-" + accelerator_case_name({c, 0}) + "-" + tag);
     return cfg;
   };
@@ -240,7 +244,9 @@ TEST_P(StageOnAnAcceleratorMatchesTheCpu, SameFinalParametersBitwiseAndLossesToF
 
 INSTANTIATE_TEST_SUITE_P(SingleDeviceAndPipeline, StageOnAnAcceleratorMatchesTheCpu,
                          ::testing::Values(accelerator_case{"mlp", "sgd", 1}, accelerator_case{"mlp", "adamw", 2},
-                                           accelerator_case{"gpt", "sgd", 2}, accelerator_case{"gpt", "adamw", 1}),
+                                           accelerator_case{"gpt", "sgd", 2}, accelerator_case{"gpt", "adamw", 1},
+                                           accelerator_case{"gpt", "adamw", 2, "interleaved"},
+                                           accelerator_case{"mlp", "sgd", 2, "zb-h1"}),
                          accelerator_case_name);
 
 TEST(StageOnAnAccelerator, DataParallelismThereIsRefusedNamingTheDeviceAndWhatIsMissing) {

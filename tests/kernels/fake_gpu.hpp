@@ -75,6 +75,10 @@ class counting_ops final : public device_ops {
     ASSERT_EQ(dst.nbytes(), src.nbytes());
     std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()));
   }
+  void copy_floats(float* dst, const float* src, int64_t n) const override {
+    count("copy_floats", {dst});
+    std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  }
   void fill_zero(void* p, int64_t bytes) const override {
     count("fill_zero", {p});
     std::memset(p, 0, static_cast<size_t>(bytes));
