@@ -30,6 +30,9 @@ class device_ops {
   virtual void copy(tensor& dst, const tensor& src) const = 0;
   // n floats from src to dst, where() either is or the host: for slices of flat buffers.
   virtual void copy_floats(float* dst, const float* src, int64_t n) const = 0;
+  // Uninitialized f32 host memory this device copies to and from without waiting (pinned for a
+  // GPU): where a device's values go on their way to the host.
+  virtual tensor host_empty(shape_t shape) const { return tensor::uninitialized(std::move(shape)); }
   // Uninitialized, on where(), for outputs an op overwrites whole.
   tensor empty(shape_t shape, dtype type = dtype::f32) const;
   // Zero-filled, on where(), stream-ordered.

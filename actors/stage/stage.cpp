@@ -124,10 +124,30 @@ double straggle_ms(stage_state& s) {
   return straggler_delay_ms(st, s.args.seed, s.step);
 }
 
+// The step's gradients to the optimizer shard (and any observers).
+void send_gradients(self_ptr self, tensor grads) {
+  auto& s = self->state;
+  grads.freeze();
+  for (const auto& o : s.args.observers) self->send(o, observed_gradients{s.args.rank, s.step, grads});
+  gradients_msg push{s.step, 0, std::move(grads), s.args.dp_rank};
+  if (dispensing(s)) {
+    const int64_t next = s.units.unit(s.step + 1);
+    push.unit = s.units.unit(s.step);
+    push.next_round = next >= 0 ? next / s.args.dp_size : s.units.until();
+    push.fresh = next < 0;
+  }
+  self->send(s.args.optimizer, std::move(push));
+  s.opt = stage_state::opt_phase::sent;
+}
+
 // Runs the action at the cursor if its inputs are there; false (with waiting_for set) if not.
 bool execute(self_ptr self, const sched::action& a) {
   auto& s = self->state;
-  if (s.on_device) return complete_on_device(self);  // the cursor stays on the device's action
+  if (s.on_device) {  // the cursor stays on the device's action
+    if (!complete_on_device(self)) return false;
+    if (a.kind != op::optimizer_step) return true;
+    // The gradients left with the completion; O goes on to wait for the parameters.
+  }
   const int k = model_chunk_of(s, a.chunk);
   const float grad_scale = 1.0f / static_cast<float>(s.args.global_rows);
   auto& chunk = *s.chunks.at(static_cast<size_t>(a.chunk));
@@ -252,33 +272,34 @@ bool execute(self_ptr self, const sched::action& a) {
       if (s.opt == stage_state::opt_phase::idle) {
         // One chunk hands its buffer over (the stack goes on with a fresh zeroed one, so what was
         // sent is never written again); several are laid end to end.
-        tensor grads;  // on the stage's device, where its optimizer shard updates too
-        launch(s, [&] {
-          if (s.chunks.size() == 1) {
-            grads = s.chunks[0]->stack().take_grads();
+        auto grads = std::make_shared<tensor>();  // on the stage's device, where its optimizer shard updates too
+        compute_parts c;
+        c.work = [chunks = s.chunks, where = compute_device(s.args), memory = s.args.memory, n, grads] {
+          if (chunks.size() == 1) {
+            *grads = chunks[0]->stack().take_grads();
             return;
           }
-          const device_ops& k = ops_for(compute_device(s.args));
-          grads = k.empty({n});
-          if (s.args.memory) s.args.memory->charge(grads, memory_kind::gradients);
+          const device_ops& k = ops_for(where);
+          *grads = k.empty({n});
+          if (memory) memory->charge(*grads, memory_kind::gradients);
           int64_t at = 0;
-          for (auto& c : s.chunks) {
-            const tensor& g = c->stack().grads();
-            k.copy_floats(f32_out(grads) + at, f32(g), g.numel());
+          for (auto& chunk : chunks) {
+            const tensor& g = chunk->stack().grads();
+            k.copy_floats(f32_out(*grads) + at, f32(g), g.numel());
             at += g.numel();
           }
-        });
-        grads.freeze();
-        for (const auto& o : s.args.observers) self->send(o, observed_gradients{s.args.rank, s.step, grads});
-        gradients_msg push{s.step, 0, std::move(grads), s.args.dp_rank};
-        if (dispensing(s)) {
-          const int64_t next = s.units.unit(s.step + 1);
-          push.unit = s.units.unit(s.step);
-          push.next_round = next >= 0 ? next / s.args.dp_size : s.units.until();
-          push.fresh = next < 0;
+        };
+        c.finish = [self, grads] { send_gradients(self, std::move(*grads)); };
+        // On a GPU the gradients leave once the device has written them (the reduced buckets
+        // copied in, the buffers laid end to end): a compute of its own, whose completion brings
+        // the cursor back here to wait for the parameters.
+        if (on_accelerator(s)) {
+          run_compute(self, a, std::move(c));
+          s.opt = stage_state::opt_phase::sent;
+          return false;
         }
-        self->send(s.args.optimizer, std::move(push));
-        s.opt = stage_state::opt_phase::sent;
+        c.work();
+        c.finish();
       }
       s.waiting_for = s.gathers_pending > 0 ? "the all-gather of " + std::to_string(s.gathers_pending) +
                                                   " bucket(s) of updated parameters over its data-parallel group"

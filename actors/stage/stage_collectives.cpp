@@ -7,6 +7,7 @@
 
 #include "actors/stage/stage_state.hpp"
 #include "comm/ring_schedule.hpp"
+#include "kernels/device_ops.hpp"
 
 namespace troupe::stage_detail {
 
@@ -28,7 +29,9 @@ bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index
     }
     std::copy(sum, sum + piece.count, s.shard_grads.data() + piece.at_shard);
   } else {
-    std::copy(sum, sum + bucket.count, s.chunks[static_cast<size_t>(chunk)]->stack().grads().data() + bucket.offset);
+    // On a GPU, copied in on the device's stream, before anything the stage launches next.
+    layer_stack& stack = s.chunks[static_cast<size_t>(chunk)]->stack();
+    launch(s, [&] { ops_for(stack.where()).copy_floats(f32_out(stack.grads()) + bucket.offset, sum, bucket.count); });
   }
   s.record.buckets.push_back(index);
   s.record.bucket_sent.push_back(sent);
@@ -45,9 +48,10 @@ tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t b, bool 
   tensor part;
   if (partitioned) {
     part = stack.take_unit_grads(b);
-  } else {
-    const float* g = stack.grads().data() + bucket.offset;
-    part = tensor({bucket.count}, std::vector<float>(g, g + bucket.count));
+  } else {  // to the host (a GPU's copy is enqueued: the bucket may leave once its queue is there)
+    const device_ops& k = ops_for(stack.where());
+    part = k.host_empty({bucket.count});
+    k.copy_floats(f32_out(part), f32(std::as_const(stack).grads()) + bucket.offset, bucket.count);
   }
   if (memory) memory->recharge(part, memory_kind::buffers);  // the collective's now
   part.freeze();
@@ -108,14 +112,20 @@ layer_stack::layer_done_fn bucket_poster(self_ptr self, int chunk) {
   const caf::actor_addr stage = self->address();
   std::shared_ptr<pipeline_chunk> owner = s.chunks[static_cast<size_t>(chunk)];
   auto next = std::make_shared<size_t>(0);
+  // On a GPU the bucket's copy to the host is enqueued: it is posted when the queue gets there.
+  std::shared_ptr<device_queue> after_copy = on_accelerator(s) ? s.args.queue : nullptr;
   return [stage, owner, list = s.args.buckets[static_cast<size_t>(chunk)], partitioned = grads_partitioned(s),
-          memory = s.args.memory, step = s.step, chunk, next](size_t layer) {
+          memory = s.args.memory, step = s.step, chunk, next, after_copy](size_t layer) {
     while (*next < list.size() && list[*next].first_layer == static_cast<int64_t>(layer)) {
       const size_t b = (*next)++;
       tensor part = cut_bucket(owner->stack(), list[b], b, partitioned, memory);
-      if (auto to = caf::actor_cast<caf::actor>(stage))
-        caf::anon_send(to, bucket_ready_atom::value, step, static_cast<int32_t>(chunk), static_cast<uint64_t>(b),
-                       std::move(part));
+      auto post = [stage, step, chunk, b, part = std::move(part)]() mutable {
+        if (auto to = caf::actor_cast<caf::actor>(stage))
+          caf::anon_send(to, bucket_ready_atom::value, step, static_cast<int32_t>(chunk), static_cast<uint64_t>(b),
+                         std::move(part));
+      };
+      if (after_copy) after_copy->when_done(std::move(post));
+      else post();
     }
   };
 }

@@ -33,6 +33,9 @@ class gpu_ops final : public device_ops {
     TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()), cudaMemcpyDefault,
                                       on()));
   }
+  tensor host_empty(shape_t shape) const override {
+    return tensor::uninitialized(std::move(shape), dtype::f32, pinned_host_allocator());
+  }
   void copy_floats(float* dst, const float* src, int64_t n) const override {
     if (n > 0)
       TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDefault, on()));

@@ -67,10 +67,16 @@ class fake_device final : public device_queue {
     std::function<void()> fn;
     bool completion;
   };
+  // In stream order: what the running work enqueues (a bucket's completion) comes right after
+  // it, before what others enqueued meanwhile (the work's own completion), as on a CUDA stream
+  // where the work's launches precede the completion asked for after it returned.
   void push(item it) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      todo_.push_back(std::move(it));
+      if (std::this_thread::get_id() == worker_.get_id())
+        todo_.insert(todo_.begin() + static_cast<std::ptrdiff_t>(from_work_++), std::move(it));
+      else
+        todo_.push_back(std::move(it));
     }
     cv_.notify_all();
   }
@@ -81,6 +87,7 @@ class fake_device final : public device_queue {
       if (todo_.empty()) return;  // stopping, and all that was enqueued has run
       item it = std::move(todo_.front());
       todo_.pop_front();
+      from_work_ = 0;
       if (it.completion && holding_) {
         held_ = true;
         cv_.notify_all();
@@ -95,6 +102,7 @@ class fake_device final : public device_queue {
   }
 
   const device where_;
+  size_t from_work_ = 0;  // items the running one has enqueued (push)
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<item> todo_;

@@ -1,6 +1,6 @@
 // Whole jobs with --device cuda:0 against the same jobs on the CPU: the layers' CUDA ops, the
-// stage's CUDA queue and launches, the optimizer shard's update on the GPU, and a 2-stage
-// pipeline whose stages share the GPU on two streams. fp32 on both sides, summed in different
+// stage's CUDA queue and launches, the optimizer shard's update on the GPU, a 2-stage pipeline
+// and two data-parallel replicas whose ranks share the GPU on streams of their own. fp32 on both sides, summed in different
 // orders (cuBLAS, the kernels' reductions), so losses and parameters agree to rounding that
 // grows over the steps: 1e-3 relative for the losses, 1e-3 of the largest parameter. Without a
 // device the binary exits 77 (skipped).
@@ -23,11 +23,12 @@ std::string out_dir(const std::string& name) {
   return (std::filesystem::temp_directory_path() / ("troupe-gpu-job-" + name)).string();
 }
 
-void expect_gpu_matches_cpu(const std::string& model, const std::string& optim, int pp) {
-  train_config cfg = tiny_mesh_config(model, optim, 1, pp, 1, pp > 1 ? 4 : 1);
-  cfg.out_dir = out_dir(model + optim + std::to_string(pp) + "-cpu");
+void expect_gpu_matches_cpu(const std::string& model, const std::string& optim, int pp, int dp = 1) {
+  train_config cfg = tiny_mesh_config(model, optim, dp, pp, 1, pp > 1 ? 4 : 1);
+  const std::string tag = model + optim + std::to_string(dp) + std::to_string(pp);
+  cfg.out_dir = out_dir(tag + "-cpu");
   const train_summary cpu = run_training(cfg);
-  cfg.out_dir = out_dir(model + optim + std::to_string(pp) + "-gpu");
+  cfg.out_dir = out_dir(tag + "-gpu");
   cfg.devices = {device{device_type::cuda, 0}};
   const train_summary gpu = run_training(cfg);
   ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
@@ -47,6 +48,11 @@ void expect_gpu_matches_cpu(const std::string& model, const std::string& optim, 
 TEST(GpuJob, an_mlp_job_with_sgd_on_cuda0_trains_as_on_the_cpu) { expect_gpu_matches_cpu("mlp", "sgd", 1); }
 TEST(GpuJob, a_gpt_job_with_adamw_on_cuda0_trains_as_on_the_cpu) { expect_gpu_matches_cpu("gpt", "adamw", 1); }
 TEST(GpuJob, a_two_stage_gpt_pipeline_sharing_cuda0_trains_as_on_the_cpu) { expect_gpu_matches_cpu("gpt", "adamw", 2); }
+// Two replicas on one GPU: their buckets go to the host as backward reaches them, are reduced by
+// the actors' ring, and come back on each replica's stream.
+TEST(GpuJob, two_data_parallel_replicas_sharing_cuda0_train_as_on_the_cpu) {
+  expect_gpu_matches_cpu("gpt", "adamw", 1, 2);
+}
 
 #define TROUPE_GPU_TEST_BINARY "actors_gpu_job_test"
 #include "tests/gpu_test_main.hpp"

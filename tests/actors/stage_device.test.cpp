@@ -199,12 +199,14 @@ struct accelerator_case {
   std::string model, optim;
   int pp = 1;
   std::string schedule = "1f1b";
+  int dp = 1;
 };
 
 std::string accelerator_case_name(const ::testing::TestParamInfo<accelerator_case>& info) {
   std::string s = info.param.schedule;
   std::replace(s.begin(), s.end(), '-', '_');
-  return info.param.model + "_" + info.param.optim + "_pp" + std::to_string(info.param.pp) + "_" + s;
+  return info.param.model + "_" + info.param.optim + "_dp" + std::to_string(info.param.dp) + "_pp" +
+         std::to_string(info.param.pp) + "_" + s;
 }
 
 void PrintTo(const accelerator_case& c, std::ostream* os) { *os << accelerator_case_name({c, 0}); }
@@ -223,8 +225,9 @@ class StageOnAnAcceleratorMatchesTheCpu : public ::testing::TestWithParam<accele
 TEST_P(StageOnAnAcceleratorMatchesTheCpu, SameFinalParametersBitwiseAndLossesToFloatRounding) {
   const accelerator_case c = GetParam();
   auto config = [&](const std::string& tag) {
-    train_config cfg = tiny_mesh_config(c.model, c.optim, 1, c.pp, 1, c.pp > 1 ? 4 : 1);
+    train_config cfg = tiny_mesh_config(c.model, c.optim, c.dp, c.pp, 1, c.pp > 1 ? 4 : 1);
     cfg.schedule = c.schedule;
+    cfg.bucket_mb = 0.0005;  // several buckets per stage, each copied to the host as backward reaches it
     cfg.out_dir = out_dir("accelerator-" + accelerator_case_name({c, 0}) + "-" + tag);
     return cfg;
   };
@@ -242,40 +245,44 @@ TEST_P(StageOnAnAcceleratorMatchesTheCpu, SameFinalParametersBitwiseAndLossesToF
   for (const auto& d : devices) EXPECT_GE(d->completions(), 2 * kSteps);
 }
 
-INSTANTIATE_TEST_SUITE_P(SingleDeviceAndPipeline, StageOnAnAcceleratorMatchesTheCpu,
+INSTANTIATE_TEST_SUITE_P(PipelinesAndDataParallel, StageOnAnAcceleratorMatchesTheCpu,
                          ::testing::Values(accelerator_case{"mlp", "sgd", 1}, accelerator_case{"mlp", "adamw", 2},
                                            accelerator_case{"gpt", "sgd", 2}, accelerator_case{"gpt", "adamw", 1},
                                            accelerator_case{"gpt", "adamw", 2, "interleaved"},
-                                           accelerator_case{"mlp", "sgd", 2, "zb-h1"}),
+                                           accelerator_case{"mlp", "sgd", 2, "zb-h1"},
+                                           accelerator_case{"mlp", "sgd", 1, "1f1b", 2},
+                                           accelerator_case{"gpt", "adamw", 2, "1f1b", 2}),
                          accelerator_case_name);
 
-TEST(StageOnAnAccelerator, DataParallelismThereIsRefusedNamingTheDeviceAndWhatIsMissing) {
+TEST(StageOnAnAccelerator, ZeroThereIsRefusedNamingTheDeviceAndWhatIsMissing) {
   train_config cfg = tiny_mesh_config("mlp", "sgd", 2, 1, 1, 1);
+  cfg.zero = 1;
   cfg.out_dir = out_dir("accelerator-refused");
   const auto devices = accelerators_for(cfg);
   try {
     run_training(cfg, on_devices(devices));
-    FAIL() << "data parallelism ran on an accelerator";
+    FAIL() << "ZeRO ran on an accelerator";
   } catch (const std::exception& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("cuda:7"), std::string::npos) << what;
-    EXPECT_NE(what.find("data parallelism"), std::string::npos) << what;
+    EXPECT_NE(what.find("ZeRO"), std::string::npos) << what;
   }
 }
 
 // --device: the job opens a CUDA queue per rank it puts on a GPU; what such a stage cannot run
 // is refused before any device is opened, so this holds on a machine without one.
-TEST(StageOnAnAccelerator, DeviceFlagOnADataParallelJobIsRefusedBeforeAnyDeviceIsOpened) {
+TEST(StageOnAnAccelerator, DeviceFlagOnAZeroJobIsRefusedBeforeAnyDeviceIsOpened) {
   train_config cfg = tiny_mesh_config("mlp", "sgd", 2, 1, 1, 1);
+  cfg.zero = 2;
   cfg.out_dir = out_dir("device-flag-refused");
   cfg.devices = {device{device_type::cuda, 3}};
   try {
     run_training(cfg);
-    FAIL() << "data parallelism ran with --device cuda:3";
+    FAIL() << "ZeRO ran with --device cuda:3";
   } catch (const std::invalid_argument& e) {
     const std::string what = e.what();
     EXPECT_NE(what.find("--device puts rank 0 on cuda:3"), std::string::npos) << what;
-    EXPECT_NE(what.find("data parallelism"), std::string::npos) << what;
+    EXPECT_NE(what.find("ZeRO"), std::string::npos) << what;
   }
 }
 

@@ -76,7 +76,8 @@ class counting_ops final : public device_ops {
     std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()));
   }
   void copy_floats(float* dst, const float* src, int64_t n) const override {
-    count("copy_floats", {dst});
+    count("copy_floats");
+    EXPECT_TRUE(fake_memory()->owns(dst) || fake_memory()->owns(src)) << "copy_floats between two host buffers";
     std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
   }
   void fill_zero(void* p, int64_t bytes) const override {
