@@ -4,13 +4,14 @@
 #include <cstdio>
 #include <thread>
 
+#include "actors/job/accelerators.hpp"
 #include "comm/collective_backend.hpp"
 #include "kernels/blas_runtime.hpp"
 
 namespace troupe::cli {
 
 void add_info_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("info", "Show the build's version, the BLAS kernels in use, the cores and the collective back ends");
+  auto* cmd = app.add_subcommand("info", "Show the build's version, the BLAS kernels in use, the cores, the collective back ends and the GPUs");
   cmd->callback([&exit_code] {
     const blas_kernels& k = ensure_blas_kernels();
     std::printf("version: %s\n", TROUPE_VERSION);
@@ -18,6 +19,7 @@ void add_info_command(CLI::App& app, int& exit_code) {
     std::printf("blas kernels chosen by OpenBLAS at load: %s\n", k.loaded.c_str());
     std::printf("hardware threads: %u\n", std::thread::hardware_concurrency());
     std::printf("collective back ends: %s\n", net::built_backends().c_str());
+    std::printf("gpus: %s\n", describe_accelerators().c_str());
     exit_code = 0;
   });
 }

@@ -4,6 +4,8 @@
 #include <stdexcept>
 
 #ifdef TROUPE_HAVE_CUDA
+#include <cuda_runtime_api.h>
+
 #include "kernels/cuda/cuda_device_ops.hpp"
 #include "kernels/cuda/cuda_queue.hpp"
 #endif
@@ -17,6 +19,28 @@ std::shared_ptr<device_queue> open_accelerator(const device& d) {
   return std::make_shared<cuda::cuda_queue>(d.index);
 #else
   throw std::runtime_error("device " + d.to_string() + ": troupe was built without CUDA (no nvcc was found)");
+#endif
+}
+
+std::string describe_accelerators() {
+#ifdef TROUPE_HAVE_CUDA
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("none (") + cudaGetErrorString(e) + ")";
+  }
+  if (count == 0) return "none (no CUDA device)";
+  std::string out = std::to_string(count) + " (";
+  for (int i = 0; i < count; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+    out += (i ? "; cuda:" : "cuda:") + std::to_string(i) + " " + p.name + ", " +
+           std::to_string(p.totalGlobalMem >> 30) + " GiB";
+  }
+  return out + ")";
+#else
+  return "none (troupe was built without CUDA)";
 #endif
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "kernels/device_queue.hpp"
 
@@ -12,5 +13,9 @@ namespace troupe {
 // Throws std::runtime_error naming the device when it is not there, or when troupe was built
 // without CUDA.
 std::shared_ptr<device_queue> open_accelerator(const device& d);
+
+// The GPUs --device can name, for `troupe info`: "2 (cuda:0 NVIDIA H200, 140 GiB; cuda:1 ...)",
+// or "none (" and why: no device or driver, or a build without CUDA.
+std::string describe_accelerators();
 
 }  // namespace troupe
