@@ -9,6 +9,7 @@
 #include "actors/messages.hpp"
 #include "actors/job/job_outputs.hpp"
 #include "actors/job/train_config.hpp"
+#include "kernels/device_queue.hpp"
 #include "kernels/partition.hpp"
 #include "schedules/schedule.hpp"
 #include "storage/checkpoint.hpp"
@@ -56,8 +57,11 @@ struct shard_memory {
   bool pipeline = true;  // read tile i+1 while tile i is updated (else one tile at a time)
   std::shared_ptr<device_memory> host;
   // Where the master copy and the state live and the update runs: its stage's device. A GPU
-  // shard updates in place on the device (device_ops::optimizer_step), without offload.
+  // shard updates in place on the device (device_ops::optimizer_step), without offload, on its
+  // stage's queue, so one rank's device work is one stream (kernels/allocator.hpp reuses a freed
+  // block at once, which is safe only in stream order).
   device where;
+  std::shared_ptr<device_queue> queue;
 };
 caf::actor spawn_optimizer_shard(caf::actor_system& sys, optimizer_config cfg, int64_t offset, int64_t size,
                                  shard_memory memory = {});

@@ -68,7 +68,10 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     int64_t n = plan.stage_params.at(plan.slot(at.pp, at.tp));
     shard_memory where;  // plain: the stage runs on the shard's tensor, counted as its parameters
     where.ledger = a.memory;
-    if (a.queue && !a.queue->where().is_cpu()) where.where = a.queue->where();  // the update runs there too
+    if (a.queue && !a.queue->where().is_cpu()) {  // the update runs there too, on the stage's stream
+      where.where = a.queue->where();
+      where.queue = a.queue;
+    }
     if (cfg.zero >= 3 && a.collective) {  // ZeRO-3: units gathered over a group the stage's threads drive
       a.dp_group = dp_group_of(rank);
       a.prefetch = cfg.prefetch;

@@ -197,12 +197,16 @@ params_msg device_step(self_ptr self, gradients_msg& m) {
     next = ops.empty({s.size});
     if (s.memory.ledger) s.memory.ledger->charge(next, s.memory.master_kind);
   }
-  std::vector<float*> state;
-  for (int j = 0; j < s.opt->state_floats(); ++j) state.push_back(f32_out(s.device_state) + j * s.size);
   s.opt->begin_step();
-  const float* from = previous.empty() ? f32(std::as_const(next)) : f32(previous);
-  ops.optimizer_step(f32_out(next), from, f32(grads), state.data(), s.size, s.cfg, s.opt->steps());
-  ops.synchronize();
+  // On the stage's stream (idle now: the gradients left with its completion), waited for here.
+  s.memory.queue->launch([&] {
+    if (s.device_state.empty()) s.device_state = ops.zeros({s.opt->state_floats() * s.size});
+    std::vector<float*> state;
+    for (int j = 0; j < s.opt->state_floats(); ++j) state.push_back(f32_out(s.device_state) + j * s.size);
+    const float* from = previous.empty() ? f32(std::as_const(next)) : f32(previous);
+    ops.optimizer_step(f32_out(next), from, f32(grads), state.data(), s.size, s.cfg, s.opt->steps());
+    ops.synchronize();
+  });
   next.freeze();
   s.master = next;
   return params_msg{m.step, s.offset, std::move(next)};
@@ -213,9 +217,11 @@ params_msg device_step(self_ptr self, gradients_msg& m) {
 void snapshot(self_ptr self, std::function<void(shard_state&)> done) {
   auto& s = self->state;
   shard_state out{s.offset, s.opt->steps(), s.kind, s.opt->state_floats(), tensor(), tensor()};
-  if (!s.memory.where.is_cpu()) {  // the device's values, copied to the host
-    out.master = on_host(s.master);
-    out.state = on_host(s.device_state);
+  if (!s.memory.where.is_cpu()) {  // the device's values, copied to the host on the stage's stream
+    s.memory.queue->launch([&] {
+      out.master = on_host(s.master);
+      out.state = s.device_state.empty() ? tensor({out.state_floats * s.size}) : on_host(s.device_state);
+    });
     out.master.freeze();
     out.state.freeze();
     done(out);
@@ -319,11 +325,13 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
   st.opt = make_optimizer(cfg, size,
                           on_device || (offloaded && st.memory.state_in_store) ? state_storage::external
                                                                                : state_storage::internal);
-  if (on_device) st.device_state = ops_for(st.memory.where).zeros({st.opt->state_floats() * size});
+  if (on_device && !st.memory.queue)
+    throw std::invalid_argument("optimizer_shard: on " + st.memory.where.to_string() + " without its stage's queue");
   if (!st.memory.state_ledger) st.memory.state_ledger = st.memory.ledger;
   if (st.memory.state_ledger)
     st.state_bytes = memory_charge(st.memory.state_ledger, memory_kind::optimizer_state,
-                                   on_device ? st.device_state.nbytes() : st.opt->state_bytes());
+                                   on_device ? st.opt->state_floats() * size * static_cast<int64_t>(sizeof(float))
+                                             : st.opt->state_bytes());
   if (offloaded) {
     st.tile = st.memory.tile_floats;
     st.tiles = (size + st.tile - 1) / st.tile;

@@ -506,11 +506,13 @@ caf::behavior stage(self_ptr self, stage_args args) {
     }
     for (int64_t l = r.begin; l < r.end; ++l) at += all.at(static_cast<size_t>(l))->num_params();
   }
-  for (int c = 0; c < st.args.plan.virtual_stages; ++c) {
-    const layer_range r = st.args.model_chunks.at(static_cast<size_t>(model_chunk_of(st, c)));
-    st.chunks.push_back(std::make_shared<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed, st.args.recompute,
-                                                         compute_device(st.args)));
-  }
+  launch(st, [&] {  // on a GPU, the initial values are copied in on the stage's own stream
+    for (int c = 0; c < st.args.plan.virtual_stages; ++c) {
+      const layer_range r = st.args.model_chunks.at(static_cast<size_t>(model_chunk_of(st, c)));
+      st.chunks.push_back(std::make_shared<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed,
+                                                           st.args.recompute, compute_device(st.args)));
+    }
+  });
   st.args.buckets.resize(st.chunks.size());
   for (const auto& b : st.args.buckets) st.buckets_per_step += static_cast<int64_t>(b.size());
   if (st.args.zero >= 1 && st.args.collective) st.pieces = shard_layout(st.args.buckets, st.args.dp_size, st.args.dp_rank);

@@ -20,14 +20,15 @@ bool run_compute(self_ptr self, const sched::action& a, compute_parts c) {
     return true;
   }
   auto error = std::make_shared<std::exception_ptr>();
-  s.args.queue->enqueue([work = std::move(c.work), error] {
+  auto work = std::make_shared<std::function<void()>>(std::move(c.work));
+  s.args.queue->enqueue([work, error] {
     try {
-      work();
+      (*work)();
     } catch (...) {  // the device's thread cannot fail the stage: the completion carries it there
       *error = std::current_exception();
     }
   });
-  s.on_device = device_action{s.step, s.cursor, false, std::move(c.finish), error};
+  s.on_device = device_action{s.step, s.cursor, false, std::move(c.finish), error, std::move(work)};
   s.waiting_for = "the device's completion of " + sched::body_string(a);
   s.args.queue->when_done([stage = self->address(), step = s.step, index = static_cast<uint64_t>(s.cursor)] {
     if (auto to = caf::actor_cast<caf::actor>(stage)) caf::anon_send(to, device_done_atom::value, step, index);

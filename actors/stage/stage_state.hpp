@@ -45,6 +45,9 @@ struct device_action {
   bool done = false;
   std::function<void()> finish;
   std::shared_ptr<std::exception_ptr> error;
+  // The enqueued work, kept until the device has run it: what it captured (an activation from
+  // another rank, a gradient) goes back to its allocator only once no kernel still reads it.
+  std::shared_ptr<std::function<void()>> work;
 };
 
 struct stage_state {

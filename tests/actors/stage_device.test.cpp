@@ -286,6 +286,18 @@ TEST(StageOnAnAccelerator, DeviceFlagOnAZeroJobIsRefusedBeforeAnyDeviceIsOpened)
   }
 }
 
+TEST(StageOnAnAccelerator, DeviceFlagPuttingTwoRanksOnOneGpuIsRefusedNamingBoth) {
+  train_config cfg = tiny_mesh_config("mlp", "sgd", 1, 2, 1, 4);
+  cfg.out_dir = out_dir("device-flag-shared");
+  cfg.devices = {device{device_type::cuda, 0}};
+  try {
+    run_training(cfg);
+    FAIL() << "two stages ran on cuda:0";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("--device puts ranks 0 and 1 on cuda:0"), std::string::npos) << e.what();
+  }
+}
+
 // Without that GPU the job names it (and how many there are, or that troupe has no CUDA); with
 // it, the job trains to the CPU's losses.
 TEST(StageOnAnAccelerator, DeviceFlagTrainsToTheCpuLossesOrNamesTheMissingGpu) {
