@@ -119,6 +119,8 @@ TEST(CudaLayers, a_gpt_step_enqueued_on_a_cuda_queue_is_complete_when_its_comple
   const float scale = 1.0f / static_cast<float>(loss_rows(b));
   const step_stats want = compute_gradients(cpu, b, scale);
 
+  // The stack's initial copies went to the legacy stream; the queue's stream does not wait for it.
+  TROUPE_CUDA_CHECK(cudaDeviceSynchronize());
   cuda::cuda_queue q(0);
   loss_result r;
   q.enqueue([&] {
