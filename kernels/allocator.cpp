@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/device_memory.hpp"
+#include "kernels/per_gpu.hpp"
 
 namespace troupe {
 
@@ -39,13 +40,8 @@ class cpu_allocator_impl final : public allocator {
   device where() const override { return {}; }
 };
 
-struct allocator_table {
-  std::mutex mu;
-  std::vector<std::shared_ptr<allocator>> cuda;  // by device index
-};
-
-allocator_table& table() {
-  static allocator_table t;
+per_gpu<allocator>& table() {
+  static per_gpu<allocator> t;
   return t;
 }
 
@@ -145,12 +141,7 @@ allocator_stats caching_allocator::stats() const {
 
 std::shared_ptr<allocator> allocator_for(const device& d) {
   if (d.type == device_type::cpu) return cpu_allocator();
-  auto& t = table();
-  {
-    std::lock_guard<std::mutex> lock(t.mu);
-    if (d.index >= 0 && static_cast<size_t>(d.index) < t.cuda.size() && t.cuda[static_cast<size_t>(d.index)])
-      return t.cuda[static_cast<size_t>(d.index)];
-  }
+  if (auto a = table().find(d.index)) return a;
 #ifdef TROUPE_HAVE_CUDA
   throw std::runtime_error("no CUDA device " + d.to_string() +
                            " set up: kernels/cuda/device_alloc.hpp's cuda_device_allocator(" + std::to_string(d.index) +
@@ -165,10 +156,7 @@ void install_allocator(std::shared_ptr<allocator> a) {
   const device d = a->where();
   if (d.type == device_type::cpu) throw std::invalid_argument("install_allocator: the CPU's allocator is fixed");
   if (d.index < 0) throw std::invalid_argument("install_allocator: device " + d.to_string());
-  auto& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  if (t.cuda.size() <= static_cast<size_t>(d.index)) t.cuda.resize(static_cast<size_t>(d.index) + 1);
-  t.cuda[static_cast<size_t>(d.index)] = std::move(a);
+  table().install(d.index, std::move(a));
 }
 
 }  // namespace troupe

@@ -16,17 +16,8 @@ class cpu_device_ops final : public device_ops {
  public:
   device where() const override { return {device_type::cpu, 0}; }
 
-  void copy(tensor& dst, const tensor& src) const override {
-    if (!dst.where().is_cpu() || !src.where().is_cpu())
-      throw std::logic_error("the CPU's ops copy " + src.where().to_string() + " to " + dst.where().to_string() +
-                             ": a GPU's ops copy to and from its device");
-    if (dst.type() != src.type() || dst.numel() != src.numel())
-      throw std::invalid_argument("copy: " + std::string(to_string(src.type())) + " " + to_string(src.shape()) +
-                                  " into " + to_string(dst.type()) + " " + to_string(dst.shape()));
-    if (src.nbytes() > 0) std::memcpy(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()));
-  }
-  void copy_floats(float* dst, const float* src, int64_t n) const override {
-    if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+  void copy_bytes(void* dst, const void* src, int64_t bytes) const override {
+    if (bytes > 0) std::memcpy(dst, src, static_cast<size_t>(bytes));
   }
   void fill_zero(void* p, int64_t bytes) const override {
     if (bytes > 0) std::memset(p, 0, static_cast<size_t>(bytes));

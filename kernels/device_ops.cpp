@@ -1,23 +1,31 @@
 // The table of device_ops per device: the CPU's fixed, a GPU's installed by kernels/cuda.
 #include "kernels/device_ops.hpp"
 
-#include <mutex>
 #include <stdexcept>
+
+#include "kernels/per_gpu.hpp"
 
 namespace troupe {
 
 const device_ops& cpu_ops();  // cpu_ops.cpp
 
 namespace {
-struct ops_table {
-  std::mutex mu;
-  std::vector<std::shared_ptr<const device_ops>> cuda;  // by GPU index
-};
-ops_table& table() {
-  static ops_table t;
+per_gpu<const device_ops>& table() {
+  static per_gpu<const device_ops> t;
   return t;
 }
 }  // namespace
+
+void device_ops::copy(tensor& dst, const tensor& src) const {
+  for (const device& d : {dst.where(), src.where()})
+    if (!d.is_cpu() && d != where())
+      throw std::logic_error("the ops of " + where().to_string() + " copy " + src.where().to_string() + " to " +
+                             dst.where().to_string() + ": only between " + where().to_string() + " and the host");
+  if (dst.type() != src.type() || dst.numel() != src.numel())
+    throw std::invalid_argument("copy: " + std::string(to_string(src.type())) + " " + to_string(src.shape()) +
+                                " into " + to_string(dst.type()) + " " + to_string(dst.shape()));
+  copy_bytes(dst.raw(), src.raw(), src.nbytes());
+}
 
 tensor device_ops::empty(shape_t shape, dtype type) const { return tensor::uninitialized(std::move(shape), type, where()); }
 
@@ -47,10 +55,8 @@ const device_ops& ops_on(const tensor& x) { return ops_for(x.where()); }
 
 const device_ops& ops_for(const device& d) {
   if (d.is_cpu()) return cpu_ops();
-  auto& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  if (d.index >= 0 && static_cast<size_t>(d.index) < t.cuda.size() && t.cuda[static_cast<size_t>(d.index)])
-    return *t.cuda[static_cast<size_t>(d.index)];
+  // The table keeps it (and install_cuda_ops its own copy), so the reference stays good.
+  if (auto ops = table().find(d.index)) return *ops;
   throw std::runtime_error("no ops for " + d.to_string() +
                            ": kernels/cuda's install_cuda_ops sets up a GPU's (a build without CUDA has none)");
 }
@@ -60,10 +66,7 @@ void install_ops(std::shared_ptr<const device_ops> ops) {
   const device d = ops->where();
   if (d.is_cpu()) throw std::invalid_argument("install_ops: the CPU's ops are fixed");
   if (d.index < 0) throw std::invalid_argument("install_ops: device " + d.to_string());
-  auto& t = table();
-  std::lock_guard<std::mutex> lock(t.mu);
-  if (t.cuda.size() <= static_cast<size_t>(d.index)) t.cuda.resize(static_cast<size_t>(d.index) + 1);
-  t.cuda[static_cast<size_t>(d.index)] = std::move(ops);
+  table().install(d.index, std::move(ops));
 }
 
 }  // namespace troupe

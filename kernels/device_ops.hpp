@@ -27,9 +27,15 @@ class device_ops {
   // ---- memory ----
   // dst = src, same dtype and numel; either may be on the CPU. Stream-ordered on a GPU: a host
   // destination is complete only once the queue that ran this has completed.
-  virtual void copy(tensor& dst, const tensor& src) const = 0;
+  // Throws std::invalid_argument for another dtype or size, std::logic_error for a tensor on a
+  // third device.
+  void copy(tensor& dst, const tensor& src) const;
   // n floats from src to dst, where() either is or the host: for slices of flat buffers.
-  virtual void copy_floats(float* dst, const float* src, int64_t n) const = 0;
+  void copy_floats(float* dst, const float* src, int64_t n) const {
+    copy_bytes(dst, src, n * static_cast<int64_t>(sizeof(float)));
+  }
+  // The one copy every device implements: bytes between its memory and the host's, either way.
+  virtual void copy_bytes(void* dst, const void* src, int64_t bytes) const = 0;
   // Uninitialized f32 host memory this device copies to and from without waiting (pinned for a
   // GPU): where a device's values go on their way to the host.
   virtual tensor host_empty(shape_t shape) const { return tensor::uninitialized(std::move(shape)); }

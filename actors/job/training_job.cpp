@@ -110,9 +110,10 @@ std::string not_on_accelerators_yet(const train_config& cfg, const job_plan& pla
 // before any actor exists: a stage on an accelerator needs that device's ops, and a job it can
 // run, which --device's are checked for before any device is opened.
 job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, job_extras extras) {
+  const std::string gap = not_on_accelerators_yet(cfg, plan, extras);
   auto check = [&](const std::string& rank_on_device) {
-    if (const std::string why = not_on_accelerators_yet(cfg, plan, extras); !why.empty())
-      throw std::invalid_argument(rank_on_device + ": a stage on an accelerator does not run " + why +
+    if (!gap.empty())
+      throw std::invalid_argument(rank_on_device + ": a stage on an accelerator does not run " + gap +
                                   " yet; its layers, loss, optimizer and pipeline sends do");
   };
   if (!extras.device_of) {

@@ -183,20 +183,36 @@ void read_state(self_ptr self, std::shared_ptr<shard_state> out, int64_t t, std:
       });
 }
 
-// A step on the shard's GPU: the update runs there over the master copy (in place when nobody
-// else holds it), and the shard waits for it on its own thread before answering, so the stage
-// that gets the parameters may launch on them from any stream.
+// The master copy this step's update writes: the current one, in place, when nobody else holds
+// it any more (a ZeRO stage copies out its segments); otherwise a fresh one on `ops`' device,
+// since the previous values are still in a stage's hands, and `previous` holds them to update
+// from. Either way the result is sent without a copy.
+tensor writable_master(shard_actor_state& s, const device_ops& ops, tensor& previous) {
+  tensor next = std::move(s.master);
+  if (next.reclaim()) return next;
+  previous = std::move(next);
+  next = ops.empty({s.size});
+  if (s.memory.ledger) s.memory.ledger->charge(next, s.memory.master_kind);
+  return next;
+}
+
+// The updated master copy, kept (frozen) and sent.
+params_msg publish(shard_actor_state& s, int64_t step, tensor next) {
+  next.freeze();
+  s.master = next;
+  return params_msg{step, s.offset, std::move(next)};
+}
+
+// A step on the shard's GPU: the update runs there, and the shard waits for it on its own
+// thread before answering, so the stage that gets the parameters may launch on them from any
+// stream.
 params_msg device_step(self_ptr self, gradients_msg& m) {
   auto& s = self->state;
   const device_ops& ops = ops_for(s.memory.where);
   const tensor grads = ops.to_here(m.grads);
   m.grads = tensor();
-  tensor next = std::move(s.master), previous;
-  if (!next.reclaim()) {  // a stage still holds it: a fresh master copy, sent without a copy
-    previous = std::move(next);
-    next = ops.empty({s.size});
-    if (s.memory.ledger) s.memory.ledger->charge(next, s.memory.master_kind);
-  }
+  tensor previous;
+  tensor next = writable_master(s, ops, previous);
   s.opt->begin_step();
   // On the stage's stream (idle now: the gradients left with its completion), waited for here.
   s.memory.queue->launch([&] {
@@ -207,9 +223,7 @@ params_msg device_step(self_ptr self, gradients_msg& m) {
     ops.optimizer_step(f32_out(next), from, f32(grads), state.data(), s.size, s.cfg, s.opt->steps());
     ops.synchronize();
   });
-  next.freeze();
-  s.master = next;
-  return params_msg{m.step, s.offset, std::move(next)};
+  return publish(s, m.step, std::move(next));
 }
 
 // The shard's state now (a snapshot: the master copy is shared, the state copied), or, offloaded,
@@ -372,21 +386,11 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
         // step's gradients while these still exist (the ledger would count both).
         const tensor grads = on_host(m.grads);
         m.grads = tensor();
-        // In place when nobody else holds the master copy any more (a ZeRO stage copies out its
-        // segments); otherwise out of place, since the previous parameters are still in a
-        // stage's hands: a fresh tensor becomes the master copy and is sent without a copy.
-        tensor next = std::move(s.master);
-        if (next.reclaim()) {
-          s.opt->step(next.data(), grads.data(), grads.numel());
-        } else {
-          const tensor previous = std::move(next);
-          next = tensor::uninitialized({s.size});
-          if (s.memory.ledger) s.memory.ledger->charge(next, s.memory.master_kind);
-          s.opt->step(next.data(), previous.data(), grads.data(), grads.numel());
-        }
-        next.freeze();
-        s.master = next;
-        return params_msg{m.step, s.offset, std::move(next)};
+        tensor previous;
+        tensor next = writable_master(s, ops_for(device{}), previous);
+        const tensor& from = previous.empty() ? next : previous;
+        s.opt->step(next.data(), std::as_const(from).data(), grads.data(), grads.numel());
+        return publish(s, m.step, std::move(next));
       },
       [self](offload_stats_request) { return self->state.stats; },
       [self](shard_state_request) -> caf::result<shard_state> {

@@ -106,8 +106,6 @@ void send(self_ptr self, const sched::action& a, bool is_grad) {
              pipeline_tensor_msg{s.step, is_grad, a.microbatch, boundary, t});
 }
 
-bool dispensing(const stage_state& s) { return static_cast<bool>(s.args.dispenser); }
-
 // Asks the dispenser which batch the replica's step `step` computes (once per step and run).
 void ask_unit(self_ptr self, int64_t step) {
   auto& s = self->state;
@@ -122,22 +120,6 @@ double straggle_ms(stage_state& s) {
   if (st.ms <= 0 || s.straggled) return 0;
   s.straggled = true;
   return straggler_delay_ms(st, s.args.seed, s.step);
-}
-
-// The step's gradients to the optimizer shard (and any observers).
-void send_gradients(self_ptr self, tensor grads) {
-  auto& s = self->state;
-  grads.freeze();
-  for (const auto& o : s.args.observers) self->send(o, observed_gradients{s.args.rank, s.step, grads});
-  gradients_msg push{s.step, 0, std::move(grads), s.args.dp_rank};
-  if (dispensing(s)) {
-    const int64_t next = s.units.unit(s.step + 1);
-    push.unit = s.units.unit(s.step);
-    push.next_round = next >= 0 ? next / s.args.dp_size : s.units.until();
-    push.fresh = next < 0;
-  }
-  self->send(s.args.optimizer, std::move(push));
-  s.opt = stage_state::opt_phase::sent;
 }
 
 // Runs the action at the cursor if its inputs are there; false (with waiting_for set) if not.
@@ -270,26 +252,7 @@ bool execute(self_ptr self, const sched::action& a) {
         s.opt = stage_state::opt_phase::sent;
       }
       if (s.opt == stage_state::opt_phase::idle) {
-        // One chunk hands its buffer over (the stack goes on with a fresh zeroed one, so what was
-        // sent is never written again); several are laid end to end.
-        auto grads = std::make_shared<tensor>();  // on the stage's device, where its optimizer shard updates too
-        compute_parts c;
-        c.work = [chunks = s.chunks, where = compute_device(s.args), memory = s.args.memory, n, grads] {
-          if (chunks.size() == 1) {
-            *grads = chunks[0]->stack().take_grads();
-            return;
-          }
-          const device_ops& k = ops_for(where);
-          *grads = k.empty({n});
-          if (memory) memory->charge(*grads, memory_kind::gradients);
-          int64_t at = 0;
-          for (auto& chunk : chunks) {
-            const tensor& g = chunk->stack().grads();
-            k.copy_floats(f32_out(*grads) + at, f32(g), g.numel());
-            at += g.numel();
-          }
-        };
-        c.finish = [self, grads] { send_gradients(self, std::move(*grads)); };
+        compute_parts c = gradients_out(self, n);
         // On a GPU the gradients leave once the device has written them (the reduced buckets
         // copied in, the buffers laid end to end): a compute of its own, whose completion brings
         // the cursor back here to wait for the parameters.
@@ -311,26 +274,6 @@ bool execute(self_ptr self, const sched::action& a) {
 }
 
 void begin_step(self_ptr self, int64_t step);
-
-// The optimizer shard's parameters (plain data parallelism: all of them) into the chunks.
-void adopt_params(stage_state& s, const params_msg& m) {
-  if (s.chunks.size() == 1 && on_accelerator(s) && m.params.where() != compute_device(s.args)) {
-    launch(s, [&] { s.chunks[0]->stack().load_params(m.params); });  // copied in on the device's stream
-    return;
-  }
-  if (s.chunks.size() == 1) {
-    s.chunks[0]->stack().adopt_params(m.params);  // frozen: the next update is a new tensor
-    return;
-  }
-  launch(s, [&] {
-    const device_ops& k = ops_for(compute_device(s.args));
-    int64_t at = 0;
-    for (auto& c : s.chunks) {
-      k.copy_floats(f32_out(c->stack().params()), f32(m.params) + at, c->stack().num_params());
-      at += c->stack().num_params();
-    }
-  });
-}
 
 void request_batches(self_ptr self, int64_t up_to) {
   auto& s = self->state;
@@ -545,16 +488,8 @@ caf::behavior stage(self_ptr self, stage_args args) {
     // The shard's master copy is the stack's own buffer (frozen: neither writes it again), so the
     // rank holds its parameters once.
     initial = st.chunks[0]->stack().params();
-  } else {
-    launch(st, [&] {
-      const device_ops& k = ops_for(compute_device(st.args));
-      initial = k.empty({n});
-      int64_t at = 0;
-      for (auto& c : st.chunks) {
-        k.copy_floats(f32_out(initial) + at, f32(c->stack().params()), c->stack().num_params());
-        at += c->stack().num_params();
-      }
-    });
+  } else if (!zero_on(st)) {  // (ZeRO's shard takes its segments below, from the chunks)
+    launch(st, [&] { initial = end_to_end(st.chunks, compute_device(st.args), n, false); });
   }
   if (zero_on(st)) {  // the shard starts from this rank's segments only
     tensor part = tensor::uninitialized({shard_size(st.pieces)});

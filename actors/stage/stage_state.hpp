@@ -116,6 +116,8 @@ inline bool zero_on(const stage_state& s) { return !s.pieces.empty(); }
 inline device compute_device(const stage_args& a) {
   return a.queue && !a.queue->where().is_cpu() ? a.queue->where() : device{};
 }
+// Parameter servers under ssp and asp: the batch dispenser says which batch each step computes.
+inline bool dispensing(const stage_state& s) { return static_cast<bool>(s.args.dispenser); }
 inline bool on_accelerator(const stage_state& s) { return !compute_device(s.args).is_cpu(); }
 // Runs the stage's own device bookkeeping between actions (device_queue::launch); in line on the host.
 inline void launch(stage_state& s, const std::function<void()>& f) {
@@ -163,6 +165,18 @@ bool run_compute(self_ptr self, const sched::action& a, compute_parts c);
 // The device's action at the cursor: still running (false), or completed: its results are
 // handed on, then what waited for the chunks to be free.
 bool complete_on_device(self_ptr self);
+
+// stage_params.cpp: the stage's side of its optimizer shard (plain, not ZeRO).
+// The chunks' gradients (grads) or parameters (n in all) laid end to end on `where`. Touches only
+// the chunks: it may run as a device's work.
+tensor end_to_end(const std::vector<std::shared_ptr<pipeline_chunk>>& chunks, const device& where, int64_t n,
+                  bool grads);
+// O's gradients: the work takes them (on a GPU, once the device has written them), the finish
+// sends them to the optimizer shard and any observers.
+compute_parts gradients_out(self_ptr self, int64_t n);
+// The shard's parameters into the chunks: adopted when they are the one chunk's and on its
+// device, else copied in (launched on the stage's stream).
+void adopt_params(stage_state& s, const params_msg& m);
 
 // stage_checkpoint.cpp.
 // Resuming: the shard gets its master copy with the saved optimizer state and step count, in

@@ -23,22 +23,14 @@ class gpu_ops final : public device_ops {
   explicit gpu_ops(int index) : index_(index) {}
   device where() const override { return {device_type::cuda, index_}; }
 
-  void copy(tensor& dst, const tensor& src) const override {
-    if (dst.type() != src.type() || dst.numel() != src.numel())
-      throw std::invalid_argument("copy: " + std::string(to_string(src.type())) + " " + to_string(src.shape()) +
-                                  " into " + to_string(dst.type()) + " " + to_string(dst.shape()));
-    if (src.nbytes() == 0) return;
+  void copy_bytes(void* dst, const void* src, int64_t bytes) const override {
     // Unified addressing: the runtime knows each pointer's device, so one call does every
     // direction. From pageable host memory it returns once the bytes are staged.
-    TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), static_cast<size_t>(src.nbytes()), cudaMemcpyDefault,
-                                      on()));
+    if (bytes > 0)
+      TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, on()));
   }
   tensor host_empty(shape_t shape) const override {
     return tensor::uninitialized(std::move(shape), dtype::f32, pinned_host_allocator());
-  }
-  void copy_floats(float* dst, const float* src, int64_t n) const override {
-    if (n > 0)
-      TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(n) * sizeof(float), cudaMemcpyDefault, on()));
   }
   void fill_zero(void* p, int64_t bytes) const override {
     if (bytes > 0) TROUPE_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(bytes), on()));
