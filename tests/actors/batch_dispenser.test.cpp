@@ -14,6 +14,7 @@
 #include "actors/job/training_job.hpp"
 #include "storage/sampler.hpp"
 #include "tests/actors/tiny_jobs.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace troupe;
 using namespace troupe::test;
@@ -30,7 +31,7 @@ train_config straggling_job(consistency_model mode, int staleness, const std::st
   cfg.max_steps = 0;
   cfg.epochs = kEpochs;  // the tiny data is one epoch of kSteps steps: two of them
   cfg.stragglers = {straggler_spec{0, 15}};  // replica 0 sleeps 15 ms before each of its steps
-  cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-dispense-" + tag)).string();
+  cfg.out_dir = test_support::scratch_dir("dispense-" + tag).string();
   return cfg;
 }
 

@@ -20,6 +20,7 @@
 #include "storage/checkpoint.hpp"
 #include "storage/checkpoint_export.hpp"
 #include "tests/actors/tiny_jobs.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace troupe;
 using namespace troupe::test;
@@ -44,7 +45,7 @@ std::string name_of(const layout& l) {
 }
 
 fs::path scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("troupe-ckpt-" + name);
+  const fs::path p = test_support::scratch_dir("ckpt-" + name);
   fs::remove_all(p);
   fs::create_directories(p);
   return p;

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "actors/job/training_job.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace troupe;
 
@@ -39,7 +40,7 @@ train_config config(const std::string& model, const std::string& optimizer, int 
   cfg.progress = false;
   cfg.mesh.dp = dp;
   cfg.bucket_mb = 0.005;  // several buckets even for these small models
-  cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-dp-" + model + optimizer + std::to_string(dp))).string();
+  cfg.out_dir = test_support::scratch_dir("dp-" + model + optimizer + std::to_string(dp)).string();
   return cfg;
 }
 

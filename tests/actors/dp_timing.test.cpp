@@ -14,6 +14,7 @@
 #include "actors/job/training_job.hpp"
 #include "kernels/model.hpp"
 #include "storage/dataset.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace troupe;
 
@@ -82,7 +83,7 @@ TEST(DataParallelTiming, StragglerSlowsEveryRanksStepByAboutItsDelay) {
   cfg.max_steps = 9;
   cfg.eval_max_batches = 1;
   cfg.progress = false;
-  cfg.out_dir = (std::filesystem::temp_directory_path() / "troupe-dp-straggler").string();
+  cfg.out_dir = test_support::scratch_dir("dp-straggler").string();
   train_summary base = run_training(cfg);
   const double delay = 0.080;
   cfg.stragglers = {parse_straggler("1:80")};

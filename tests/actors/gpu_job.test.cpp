@@ -15,6 +15,7 @@
 
 #include "actors/job/training_job.hpp"
 #include "tests/actors/tiny_jobs.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace troupe;
 using namespace troupe::test;
@@ -22,7 +23,7 @@ using namespace troupe::test;
 namespace {
 
 std::string out_dir(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("troupe-gpu-job-" + name)).string();
+  return test_support::scratch_dir("gpu-job-" + name).string();
 }
 
 int gpus() {

@@ -16,6 +16,7 @@
 #include "kernels/train_step.hpp"
 #include "storage/dataset.hpp"
 #include "storage/sampler.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace troupe;
 
@@ -57,7 +58,7 @@ TEST(GradientObserver, HearsEveryRankEveryStepAndTheMergedShardsAreTheSingleDevi
   cfg.progress = false;
   cfg.mesh.dp = 2;
   cfg.mesh.tp = 2;
-  cfg.out_dir = (std::filesystem::temp_directory_path() / "troupe-gradient-observer").string();
+  cfg.out_dir = test_support::scratch_dir("gradient-observer").string();
   auto out = std::make_shared<seen>();
   job_extras extras;
   extras.gradient_observers.push_back([out](caf::actor_system& sys) { return sys.spawn(observer, out); });

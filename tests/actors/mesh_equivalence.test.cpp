@@ -19,6 +19,7 @@
 #include "storage/dataset.hpp"
 #include "storage/sampler.hpp"
 #include "tests/actors/tiny_jobs.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace troupe;
 using namespace troupe::test;
@@ -92,7 +93,7 @@ TEST_P(MeshMatchesSingleDevice, TwentyStepsSameLossesAndParametersExactScheduleA
   cfg.micro_batches = c.M;
   cfg.bucket_mb = 0.0005;  // several buckets per stage even for these small models
   cfg.watchdog_seconds = 20;
-  cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-mesh-" + case_name({c, 0}))).string();
+  cfg.out_dir = test_support::scratch_dir("mesh-" + case_name({c, 0})).string();
   const sched::schedule plan = sched::make_named_schedule(c.schedule, c.pp, c.M, cfg.virtual_stages);
   const auto predicted = sched::validate(plan).peak_live_activations;
 

@@ -12,6 +12,7 @@
 #include "actors/job/memory_plan.hpp"
 #include "actors/messages.hpp"
 #include "actors/store/offload_store.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace troupe;
 
@@ -33,7 +34,7 @@ struct fixture : ::testing::Test {
     o.momentum = 0.9f;
     shard_memory where;
     if (nvme) {
-      const auto dir = std::filesystem::temp_directory_path() / "troupe-optimizer-state";
+      const auto dir = test_support::scratch_dir("optimizer-state");
       std::filesystem::create_directories(dir);
       storage::uring_options io;
       io.block_size = 4096;

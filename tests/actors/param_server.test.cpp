@@ -15,6 +15,7 @@
 
 #include "actors/job/training_job.hpp"
 #include "tests/actors/tiny_jobs.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace troupe;
 using namespace troupe::test;
@@ -35,7 +36,7 @@ void PrintTo(const ps_case& c, std::ostream* os) { *os << case_name(c); }
 train_config config_for(const ps_case& c, consistency_model mode, const std::string& tag) {
   train_config cfg = tiny_mesh_config(c.model, c.optim, c.dp, c.pp, c.tp, c.M);
   cfg.consistency = mode;
-  cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-ps-" + case_name(c) + "-" + tag)).string();
+  cfg.out_dir = test_support::scratch_dir("ps-" + case_name(c) + "-" + tag).string();
   return cfg;
 }
 

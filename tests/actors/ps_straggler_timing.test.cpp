@@ -9,6 +9,7 @@
 
 #include "actors/job/training_job.hpp"
 #include "tests/actors/tiny_jobs.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace troupe;
 using namespace troupe::test;
@@ -22,7 +23,7 @@ train_summary run_with_straggler(consistency_model mode, int staleness, const st
   // Steps of the tiny job take about a millisecond: a 20 ms sleep is the whole step time of
   // replica 0, many times the others'.
   cfg.stragglers = {straggler_spec{0, 20}};
-  cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-ps-timing-" + tag)).string();
+  cfg.out_dir = test_support::scratch_dir("ps-timing-" + tag).string();
   return run_training(cfg);
 }
 

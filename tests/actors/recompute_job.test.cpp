@@ -11,6 +11,7 @@
 #include "schedules/named.hpp"
 #include "schedules/validate.hpp"
 #include "storage/dataset.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace troupe;
 
@@ -40,7 +41,7 @@ train_config job(recompute_mode m) {
   c.cuts = {4};  // stage 0: embedding + 3 blocks; stage 1: 3 blocks, layernorm, head
   c.recompute = m;
   c.watchdog_seconds = 20;
-  c.out_dir = (std::filesystem::temp_directory_path() / (std::string("troupe-recompute-") + to_string(m))).string();
+  c.out_dir = test_support::scratch_dir(std::string("recompute-") + to_string(m)).string();
   return c;
 }
 

@@ -26,6 +26,7 @@
 #include "tests/actors/fake_device.hpp"
 #include "tests/actors/tiny_jobs.hpp"
 #include "tests/kernels/fake_gpu.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace troupe;
 using namespace troupe::test;
@@ -36,7 +37,7 @@ namespace {
 constexpr auto kPatience = std::chrono::seconds(30);
 
 std::string out_dir(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("troupe-stage-device-" + name)).string();
+  return test_support::scratch_dir("stage-device-" + name).string();
 }
 
 std::vector<std::shared_ptr<fake_device>> devices_for(const train_config& cfg) {

@@ -18,6 +18,7 @@
 #include "kernels/blas_runtime.hpp"
 #include "tests/actors/tiny_jobs.hpp"
 #include "tests/kernels/grad_check.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace troupe;
 
@@ -47,9 +48,7 @@ train_summary train(int threads, int dp) {
   cfg.threads = threads;
   cfg.mesh.dp = dp;
   cfg.watchdog_seconds = 60;
-  cfg.out_dir = (std::filesystem::temp_directory_path() /
-                 ("troupe-threads-" + std::to_string(threads) + "-dp" + std::to_string(dp)))
-                    .string();
+  cfg.out_dir = test_support::scratch_dir("threads-" + std::to_string(threads) + "-dp" + std::to_string(dp)).string();
   return run_training(cfg);
 }
 

@@ -14,6 +14,7 @@
 #include "actors/job/prepared_job.hpp"
 #include "actors/job/training_job.hpp"
 #include "tests/actors/tiny_jobs.hpp"
+#include "tests/scratch_dir.hpp"
 
 using namespace troupe;
 using namespace troupe::test;
@@ -40,7 +41,7 @@ train_config config_for(const zero_case& c) {
   cfg.recompute = c.recompute;
   if (!c.schedule.empty()) cfg.schedule = c.schedule;
   cfg.bucket_mb = 0.0005;  // several buckets per stage, some smaller than dp elements
-  cfg.out_dir = (std::filesystem::temp_directory_path() / ("troupe-zero-" + case_name(c))).string();
+  cfg.out_dir = test_support::scratch_dir("zero-" + case_name(c)).string();
   return cfg;
 }
 
