@@ -116,6 +116,11 @@ std::vector<tunable> make_table() {
                      "scores) or full (every layer from its input) [none]",
                      {"none", "selective", "full"},
                      [](train_config& c, const value& v) { c.recompute = parse_recompute_mode(v.text); }));
+  t.push_back(choice("--matmul-precision", "train.matmul_precision",
+                     "Operands of every linear layer's products: f32, or bf16 (rounded operands summed in fp32, as "
+                     "a GPU's tensor cores take them; parameters, gradients and optimizer state stay fp32) [f32]",
+                     {"f32", "bf16"},
+                     [](train_config& c, const value& v) { c.matmul = parse_matmul_precision(v.text); }));
   t.push_back(integer("--max-steps", "train.max_steps", "Stop after this many steps (0: all epochs) [0]", 0, big,
                       [](train_config& c, const value& v) { c.max_steps = v.integer; }));
   t.push_back(integer("--eval-batches", "train.eval_batches",

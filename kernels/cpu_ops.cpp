@@ -36,6 +36,19 @@ class cpu_device_ops final : public device_ops {
                               int64_t OC) const override {
     ops::matmul_backward_weight(dweight, dbias, dout, inp, N, C, OC);
   }
+  void round_to_bf16(bf16* out, const float* inp, int64_t n) const override { ops::round_to_bf16(out, inp, n); }
+  void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int64_t N, int64_t C,
+                           int64_t OC) const override {
+    ops::matmul_forward_bf16(out, inp, weight, bias, N, C, OC);
+  }
+  void matmul_backward_input_bf16(float* dinp, const bf16* dout, const bf16* weight, int64_t N, int64_t C,
+                                  int64_t OC) const override {
+    ops::matmul_backward_input_bf16(dinp, dout, weight, N, C, OC);
+  }
+  void matmul_backward_weight_bf16(float* dweight, float* dbias, const bf16* dout, const bf16* inp, int64_t N,
+                                   int64_t C, int64_t OC) const override {
+    ops::matmul_backward_weight_bf16(dweight, dbias, dout, inp, N, C, OC);
+  }
   void add_into(float* a, const float* b, int64_t n) const override { ops::add_into(a, b, n); }
   void relu_forward(float* out, const float* inp, int64_t n) const override { ops::relu_forward(out, inp, n); }
   void relu_backward(float* dinp, const float* dout, const float* out, int64_t n) const override {

@@ -61,6 +61,16 @@ class device_ops {
   virtual void relu_forward(float* out, const float* inp, int64_t n) const = 0;
   virtual void relu_backward(float* dinp, const float* dout, const float* out, int64_t n) const = 0;
 
+  // ---- dense over bf16 operands (matmul_precision.hpp) ----
+  // The three products above with bf16 operands, summed in fp32 into fp32 results (ops.hpp).
+  virtual void round_to_bf16(bf16* out, const float* inp, int64_t n) const = 0;
+  virtual void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int64_t N,
+                                   int64_t C, int64_t OC) const = 0;
+  virtual void matmul_backward_input_bf16(float* dinp, const bf16* dout, const bf16* weight, int64_t N, int64_t C,
+                                          int64_t OC) const = 0;
+  virtual void matmul_backward_weight_bf16(float* dweight, float* dbias, const bf16* dout, const bf16* inp,
+                                           int64_t N, int64_t C, int64_t OC) const = 0;
+
   // ---- transformer ----
   virtual void gelu_forward(float* out, const float* inp, int64_t n) const = 0;
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout, int64_t n) const = 0;

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/matmul_precision.hpp"
 #include "kernels/tensor.hpp"
 
 namespace troupe {
@@ -69,9 +70,14 @@ class layer {
   // backward. The numbers do not change, only what a stash holds.
   virtual void set_selective_recompute(bool on) { (void)on; }
 
+  // The operands of the layer's matrix products (matmul_precision.hpp); a layer without any
+  // keeps it unread, a composite one passes it to its parts.
+  virtual void set_matmul_precision(matmul_precision p) { matmul_ = p; }
+
  protected:
   const float* params_ = nullptr;
   float* grads_ = nullptr;
+  matmul_precision matmul_ = matmul_precision::f32;
 };
 
 using layer_list = std::vector<std::unique_ptr<layer>>;

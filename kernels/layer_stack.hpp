@@ -35,6 +35,10 @@ class layer_stack {
   size_t num_layers() const { return layers_.size(); }
   layer& at(size_t i) { return *layers_.at(i); }
   const layer& at(size_t i) const { return *layers_.at(i); }
+  // Every layer's matrix products at p from now on (matmul_precision.hpp).
+  void set_matmul_precision(matmul_precision p) {
+    for (auto& l : layers_) l->set_matmul_precision(p);
+  }
   // Offset of layer i's parameters inside the flat buffers.
   int64_t param_offset(size_t i) const { return offsets_.at(i); }
 

@@ -46,7 +46,7 @@ tensor linear::forward(const tensor& x, saved_activations& saved) const {
   shape.back() = out_;
   const device_ops& k = ops_on(x);
   tensor y = k.empty(shape);
-  k.matmul_forward(f32_out(y), f32(x), params_, bias_ ? params_ + out_ * in_ : nullptr, n, in_, out_);
+  gemm::forward(matmul_, k, f32_out(y), x, params_, bias_ ? params_ + out_ * in_ : nullptr, n, in_, out_);
   saved.tensors = {x};
   return y;
 }
@@ -55,14 +55,14 @@ tensor linear::backward_input(const tensor& dy, saved_activations& saved) const 
   const int64_t n = rows_of(dy, out_, "output gradient");
   const device_ops& k = ops_on(dy);
   tensor dx = k.empty(saved.tensors.at(0).shape());
-  k.matmul_backward_input(f32_out(dx), f32(dy), params_, n, in_, out_);
+  gemm::backward_input(matmul_, k, f32_out(dx), dy, params_, n, in_, out_);
   return dx;
 }
 
 void linear::backward_weight(const tensor& dy, saved_activations& saved) {
   const int64_t n = rows_of(dy, out_, "output gradient");
-  ops_on(dy).matmul_backward_weight(grads_, bias_ ? grads_ + out_ * in_ : nullptr, f32(dy), f32(saved.tensors.at(0)),
-                                    n, in_, out_);
+  gemm::backward_weight(matmul_, ops_on(dy), grads_, bias_ ? grads_ + out_ * in_ : nullptr, dy, saved.tensors.at(0),
+                        n, in_, out_);
 }
 
 tensor relu::forward(const tensor& x, saved_activations& saved) const {

@@ -123,7 +123,7 @@ tensor column_parallel_linear::forward_with(const tensor& share, saved_activatio
   shape.back() = out_;
   const device_ops& k = ops_on(x);
   tensor y = k.empty(shape);
-  k.matmul_forward(f32_out(y), f32(x), params_, b, n, in_, out_);
+  gemm::forward(matmul_, k, f32_out(y), x, params_, b, n, in_, out_);
   saved.tensors = {share};  // under sequence parallelism only the share: backward_weight gathers it again
   return y;
 }
@@ -134,7 +134,7 @@ tensor column_parallel_linear::backward_input(const tensor& dy, saved_activation
   if (sequence_parallel_) shape.at(0) *= tp_size(group_);
   const device_ops& k = ops_on(dy);
   tensor dx = k.empty(shape);
-  k.matmul_backward_input(f32_out(dx), f32(dy), params_, n, in_, out_);
+  gemm::backward_input(matmul_, k, f32_out(dx), dy, params_, n, in_, out_);
   if (sequence_parallel_) return sp::scatter_rows(group_, dx);  // instead of f, never both
   tp::copy_to_backward(group_, dx);
   return dx;
@@ -144,7 +144,7 @@ void column_parallel_linear::backward_weight(const tensor& dy, saved_activations
   const int64_t n = rows_of(dy, out_, kind(), "output gradient");
   const tensor& share = saved.tensors.at(0);
   const tensor x = sequence_parallel_ ? sp::gather_rows(group_, share) : share;
-  ops_on(dy).matmul_backward_weight(grads_, bias_grad(), f32(dy), f32(x), n, in_, out_);
+  gemm::backward_weight(matmul_, ops_on(dy), grads_, bias_grad(), dy, x, n, in_, out_);
 }
 
 // ---- row-parallel ----
@@ -172,11 +172,11 @@ tensor row_parallel_linear::forward(const tensor& x, saved_activations& saved) c
   tensor y = k.empty(shape);
   saved.tensors = {x};
   if (tp_size(group_) == 1) {  // the plain linear's arithmetic, bias inside the GEMM
-    k.matmul_forward(f32_out(y), f32(x), params_, bias(), n, in_, out_);
+    gemm::forward(matmul_, k, f32_out(y), x, params_, bias(), n, in_, out_);
     return y;
   }
   // The bias belongs to the sum, not to each partial: added once, after g.
-  k.matmul_forward(f32_out(y), f32(x), params_, nullptr, n, in_, out_);
+  gemm::forward(matmul_, k, f32_out(y), x, params_, nullptr, n, in_, out_);
   if (sequence_parallel_) y = sp::scatter_rows(group_, y);  // instead of g
   else tp::reduce_from_forward(group_, y);
   const int64_t rows = y.numel() / out_;
@@ -196,21 +196,20 @@ tensor row_parallel_linear::backward_input(const tensor& dy_share, saved_activat
   const int64_t n = rows_of(dy, out_, kind(), "output gradient");
   const device_ops& k = ops_on(dy);
   tensor dx = k.empty(saved.tensors.at(0).shape());
-  k.matmul_backward_input(f32_out(dx), f32(dy), params_, n, in_, out_);
+  gemm::backward_input(matmul_, k, f32_out(dx), dy, params_, n, in_, out_);
   return dx;  // g's backward is the identity: each rank keeps the gradient of its own columns
 }
 
 void row_parallel_linear::backward_weight(const tensor& dy_share, saved_activations& saved) {
   if (!sequence_parallel_) {
     const int64_t n = rows_of(dy_share, out_, kind(), "output gradient");
-    ops_on(dy_share).matmul_backward_weight(grads_, bias_grad(), f32(dy_share), f32(saved.tensors.at(0)), n, in_,
-                                            out_);
+    gemm::backward_weight(matmul_, ops_on(dy_share), grads_, bias_grad(), dy_share, saved.tensors.at(0), n, in_, out_);
     return;
   }
   if (saved.tensors.size() == 1) saved.tensors.push_back(sp::gather_rows(group_, dy_share));
   const tensor& dy = saved.tensors.at(1);
-  ops_on(dy).matmul_backward_weight(grads_, nullptr, f32(dy), f32(saved.tensors.at(0)),
-                                    rows_of(dy, out_, kind(), "output gradient"), in_, out_);
+  gemm::backward_weight(matmul_, ops_on(dy), grads_, nullptr, dy, saved.tensors.at(0),
+                        rows_of(dy, out_, kind(), "output gradient"), in_, out_);
   if (!bias_) return;
   std::vector<float> db(static_cast<size_t>(out_), 0.0f);  // over this rank's tokens only
   const int64_t rows = rows_of(dy_share, out_, kind(), "output gradient");

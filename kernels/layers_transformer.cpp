@@ -274,6 +274,12 @@ void transformer_block::bind(const float* params, float* grads) {
     parts[i]->bind(params ? params + offset_[i] : nullptr, grads ? grads + offset_[i] : nullptr);
 }
 
+void transformer_block::set_matmul_precision(matmul_precision p) {
+  layer::set_matmul_precision(p);
+  for (parallel_linear* l : std::initializer_list<parallel_linear*>{&qkv_, &proj_, &fc_, &fc_proj_})
+    l->set_matmul_precision(p);
+}
+
 tensor transformer_block::forward(const tensor& x, saved_activations& saved) const {
   if (x.rank() != 3 || x.size(2) != channels_)
     throw std::invalid_argument("transformer_block: input has shape " + to_string(x.shape()) +

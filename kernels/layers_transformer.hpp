@@ -93,6 +93,7 @@ class transformer_block final : public layer {
   void backward_weight(const tensor& dy, saved_activations& saved) override;
   // Drops the (B, heads, T, T) softmaxed scores after forward; backward recomputes them from qkv.
   void set_selective_recompute(bool on) override { selective_ = on; }
+  void set_matmul_precision(matmul_precision p) override;
 
   int64_t channels() const { return channels_; }
   int64_t heads() const { return heads_; }

@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "kernels/half.hpp"
+
 namespace troupe::ops {
 
 // ---- dense (ops_dense.cpp) ----
@@ -22,6 +24,17 @@ void matmul_backward_input(float* dinp,                              // (N, C)
 void matmul_backward_weight(float* dweight, float* dbias,            // (OC, C), (OC)
                             const float* dout, const float* inp,     // (N, OC), (N, C)
                             int64_t N, int64_t C, int64_t OC);
+
+// The same three products over bf16 operands (half.hpp): each product of two bf16 values is exact
+// in fp32, the sums are fp32, and so are the results and the bias gradient (summed from the bf16
+// dout). For matmul_precision::bf16 (matmul_precision.hpp).
+void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int64_t N, int64_t C,
+                         int64_t OC);
+void matmul_backward_input_bf16(float* dinp, const bf16* dout, const bf16* weight, int64_t N, int64_t C, int64_t OC);
+void matmul_backward_weight_bf16(float* dweight, float* dbias, const bf16* dout, const bf16* inp, int64_t N,
+                                 int64_t C, int64_t OC);
+// out = inp rounded to bf16, to nearest even (half.hpp's to_bf16).
+void round_to_bf16(bf16* out, const float* inp, int64_t n);
 
 // a += b, element-wise (residual connections).
 void add_into(float* a, const float* b, int64_t n);

@@ -7,6 +7,7 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <vector>
 
 #include "kernels/blas_runtime.hpp"
 #include "kernels/ops.hpp"
@@ -65,6 +66,37 @@ void matmul_backward_weight(float* dweight, float* dbias, const float* dout, con
       }
     });
   }
+}
+
+namespace {
+// bf16 operands widened to fp32 (exact), so the products run on the same sgemm as fp32's.
+std::vector<float> widened(const bf16* x, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  parallel_for(n, elementwise_grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[static_cast<size_t>(i)] = to_float(x[i]);
+  });
+  return out;
+}
+}  // namespace
+
+void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, const float* bias, int64_t N, int64_t C,
+                         int64_t OC) {
+  matmul_forward(out, widened(inp, N * C).data(), widened(weight, OC * C).data(), bias, N, C, OC);
+}
+
+void matmul_backward_input_bf16(float* dinp, const bf16* dout, const bf16* weight, int64_t N, int64_t C, int64_t OC) {
+  matmul_backward_input(dinp, widened(dout, N * OC).data(), widened(weight, OC * C).data(), N, C, OC);
+}
+
+void matmul_backward_weight_bf16(float* dweight, float* dbias, const bf16* dout, const bf16* inp, int64_t N,
+                                 int64_t C, int64_t OC) {
+  matmul_backward_weight(dweight, dbias, widened(dout, N * OC).data(), widened(inp, N * C).data(), N, C, OC);
+}
+
+void round_to_bf16(bf16* out, const float* inp, int64_t n) {
+  parallel_for(n, elementwise_grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = troupe::to_bf16(inp[i]);
+  });
 }
 
 void add_into(float* a, const float* b, int64_t n) {

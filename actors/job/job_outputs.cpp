@@ -35,8 +35,9 @@ void log_plan(const train_config& cfg, const prepared_job& data, const job_plan&
   std::string cut;
   for (const auto& r : plan.chunks) cut += fmt::format(" [{},{})", r.begin, r.end);
   const auto& s = plan.schedule;
-  spdlog::info("model {} ({} parameters), {} steps of {} samples, optimizer {} lr {}", describe(data.model),
-               data.num_params, data.total_steps, cfg.batch_size, cfg.optim.kind, cfg.optim.lr);
+  spdlog::info("model {} ({} parameters), {} steps of {} samples, optimizer {} lr {}{}", describe(data.model),
+               data.num_params, data.total_steps, cfg.batch_size, cfg.optim.kind, cfg.optim.lr,
+               cfg.matmul == matmul_precision::f32 ? "" : ", matmuls on bf16 operands");
   spdlog::info("mesh {} ({} ranks: dp {} x pp {} x tp {}{}), schedule {} P={} M={} v={}, layer chunks{}{}",
                sched::to_string(plan.mesh), plan.mesh.ranks(), plan.mesh.dp, plan.mesh.pp, plan.mesh.tp,
                plan.mesh.tp > 1 ? ", tp innermost: each tensor-parallel group on consecutive ranks" : "", s.name, s.num_stages,

@@ -45,6 +45,7 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     a.pin_cpu = cfg.pin_threads ? static_cast<int>(static_cast<unsigned>(rank) % cores) : -1;
     a.drop_send = cfg.drop_send;
     a.recompute = cfg.recompute;
+    a.matmul = cfg.matmul;
     a.sequence_parallel = cfg.sequence_parallel;
     a.observers = observers;
     for (const auto& st : cfg.stragglers)

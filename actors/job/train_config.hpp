@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/device_memory.hpp"
+#include "kernels/matmul_precision.hpp"
 #include "kernels/model.hpp"
 #include "kernels/optimizer.hpp"
 #include "kernels/pipeline_chunk.hpp"
@@ -135,6 +136,9 @@ struct train_config {
   // Activation recomputation in every stage (kernels/pipeline_chunk.hpp): the same numbers,
   // fewer bytes held between forward and backward.
   recompute_mode recompute = recompute_mode::none;
+  // The operands of every linear layer's products (kernels/matmul_precision.hpp): f32, or bf16
+  // (rounded operands, fp32 sums; masters, gradients and optimizer state stay fp32).
+  matmul_precision matmul = matmul_precision::f32;
   // Sequence parallelism with tp > 1 (GPT): layernorms, residuals and stage-to-stage activations
   // on each tp rank's share of a microbatch's sequences (kernels/layers_parallel.hpp, sp::).
   bool sequence_parallel = false;

@@ -454,6 +454,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
       const layer_range r = st.args.model_chunks.at(static_cast<size_t>(model_chunk_of(st, c)));
       st.chunks.push_back(std::make_shared<pipeline_chunk>(take_layers(all, r), r.begin, st.args.seed,
                                                            st.args.recompute, compute_device(st.args)));
+      st.chunks.back()->stack().set_matmul_precision(st.args.matmul);
     }
   });
   st.args.buckets.resize(st.chunks.size());

@@ -49,6 +49,7 @@ struct stage_args {
   // critical path, as Megatron's do), and the loss is the vocabulary-parallel one. Null: tp 1.
   std::shared_ptr<tp_group> tp;
   recompute_mode recompute = recompute_mode::none;
+  matmul_precision matmul = matmul_precision::f32;  // of every linear layer in the stage's chunks
   bool sequence_parallel = false;     // with tp: the stage's activations are its tp rank's share of the sequences
   std::vector<caf::actor> observers;  // each gets observed_gradients every step (job_extras.hpp)
   // ZeRO over the data-parallel group (with a collective): rank dp_rank of dp_size owns segment

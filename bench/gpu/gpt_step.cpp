@@ -2,9 +2,10 @@
 // layers' CUDA ops (kernels/cuda/cuda_device_ops.hpp) and AdamW fused over the flat fp32
 // parameters, all on one stream, as a stage on a GPU runs them — and prints one JSON line: step
 // time, tokens/s, model TFLOP/s and MFU against the GPU's dense bf16 peak (the yardstick PyTorch's
-// peer, bench/gpu/gpt_step_torch.py, is measured against too). fp32 throughout: troupe's bf16
-// layers are not built yet. Run by bench/gpu/run.sh; options: --batch --context --channels
-// --heads --blocks --vocab --warmup --steps --peak-tflops.
+// peer, bench/gpu/gpt_step_torch.py, is measured against too). --matmul-precision bf16 puts every
+// linear layer's products on bf16 operands (kernels/matmul_precision.hpp; fp32 elsewhere), the
+// part of PyTorch's bf16 autocast that troupe has. Run by bench/gpu/run.sh; options: --batch
+// --context --channels --heads --blocks --vocab --warmup --steps --peak-tflops --matmul-precision.
 #include <cuda_runtime_api.h>
 
 #include <cmath>
@@ -32,12 +33,17 @@ struct options {
   int64_t batch = 8, context = 1024, channels = 768, heads = 12, blocks = 12, vocab = 50304;
   int warmup = 3, steps = 10;
   double peak_tflops = 989.0;  // H200 (SXM) dense bf16
+  matmul_precision matmul = matmul_precision::f32;
 };
 
 options parse(int argc, char** argv) {
   options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
+    if (k == "--matmul-precision") {
+      o.matmul = parse_matmul_precision(argv[i + 1]);
+      continue;
+    }
     char* end = nullptr;
     const double v = std::strtod(argv[i + 1], &end);
     if (!end || *end != '\0' || !(v > 0)) throw std::invalid_argument(k + " " + argv[i + 1] + ": expected a positive number");
@@ -73,6 +79,7 @@ int main(int argc, char** argv) try {
   cuda::stream_guard on(stream);
 
   layer_stack stack(build_layers(spec), 0, 42, gpu);
+  stack.set_matmul_precision(o.matmul);
   const int64_t n = stack.num_params();
   tensor m = ops.zeros({n}), v = ops.zeros({n});
   std::mt19937_64 rng(7);
@@ -122,9 +129,9 @@ int main(int argc, char** argv) try {
                                           12.0 * static_cast<double>(o.blocks * o.context * o.channels));
   const double tflops = flops / (step_ms * 1e-3) / 1e12;
   std::printf(
-      "{\"peer\":\"troupe\",\"precision\":\"fp32\",\"params\":%lld,\"batch\":%lld,\"context\":%lld,\"step_ms\":%.3f,"
+      "{\"peer\":\"troupe\",\"precision\":\"%s\",\"params\":%lld,\"batch\":%lld,\"context\":%lld,\"step_ms\":%.3f,"
       "\"tokens_per_s\":%.0f,\"tflops\":%.2f,\"mfu\":%.4f,\"peak_tflops\":%.0f,\"first_loss\":%.4f,\"last_loss\":%.4f}\n",
-      static_cast<long long>(n), static_cast<long long>(o.batch), static_cast<long long>(o.context), step_ms,
+      o.matmul == matmul_precision::bf16 ? "bf16 matmuls" : "fp32", static_cast<long long>(n), static_cast<long long>(o.batch), static_cast<long long>(o.context), step_ms,
       tokens_per_step / (step_ms * 1e-3), tflops, tflops / o.peak_tflops, o.peak_tflops, losses.front(), losses.back());
   if (!std::isfinite(losses.back()) || !(losses.back() < losses.front())) {
     std::fprintf(stderr, "gpt_step: the loss did not fall (%.4f -> %.4f)\n", losses.front(), losses.back());

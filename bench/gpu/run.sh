@@ -83,12 +83,16 @@ if [ -n "$dir" ]; then
   bin=$dir/$step_bench
   [ -d "$dir/lib" ] && bin=$dir/$(basename "$step_bench")
   : >"$out/gpt_step.jsonl"
-  if LD_LIBRARY_PATH="$dir/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" timeout 300 "$bin" >>"$out/gpt_step.jsonl" 2>"$out/gpt_step.log"; then
-    echo "gpt_step (troupe): $(tail -1 "$out/gpt_step.jsonl")" >>"$summary"
-  else
-    echo "gpt_step (troupe): FAILED (gpt_step.log)" >>"$summary"
-    status=1
-  fi
+  : >"$out/gpt_step.log"
+  for precision in f32 bf16; do
+    if LD_LIBRARY_PATH="$dir/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" timeout 200 "$bin" --matmul-precision $precision \
+      >>"$out/gpt_step.jsonl" 2>>"$out/gpt_step.log"; then
+      echo "gpt_step (troupe, $precision matmuls): $(tail -1 "$out/gpt_step.jsonl")" >>"$summary"
+    else
+      echo "gpt_step (troupe, $precision matmuls): FAILED (gpt_step.log)" >>"$summary"
+      status=1
+    fi
+  done
   if timeout 300 python3 bench/gpu/gpt_step_torch.py >>"$out/gpt_step.jsonl" 2>>"$out/gpt_step.log"; then
     grep '"pytorch"' "$out/gpt_step.jsonl" | sed 's/^/gpt_step (PyTorch): /' >>"$summary"
     python3 - "$out/gpt_step.jsonl" >>"$summary" <<'PY'
@@ -96,8 +100,11 @@ import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 ours = [r for r in rows if r["peer"] == "troupe"]
 for r in rows:
-    if ours and r["peer"] == "pytorch":
-        print(f"gpt_step ratio: troupe fp32 step / PyTorch {r['precision']} step = {ours[0]['step_ms'] / r['step_ms']:.2f}")
+    if r["peer"] != "pytorch":
+        continue
+    for o in ours:
+        print(f"gpt_step ratio: troupe {o['precision']} step / PyTorch {r['precision']} step = "
+              f"{o['step_ms'] / r['step_ms']:.2f} (MFU {o['mfu']:.3f} vs {r['mfu']:.3f})")
 PY
   else
     echo "gpt_step (PyTorch): FAILED (gpt_step.log)" >>"$summary"

@@ -18,6 +18,11 @@ namespace {
 
 thread_local cudaStream_t current = nullptr;
 
+// troupe's bf16 (half.hpp, rounding as __float2bfloat16 does) and CUDA's are the same two bytes.
+static_assert(sizeof(troupe::bf16) == sizeof(bf16), "one bf16 layout on both sides");
+bf16* dev(troupe::bf16* p) { return reinterpret_cast<bf16*>(p); }
+const bf16* dev(const troupe::bf16* p) { return reinterpret_cast<const bf16*>(p); }
+
 class gpu_ops final : public device_ops {
  public:
   explicit gpu_ops(int index) : index_(index) {}
@@ -51,6 +56,22 @@ class gpu_ops final : public device_ops {
                               int64_t OC) const override {
     cudaStream_t s = on();
     cuda::matmul_backward_weight(dweight, dbias, dout, inp, N, C, OC, handle(), s);
+  }
+  void round_to_bf16(troupe::bf16* out, const float* inp, int64_t n) const override { cuda::to_bf16(dev(out), inp, n, on()); }
+  void matmul_forward_bf16(float* out, const troupe::bf16* inp, const troupe::bf16* weight, const float* bias, int64_t N, int64_t C,
+                           int64_t OC) const override {
+    cudaStream_t s = on();
+    cuda::matmul_forward(out, dev(inp), dev(weight), bias, N, C, OC, handle(), s);
+  }
+  void matmul_backward_input_bf16(float* dinp, const troupe::bf16* dout, const troupe::bf16* weight, int64_t N, int64_t C,
+                                  int64_t OC) const override {
+    cudaStream_t s = on();
+    cuda::matmul_backward_input(dinp, dev(dout), dev(weight), N, C, OC, handle(), s);
+  }
+  void matmul_backward_weight_bf16(float* dweight, float* dbias, const troupe::bf16* dout, const troupe::bf16* inp, int64_t N,
+                                   int64_t C, int64_t OC) const override {
+    cudaStream_t s = on();
+    cuda::matmul_backward_weight(dweight, dbias, dev(dout), dev(inp), N, C, OC, handle(), s);
   }
   void add_into(float* a, const float* b, int64_t n) const override { cuda::add_into(a, b, n, on()); }
   void relu_forward(float* out, const float* inp, int64_t n) const override { cuda::relu_forward(out, inp, n, on()); }

@@ -210,6 +210,15 @@ TEST(Tunables, DeviceListIsReadInOrderAndABadItemIsNamed) {
   }
 }
 
+TEST_F(config_case, MatmulPrecisionIsReadFromTheFileAndAnUnknownOneIsNamed) {
+  EXPECT_EQ(load("[train]\nepochs = 1\n").matmul, matmul_precision::f32);
+  EXPECT_EQ(load("[train]\nmatmul_precision = \"bf16\"\n").matmul, matmul_precision::bf16);
+  const std::string e = error("[train]\nmatmul_precision = \"fp16\"\n");
+  EXPECT_NE(e.find("train.matmul_precision"), std::string::npos) << e;
+  EXPECT_NE(e.find("fp16"), std::string::npos) << e;
+  EXPECT_EQ(cli::find_flag("--matmul-precision"), cli::find_key("train.matmul_precision"));
+}
+
 TEST(Validate, AGpuJobOverSeveralProcessesIsRefusedNamingTheDevice) {
   train_config c;
   c.devices = {device{device_type::cuda, 0}};

@@ -8,6 +8,13 @@
 // only: a few ulps per op, growing with depth. Every gradient and the loss must agree to 1e-4
 // of the tensor's largest magnitude, far below what one wrong term (a missing scale, a
 // transposed operand) would give, and far above fp32 reordering noise for these sizes.
+//
+// At matmul_precision::bf16 the rounding itself is exact on both sides (the same fp32 value
+// gives the same bf16 bits), and so are the products of rounded operands: given the same fp32
+// operands, the three products agree to the fp32 tolerance above. A whole stack is looser: a
+// value within fp32 reordering noise of a bf16 rounding boundary rounds up on one side and down
+// on the other, one operand element one bf16 ulp (2^-8 of itself) apart, so a stack's gradients
+// agree to 4e-3 of the largest: still far below a wrong operand, not below bf16's own rounding.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -15,6 +22,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <future>
 #include <string>
 #include <vector>
@@ -45,7 +53,8 @@ std::vector<float> host_values(const tensor& t) {
   return {h.data(), h.data() + h.numel()};
 }
 
-void expect_close(const std::vector<float>& want, const std::vector<float>& got, const std::string& what) {
+void expect_close(const std::vector<float>& want, const std::vector<float>& got, const std::string& what,
+                  float tolerance = 1e-4f) {
   ASSERT_EQ(want.size(), got.size()) << what;
   float scale = 0.0f, worst = 0.0f;
   size_t at = 0;
@@ -54,7 +63,7 @@ void expect_close(const std::vector<float>& want, const std::vector<float>& got,
     const float d = std::fabs(want[i] - got[i]);
     if (!(d <= worst)) worst = d, at = i;  // NaN counts as the worst
   }
-  EXPECT_LE(worst, 1e-4f * std::max(scale, 1e-6f))
+  EXPECT_LE(worst, tolerance * std::max(scale, 1e-6f))
       << what << ": element " << at << " is " << got[at] << " on the GPU, " << want[at] << " on the CPU";
 }
 
@@ -69,10 +78,13 @@ model_spec small_gpt() {
   return spec;
 }
 
-void expect_same_step(const model_spec& spec, const batch& b) {
+void expect_same_step(const model_spec& spec, const batch& b, matmul_precision p = matmul_precision::f32) {
+  const float tolerance = p == matmul_precision::f32 ? 1e-4f : 4e-3f;
   cuda::install_cuda_ops(0);
   layer_stack cpu(build_layers(spec), 0, 42);
   layer_stack gpu(build_layers(spec), 0, 42, gpu0);
+  cpu.set_matmul_precision(p);
+  gpu.set_matmul_precision(p);
   ASSERT_EQ(gpu.params().where(), gpu0);
   ASSERT_EQ(host_values(cpu.params()), host_values(gpu.params())) << "the init is drawn on the host for every device";
   const float scale = 1.0f / static_cast<float>(2 * loss_rows(b));
@@ -82,10 +94,10 @@ void expect_same_step(const model_spec& spec, const batch& b) {
     on_gpu.add(compute_gradients(gpu, b, scale));
   }
   EXPECT_EQ(on_gpu.count, on_cpu.count);
-  EXPECT_NEAR(on_gpu.loss_sum, on_cpu.loss_sum, 1e-4 * on_cpu.loss_sum);
+  EXPECT_NEAR(on_gpu.loss_sum, on_cpu.loss_sum, tolerance * on_cpu.loss_sum);
   EXPECT_NEAR(static_cast<double>(on_gpu.correct), static_cast<double>(on_cpu.correct), 1.0)
       << "an arg-max may flip only on a near tie";
-  expect_close(host_values(cpu.grads()), host_values(gpu.grads()), "gradients");
+  expect_close(host_values(cpu.grads()), host_values(gpu.grads()), "gradients", tolerance);
 }
 
 }  // namespace
@@ -93,6 +105,49 @@ void expect_same_step(const model_spec& spec, const batch& b) {
 TEST(CudaLayers, a_gpt_stack_on_the_gpu_gives_the_cpu_stacks_loss_and_gradients) {
   const model_spec spec = small_gpt();
   expect_same_step(spec, token_batch(spec, 4));
+}
+
+TEST(CudaLayers, a_gpt_stack_at_bf16_matmul_precision_on_the_gpu_gives_the_cpu_stacks_loss_and_gradients) {
+  const model_spec spec = small_gpt();
+  expect_same_step(spec, token_batch(spec, 4), matmul_precision::bf16);
+}
+
+// The rounding bit for bit, and the three products over the rounded operands (tensor cores on the
+// GPU, widened sgemm on the CPU) to fp32 reordering, for a linear's shapes.
+TEST(CudaLayers, the_bf16_rounding_and_the_products_of_bf16_operands_match_the_cpu) {
+  const device_ops& g = cuda::install_cuda_ops(0);
+  const device_ops& c = ops_for(device{});
+  const int64_t N = 64, C = 256, OC = 192;
+  auto values = [](int64_t n, float step) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = std::sin(step * static_cast<float>(i) + 0.3f);
+    return tensor({n}, v);
+  };
+  const tensor x = values(N * C, 0.37f), w = values(OC * C, 0.11f), dy = values(N * OC, 0.23f), bias = values(OC, 0.5f);
+  auto rounded = [](const device_ops& k, const tensor& t) {
+    tensor out = k.empty({t.numel()}, dtype::bf16);
+    k.round_to_bf16(out.data_as<bf16>(), f32(k.to_here(t)), t.numel());
+    return out;
+  };
+  const tensor cx = rounded(c, x), cw = rounded(c, w), cdy = rounded(c, dy);
+  const tensor gx = rounded(g, x), gw = rounded(g, w), gdy = rounded(g, dy);
+  tensor back = cuda::to_device(gx, device{}, nullptr);
+  TROUPE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  EXPECT_EQ(std::memcmp(back.raw(), cx.raw(), static_cast<size_t>(cx.nbytes())), 0) << "rounding differs";
+
+  const tensor gbias = g.to_here(bias);
+  tensor cy = c.empty({N, OC}), gy = g.empty({N, OC}), cdx = c.empty({N, C}), gdx = g.empty({N, C});
+  tensor cdw = c.zeros({OC * C}), gdw = g.zeros({OC * C}), cdb = c.zeros({OC}), gdb = g.zeros({OC});
+  c.matmul_forward_bf16(f32_out(cy), cx.data_as<bf16>(), cw.data_as<bf16>(), f32(bias), N, C, OC);
+  g.matmul_forward_bf16(f32_out(gy), gx.data_as<bf16>(), gw.data_as<bf16>(), f32(gbias), N, C, OC);
+  c.matmul_backward_input_bf16(f32_out(cdx), cdy.data_as<bf16>(), cw.data_as<bf16>(), N, C, OC);
+  g.matmul_backward_input_bf16(f32_out(gdx), gdy.data_as<bf16>(), gw.data_as<bf16>(), N, C, OC);
+  c.matmul_backward_weight_bf16(f32_out(cdw), f32_out(cdb), cdy.data_as<bf16>(), cx.data_as<bf16>(), N, C, OC);
+  g.matmul_backward_weight_bf16(f32_out(gdw), f32_out(gdb), gdy.data_as<bf16>(), gx.data_as<bf16>(), N, C, OC);
+  expect_close(host_values(cy), host_values(gy), "matmul_forward_bf16");
+  expect_close(host_values(cdx), host_values(gdx), "matmul_backward_input_bf16");
+  expect_close(host_values(cdw), host_values(gdw), "matmul_backward_weight_bf16 weight");
+  expect_close(host_values(cdb), host_values(gdb), "matmul_backward_weight_bf16 bias");
 }
 
 TEST(CudaLayers, an_mlp_stack_on_the_gpu_gives_the_cpu_stacks_loss_and_gradients) {

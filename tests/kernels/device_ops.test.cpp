@@ -53,10 +53,12 @@ batch image_batch(const model_spec& spec, int64_t B) {
 }
 
 // Two micro-batches of gradients on the CPU and on the fake device, from the same seed.
-void expect_same_step(const model_spec& spec, const batch& b) {
+void expect_same_step(const model_spec& spec, const batch& b, matmul_precision p = matmul_precision::f32) {
   const counting_ops& fake = fake_ops();
   layer_stack cpu(build_layers(spec), 0, 42);
   layer_stack gpu(build_layers(spec), 0, 42, fake_gpu);
+  cpu.set_matmul_precision(p);
+  gpu.set_matmul_precision(p);
   EXPECT_EQ(gpu.params().where(), fake_gpu);
   EXPECT_EQ(gpu.grads().where(), fake_gpu);
   ASSERT_EQ(values_of(cpu.params()), values_of(gpu.params())) << "the init is drawn on the host for every device";
@@ -85,6 +87,20 @@ TEST(DeviceOps, a_gpt_stack_on_another_device_runs_every_op_there_and_matches_th
                          "attention_backward", "bias_gelu_forward", "gelu_backward", "add_into", "cross_entropy",
                          "fill_zero"})
     EXPECT_GT(fake.calls(op), 0) << op << " never reached the device's ops";
+}
+
+// At matmul_precision::bf16 the products' operands are rounded on the device and the bf16
+// products run there, and nothing takes the fp32 ones.
+TEST(DeviceOps, a_gpt_stack_at_bf16_matmul_precision_rounds_and_multiplies_on_the_device_as_the_cpu_does) {
+  const model_spec spec = small_gpt();
+  const counting_ops& fake = fake_ops();
+  const int fp32_products = fake.calls("matmul_forward") + fake.calls("matmul_backward_input") +
+                            fake.calls("matmul_backward_weight");
+  expect_same_step(spec, token_batch(spec, 3), matmul_precision::bf16);
+  for (const char* op : {"round_to_bf16", "matmul_forward_bf16", "matmul_backward_input_bf16", "matmul_backward_weight_bf16"})
+    EXPECT_GT(fake.calls(op), 0) << op << " never reached the device's ops";
+  EXPECT_EQ(fake.calls("matmul_forward") + fake.calls("matmul_backward_input") + fake.calls("matmul_backward_weight"),
+            fp32_products);
 }
 
 TEST(DeviceOps, an_mlp_stack_on_another_device_matches_the_cpu_bit_for_bit) {

@@ -91,6 +91,25 @@ class counting_ops final : public device_ops {
     count("matmul_backward_input", {dinp, dout, w});
     ops::matmul_backward_input(dinp, dout, w, N, C, OC);
   }
+  void round_to_bf16(bf16* out, const float* inp, int64_t n) const override {
+    count("round_to_bf16", {out, inp});
+    ops::round_to_bf16(out, inp, n);
+  }
+  void matmul_forward_bf16(float* out, const bf16* inp, const bf16* w, const float* b, int64_t N, int64_t C,
+                           int64_t OC) const override {
+    count("matmul_forward_bf16", {out, inp, w, b});
+    ops::matmul_forward_bf16(out, inp, w, b, N, C, OC);
+  }
+  void matmul_backward_input_bf16(float* dinp, const bf16* dout, const bf16* w, int64_t N, int64_t C,
+                                  int64_t OC) const override {
+    count("matmul_backward_input_bf16", {dinp, dout, w});
+    ops::matmul_backward_input_bf16(dinp, dout, w, N, C, OC);
+  }
+  void matmul_backward_weight_bf16(float* dw, float* db, const bf16* dout, const bf16* inp, int64_t N, int64_t C,
+                                   int64_t OC) const override {
+    count("matmul_backward_weight_bf16", {dw, db, dout, inp});
+    ops::matmul_backward_weight_bf16(dw, db, dout, inp, N, C, OC);
+  }
   void matmul_backward_weight(float* dw, float* db, const float* dout, const float* inp, int64_t N, int64_t C,
                               int64_t OC) const override {
     count("matmul_backward_weight", {dw, db, dout, inp});

@@ -15,12 +15,16 @@
 // worst gradient, barely over the oracle's 1e-5; here by 4e-4); "adamw.<t>." and "sgd.<t>." the
 // parameters after t = 1, 2 train_steps from init, so the second step's bias correction and
 // momentum count. Also the batch (inputs, targets as F32) and metadata: spec, hyperparameters.
+// And "bf16.": one linear layer at matmul_precision::bf16 on fixed values (x, weight, bias, dy)
+// with what troupe computes from them (y, dx, grad.weight, grad.bias), for PyTorch to redo from
+// the same values rounded by its own bf16 conversion.
 #include <cmath>
 #include <cstdio>
 #include <exception>
 #include <random>
 #include <string>
 
+#include "kernels/layers_dense.hpp"
 #include "kernels/model.hpp"
 #include "kernels/param_names.hpp"
 #include "kernels/train_step.hpp"
@@ -121,6 +125,35 @@ void perturb(layer_stack& stack, const model_spec& spec) {
   stack.load_params(values);
 }
 
+void add_bf16_linear(std::vector<named_tensor>& out) {
+  constexpr int64_t rows = 24, in = 16, features = 12;
+  layer_list one;
+  one.push_back(std::make_unique<linear>(in, features));
+  layer_stack stack(std::move(one), 0, init_seed);
+  stack.set_matmul_precision(matmul_precision::bf16);
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> unit(0.0f, 1.0f);
+  tensor x({rows, in}), dy({rows, features});
+  for (tensor* t : {&x, &dy})
+    for (int64_t i = 0; i < t->numel(); ++i) t->data()[i] = unit(rng);
+  layer& l = stack.at(0);
+  saved_activations saved;
+  const tensor y = l.forward(x, saved);
+  stack.zero_grads();
+  const tensor dx = l.backward_input(dy, saved);
+  l.backward_weight(dy, saved);
+  const float* p = stack.params().data();
+  const float* g = stack.grads().data();
+  add(out, "bf16.x", x.shape(), x.data());
+  add(out, "bf16.weight", {features, in}, p);
+  add(out, "bf16.bias", {features}, p + features * in);
+  add(out, "bf16.dy", dy.shape(), dy.data());
+  add(out, "bf16.y", y.shape(), y.data());
+  add(out, "bf16.dx", dx.shape(), dx.data());
+  add(out, "bf16.grad.weight", {features, in}, g);
+  add(out, "bf16.grad.bias", {features}, g + features * in);
+}
+
 storage::safetensors_metadata metadata(const job& j) {
   const optimizer_config a = adamw_config(), g = sgd_config();
   storage::safetensors_metadata m = storage::model_metadata(j.spec);
@@ -131,7 +164,8 @@ storage::safetensors_metadata metadata(const job& j) {
           {"sgd.lr", num(g.lr)}, {"sgd.momentum", num(g.momentum)}, {"sgd.weight_decay", num(g.weight_decay)},
           {"loss", "mean cross-entropy over the rows (MLP samples, GPT tokens); grad.* is its gradient (grad_scale 1/rows)"},
           {"targets", "class ids (MLP, B) or next-token ids (GPT, B*T), as F32"},
-          {"points", "'' init, 'perturbed.' init + noise, 'adamw.1.' 'adamw.2.' 'sgd.1.' 'sgd.2.' after train_steps from init"}});
+          {"points", "'' init, 'perturbed.' init + noise, 'adamw.1.' 'adamw.2.' 'sgd.1.' 'sgd.2.' after train_steps from init"},
+          {"bf16", "one linear at matmul precision bf16: x weight bias dy in, y dx grad.weight grad.bias out"}});
   return m;
 }
 
@@ -154,6 +188,7 @@ void dump(const job& j, const std::string& path) {
       add_point(out, cfg.kind + "." + std::to_string(t) + ".", stack, j);
     }
   }
+  add_bf16_linear(out);
   storage::write_safetensors(path, out, metadata(j));
 }
 

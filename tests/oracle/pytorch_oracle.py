@@ -7,7 +7,9 @@ lists them) the logits, the loss and every gradient; then torch.optim.AdamW and 
 from init, compared with troupe's parameters after each. The optimizers are fed troupe's own
 gradients (checked at the point they come from): Adam's first step is about lr * sign(g), so a
 rounding-level difference in a near-zero gradient would otherwise flip an update and say nothing
-about the optimizer. Error per tensor: max|troupe - torch| / max|torch|, at most 1e-5.
+about the optimizer. Then one linear layer at troupe's bf16 matmul precision (the "bf16." tensors):
+its products redone from the same fp32 values rounded by PyTorch's own bf16 conversion.
+Error per tensor: max|troupe - torch| / max|torch|, at most 1e-5.
 Exit 0: all match; 1: a tensor differs (named); 77: no PyTorch here (ctest shows it skipped).
 """
 import json
@@ -125,6 +127,8 @@ def build(meta):
 
 
 def kind_of(name):
+    if name.startswith("bf16."):
+        return "bf16 linear"
     if name.endswith("logits") or name.endswith("loss"):
         return name.rsplit(".", 1)[-1]
     if name.startswith("grad.") or ".grad." in name:
@@ -181,6 +185,7 @@ def main(path):
     points = ["", "perturbed."] + [f"{kind}.{t}." for kind in ("adamw", "sgd") for t in range(1, steps + 1)]
     expected = {"inputs", "targets"} | {p + n for p in points for n in names + ["logits", "loss"]}
     expected |= {p + "grad." + n for p in points for n in names}
+    expected |= {"bf16." + n for n in ("x", "weight", "bias", "dy", "y", "dx", "grad.weight", "grad.bias")}
     if set(tensors) != expected:
         print(f"pytorch_oracle: FAIL: tensors in the file but not compared {sorted(set(tensors) - expected)}, "
               f"expected but missing {sorted(expected - set(tensors))}")
@@ -220,7 +225,18 @@ def main(path):
             for name, p in model.named_parameters():
                 cmp.check(f"{kind}.{t}.{name}", tensors[f"{kind}.{t}.{name}"], p)
 
+    check_bf16_linear(cmp, tensors)
     return 0 if cmp.report(path) else 1
+
+
+def check_bf16_linear(cmp, t):
+    """troupe's bf16 products: the operands rounded to bf16 (nearest even), the products exact."""
+    rounded = lambda name: t[name].float().to(torch.bfloat16).double()  # the file's values are fp32
+    x, w, dy = rounded("bf16.x"), rounded("bf16.weight"), rounded("bf16.dy")
+    cmp.check("bf16.y", t["bf16.y"], x @ w.T + t["bf16.bias"])
+    cmp.check("bf16.dx", t["bf16.dx"], dy @ w)
+    cmp.check("bf16.grad.weight", t["bf16.grad.weight"], dy.T @ x)
+    cmp.check("bf16.grad.bias", t["bf16.grad.bias"], dy.sum(0))
 
 
 if __name__ == "__main__":
