@@ -58,8 +58,8 @@ struct shard_memory {
   std::shared_ptr<device_memory> host;
   // Where the master copy and the state live and the update runs: its stage's device. A GPU
   // shard updates in place on the device (device_ops::optimizer_step), without offload, on its
-  // stage's queue, so one rank's device work is one stream (kernels/allocator.hpp reuses a freed
-  // block at once, which is safe only in stream order).
+  // stage's queue, so one rank's device work is one stream (kernels/allocator.hpp hands a freed
+  // block out again to its own stream only, so several ranks can share a GPU).
   device where;
   std::shared_ptr<device_queue> queue;
 };

@@ -70,15 +70,17 @@ caching_allocator::~caching_allocator() {
 
 void* caching_allocator::allocate(size_t bytes) {
   const size_t size = round_size(bytes);
+  const void* stream = backend_->stream();
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = cached_.lower_bound(size);
+  auto it = cached_.lower_bound({stream, size});
   void* p = nullptr;
   size_t got = size;
   // A small request never takes a large block, nor the reverse: the two-times rule alone would
   // let a 1 MiB request take a 2 MiB block.
-  if (it != cached_.end() && it->first <= 2 * size && (it->first > large_threshold) == (size > large_threshold)) {
+  if (it != cached_.end() && it->first.first == stream && it->first.second <= 2 * size &&
+      (it->first.second > large_threshold) == (size > large_threshold)) {
     p = it->second;
-    got = it->first;
+    got = it->first.second;
     cached_.erase(it);
     ++stats_.cache_hits;
   } else {
@@ -97,7 +99,7 @@ void* caching_allocator::allocate(size_t bytes) {
     stats_.reserved += static_cast<int64_t>(size);
     stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
   }
-  live_.emplace(p, live_block{got, bytes});
+  live_.emplace(p, live_block{got, bytes, stream});
   stats_.allocated += static_cast<int64_t>(got);
   stats_.requested += static_cast<int64_t>(bytes);
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
@@ -116,7 +118,7 @@ void caching_allocator::deallocate(void* p, size_t) noexcept {
   }
   stats_.allocated -= static_cast<int64_t>(it->second.size);
   stats_.requested -= static_cast<int64_t>(it->second.requested);
-  cached_.emplace(it->second.size, p);
+  cached_.emplace(std::make_pair(it->second.stream, it->second.size), p);
   live_.erase(it);
 }
 
@@ -126,7 +128,8 @@ void caching_allocator::empty_cache() {
 }
 
 void caching_allocator::release_cached_locked() {
-  for (const auto& [size, p] : cached_) {
+  for (const auto& [key, p] : cached_) {
+    const size_t size = key.second;
     backend_->raw_free(p, size);
     ++stats_.raw_frees;
     stats_.reserved -= static_cast<int64_t>(size);

@@ -58,6 +58,10 @@ class raw_backend {
   virtual void raw_free(void* p, size_t bytes) noexcept = 0;
   virtual void zero(void* p, size_t bytes) = 0;
   virtual device where() const = 0;
+  // The stream the calling thread's device work is ordered on now (a GPU's current stream,
+  // kernels/cuda/cuda_device_ops.hpp), or null where there are none. caching_allocator pools
+  // freed blocks by it.
+  virtual const void* stream() const { return nullptr; }
 };
 
 struct allocator_stats {
@@ -74,10 +78,12 @@ struct allocator_stats {
 
 // Blocks are rounded up (512 B below 1 MiB, 2 MiB from there), and a request takes the smallest
 // cached block of its class (small, large) that fits, but never one more than twice its rounded size: blocks
-// are not split, so a larger one would waste more than it saves. There is no stream tracking: a
-// freed block is reused at once, which is right when the device's work is ordered on one stream
-// (a stage owns its device and stream) and otherwise needs the caller to synchronize before
-// freeing. Thread-safe.
+// are not split, so a larger one would waste more than it saves. A block belongs to the stream
+// that allocated it (raw_backend::stream()): freed, it is handed out again at once, but only to an
+// allocation on that stream, whose work is ordered after every use the block had there, as
+// PyTorch's CUDACachingAllocator does. So several ranks share a GPU, each on its own stream; work
+// on another stream that reads a block must keep its tensor until that work has completed (as a
+// stage's enqueued work does), or the block could be reused under it. Thread-safe.
 class caching_allocator final : public allocator {
  public:
   static constexpr size_t small_granule = 512;
@@ -102,11 +108,12 @@ class caching_allocator final : public allocator {
  private:
   struct live_block {
     size_t size, requested;
+    const void* stream;
   };
   void release_cached_locked();
   std::unique_ptr<raw_backend> backend_;
   mutable std::mutex mu_;
-  std::multimap<size_t, void*> cached_;  // by size, for best fit
+  std::multimap<std::pair<const void*, size_t>, void*> cached_;  // by stream, then size for best fit
   std::unordered_map<void*, live_block> live_;
   allocator_stats stats_;
 };

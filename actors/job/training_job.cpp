@@ -8,7 +8,6 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
-#include <map>
 
 #include "storage/checkpoint.hpp"
 
@@ -120,18 +119,9 @@ job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, j
     bool any = false;
     for (const device& d : cfg.devices) any = any || !d.is_cpu();
     if (!any) return extras;
-    std::map<int, int> rank_of_gpu;
     for (int r = 0; r < plan.mesh.ranks(); ++r) {
       const device d = cfg.devices[static_cast<size_t>(r) % cfg.devices.size()];
-      if (d.is_cpu()) continue;
-      check("--device puts rank " + std::to_string(r) + " on " + d.to_string());
-      // A GPU's caching allocator hands a freed block out again at once, which is safe in one
-      // stream's order only (kernels/allocator.hpp): one rank (its stage and optimizer shard on
-      // one stream) per GPU.
-      if (auto [at, fresh] = rank_of_gpu.emplace(d.index, r); !fresh)
-        throw std::invalid_argument("--device puts ranks " + std::to_string(at->second) + " and " + std::to_string(r) +
-                                    " on " + d.to_string() + ": each GPU takes one rank for now (its memory is reused "
-                                    "in one stream's order); list one GPU per rank, e.g. --device cuda:0,cuda:1");
+      if (!d.is_cpu()) check("--device puts rank " + std::to_string(r) + " on " + d.to_string());
     }
     extras.device_of = [&cfg](int rank) {
       return open_accelerator(cfg.devices[static_cast<size_t>(rank) % cfg.devices.size()]);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/cuda/check.hpp"
+#include "kernels/cuda/cuda_device_ops.hpp"
 
 namespace troupe::cuda {
 
@@ -66,6 +67,10 @@ class cuda_backend final : public raw_backend {
     TROUPE_CUDA_CHECK(cudaDeviceSynchronize());  // zero "when it returns", whatever stream comes next
   }
   device where() const override { return {device_type::cuda, index_}; }
+  // Kernels read and write a device block in their stream's order, so a block is reused in the
+  // order of the stream that allocated it. (Pinned host blocks stay unpooled by stream: the host
+  // writes them outside any stream's order; their users keep them until their copies complete.)
+  const void* stream() const override { return current_stream(); }
 
  private:
   int index_;

@@ -1,7 +1,8 @@
 // caching_allocator over a fake backend that counts its raw calls: freed blocks are reused,
 // sizes are rounded, a block more than twice a request is not handed out, empty_cache gives
 // the cache back, a backend out of memory gets the cache back before the request fails, the
-// stats add up, and two threads can share one allocator.
+// stats add up, two threads can share one allocator, and a freed block goes back only to
+// allocations on the stream that allocated it.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -18,6 +19,9 @@ using namespace troupe;
 namespace {
 
 constexpr size_t MiB = size_t{1} << 20;
+
+// The calling thread's stream, as a GPU backend reports its current one.
+thread_local const void* fake_stream = nullptr;
 
 struct fake_counts {
   std::atomic<int> allocs{0}, frees{0};
@@ -41,6 +45,7 @@ class fake_backend final : public raw_backend {
   }
   void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
   device where() const override { return {device_type::cuda, 3}; }
+  const void* stream() const override { return fake_stream; }
 
  private:
   std::shared_ptr<fake_counts> c_;
@@ -222,4 +227,48 @@ TEST_F(CachingAllocator, TwoThreadsShareItSafely) {
   a.empty_cache();
   EXPECT_EQ(raw->held, 0);
   EXPECT_EQ(raw->allocs, raw->frees);
+}
+
+// Two ranks on one GPU, each on its own stream: a block rank A freed (from any thread) may still
+// be read by A's queued kernels, so B never gets it; A's next allocation does, ordered after them.
+TEST_F(CachingAllocator, AFreedBlockIsHandedOutAgainOnlyOnTheStreamThatAllocatedIt) {
+  int stream_a = 0, stream_b = 0;
+  fake_stream = &stream_a;
+  void* p = a.allocate(1000);
+  fake_stream = &stream_b;  // freed by another thread, whose stream is B
+  a.deallocate(p, 1000);
+  void* q = a.allocate(1000);
+  EXPECT_NE(q, p) << "stream B got a block stream A may still be using";
+  EXPECT_EQ(raw->allocs, 2);
+  fake_stream = nullptr;
+  void* r = a.allocate(1000);
+  EXPECT_NE(r, p) << "the null stream is a stream of its own";
+  fake_stream = &stream_a;
+  void* s = a.allocate(1000);
+  EXPECT_EQ(s, p) << "stream A reuses its own block without a backend call";
+  EXPECT_EQ(raw->allocs, 3);
+  for (void* x : {q, r, s}) a.deallocate(x, 1000);
+  fake_stream = nullptr;
+}
+
+TEST_F(CachingAllocator, EmptyCacheAndOutOfMemoryGiveBackTheBlocksOfEveryStream) {
+  int stream_a = 0, stream_b = 0;
+  for (const void* s : {static_cast<const void*>(&stream_a), static_cast<const void*>(&stream_b)}) {
+    fake_stream = s;
+    a.deallocate(a.allocate(3 * MiB), 3 * MiB);
+  }
+  EXPECT_EQ(a.stats().reserved, static_cast<int64_t>(8 * MiB));
+  a.empty_cache();
+  EXPECT_EQ(raw->frees, 2);
+  EXPECT_EQ(a.stats().reserved, 0);
+
+  for (const void* s : {static_cast<const void*>(&stream_a), static_cast<const void*>(&stream_b)}) {
+    fake_stream = s;
+    a.deallocate(a.allocate(3 * MiB), 3 * MiB);
+  }
+  raw->limit = static_cast<int64_t>(10 * MiB);  // 8 MiB cached: a third stream's 4 MiB needs them back
+  fake_stream = nullptr;
+  void* p = a.allocate(3 * MiB);
+  EXPECT_EQ(raw->frees, 4);
+  a.deallocate(p, 3 * MiB);
 }
