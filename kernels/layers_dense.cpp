@@ -47,6 +47,7 @@ tensor linear::forward(const tensor& x, saved_activations& saved) const {
   const device_ops& k = ops_on(x);
   tensor y = k.empty(shape);
   gemm::forward(matmul_, k, f32_out(y), x, params_, bias_ ? params_ + out_ * in_ : nullptr, n, in_, out_);
+  // x, not its bf16 rounding: in the MLP the ReLU below keeps the same tensor, so x costs nothing.
   saved.tensors = {x};
   return y;
 }

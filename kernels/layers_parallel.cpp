@@ -123,8 +123,9 @@ tensor column_parallel_linear::forward_with(const tensor& share, saved_activatio
   shape.back() = out_;
   const device_ops& k = ops_on(x);
   tensor y = k.empty(shape);
-  gemm::forward(matmul_, k, f32_out(y), x, params_, b, n, in_, out_);
-  saved.tensors = {share};  // under sequence parallelism only the share: backward_weight gathers it again
+  tensor kept = gemm::forward(matmul_, k, f32_out(y), x, params_, b, n, in_, out_);
+  // Under sequence parallelism only the share (fp32): backward_weight gathers it again.
+  saved.tensors = {sequence_parallel_ ? share : std::move(kept)};
   return y;
 }
 
@@ -170,13 +171,12 @@ tensor row_parallel_linear::forward(const tensor& x, saved_activations& saved) c
   shape.back() = out_;
   const device_ops& k = ops_on(x);
   tensor y = k.empty(shape);
-  saved.tensors = {x};
   if (tp_size(group_) == 1) {  // the plain linear's arithmetic, bias inside the GEMM
-    gemm::forward(matmul_, k, f32_out(y), x, params_, bias(), n, in_, out_);
+    saved.tensors = {gemm::forward(matmul_, k, f32_out(y), x, params_, bias(), n, in_, out_)};
     return y;
   }
   // The bias belongs to the sum, not to each partial: added once, after g.
-  gemm::forward(matmul_, k, f32_out(y), x, params_, nullptr, n, in_, out_);
+  saved.tensors = {gemm::forward(matmul_, k, f32_out(y), x, params_, nullptr, n, in_, out_)};
   if (sequence_parallel_) y = sp::scatter_rows(group_, y);  // instead of g
   else tp::reduce_from_forward(group_, y);
   const int64_t rows = y.numel() / out_;

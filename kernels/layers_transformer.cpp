@@ -292,21 +292,26 @@ tensor transformer_block::forward(const tensor& x, saved_activations& saved) con
   s[s_ln1_out] = ln1_.forward(x, tmp);
   s[s_ln1_mean] = tmp.tensors.at(1);
   s[s_ln1_rstd] = tmp.tensors.at(2);
+  // Each linear's input slot keeps what the linear kept: at bf16, the rounding its product took.
   s[s_qkv] = qkv_.forward(s[s_ln1_out], tmp);
+  s[s_ln1_out] = tmp.tensors.at(0);
   const int64_t B = s[s_qkv].size(0);  // every sequence of the microbatch (more than x's under sequence parallelism)
   s[s_att] = k.empty({B, local_heads_, T, T});  // both written whole by the attention
   s[s_att_out] = k.empty({B, T, C});
   k.attention_forward(f32_out(s[s_att_out]), f32_out(s[s_att]), f32(s[s_qkv]), B, T, C, local_heads_);
   s[s_x2] = proj_.forward(s[s_att_out], tmp);
+  s[s_att_out] = tmp.tensors.at(0);
   add_into(s[s_x2], x);  // residual: x2 = x + proj(...)
   s[s_ln2_out] = ln2_.forward(s[s_x2], tmp);
   s[s_ln2_mean] = tmp.tensors.at(1);
   s[s_ln2_rstd] = tmp.tensors.at(2);
   s[s_fc] = fc_.forward_unbiased(s[s_ln2_out], tmp);  // its bias is added in the GELU's pass
+  s[s_ln2_out] = tmp.tensors.at(0);
   s[s_gelu_out] = k.empty(s[s_fc].shape());
   k.bias_gelu_forward(f32_out(s[s_gelu_out]), f32_out(s[s_fc]), fc_.bias_values(), s[s_fc].numel() / fc_.out_features(),
                       fc_.out_features());
   tensor y = fc_proj_.forward(s[s_gelu_out], tmp);
+  s[s_gelu_out] = tmp.tensors.at(0);
   add_into(y, s[s_x2]);  // residual: y = x2 + mlp(...)
   if (selective_) s[s_att] = tensor();
   saved.tensors = std::move(s);

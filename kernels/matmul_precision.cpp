@@ -28,11 +28,15 @@ tensor rounded(const device_ops& k, const float* values, int64_t n) {
 const bf16* b16(const tensor& t) { return t.data_as<bf16>(); }
 }  // namespace
 
-void forward(matmul_precision p, const device_ops& k, float* y, const tensor& x, const float* weight, const float* bias,
-             int64_t n, int64_t in, int64_t out) {
-  if (p == matmul_precision::f32) return k.matmul_forward(y, f32(x), weight, bias, n, in, out);
+tensor forward(matmul_precision p, const device_ops& k, float* y, const tensor& x, const float* weight,
+               const float* bias, int64_t n, int64_t in, int64_t out) {
+  if (p == matmul_precision::f32) {
+    k.matmul_forward(y, f32(x), weight, bias, n, in, out);
+    return x;
+  }
   const tensor xb = rounded(k, f32(x), n * in), wb = rounded(k, weight, out * in);
   k.matmul_forward_bf16(y, b16(xb), b16(wb), bias, n, in, out);
+  return xb.reshaped(x.shape());
 }
 
 void backward_input(matmul_precision p, const device_ops& k, float* dx, const tensor& dy, const float* weight,
@@ -45,7 +49,8 @@ void backward_input(matmul_precision p, const device_ops& k, float* dx, const te
 void backward_weight(matmul_precision p, const device_ops& k, float* dweight, float* dbias, const tensor& dy,
                      const tensor& x, int64_t n, int64_t in, int64_t out) {
   if (p == matmul_precision::f32) return k.matmul_backward_weight(dweight, dbias, f32(dy), f32(x), n, in, out);
-  const tensor dyb = rounded(k, f32(dy), n * out), xb = rounded(k, f32(x), n * in);
+  const tensor dyb = rounded(k, f32(dy), n * out);
+  const tensor xb = x.type() == dtype::bf16 ? x : rounded(k, f32(x), n * in);
   k.matmul_backward_weight_bf16(dweight, dbias, b16(dyb), b16(xb), n, in, out);
 }
 
