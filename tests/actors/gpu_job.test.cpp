@@ -33,9 +33,11 @@ int gpus() {
 
 // The ranks dealt over the GPUs there are, round robin: on a one-GPU machine a pipeline's stages
 // or the replicas share it, each on a stream of its own.
-void expect_gpu_matches_cpu(const std::string& model, const std::string& optim, int pp, int dp = 1) {
+void expect_gpu_matches_cpu(const std::string& model, const std::string& optim, int pp, int dp = 1,
+                            matmul_precision p = matmul_precision::f32) {
   train_config cfg = tiny_mesh_config(model, optim, dp, pp, 1, pp > 1 ? 4 : 1);
-  const std::string tag = model + optim + std::to_string(dp) + std::to_string(pp);
+  cfg.matmul = p;
+  const std::string tag = model + optim + std::to_string(dp) + std::to_string(pp) + to_string(p);
   cfg.out_dir = out_dir(tag + "-cpu");
   const train_summary cpu = run_training(cfg);
   cfg.out_dir = out_dir(tag + "-gpu");
@@ -62,6 +64,12 @@ TEST(GpuJob, a_two_stage_gpt_pipeline_on_the_gpus_trains_as_on_the_cpu) { expect
 // actors' ring, and come back on each replica's stream.
 TEST(GpuJob, two_data_parallel_replicas_on_the_gpus_train_as_on_the_cpu) {
   expect_gpu_matches_cpu("gpt", "adamw", 1, 2);
+}
+// The same job at bf16 matmuls against the CPU's bf16 job. SGD: a bf16 rounding that goes the
+// other way on the GPU moves a gradient by about 2^-8 of one term, which SGD passes on in
+// proportion (AdamW's first steps could turn a near-zero gradient's sign into a full lr step).
+TEST(GpuJob, a_dp2_pp2_gpt_job_with_sgd_at_bf16_matmuls_on_the_gpus_trains_as_the_cpus_bf16_job) {
+  expect_gpu_matches_cpu("gpt", "sgd", 2, 2, matmul_precision::bf16);
 }
 // dp 2 x pp 2 with SGD, which shows a wrong gradient scale that AdamW would hide.
 TEST(GpuJob, a_dp2_pp2_mlp_job_with_sgd_on_the_gpus_trains_as_on_the_cpu) { expect_gpu_matches_cpu("mlp", "sgd", 2, 2); }
