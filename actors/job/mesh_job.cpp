@@ -88,6 +88,14 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       if (opt_to != offload_target::none || params_to != offload_target::none) where.ledger = a.host_memory;
       where.state_ledger = opt_to != offload_target::none ? a.host_memory : a.memory;
       a.params_offloaded = params_to != offload_target::none;
+      if (where.queue) {
+        // A GPU stage's collectives reduce its buckets on the host, and the shard's segments of
+        // the master copy and the state stay there with its update (ZeRO-Offload's placement):
+        // the GPU keeps the parameters, the gradients (ZeRO-2: its segments) and activations.
+        where.where = device{};
+        where.queue = nullptr;
+        where.ledger = where.state_ledger = a.host_memory;
+      }
     }
     storage::uring_options io;
     io.block_size = cfg.aio_block_size;

@@ -97,7 +97,7 @@ namespace {
 // What a stage on an accelerator does not run yet, or empty: each of these reads or writes its
 // chunks' buffers on the host (bucket collectives, shards, servers, restores, observers).
 std::string not_on_accelerators_yet(const train_config& cfg, const job_plan& plan, const job_extras& extras) {
-  if (cfg.zero > 0) return "ZeRO (its shards cut the gradients on the host)";
+  if (cfg.zero >= 3) return "ZeRO-3 (its units are gathered into the chunks on the host)";
   if (plan.mesh.tp > 1) return "tensor parallelism";
   if (cfg.consistency != consistency_model::none) return "parameter servers";
   if (plan.resume) return "a resume from a checkpoint";

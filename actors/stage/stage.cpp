@@ -233,26 +233,10 @@ bool execute(self_ptr self, const sched::action& a) {
           return false;
         }
       }
-      if (s.opt == stage_state::opt_phase::idle && zero_on(s)) {
+      if (s.opt == stage_state::opt_phase::idle) {
         // ZeRO: the shard updates this rank's segments only; the all-gathers of the result
         // bring every bucket back (params_msg handler).
-        if (!grads_partitioned(s)) {
-          s.shard_grads = tensor::uninitialized({shard_size(s.pieces)});
-          if (s.args.memory) s.args.memory->charge(s.shard_grads, memory_kind::buffers);
-          for (const shard_piece& p : s.pieces) {
-            const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
-            const float* g = std::as_const(*s.chunks[static_cast<size_t>(p.chunk)]).stack().grads().data() +
-                             bucket.offset + p.in_bucket;
-            std::copy(g, g + p.count, s.shard_grads.data() + p.at_shard);
-          }
-        }
-        s.shard_grads.freeze();
-        self->send(s.args.optimizer, gradients_msg{s.step, 0, std::move(s.shard_grads), s.args.dp_rank});
-        s.shard_grads = tensor();
-        s.opt = stage_state::opt_phase::sent;
-      }
-      if (s.opt == stage_state::opt_phase::idle) {
-        compute_parts c = gradients_out(self, n);
+        compute_parts c = zero_on(s) ? shard_gradients_out(self) : gradients_out(self, n);
         // On a GPU the gradients leave once the device has written them (the reduced buckets
         // copied in, the buffers laid end to end): a compute of its own, whose completion brings
         // the cursor back here to wait for the parameters.
@@ -492,15 +476,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
   } else if (!zero_on(st)) {  // (ZeRO's shard takes its segments below, from the chunks)
     launch(st, [&] { initial = end_to_end(st.chunks, compute_device(st.args), n, false); });
   }
-  if (zero_on(st)) {  // the shard starts from this rank's segments only
-    tensor part = tensor::uninitialized({shard_size(st.pieces)});
-    for (const shard_piece& p : st.pieces) {
-      const grad_bucket& bucket = st.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
-      const float* v = std::as_const(*st.chunks[static_cast<size_t>(p.chunk)]).stack().params().data();
-      std::copy(v + bucket.offset + p.in_bucket, v + bucket.offset + p.in_bucket + p.count, part.data() + p.at_shard);
-    }
-    initial = std::move(part);
-  }
+  if (zero_on(st)) initial = shard_params_on_host(st);  // the shard starts from this rank's segments only
   if (params_partitioned(st)) {
     // The whole stage was built (its init needs every layer); from here on it keeps its segments.
     initial.freeze();

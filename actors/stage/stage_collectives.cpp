@@ -41,15 +41,21 @@ bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index
 }
 
 // Bucket b's values, cut out of the chunk's gradients: ZeRO-2 hands the bucket's own storage
-// over (the rank keeps no full gradients); otherwise they are copied, since the stack keeps its
-// summed values. Runs where the chunk's backward runs.
+// over (the rank keeps no full gradients; on a GPU it is copied to the host and freed);
+// otherwise they are copied, since the stack keeps its summed values. Runs where the chunk's
+// backward runs; a GPU's copy to the host is enqueued: the bucket may leave once its queue is there.
 tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t b, bool partitioned,
                   const std::shared_ptr<device_memory>& memory) {
+  const device_ops& k = ops_for(stack.where());
   tensor part;
   if (partitioned) {
     part = stack.take_unit_grads(b);
-  } else {  // to the host (a GPU's copy is enqueued: the bucket may leave once its queue is there)
-    const device_ops& k = ops_for(stack.where());
+    if (!part.where().is_cpu()) {
+      tensor host = k.host_empty({bucket.count});
+      k.copy(host, part);
+      part = std::move(host);  // the device block goes back to its stream's pool, behind the copy
+    }
+  } else {
     part = k.host_empty({bucket.count});
     k.copy_floats(f32_out(part), f32(std::as_const(stack).grads()) + bucket.offset, bucket.count);
   }
@@ -158,7 +164,9 @@ void gather_params(self_ptr self, const params_msg& m) {
             return fail(self, at_cursor(s) + "the all-gather of bucket " + std::to_string(i) + " returned " +
                                   std::to_string(r.data.numel()) + " values for a bucket of " + std::to_string(bucket.count));
           const float* v = std::as_const(r.data).data();
-          std::copy(v, v + bucket.count, s.chunks[static_cast<size_t>(p.chunk)]->stack().params().data() + bucket.offset);
+          layer_stack& stack = s.chunks[static_cast<size_t>(p.chunk)]->stack();
+          // On a GPU, copied in on the stage's stream, before the next step's forward reads it.
+          launch(s, [&] { ops_for(stack.where()).copy_floats(f32_out(stack.params()) + bucket.offset, v, bucket.count); });
           if (--s.gathers_pending == 0) s.opt = stage_state::opt_phase::done;
           advance_after_message(self);
         });

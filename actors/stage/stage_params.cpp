@@ -1,6 +1,7 @@
-// stage_params: the stage's side of its optimizer shard (plain, not ZeRO). Its chunks' buffers
-// laid end to end, on the stage's device, for the shard (the initial parameters, each step's
-// gradients) and taken apart again when the updated parameters come back.
+// stage_params: the stage's side of its optimizer shard. Plain: its chunks' buffers laid end to
+// end, on the stage's device, for the shard (the initial parameters, each step's gradients) and
+// taken apart again when the updated parameters come back. ZeRO: this rank's segments of them,
+// on the host, where a ZeRO shard runs.
 #include <utility>
 
 #include "actors/stage/stage_state.hpp"
@@ -52,6 +53,56 @@ compute_parts gradients_out(self_ptr self, int64_t n) {
     s.opt = stage_state::opt_phase::sent;
   };
   return c;
+}
+
+namespace {
+// Copies this rank's segments (s.pieces) of each chunk's gradients or parameters into `out`, at
+// their places in the shard. Touches only what it is given: it may run as a device's work.
+void cut_segments(const std::vector<std::shared_ptr<pipeline_chunk>>& chunks,
+                  const std::vector<std::vector<grad_bucket>>& buckets, const std::vector<shard_piece>& pieces,
+                  bool grads, tensor& out) {
+  for (const shard_piece& p : pieces) {
+    const layer_stack& stack = chunks[static_cast<size_t>(p.chunk)]->stack();
+    const tensor& from = grads ? stack.grads() : stack.params();
+    const int64_t at = buckets[static_cast<size_t>(p.chunk)][p.bucket].offset + p.in_bucket;
+    ops_for(stack.where()).copy_floats(f32_out(out) + p.at_shard, f32(from) + at, p.count);
+  }
+}
+}  // namespace
+
+compute_parts shard_gradients_out(self_ptr self) {
+  auto& s = self->state;
+  auto grads = std::make_shared<tensor>();
+  compute_parts c;
+  if (!grads_partitioned(s)) {
+    c.work = [chunks = s.chunks, buckets = s.args.buckets, pieces = s.pieces, where = compute_device(s.args),
+              memory = s.args.memory, grads] {
+      *grads = ops_for(where).host_empty({shard_size(pieces)});  // pinned on a GPU: the copies do not wait
+      if (memory) memory->charge(*grads, memory_kind::buffers);
+      cut_segments(chunks, buckets, pieces, true, *grads);
+    };
+  } else {
+    *grads = std::move(s.shard_grads);  // the reduce-scatters filled it
+    s.shard_grads = tensor();
+    c.work = [] {};
+  }
+  c.finish = [self, grads] {
+    auto& s = self->state;
+    tensor g = std::move(*grads);
+    g.freeze();
+    self->send(s.args.optimizer, gradients_msg{s.step, 0, std::move(g), s.args.dp_rank});
+    s.opt = stage_state::opt_phase::sent;
+  };
+  return c;
+}
+
+tensor shard_params_on_host(stage_state& s) {
+  tensor out = tensor::uninitialized({shard_size(s.pieces)});
+  launch(s, [&] {
+    cut_segments(s.chunks, s.args.buckets, s.pieces, false, out);
+    ops_for(compute_device(s.args)).synchronize();  // on a GPU: waits once, at the start
+  });
+  return out;
 }
 
 void adopt_params(stage_state& s, const params_msg& m) {

@@ -166,7 +166,7 @@ bool run_compute(self_ptr self, const sched::action& a, compute_parts c);
 // handed on, then what waited for the chunks to be free.
 bool complete_on_device(self_ptr self);
 
-// stage_params.cpp: the stage's side of its optimizer shard (plain, not ZeRO).
+// stage_params.cpp: the stage's side of its optimizer shard.
 // The chunks' gradients (grads) or parameters (n in all) laid end to end on `where`. Touches only
 // the chunks: it may run as a device's work.
 tensor end_to_end(const std::vector<std::shared_ptr<pipeline_chunk>>& chunks, const device& where, int64_t n,
@@ -174,6 +174,12 @@ tensor end_to_end(const std::vector<std::shared_ptr<pipeline_chunk>>& chunks, co
 // O's gradients: the work takes them (on a GPU, once the device has written them), the finish
 // sends them to the optimizer shard and any observers.
 compute_parts gradients_out(self_ptr self, int64_t n);
+// ZeRO's O: this rank's segments of the reduced gradients, to its shard on the host. ZeRO-2's
+// reduce-scatters wrote them there already; ZeRO-1's are cut out of the chunks' gradients (on a
+// GPU, copied to pinned memory by the work, sent once the device is done).
+compute_parts shard_gradients_out(self_ptr self);
+// ZeRO: this rank's segments of the chunks' parameters, on the host (the shard's start).
+tensor shard_params_on_host(stage_state& s);
 // The shard's parameters into the chunks: adopted when they are the one chunk's and on its
 // device, else copied in (launched on the stage's stream).
 void adopt_params(stage_state& s, const params_msg& m);

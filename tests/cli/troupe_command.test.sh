@@ -16,9 +16,9 @@ check "top-level help lists train" 0 "train" -- "$troupe" --help
 check "info names the GPUs --device can use, or why there are none" 0 "^gpus: ([0-9]+ \(cuda:0 |none \()" -- "$troupe" info
 check "a bad --device exits 2 naming it" 2 "--device: a device is cpu, cpu:K, cuda or cuda:N .*got \"gpu\"" -- \
   "$troupe" train --device gpu
-check "--device cuda with ZeRO is refused before any device opens" 2 \
-  "--device puts rank 0 on cuda:0: a stage on an accelerator does not run ZeRO" -- \
-  "$troupe" train --device cuda --dp 2 --zero 1 --max-steps 1
+check "--device cuda with ZeRO-3 is refused before any device opens" 2 \
+  "--device puts rank 0 on cuda:0: a stage on an accelerator does not run ZeRO-3" -- \
+  "$troupe" train --device cuda --dp 2 --zero 3 --max-steps 1
 # One exit code for bad input, whoever finds it (CLI11, the table of tunables, the config reader).
 check "no subcommand exits 2" 2 "subcommand" -- "$troupe"
 check "unknown flag exits 2 with a pointer to --help" 2 "--bogus.*troupe train --help" -- "$troupe" train --bogus
