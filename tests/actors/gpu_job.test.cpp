@@ -34,10 +34,11 @@ int gpus() {
 // The ranks dealt over the GPUs there are, round robin: on a one-GPU machine a pipeline's stages
 // or the replicas share it, each on a stream of its own.
 void expect_gpu_matches_cpu(const std::string& model, const std::string& optim, int pp, int dp = 1,
-                            matmul_precision p = matmul_precision::f32) {
+                            matmul_precision p = matmul_precision::f32, int zero = 0) {
   train_config cfg = tiny_mesh_config(model, optim, dp, pp, 1, pp > 1 ? 4 : 1);
   cfg.matmul = p;
-  const std::string tag = model + optim + std::to_string(dp) + std::to_string(pp) + to_string(p);
+  cfg.zero = zero;
+  const std::string tag = model + optim + std::to_string(dp) + std::to_string(pp) + to_string(p) + std::to_string(zero);
   cfg.out_dir = out_dir(tag + "-cpu");
   const train_summary cpu = run_training(cfg);
   cfg.out_dir = out_dir(tag + "-gpu");
@@ -70,6 +71,11 @@ TEST(GpuJob, two_data_parallel_replicas_on_the_gpus_train_as_on_the_cpu) {
 // proportion (AdamW's first steps could turn a near-zero gradient's sign into a full lr step).
 TEST(GpuJob, a_dp2_pp2_gpt_job_with_sgd_at_bf16_matmuls_on_the_gpus_trains_as_the_cpus_bf16_job) {
   expect_gpu_matches_cpu("gpt", "sgd", 2, 2, matmul_precision::bf16);
+}
+// ZeRO-2: each replica's segments reduce-scattered through the host, updated there, all-gathered
+// back into the GPUs' parameters.
+TEST(GpuJob, a_zero2_job_over_two_replicas_on_the_gpus_trains_as_the_cpus_zero2_job) {
+  expect_gpu_matches_cpu("gpt", "sgd", 1, 2, matmul_precision::f32, 2);
 }
 // dp 2 x pp 2 with SGD, which shows a wrong gradient scale that AdamW would hide.
 TEST(GpuJob, a_dp2_pp2_mlp_job_with_sgd_on_the_gpus_trains_as_on_the_cpu) { expect_gpu_matches_cpu("mlp", "sgd", 2, 2); }
