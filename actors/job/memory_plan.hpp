@@ -15,7 +15,9 @@
 //           gradients as zero 2, optimizer state 4kS (its master copy is the stage's segments).
 // Offloaded (host or nvme), the optimizer state is off the device: 0 there. With zero 3's
 // parameters offloaded too (params or both), the segments are off the device as well: its
-// parameters are only the units gathered.
+// parameters are only the units gathered. A rank --device puts on a GPU keeps its zero 1 or 2
+// shard on the host (its master copy and state: 0 on the GPU), and with zero 2 the segments of
+// its gradients too (the GPU holds the bucket backward is filling, counted as the largest).
 // Activations and communication buffers depend on the schedule and timing: not predicted here.
 #pragma once
 

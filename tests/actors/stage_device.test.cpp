@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "actors/job/job_plan.hpp"
+#include "actors/job/memory_plan.hpp"
 #include "actors/job/training_job.hpp"
 #include "actors/messages.hpp"
 #include "tests/actors/fake_device.hpp"
@@ -295,6 +296,37 @@ TEST(StageOnAnAccelerator, Bf16MatmulsReachEveryStageAndMatchTheCpuBitwiseAndFp3
     moved = moved || cpu.losses[i] != fp32.losses[i];
   }
   EXPECT_TRUE(moved) << "bf16 operands gave the fp32 job's losses bit for bit";
+}
+
+// ZeRO 1 and 2 on a GPU keep the shard (master copy and state) and, for zero 2, the gradient
+// segments in host memory: the device's ledger holds the parameters, the gradients (zero 2: the
+// buckets backward fills) and no optimizer state, as the memory plan predicts for such a rank.
+TEST(StageOnAnAccelerator, ZeroOneAndTwoKeepTheShardOffTheDeviceAsTheMemoryPlanPredicts) {
+  for (int zero : {1, 2}) {
+    SCOPED_TRACE("zero " + std::to_string(zero));
+    train_config cfg = tiny_mesh_config("mlp", "adamw", 2, 1, 1, 1);
+    cfg.zero = zero;
+    cfg.bucket_mb = 0.0005;
+    cfg.devices = {fake_gpu};  // what the memory plan reads; the job's devices are the fakes below
+    cfg.out_dir = out_dir("accelerator-zero-memory-" + std::to_string(zero));
+    const auto devices = accelerators_for(cfg);
+    const train_summary run = run_training(cfg, on_devices(devices));
+    const job_plan plan = plan_job(cfg, prepare_job(cfg));
+    ASSERT_EQ(run.peak_memory.size(), 2u);
+    for (int r = 0; r < 2; ++r) {
+      const memory_figures want = predicted_model_states(cfg, plan, r);
+      const memory_figures& got = run.peak_memory[static_cast<size_t>(r)];
+      EXPECT_EQ(want.of(memory_kind::optimizer_state), 0);
+      EXPECT_EQ(got.of(memory_kind::optimizer_state), 0) << "rank " << r;
+      EXPECT_EQ(got.of(memory_kind::parameters), want.of(memory_kind::parameters)) << "rank " << r;
+      if (zero == 1) {
+        EXPECT_EQ(got.of(memory_kind::gradients), want.of(memory_kind::gradients)) << "rank " << r;
+      } else {  // the buckets in flight: at least one, at most the plan's bound
+        EXPECT_GT(got.of(memory_kind::gradients), 0) << "rank " << r;
+        EXPECT_LE(got.of(memory_kind::gradients), want.of(memory_kind::gradients)) << "rank " << r;
+      }
+    }
+  }
 }
 
 TEST(StageOnAnAccelerator, ZeroThreeThereIsRefusedNamingTheDeviceAndWhatIsMissing) {
