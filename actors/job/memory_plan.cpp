@@ -50,7 +50,7 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
     set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none ? k * shard : 0);
     return m;
   }
-  const bool on_gpu = !cfg.devices.empty() && !cfg.devices[static_cast<size_t>(rank) % cfg.devices.size()].is_cpu();
+  const bool on_gpu = !device_of_rank(cfg, rank).is_cpu();
   set(memory_kind::parameters, psi);
   set(memory_kind::gradients, cfg.zero >= 2 ? (on_gpu ? 0 : shard) + largest_bucket_bytes(plan, rank) : psi);
   set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none && !on_gpu ? shard + k * shard : 0);

@@ -156,6 +156,10 @@ double straggler_delay_ms(const straggler_spec& s, uint64_t seed, int64_t step) 
   return 0;
 }
 
+device device_of_rank(const train_config& c, int rank) {
+  return c.devices.empty() ? device{} : c.devices[static_cast<size_t>(rank) % c.devices.size()];
+}
+
 void validate(const train_config& c) {
   auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
   validate(c.optim);

@@ -120,11 +120,11 @@ job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, j
     for (const device& d : cfg.devices) any = any || !d.is_cpu();
     if (!any) return extras;
     for (int r = 0; r < plan.mesh.ranks(); ++r) {
-      const device d = cfg.devices[static_cast<size_t>(r) % cfg.devices.size()];
+      const device d = device_of_rank(cfg, r);
       if (!d.is_cpu()) check("--device puts rank " + std::to_string(r) + " on " + d.to_string());
     }
     extras.device_of = [&cfg](int rank) {
-      return open_accelerator(cfg.devices[static_cast<size_t>(rank) % cfg.devices.size()]);
+      return open_accelerator(device_of_rank(cfg, rank));
     };
   }
   std::vector<std::shared_ptr<device_queue>> queues;

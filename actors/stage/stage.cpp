@@ -397,9 +397,7 @@ void begin_step(self_ptr self, int64_t step) {
   }
   if (grads_partitioned(s)) {  // every segment is written by its bucket's reduce-scatter
     s.shard_grads = tensor::uninitialized({shard_size(s.pieces)});
-    // In host memory: on a GPU stage that is not the device's (its shard runs on the host).
-    const auto& ledger = on_accelerator(s) ? s.args.host_memory : s.args.memory;
-    if (ledger) ledger->charge(s.shard_grads, memory_kind::gradients);
+    if (const auto& ledger = host_side_ledger(s)) ledger->charge(s.shard_grads, memory_kind::gradients);
   }
   request_batches(self, step + 2);
 }

@@ -75,10 +75,8 @@ compute_parts shard_gradients_out(self_ptr self) {
   auto grads = std::make_shared<tensor>();
   compute_parts c;
   if (!grads_partitioned(s)) {
-    // In host memory: on a GPU stage that is not the device's.
-    std::shared_ptr<device_memory> ledger = on_accelerator(s) ? s.args.host_memory : s.args.memory;
     c.work = [chunks = s.chunks, buckets = s.args.buckets, pieces = s.pieces, where = compute_device(s.args),
-              ledger = std::move(ledger), grads] {
+              ledger = host_side_ledger(s), grads] {
       *grads = ops_for(where).host_empty({shard_size(pieces)});  // pinned on a GPU: the copies do not wait
       if (ledger) ledger->charge(*grads, memory_kind::buffers);
       cut_segments(chunks, buckets, pieces, true, *grads);

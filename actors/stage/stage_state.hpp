@@ -124,6 +124,11 @@ inline void launch(stage_state& s, const std::function<void()>& f) {
   if (s.args.queue) s.args.queue->launch(f);
   else f();
 }
+// Where the stage counts what it keeps in host memory for a ZeRO shard: a GPU stage's host
+// ledger; on the CPU the host is the device.
+inline const std::shared_ptr<device_memory>& host_side_ledger(const stage_state& s) {
+  return on_accelerator(s) ? s.args.host_memory : s.args.memory;
+}
 inline bool grads_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 2; }
 inline bool params_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 3; }
 
