@@ -34,6 +34,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<tensor_slice>("troupe::tensor_slice");
   cfg.add_message_type<collective_request>("troupe::collective_request");
   cfg.add_message_type<collective_result>("troupe::collective_result");
+  cfg.add_message_type<device_group_id>("troupe::device_group_id");
   cfg.add_message_type<ring_chunk>("troupe::ring_chunk");
   cfg.add_message_type<ring_setup>("troupe::ring_setup");
   cfg.add_message_type<collective_dump_request>("troupe::collective_dump_request");

@@ -299,6 +299,11 @@ struct collective_request {
   int64_t total = 0;
   tensor data;
 };
+// A device group's first collective member -> each of the others, once, before any collective:
+// the id the group's engine made, which they join with (comm/device_group.hpp).
+struct device_group_id {
+  std::string id;
+};
 // collective rank r -> requester: the full tensor, or rank r's segment after a reduce_scatter.
 // finished_at: steady-clock seconds when its last chunk landed (the requester may be busy then).
 struct collective_result {
@@ -387,6 +392,7 @@ TROUPE_INSPECT(params_msg, x.step, x.offset, x.params)
 TROUPE_INSPECT(params_request, x.stage)
 TROUPE_INSPECT(collective_request, x.seq, x.op, x.root, x.total, x.data)
 TROUPE_INSPECT(collective_result, x.seq, x.op, x.data, x.finished_at)
+TROUPE_INSPECT(device_group_id, x.id)
 TROUPE_INSPECT(ring_chunk, x.seq, x.op, x.phase, x.origin, x.total, x.at, x.data)
 TROUPE_INSPECT(ring_setup, x.rank, x.ranks, x.chunk_elems, x.right)
 template <class Inspector>

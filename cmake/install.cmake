@@ -39,10 +39,11 @@ foreach(layer ${troupe_layers})
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${layer}
           FILES_MATCHING PATTERN "*.hpp")
 endforeach()
-# The GPU ops (headers under kernels/cuda/, installed with kernels/), which actors link where
-# CUDA is built.
+# The GPU ops (headers under kernels/cuda/, installed with kernels/) and NCCL's group (under
+# comm/), which actors link where CUDA is built.
 if(TARGET troupe_kernels_cuda)
   troupe_export(troupe_kernels_cuda kernels_cuda)
+  troupe_export(troupe_comm_nccl comm_nccl)
 endif()
 install(TARGETS troupe RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 

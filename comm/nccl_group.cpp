@@ -252,4 +252,28 @@ std::unique_ptr<group_backend> nccl_backend(std::shared_ptr<nccl_group> group) {
   return std::make_unique<nccl_member>(std::move(group));
 }
 
+namespace {
+
+class nccl_engine_impl final : public device_group_engine {
+ public:
+  std::string name() const override { return "nccl"; }
+  // NCCL since 2.5 refuses a second rank on a device ("Duplicate GPU detected").
+  std::string refuses(const std::vector<int>& devices) const override {
+    for (size_t i = 0; i < devices.size(); ++i)
+      for (size_t j = i + 1; j < devices.size(); ++j)
+        if (devices[i] == devices[j])
+          return "NCCL takes one member per GPU: cuda:" + std::to_string(devices[i]) + " holds members " +
+                 std::to_string(i) + " and " + std::to_string(j);
+    return {};
+  }
+  std::string make_id() override { return to_bytes(make_nccl_id()); }
+  std::unique_ptr<group_backend> join(const std::string& id, int rank, int world, int device) override {
+    return nccl_backend(std::make_shared<nccl_group>(nccl_id_from_bytes(id), rank, world, device));
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<device_group_engine> nccl_engine() { return std::make_shared<nccl_engine_impl>(); }
+
 }  // namespace troupe::net

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "comm/collective_backend.hpp"
+#include "comm/device_group.hpp"
 
 namespace troupe::net {
 
@@ -79,5 +80,9 @@ class nccl_group {
 // from its own thread: each call enqueues on the backend's own stream and waits for it there.
 // The pointers are device memory.
 std::unique_ptr<group_backend> nccl_backend(std::shared_ptr<nccl_group> group);
+
+// NCCL as the job's engine for data-parallel groups on GPUs: its id is nccl_id's bytes, a joined
+// member is nccl_backend over an nccl_group, and it refuses a group with two members on one GPU.
+std::shared_ptr<device_group_engine> nccl_engine();
 
 }  // namespace troupe::net

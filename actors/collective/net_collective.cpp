@@ -1,5 +1,5 @@
-// net_collective: a collective member over a back end across processes, the TCP ring or MPI
-// (declared in net_actors.hpp). A detached blocking actor, so the thread that blocks in the back
+// net_collective: a collective member over a back end of comm/: the TCP ring, MPI or Gloo
+// across processes, or a device engine (NCCL) between accelerators (declared in net_actors.hpp). A detached blocking actor, so the thread that blocks in the back
 // end is the actor's own and the
 // requester (the stage) keeps computing while a bucket is on the wire, as with the in-process
 // group. It deliberately pipelines nothing across requests: tcp_ring pipelines chunks within one.
@@ -30,6 +30,9 @@ double now_seconds() {
 // fresh buffer per bucket costs a page fault per 4 KiB, more than the copy itself.
 collective_result run_one(net::group_backend& ring, collective_pool& pool, collective_request& q) {
   const auto kind = static_cast<ring::op_kind>(q.op);
+  if (!q.data.where().is_cpu())
+    throw net::net_error("collective " + std::to_string(q.seq) + ": a tensor on " + q.data.where().to_string() +
+                         " reaches a group that reduces host memory");
   const int N = ring.world(), r = ring.rank();
   const auto seg = ring::segment(q.total, N, r);
   const bool whole_input = kind != ring::op_kind::all_gather && q.data.numel() == q.total && q.total > 0;
@@ -79,6 +82,45 @@ collective_result run_one(net::group_backend& ring, collective_pool& pool, colle
   return collective_result{q.seq, q.op, std::move(full), now_seconds()};
 }
 
+// A device group's member: the values stay where the stage cut them. The stage hands each bucket
+// over whole (nobody else holds it), so it is reduced in place and comes back as the result;
+// anything else would need a device buffer of the collective's own, ordered on a stream it does
+// not have.
+collective_result run_on_device(net::group_backend& group, collective_request& q) {
+  const auto kind = static_cast<ring::op_kind>(q.op);
+  const std::string what = "collective " + std::to_string(q.seq) + " (" + ring::to_string(kind) + ")";
+  if (q.data.where().is_cpu())
+    throw net::net_error(what + ": a host tensor reaches a group that reduces accelerator memory");
+  if (kind != ring::op_kind::all_reduce_sum && kind != ring::op_kind::all_reduce_average)
+    throw net::net_error(what + ": a device group runs all-reduces only");
+  if (q.data.numel() != q.total || q.data.type() != dtype::f32 || !q.data.reclaim())
+    throw net::net_error(what + ": a device group reduces an f32 tensor of all " + std::to_string(q.total) +
+                         " elements that its sender handed over; got " + std::to_string(q.data.numel()) +
+                         (q.data.type() != dtype::f32 ? " values of another dtype" : " values still held elsewhere"));
+  group.all_reduce(q.data.data_as<float>(), q.total,
+                   ring::is_average(kind) ? net::reduce_op::average : net::reduce_op::sum);
+  q.data.freeze();
+  return collective_result{q.seq, q.op, std::move(q.data), now_seconds()};
+}
+
+// The first member makes the group's id and sends it to the others, which wait for it; then
+// every member joins (each on its own thread: joining returns once all have).
+std::shared_ptr<net::group_backend> join_device_group(caf::blocking_actor* self, const net_collective_args& a) {
+  std::string id;
+  if (a.env.rank == 0) {
+    id = a.device_engine->make_id();
+    for (const caf::actor& peer : a.id_to) self->send(peer, device_group_id{id});
+  } else {
+    bool arrived = false;
+    self->receive([&](device_group_id& m) { id = std::move(m.id), arrived = true; },
+                  caf::after(std::chrono::milliseconds(a.rendezvous_timeout_ms)) >> [] {});
+    if (!arrived)
+      throw net::net_error("the id of its " + a.device_engine->name() + " group did not arrive from the group's first member within " +
+                           std::to_string(a.rendezvous_timeout_ms) + " ms");
+  }
+  return a.device_engine->join(id, a.env.rank, a.env.world_size, a.device_index);
+}
+
 }  // namespace
 
 std::shared_ptr<net::group_backend> connect_member(net_collective_args a) {
@@ -103,8 +145,9 @@ void net_collective(caf::blocking_actor* self, net_collective_args a) {
   collective_pool pool(collective_options_from_env().pool_bytes);
   std::string broken;
   const int rank = a.env.rank;
+  const bool on_device = a.device_engine != nullptr;
   try {
-    ring = connect_member(std::move(a));
+    ring = on_device ? join_device_group(self, a) : connect_member(std::move(a));
   } catch (const std::exception& e) {
     broken = std::string("data plane of rank ") + std::to_string(rank) + ": " + e.what();
     spdlog::error("{}", broken);
@@ -115,7 +158,7 @@ void net_collective(caf::blocking_actor* self, net_collective_args a) {
         auto rp = self->make_response_promise();
         if (broken.empty()) {
           try {
-            rp.deliver(run_one(*ring, pool, q));
+            rp.deliver(on_device ? run_on_device(*ring, q) : run_one(*ring, pool, q));
             return;
           } catch (const std::exception& e) {
             broken = "data plane of rank " + std::to_string(rank) + ", collective " + std::to_string(q.seq) +

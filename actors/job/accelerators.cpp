@@ -6,6 +6,7 @@
 #ifdef TROUPE_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include "comm/nccl_group.hpp"
 #include "kernels/cuda/cuda_device_ops.hpp"
 #include "kernels/cuda/cuda_queue.hpp"
 #endif
@@ -19,6 +20,14 @@ std::shared_ptr<device_queue> open_accelerator(const device& d) {
   return std::make_shared<cuda::cuda_queue>(d.index);
 #else
   throw std::runtime_error("device " + d.to_string() + ": troupe was built without CUDA (no nvcc was found)");
+#endif
+}
+
+std::shared_ptr<net::device_group_engine> gpu_group_engine() {
+#ifdef TROUPE_HAVE_CUDA
+  return net::nccl_engine();
+#else
+  return nullptr;
 #endif
 }
 

@@ -5,6 +5,7 @@
 #include <memory>
 #include <string>
 
+#include "comm/device_group.hpp"
 #include "kernels/device_queue.hpp"
 
 namespace troupe {
@@ -13,6 +14,10 @@ namespace troupe {
 // Throws std::runtime_error naming the device when it is not there, or when troupe was built
 // without CUDA.
 std::shared_ptr<device_queue> open_accelerator(const device& d);
+
+// What data-parallel groups of ranks on GPUs reduce through: NCCL, or null in a build without
+// CUDA (their buckets then meet on the host).
+std::shared_ptr<net::device_group_engine> gpu_group_engine();
 
 // The GPUs --device can name, for `troupe info`: "2 (cuda:0 NVIDIA H200, 140 GiB; cuda:1 ...)",
 // or "none (" and why: no device or driver, or a build without CUDA.

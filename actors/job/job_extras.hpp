@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "comm/device_group.hpp"
 #include "kernels/device_queue.hpp"
 
 namespace troupe {
@@ -21,6 +22,9 @@ struct job_extras {
   // Each rank's device (null, or no function: the CPU, in line on the stage's own thread). A
   // rank with an asynchronous one has its stage scheduled on CAF's threads (stage.hpp).
   std::function<std::shared_ptr<device_queue>(int rank)> device_of;
+  // What a data-parallel group of ranks on accelerators reduces through, in place of the build's
+  // own (NCCL where troupe is built with CUDA): a composition's engine, or a test's fake one.
+  std::shared_ptr<net::device_group_engine> device_collectives;
   // The job's scheduler threads (0: runtime_config.cpp's). Stages on asynchronous devices need
   // none of their own, so a job of them runs on as few as one.
   size_t scheduler_threads = 0;

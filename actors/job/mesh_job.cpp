@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "actors/actors.hpp"
+#include "actors/job/accelerators.hpp"
 #include "actors/job/memory_plan.hpp"
 #include "actors/job/mesh_links.hpp"
 #include "actors/store/offload_store.hpp"
@@ -52,7 +53,9 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       if (st.rank == at.dp && at.pp == 0) a.straggler = st;
     a.buckets = plan.buckets.at(plan.slot(at.pp, at.tp));
     a.loader = loader->second;
-    a.collective = collective(rank);
+    const rank_collective dp = collective(rank);
+    a.collective = dp.actor;
+    a.buckets_on_device = dp.on_device;
     a.coordinator = coordinator;
     a.tp = tp_group_of(rank);
     if (a.tp) out.tp_members.push_back(a.tp);
@@ -223,6 +226,15 @@ rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const pr
                        const job_plan& plan, const caf::actor& coordinator, const job_extras& extras) {
   mesh_links_args one_process;  // in-process groups, local peers, no transport
   one_process.zero3 = cfg.zero >= 3;
+  // Plain data parallelism on accelerators reduces there. ZeRO's shards keep their segments on
+  // the host (spawn_ranks), so their buckets meet there too.
+  if (extras.device_of && cfg.zero == 0) {
+    one_process.device_engine = extras.device_collectives ? extras.device_collectives : gpu_group_engine();
+    one_process.device_of = [&extras](int rank) {
+      const std::shared_ptr<device_queue> q = extras.device_of(rank);
+      return q ? q->where() : device{};
+    };
+  }
   mesh_links links(sys, plan, one_process);
   std::vector<int> all;
   for (int r = 0; r < plan.mesh.ranks(); ++r) all.push_back(r);

@@ -15,6 +15,7 @@
 #include "actors/job/job_outputs.hpp"
 #include "actors/job/job_extras.hpp"
 #include "actors/job/job_plan.hpp"
+#include "actors/job/mesh_links.hpp"
 
 namespace troupe {
 
@@ -33,8 +34,9 @@ struct rank_actors {
 // where no message reaches them: their in-process groups end those waits with `why`.
 void abort_tp_groups(const rank_actors& ranks, const std::string& why);
 
-// rank -> its member of the data-parallel group of its pipeline stage; an empty handle: none.
-using collective_of = std::function<caf::actor(int rank)>;
+// rank -> its member of the data-parallel group of its pipeline stage (an empty handle: none),
+// and whether that group reduces on the ranks' accelerators (mesh_links.hpp).
+using collective_of = std::function<rank_collective(int rank)>;
 // rank -> its member of its tensor-parallel group; null with tp 1.
 using tp_group_of_fn = std::function<std::shared_ptr<tp_group>(int rank)>;
 

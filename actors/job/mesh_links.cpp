@@ -179,28 +179,32 @@ int comm_params_group_id(const sched::mesh& m, int rank) {
 }
 int comm_group_count(const sched::mesh& m) { return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp); }
 
-caf::actor mesh_links::collective_of(int rank) {
+rank_collective mesh_links::collective_of(int rank) {
   const sched::mesh& m = plan_.mesh;
   if (m.dp == 1) return {};
   const sched::mesh_coords at = m.coords_of(rank);
   const int id = comm_group_id(m, sched::axis::dp, rank);
   if (!m.group_spans_processes(sched::axis::dp, rank)) {
-    auto& g = local_groups_[id];
-    if (g.empty()) {
-      g = spawn_collective_group(sys_, m.dp, collective_options_from_env());
-      actors_.insert(actors_.end(), g.begin(), g.end());
-      collectives_.insert(collectives_.end(), g.begin(), g.end());
+    local_group& g = local_groups_[id];
+    if (g.members.empty()) {
+      g.members = device_group(id, m.group(sched::axis::dp, rank));
+      g.on_device = !g.members.empty();
+      if (!g.on_device) {
+        g.members = spawn_collective_group(sys_, m.dp, collective_options_from_env());
+        actors_.insert(actors_.end(), g.members.begin(), g.members.end());
+        collectives_.insert(collectives_.end(), g.members.begin(), g.members.end());
+      }
     }
-    return g.at(static_cast<size_t>(at.dp));
+    return {g.members.at(static_cast<size_t>(at.dp)), g.on_device};
   }
   if (args_.mpi) {
     net_collective_args a;
     std::shared_ptr<net::group_backend> member = args_.mpi->take(id);
     a.env = launch_env{at.dp, m.dp, args_.local_host, 0, "mpi"};
     a.make_backend = [member] { return member; };
-    return spawn_member(std::move(a));
+    return {spawn_member(std::move(a))};
   }
-  return spawn_member(spanning_member(id, at.dp, m.dp, rank));
+  return {spawn_member(spanning_member(id, at.dp, m.dp, rank))};
 }
 
 net_collective_args mesh_links::spanning_member(int id, int member, int size, int rank) {
@@ -326,6 +330,38 @@ std::shared_ptr<tp_group> mesh_links::remote_group_member(int id, int member, in
     }
   }).detach();
   return std::make_shared<remote_tp_member>(member, size, connected->get_future().share(), args_.join_timeout_ms);
+}
+
+std::vector<caf::actor> mesh_links::device_group(int id, const std::vector<int>& ranks) {
+  if (!args_.device_engine || !args_.device_of) return {};
+  std::vector<int> accelerators;
+  std::string names;
+  for (int r : ranks) {
+    const device d = args_.device_of(r);
+    if (d.is_cpu()) return {};  // a group with a rank on the CPU meets on the host
+    accelerators.push_back(d.index);
+    names += (names.empty() ? "" : ",") + d.to_string();
+  }
+  const std::string engine = args_.device_engine->name();
+  const std::string why = args_.device_engine->refuses(accelerators);
+  if (!why.empty()) {
+    spdlog::info("data-parallel group {} ({}) reduces its buckets through the host: {}", id, names, why);
+    return {};
+  }
+  spdlog::info("data-parallel group {} ({}) reduces its buckets on the devices through {}", id, names, engine);
+  const int size = static_cast<int>(ranks.size());
+  std::vector<caf::actor> members(ranks.size());
+  // The first member last: it sends the id it makes to the others, so it needs their handles.
+  for (int member = size - 1; member >= 0; --member) {
+    net_collective_args a;
+    a.env = launch_env{member, size, args_.local_host, 0, engine};
+    a.device_engine = args_.device_engine;
+    a.device_index = accelerators[static_cast<size_t>(member)];
+    a.rendezvous_timeout_ms = args_.join_timeout_ms;
+    if (member == 0) a.id_to.assign(members.begin() + 1, members.end());
+    members[static_cast<size_t>(member)] = spawn_member(std::move(a));
+  }
+  return members;
 }
 
 caf::actor mesh_links::spawn_member(net_collective_args a) {

@@ -12,6 +12,7 @@
 
 #include <caf/all.hpp>
 
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -22,6 +23,7 @@
 #include "actors/job/job_plan.hpp"
 #include "actors/messages.hpp"
 #include "actors/process/net_actors.hpp"
+#include "comm/device_group.hpp"
 #include "comm/mpi_groups.hpp"
 #include "comm/p2p_transport.hpp"
 #include "comm/tcp_ring.hpp"
@@ -53,6 +55,18 @@ struct mesh_links_args {
   bool gloo = false;
   bool zero3 = false;  // ZeRO-3: each data-parallel group also gathers parameters (params_of)
   std::vector<slow_link_spec> slow_links;  // rings of these mesh ranks send at a cap (fault injection)
+  // Set: a data-parallel group in this process whose every rank is on an accelerator reduces
+  // there, through this engine (NCCL), when the engine takes those devices; otherwise (and
+  // across processes) through the host as above. device_of gives a rank's device.
+  std::shared_ptr<net::device_group_engine> device_engine;
+  std::function<device(int rank)> device_of;
+};
+
+// A rank's member of its data-parallel group, and where that group reduces: on the ranks'
+// accelerators (the buckets stay in device memory) or, by default, on the host.
+struct rank_collective {
+  caf::actor actor;
+  bool on_device = false;
 };
 
 class mesh_links {
@@ -63,7 +77,7 @@ class mesh_links {
   mesh_links& operator=(const mesh_links&) = delete;
 
   // Before the ranks are spawned: rank's data-parallel collective (empty with one replica).
-  caf::actor collective_of(int rank);
+  rank_collective collective_of(int rank);
   // Before the ranks are spawned: rank's member of its tensor-parallel group (null with tp 1).
   std::shared_ptr<tp_group> tp_of(int rank);
   // Before the ranks are spawned: rank's member of its ZeRO-3 parameter group (null unless
@@ -86,6 +100,9 @@ class mesh_links {
 
  private:
   caf::actor spawn_member(net_collective_args a);  // a net_collective, kept as a member of the job
+  // The in-process data-parallel group `id` (its ranks in member order) on their accelerators
+  // through args.device_engine; empty, with a log line saying why, where it cannot run there.
+  std::vector<caf::actor> device_group(int id, const std::vector<int>& ranks);
   // A member of process-spanning group `id` on the TCP ring, or on Gloo with args.gloo: the
   // group's first member listens (published by serves()), the others wait for its address from
   // apply().
@@ -99,7 +116,11 @@ class mesh_links {
   caf::actor_system& sys_;
   job_plan plan_;
   mesh_links_args args_;
-  std::map<int, std::vector<caf::actor>> local_groups_;  // dp group -> in-process group
+  struct local_group {
+    std::vector<caf::actor> members;
+    bool on_device = false;
+  };
+  std::map<int, local_group> local_groups_;  // dp group -> in-process group
   std::map<int, std::vector<std::shared_ptr<tp_group>>> local_tp_;  // tp or parameter group -> in-process group
   struct leader {
     int group = 0;

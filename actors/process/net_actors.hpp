@@ -16,6 +16,7 @@
 
 #include "actors/messages.hpp"
 #include "comm/collective_backend.hpp"
+#include "comm/device_group.hpp"
 #include "comm/launch_env.hpp"
 #include "schedules/mesh.hpp"
 #include "comm/tcp_ring.hpp"
@@ -40,6 +41,14 @@ struct net_collective_args {
   // Another back end than the TCP ring (MPI): made on the collective's own thread, instead of
   // connecting the ring (env, secret, ring, rendezvous and interrupt are then unused).
   std::function<std::shared_ptr<net::group_backend>()> make_backend;
+  // A member of a group whose values stay in its members' accelerator memory (NCCL between GPUs):
+  // joined through `device_engine` on the collective's own thread (instead of any of the above),
+  // as member env.rank of env.world_size on accelerator `device_index`, with the id the group's
+  // first member makes and sends the others' collectives (`id_to`) as a device_group_id message;
+  // the others wait for it, rendezvous_timeout_ms at most. Its requests carry device tensors.
+  std::shared_ptr<net::device_group_engine> device_engine;
+  int device_index = -1;
+  std::vector<caf::actor> id_to;
 };
 caf::actor spawn_net_collective(caf::actor_system& sys, net_collective_args args);
 // What a net_collective does first, for any thread that needs a member of a group across

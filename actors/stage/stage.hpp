@@ -39,6 +39,10 @@ struct stage_args {
   // lowest layer, and R waits for all of them. No collective: R is the identity (one replica).
   std::vector<std::vector<grad_bucket>> buckets;
   caf::actor loader, optimizer, collective;
+  // The collective reduces on the rank's accelerator (NCCL): each bucket is cut into device memory
+  // and handed over, and its sums come back there. Otherwise a GPU's buckets go through pinned
+  // host memory.
+  bool buckets_on_device = false;
   // Parameter servers under ssp and asp: the job's batch dispenser. Each step's batch is the unit
   // it grants (asked when the previous step's gradients are ready, so a fast replica takes more),
   // and a run of steps lasts until it grants none; the steps are the replica's own count.
@@ -84,8 +88,7 @@ struct stage_args {
 
 // With a synchronous device, detached: compute runs on the actor's own thread, never on a
 // scheduler thread. With an asynchronous one, a scheduled actor: the device computes, the
-// stage only enqueues and hands results on, so it never holds the thread it runs on. Throws
-// std::invalid_argument for a CUDA queue: the layers do not launch on a stream yet.
+// stage only enqueues and hands results on, so it never holds the thread it runs on.
 caf::actor spawn_stage(caf::actor_system& sys, stage_args args);
 
 }  // namespace troupe

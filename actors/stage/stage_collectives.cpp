@@ -19,7 +19,7 @@ bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index
   auto& s = self->state;
   if (step != s.step) return false;  // a late answer for a step that failed: the job is stopping
   const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(chunk)][b];
-  const float* sum = std::as_const(r.data).data();
+  const float* sum = f32(r.data);  // on the device when its group reduces there
   if (grads_partitioned(s)) {  // only this rank's segment came back: it goes into the shard's gradients
     const shard_piece& piece = s.pieces.at(static_cast<size_t>(index));
     if (r.data.numel() != piece.count) {
@@ -42,9 +42,10 @@ bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index
 
 // Bucket b's values, cut out of the chunk's gradients: ZeRO-2 hands the bucket's own storage
 // over (the rank keeps no full gradients; on a GPU it is copied to the host and freed);
-// otherwise they are copied, since the stack keeps its summed values. Runs where the chunk's
-// backward runs; a GPU's copy to the host is enqueued: the bucket may leave once its queue is there.
-tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t b, bool partitioned,
+// otherwise they are copied (to the host, or on_device for a group that reduces there), since the
+// stack keeps its summed values. Runs where the chunk's backward runs; a GPU's copy is enqueued:
+// the bucket may leave once its queue is there.
+tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t b, bool partitioned, bool on_device,
                   const std::shared_ptr<device_memory>& memory) {
   const device_ops& k = ops_for(stack.where());
   tensor part;
@@ -56,7 +57,7 @@ tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t b, bool 
       part = std::move(host);  // the device block goes back to its stream's pool, behind the copy
     }
   } else {
-    part = k.host_empty({bucket.count});
+    part = on_device ? k.empty({bucket.count}) : k.host_empty({bucket.count});
     k.copy_floats(f32_out(part), f32(std::as_const(stack).grads()) + bucket.offset, bucket.count);
   }
   if (memory) memory->recharge(part, memory_kind::buffers);  // the collective's now
@@ -106,7 +107,8 @@ layer_stack::layer_done_fn bucket_launcher(self_ptr self, int chunk) {
     while (*next < list.size() && list[*next].first_layer == static_cast<int64_t>(layer)) {
       const size_t b = (*next)++;
       layer_stack& stack = s.chunks[static_cast<size_t>(chunk)]->stack();
-      launch_bucket(self, chunk, b, cut_bucket(stack, list[b], b, grads_partitioned(s), s.args.memory));
+      launch_bucket(self, chunk, b,
+                    cut_bucket(stack, list[b], b, grads_partitioned(s), s.args.buckets_on_device, s.args.memory));
     }
   };
 }
@@ -118,13 +120,15 @@ layer_stack::layer_done_fn bucket_poster(self_ptr self, int chunk) {
   const caf::actor_addr stage = self->address();
   std::shared_ptr<pipeline_chunk> owner = s.chunks[static_cast<size_t>(chunk)];
   auto next = std::make_shared<size_t>(0);
-  // On a GPU the bucket's copy to the host is enqueued: it is posted when the queue gets there.
+  // On a GPU the bucket's copy is enqueued: it is posted when the queue gets there, so the group
+  // reads it complete.
   std::shared_ptr<device_queue> after_copy = on_accelerator(s) ? s.args.queue : nullptr;
   return [stage, owner, list = s.args.buckets[static_cast<size_t>(chunk)], partitioned = grads_partitioned(s),
-          memory = s.args.memory, step = s.step, chunk, next, after_copy](size_t layer) {
+          on_device = s.args.buckets_on_device, memory = s.args.memory, step = s.step, chunk, next,
+          after_copy](size_t layer) {
     while (*next < list.size() && list[*next].first_layer == static_cast<int64_t>(layer)) {
       const size_t b = (*next)++;
-      tensor part = cut_bucket(owner->stack(), list[b], b, partitioned, memory);
+      tensor part = cut_bucket(owner->stack(), list[b], b, partitioned, on_device, memory);
       auto post = [stage, step, chunk, b, part = std::move(part)]() mutable {
         if (auto to = caf::actor_cast<caf::actor>(stage))
           caf::anon_send(to, bucket_ready_atom::value, step, static_cast<int32_t>(chunk), static_cast<uint64_t>(b),

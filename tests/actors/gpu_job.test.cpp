@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -14,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include "actors/job/training_job.hpp"
+#include "comm/nccl_group.hpp"
 #include "tests/actors/tiny_jobs.hpp"
 #include "tests/scratch_dir.hpp"
 
@@ -61,10 +63,72 @@ void expect_gpu_matches_cpu(const std::string& model, const std::string& optim, 
 TEST(GpuJob, an_mlp_job_with_sgd_on_cuda0_trains_as_on_the_cpu) { expect_gpu_matches_cpu("mlp", "sgd", 1); }
 TEST(GpuJob, a_gpt_job_with_adamw_on_cuda0_trains_as_on_the_cpu) { expect_gpu_matches_cpu("gpt", "adamw", 1); }
 TEST(GpuJob, a_two_stage_gpt_pipeline_on_the_gpus_trains_as_on_the_cpu) { expect_gpu_matches_cpu("gpt", "adamw", 2); }
-// Two replicas: their buckets go to the host as backward reaches them, are reduced by the
-// actors' ring, and come back on each replica's stream.
+// Two replicas: on two GPUs their buckets are all-reduced by NCCL in the GPUs' memory; on one,
+// where NCCL takes no second member, they go to the host as backward reaches them, are reduced by
+// the actors' ring, and come back on each replica's stream.
 TEST(GpuJob, two_data_parallel_replicas_on_the_gpus_train_as_on_the_cpu) {
   expect_gpu_matches_cpu("gpt", "adamw", 1, 2);
+}
+
+namespace {
+
+// NCCL, counting what the job asks of it: ids made, members joined, all-reduces run.
+class counting_nccl final : public net::device_group_engine {
+ public:
+  std::string name() const override { return inner_->name(); }
+  std::string refuses(const std::vector<int>& devices) const override { return inner_->refuses(devices); }
+  std::string make_id() override {
+    ++ids;
+    return inner_->make_id();
+  }
+  std::unique_ptr<net::group_backend> join(const std::string& id, int rank, int world, int device) override {
+    ++joins;
+    return std::make_unique<counted>(inner_->join(id, rank, world, device), all_reduces);
+  }
+  std::atomic<int> ids{0}, joins{0}, all_reduces{0};
+
+ private:
+  class counted final : public net::group_backend {
+   public:
+    counted(std::unique_ptr<net::group_backend> b, std::atomic<int>& n) : b_(std::move(b)), n_(n) {}
+    int rank() const override { return b_->rank(); }
+    int world() const override { return b_->world(); }
+    void all_reduce(float* d, int64_t n, net::reduce_op op) override {
+      ++n_;
+      b_->all_reduce(d, n, op);
+    }
+    void reduce_scatter(float* d, int64_t n, net::reduce_op op) override { b_->reduce_scatter(d, n, op); }
+    void all_gather(float* d, int64_t n) override { b_->all_gather(d, n); }
+    void broadcast(float* d, int64_t n, int root) override { b_->broadcast(d, n, root); }
+
+   private:
+    std::unique_ptr<net::group_backend> b_;
+    std::atomic<int>& n_;
+  };
+  std::shared_ptr<net::device_group_engine> inner_ = net::nccl_engine();
+};
+
+}  // namespace
+
+// The same replicas, one per GPU, against the CPU's job, and NCCL seen doing the reducing: one id
+// (made by the first member's collective, sent to the other's as a message), two members, every
+// bucket of every step.
+TEST(GpuJob, two_replicas_on_two_gpus_all_reduce_their_buckets_through_nccl_as_the_cpus_ring_does) {
+  if (gpus() < 2) GTEST_SKIP() << "NCCL takes one member per GPU: this needs 2 GPUs, the machine has " << gpus();
+  train_config cfg = tiny_mesh_config("gpt", "sgd", 2, 1, 1, 1);
+  cfg.out_dir = out_dir("nccl-dp2-cpu");
+  const train_summary cpu = run_training(cfg);
+  cfg.out_dir = out_dir("nccl-dp2-gpu");
+  cfg.devices = {device{device_type::cuda, 0}, device{device_type::cuda, 1}};
+  job_extras extras;
+  auto nccl = std::make_shared<counting_nccl>();
+  extras.device_collectives = nccl;
+  const train_summary gpu = run_training(cfg, extras);
+  ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+  for (size_t i = 0; i < cpu.losses.size(); ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * cpu.losses[i]) << i;
+  EXPECT_EQ(nccl->ids.load(), 1);
+  EXPECT_EQ(nccl->joins.load(), 2);
+  EXPECT_GE(nccl->all_reduces.load(), 2 * static_cast<int>(kSteps));
 }
 // The same job at bf16 matmuls against the CPU's bf16 job. SGD: a bf16 rounding that goes the
 // other way on the GPU moves a gradient by about 2^-8 of one term, which SGD passes on in

@@ -25,6 +25,7 @@
 #include "actors/job/training_job.hpp"
 #include "actors/messages.hpp"
 #include "tests/actors/fake_device.hpp"
+#include "tests/actors/fake_device_group.hpp"
 #include "tests/actors/tiny_jobs.hpp"
 #include "tests/kernels/fake_gpu.hpp"
 #include "tests/scratch_dir.hpp"
@@ -326,6 +327,73 @@ TEST(StageOnAnAccelerator, ZeroOneAndTwoKeepTheShardOffTheDeviceAsTheMemoryPlanP
         EXPECT_LE(got.of(memory_kind::gradients), want.of(memory_kind::gradients)) << "rank " << r;
       }
     }
+  }
+}
+
+// Plain data parallelism on accelerators reduces there, through the job's device engine (NCCL on
+// GPUs; here the fake one): each data-parallel group's first collective member makes the group's
+// id and sends it to the others as an actor message, every member joins with it, and every bucket
+// is all-reduced in the device's memory (the engine checks each pointer it gets) and copied back
+// there. With two replicas the sums are the actors' ring's bit for bit, so the job is the CPU's.
+namespace {
+
+int64_t buckets_per_step(const train_config& cfg) {
+  const job_plan plan = plan_job(cfg, prepare_job(cfg));
+  int64_t n = 0;
+  for (const auto& slot : plan.buckets)
+    for (const auto& chunk : slot) n += static_cast<int64_t>(chunk.size());
+  return n * cfg.mesh.dp;  // every replica's member reduces each of its stage's buckets
+}
+
+train_config engine_config(const accelerator_case& c, const std::string& tag) {
+  train_config cfg = tiny_mesh_config(c.model, c.optim, c.dp, c.pp, 1, c.pp > 1 ? 4 : 1);
+  cfg.zero = c.zero;
+  cfg.bucket_mb = 0.0005;  // several buckets per stage
+  cfg.out_dir = out_dir("accelerator-engine-" + accelerator_case_name({c, 0}) + "-" + tag);
+  return cfg;
+}
+
+train_summary run_with_engine(const train_config& cfg, const std::shared_ptr<fake_device_group_engine>& engine) {
+  const auto devices = accelerators_for(cfg);
+  job_extras extras = on_devices(devices);
+  extras.device_collectives = engine;
+  return run_training(cfg, extras);
+}
+
+}  // namespace
+
+TEST(StageOnAnAccelerator, DataParallelBucketsReduceOnTheDevicesThroughTheEngineBitwiseAsOnTheCpu) {
+  for (const accelerator_case& c : {accelerator_case{"mlp", "sgd", 1, "1f1b", 2}, accelerator_case{"gpt", "adamw", 2, "1f1b", 2}}) {
+    SCOPED_TRACE(accelerator_case_name({c, 0}));
+    const train_summary cpu = run_training(engine_config(c, "cpu"));
+    const train_config cfg = engine_config(c, "gpu");
+    auto engine = std::make_shared<fake_device_group_engine>();
+    const train_summary gpu = run_with_engine(cfg, engine);
+    EXPECT_TRUE(same_bits(cpu.final_params, gpu.final_params));
+    ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+    for (size_t i = 0; i < cpu.losses.size(); ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-6 * cpu.losses[i]) << i;
+    const std::vector<std::string> ids = engine->ids();
+    ASSERT_EQ(ids.size(), static_cast<size_t>(c.pp)) << "one id per data-parallel group: one per pipeline stage";
+    for (const std::string& id : ids) {
+      std::vector<int> members = engine->joined(id);
+      std::sort(members.begin(), members.end());
+      EXPECT_EQ(members, (std::vector<int>{0, 1})) << "every member joined with the id its first member made";
+    }
+    EXPECT_EQ(engine->all_reduces(), kSteps * buckets_per_step(cfg)) << "every bucket of every step, on the devices";
+  }
+}
+
+// Where the engine refuses the group's devices (NCCL: two members on one GPU), and for ZeRO,
+// whose shards keep their segments on the host, the buckets meet on the host as before.
+TEST(StageOnAnAccelerator, AGroupTheEngineRefusesAndZeroShardsReduceThroughTheHostInstead) {
+  for (const accelerator_case& c : {accelerator_case{"mlp", "sgd", 1, "1f1b", 2}, accelerator_case{"mlp", "adamw", 1, "1f1b", 2, 1}}) {
+    SCOPED_TRACE(accelerator_case_name({c, 0}));
+    const train_summary cpu = run_training(engine_config(c, "cpu"));
+    auto engine = std::make_shared<fake_device_group_engine>(c.zero ? "" : "NCCL takes one member per GPU");
+    const train_summary gpu = run_with_engine(engine_config(c, "gpu"), engine);
+    EXPECT_TRUE(same_bits(cpu.final_params, gpu.final_params));
+    EXPECT_TRUE(engine->ids().empty());
+    EXPECT_EQ(engine->all_reduces(), 0);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -221,6 +222,39 @@ TEST(NcclGroup, TheBackendAdapterAllReducesDeviceFloats) {
   backend->all_reduce(static_cast<float*>(x.p), 9, reduce_op::sum);
   EXPECT_EQ(x.to_host(), input(0, 1, 9));
   EXPECT_EQ(backend->world(), 1);
+}
+
+// The job's engine: one id made, joined by a member per device (each on its thread, as each
+// member's collective actor does), all-reducing device floats to the CPU's sums.
+TEST(NcclGroup, TheEnginesMembersJoinWithOneIdAndAllReduceTheirDevicesFloats) {
+  const int world = device_count();
+  if (world < 2) GTEST_SKIP() << "NCCL takes one member per GPU: this needs 2 GPUs, the machine has " << world;
+  const std::shared_ptr<device_group_engine> engine = nccl_engine();
+  std::vector<int> devices;
+  for (int r = 0; r < world; ++r) devices.push_back(r);
+  ASSERT_EQ(engine->refuses(devices), "");
+  const std::string id = engine->make_id();
+  std::vector<std::vector<float>> got(static_cast<size_t>(world));
+  std::vector<std::string> errors(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        std::unique_ptr<group_backend> member = engine->join(id, r, world, r);
+        cudaSetDevice(r);
+        device_buffer x(input(r, world, 10), element_type::f32);
+        member->all_reduce(static_cast<float*>(x.p), 10, reduce_op::sum);
+        got[static_cast<size_t>(r)] = x.to_host();
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) {
+    EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "member " << r;
+    ASSERT_EQ(got[static_cast<size_t>(r)].size(), 10u) << "member " << r;
+    for (int64_t i = 0; i < 10; ++i) EXPECT_EQ(got[static_cast<size_t>(r)][static_cast<size_t>(i)], reduced(world, i, reduce_op::sum));
+  }
 }
 
 }  // namespace

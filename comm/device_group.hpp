@@ -1,0 +1,32 @@
+// device_group_engine: what reduces values that stay in the members' accelerator memory (NCCL
+// between GPUs), as seen by the collective actor that drives one member. A group is made in two
+// moves, as NCCL's own are: its first member makes an id, which travels to the others as plain
+// bytes (the job sends it as an actor message), and then every member joins with it. A joined
+// member is a group_backend whose pointers are the device's memory; each call returns once its
+// result is in place, so only the member's own thread ever waits for the device. No CAF here.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/collective_backend.hpp"
+
+namespace troupe::net {
+
+class device_group_engine {
+ public:
+  virtual ~device_group_engine() = default;
+  virtual std::string name() const = 0;  // "nccl", for logs
+  // Empty when a group whose members (in member order) are on these accelerators can run on this
+  // engine; else why not, in a clause ("NCCL takes one member per GPU: cuda:0 holds members 0
+  // and 1"), and the group reduces its values through the host instead.
+  virtual std::string refuses(const std::vector<int>& devices) const = 0;
+  // The group's id, made once, by its first member.
+  virtual std::string make_id() = 0;
+  // Member `rank` of `world` on accelerator `device`, with the id its first member made.
+  // Collective: returns once every member has joined. Throws net_error naming the engine's reason.
+  virtual std::unique_ptr<group_backend> join(const std::string& id, int rank, int world, int device) = 0;
+};
+
+}  // namespace troupe::net

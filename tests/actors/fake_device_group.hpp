@@ -1,0 +1,130 @@
+// fake_device_group: a device_group_engine for host-side tests, standing where NCCL stands for a
+// job on the fake GPU (tests/kernels/fake_gpu.hpp). The members of one group meet in host memory;
+// an all-reduce adds the members' values in member order (with two members, the bits of either
+// order, so a dp 2 job matches the CPU's ring bit for bit). Every pointer it is given must lie in
+// the fake device's memory, and it records the ids it made, who joined with which, and how many
+// reductions ran. It takes any devices unless told to refuse them.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "comm/device_group.hpp"
+#include "tests/kernels/fake_gpu.hpp"
+
+namespace troupe::test {
+
+class fake_device_group_engine final : public net::device_group_engine {
+ public:
+  explicit fake_device_group_engine(std::string refusal = {}) : refusal_(std::move(refusal)) {}
+
+  std::string name() const override { return "fake-nccl"; }
+  std::string refuses(const std::vector<int>&) const override { return refusal_; }
+  std::string make_id() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    ids_.push_back("fake-group-" + std::to_string(ids_.size()));
+    return ids_.back();
+  }
+  std::unique_ptr<net::group_backend> join(const std::string& id, int rank, int world, int) override {
+    std::shared_ptr<meeting> m;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::shared_ptr<meeting>& slot = meetings_[id];
+      if (!slot) slot = std::make_shared<meeting>(world);
+      m = slot;
+      joined_[id].push_back(rank);
+    }
+    m->barrier();  // joining is collective, as NCCL's is
+    return std::make_unique<member>(m, rank, this);
+  }
+
+  std::vector<std::string> ids() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ids_;
+  }
+  // The members that joined with `id`, in the order they did.
+  std::vector<int> joined(const std::string& id) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = joined_.find(id);
+    return it == joined_.end() ? std::vector<int>{} : it->second;
+  }
+  int64_t all_reduces() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return all_reduces_;
+  }
+
+ private:
+  // One group's members: a barrier that can be passed again and again, and where each member's
+  // values are while a collective runs.
+  struct meeting {
+    explicit meeting(int n) : world(n), values(static_cast<size_t>(n)) {}
+    void barrier() {
+      std::unique_lock<std::mutex> lock(mu);
+      const int64_t gen = generation;
+      if (++waiting == world) {
+        waiting = 0;
+        ++generation;
+        cv.notify_all();
+        return;
+      }
+      cv.wait(lock, [&] { return generation != gen; });
+    }
+    const int world;
+    std::vector<float*> values;
+    std::mutex mu;
+    std::condition_variable cv;
+    int waiting = 0;
+    int64_t generation = 0;
+  };
+
+  class member final : public net::group_backend {
+   public:
+    member(std::shared_ptr<meeting> m, int rank, fake_device_group_engine* engine)
+        : m_(std::move(m)), rank_(rank), engine_(engine) {}
+    int rank() const override { return rank_; }
+    int world() const override { return m_->world; }
+    void all_reduce(float* data, int64_t n, net::reduce_op op) override {
+      EXPECT_TRUE(n == 0 || fake_memory()->owns(data)) << "an all-reduce of values outside the device's memory";
+      m_->values[static_cast<size_t>(rank_)] = data;
+      m_->barrier();  // every member's values are in place
+      std::vector<float> sum(m_->values[0], m_->values[0] + n);  // not 0 + x: that turns -0 into +0
+      for (size_t r = 1; r < m_->values.size(); ++r)
+        for (int64_t i = 0; i < n; ++i) sum[static_cast<size_t>(i)] += m_->values[r][i];
+      if (op == net::reduce_op::average)
+        for (float& x : sum) x /= static_cast<float>(m_->world);
+      m_->barrier();  // every member has read the others' values: each may overwrite its own
+      std::copy(sum.begin(), sum.end(), data);
+      std::lock_guard<std::mutex> lock(engine_->mu_);
+      ++engine_->all_reduces_;
+    }
+    // The stage's buckets are all-reduced; nothing else reaches a device group (net_collective).
+    void reduce_scatter(float*, int64_t, net::reduce_op) override { unused("reduce_scatter"); }
+    void all_gather(float*, int64_t) override { unused("all_gather"); }
+    void broadcast(float*, int64_t, int) override { unused("broadcast"); }
+
+   private:
+    [[noreturn]] static void unused(const char* op) {
+      throw std::logic_error(std::string("fake device group: ") + op + " was never meant to reach it");
+    }
+    std::shared_ptr<meeting> m_;
+    int rank_;
+    fake_device_group_engine* engine_;
+  };
+
+  const std::string refusal_;
+  mutable std::mutex mu_;
+  std::vector<std::string> ids_;
+  std::map<std::string, std::shared_ptr<meeting>> meetings_;
+  std::map<std::string, std::vector<int>> joined_;
+  int64_t all_reduces_ = 0;
+};
+
+}  // namespace troupe::test
