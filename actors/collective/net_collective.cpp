@@ -82,23 +82,38 @@ collective_result run_one(net::group_backend& ring, collective_pool& pool, colle
   return collective_result{q.seq, q.op, std::move(full), now_seconds()};
 }
 
-// A device group's member: the values stay where the stage cut them. The stage hands each bucket
-// over whole (nobody else holds it), so it is reduced in place and comes back as the result;
-// anything else would need a device buffer of the collective's own, ordered on a stream it does
-// not have.
+// A device group's member: the values stay where the stage put them. The stage hands each tensor
+// over whole (nobody else holds it), so it is reduced or gathered in place and comes back as the
+// result: a reduce-scatter's segment and an all-gather's input sit at their ring::segment places
+// in it. Cutting or placing a segment here would need a device buffer of the collective's own,
+// ordered on a stream it does not have; the stage does that on its own.
 collective_result run_on_device(net::group_backend& group, collective_request& q) {
   const auto kind = static_cast<ring::op_kind>(q.op);
   const std::string what = "collective " + std::to_string(q.seq) + " (" + ring::to_string(kind) + ")";
   if (q.data.where().is_cpu())
     throw net::net_error(what + ": a host tensor reaches a group that reduces accelerator memory");
-  if (kind != ring::op_kind::all_reduce_sum && kind != ring::op_kind::all_reduce_average)
-    throw net::net_error(what + ": a device group runs all-reduces only");
   if (q.data.numel() != q.total || q.data.type() != dtype::f32 || !q.data.reclaim())
-    throw net::net_error(what + ": a device group reduces an f32 tensor of all " + std::to_string(q.total) +
+    throw net::net_error(what + ": a device group works in place on an f32 tensor of all " + std::to_string(q.total) +
                          " elements that its sender handed over; got " + std::to_string(q.data.numel()) +
                          (q.data.type() != dtype::f32 ? " values of another dtype" : " values still held elsewhere"));
-  group.all_reduce(q.data.data_as<float>(), q.total,
-                   ring::is_average(kind) ? net::reduce_op::average : net::reduce_op::sum);
+  float* data = q.data.data_as<float>();
+  const auto op = ring::is_average(kind) ? net::reduce_op::average : net::reduce_op::sum;
+  switch (kind) {
+    case ring::op_kind::all_reduce_sum:
+    case ring::op_kind::all_reduce_average:
+      group.all_reduce(data, q.total, op);
+      break;
+    case ring::op_kind::reduce_scatter_sum:
+    case ring::op_kind::reduce_scatter_average:
+      group.reduce_scatter(data, q.total, op);
+      break;
+    case ring::op_kind::all_gather:
+      group.all_gather(data, q.total);
+      break;
+    case ring::op_kind::broadcast:
+      group.broadcast(data, q.total, q.root);
+      break;
+  }
   q.data.freeze();
   return collective_result{q.seq, q.op, std::move(q.data), now_seconds()};
 }
@@ -112,8 +127,12 @@ std::shared_ptr<net::group_backend> join_device_group(caf::blocking_actor* self,
     for (const caf::actor& peer : a.id_to) self->send(peer, device_group_id{id});
   } else {
     bool arrived = false;
-    self->receive([&](device_group_id& m) { id = std::move(m.id), arrived = true; },
-                  caf::after(std::chrono::milliseconds(a.rendezvous_timeout_ms)) >> [] {});
+    self->receive(
+        [&](device_group_id& m) {
+          id = std::move(m.id);
+          arrived = true;
+        },
+        caf::after(std::chrono::milliseconds(a.rendezvous_timeout_ms)) >> [] {});
     if (!arrived)
       throw net::net_error("the id of its " + a.device_engine->name() + " group did not arrive from the group's first member within " +
                            std::to_string(a.rendezvous_timeout_ms) + " ms");

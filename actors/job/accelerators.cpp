@@ -31,6 +31,21 @@ std::shared_ptr<net::device_group_engine> gpu_group_engine() {
 #endif
 }
 
+bool device_groups_allowed(const train_config& cfg) {
+  return cfg.zero <= 2 && optimizer_offload(cfg) == offload_target::none && params_offload(cfg) == offload_target::none;
+}
+
+device_group_choice choose_device_group(const net::device_group_engine* engine, const std::vector<device>& members) {
+  if (!engine || members.empty()) return {};
+  std::vector<int> accelerators;
+  for (const device& d : members) {
+    if (d.is_cpu()) return {};  // a group with a member on the host meets there
+    accelerators.push_back(d.index);
+  }
+  std::string why = engine->refuses(accelerators);
+  return {why.empty(), std::move(why)};
+}
+
 std::string describe_accelerators() {
 #ifdef TROUPE_HAVE_CUDA
   int count = 0;

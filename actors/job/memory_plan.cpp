@@ -1,6 +1,8 @@
 // Predicted model states per rank (memory_plan.hpp).
 #include "actors/job/memory_plan.hpp"
 
+#include "actors/job/accelerators.hpp"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -27,6 +29,19 @@ int64_t largest_bucket_bytes(const job_plan& plan, int rank) {
 }
 
 memory_figures predicted_model_states(const train_config& cfg, const job_plan& plan, int rank) {
+  static const std::shared_ptr<net::device_group_engine> build_engine = gpu_group_engine();
+  return predicted_model_states(cfg, plan, rank, build_engine.get());
+}
+
+bool reduces_on_devices(const train_config& cfg, const sched::mesh& mesh, int rank, const net::device_group_engine* engine) {
+  if (mesh.dp == 1 || !device_groups_allowed(cfg) || mesh.group_spans_processes(sched::axis::dp, rank)) return false;
+  std::vector<device> members;
+  for (int r : mesh.group(sched::axis::dp, rank)) members.push_back(device_of_rank(cfg, r));
+  return choose_device_group(engine, members).on_devices;
+}
+
+memory_figures predicted_model_states(const train_config& cfg, const job_plan& plan, int rank,
+                                      const net::device_group_engine* engine) {
   const sched::mesh_coords at = plan.mesh.coords_of(rank);
   const auto& buckets = plan.buckets.at(plan.slot(at.pp, at.tp));
   const int64_t f = sizeof(float);
@@ -50,10 +65,11 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
     set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none ? k * shard : 0);
     return m;
   }
-  const bool on_gpu = !device_of_rank(cfg, rank).is_cpu();
+  // A GPU rank whose group reduces through the host keeps its shard there.
+  const bool shard_on_host = !device_of_rank(cfg, rank).is_cpu() && !reduces_on_devices(cfg, plan.mesh, rank, engine);
   set(memory_kind::parameters, psi);
-  set(memory_kind::gradients, cfg.zero >= 2 ? (on_gpu ? 0 : shard) + largest_bucket_bytes(plan, rank) : psi);
-  set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none && !on_gpu ? shard + k * shard : 0);
+  set(memory_kind::gradients, cfg.zero >= 2 ? (shard_on_host ? 0 : shard) + largest_bucket_bytes(plan, rank) : psi);
+  set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none && !shard_on_host ? shard + k * shard : 0);
   return m;
 }
 

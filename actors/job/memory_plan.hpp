@@ -15,14 +15,17 @@
 //           gradients as zero 2, optimizer state 4kS (its master copy is the stage's segments).
 // Offloaded (host or nvme), the optimizer state is off the device: 0 there. With zero 3's
 // parameters offloaded too (params or both), the segments are off the device as well: its
-// parameters are only the units gathered. A rank --device puts on a GPU keeps its zero 1 or 2
-// shard on the host (its master copy and state: 0 on the GPU), and with zero 2 the segments of
-// its gradients too (the GPU holds the bucket backward is filling, counted as the largest).
+// parameters are only the units gathered. A rank --device puts on a GPU whose data-parallel
+// group reduces through the host keeps its zero 1 or 2 shard there (its master copy and state: 0
+// on the GPU), and with zero 2 the segments of its gradients too (the GPU holds the bucket
+// backward is filling, counted as the largest); one whose group reduces on the GPUs (NCCL, one
+// GPU per replica) keeps them on the GPU, as a CPU rank does.
 // Activations and communication buffers depend on the schedule and timing: not predicted here.
 #pragma once
 
 #include "actors/job/job_plan.hpp"
 #include "actors/job/train_config.hpp"
+#include "comm/device_group.hpp"
 #include "kernels/device_memory.hpp"
 
 namespace troupe {
@@ -33,7 +36,13 @@ int64_t optimizer_state_floats(const optimizer_config& o);
 // the store's queue (block size x queue depth), in whole 4 KiB pages, at least one page.
 int64_t offload_tile_floats(const train_config& cfg);
 
+// With the build's engine for groups on GPUs (NCCL), or with `engine` (a composition's).
 memory_figures predicted_model_states(const train_config& cfg, const job_plan& plan, int rank);
+memory_figures predicted_model_states(const train_config& cfg, const job_plan& plan, int rank,
+                                      const net::device_group_engine* engine);
+// Whether rank's data-parallel group reduces on its devices through `engine` (accelerators.hpp's
+// rule, with --device's placement), which puts a ZeRO 1 or 2 shard on the GPU with it.
+bool reduces_on_devices(const train_config& cfg, const sched::mesh& mesh, int rank, const net::device_group_engine* engine);
 // The largest gradient bucket of the rank's stage, in bytes (0 without data parallelism).
 int64_t largest_bucket_bytes(const job_plan& plan, int rank);
 // Throws std::invalid_argument naming the first rank whose predicted model states exceed

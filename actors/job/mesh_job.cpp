@@ -91,10 +91,11 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       if (opt_to != offload_target::none || params_to != offload_target::none) where.ledger = a.host_memory;
       where.state_ledger = opt_to != offload_target::none ? a.host_memory : a.memory;
       a.params_offloaded = params_to != offload_target::none;
-      if (where.queue) {
-        // A GPU stage's collectives reduce its buckets on the host, and the shard's segments of
-        // the master copy and the state stay there with its update (ZeRO-Offload's placement):
-        // the GPU keeps the parameters, the gradients (ZeRO-2: its segments) and activations.
+      if (where.queue && !a.buckets_on_device) {
+        // A GPU stage whose group reduces its buckets on the host keeps the shard's segments of
+        // the master copy and the state there with its update (ZeRO-Offload's placement): the
+        // GPU keeps the parameters, the gradients (ZeRO-2: its segments) and activations. Where
+        // the group reduces on the GPUs (NCCL), the shard stays on the GPU with them.
         where.where = device{};
         where.queue = nullptr;
         where.ledger = where.state_ledger = a.host_memory;
@@ -226,9 +227,7 @@ rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const pr
                        const job_plan& plan, const caf::actor& coordinator, const job_extras& extras) {
   mesh_links_args one_process;  // in-process groups, local peers, no transport
   one_process.zero3 = cfg.zero >= 3;
-  // Plain data parallelism on accelerators reduces there. ZeRO's shards keep their segments on
-  // the host (spawn_ranks), so their buckets meet there too.
-  if (extras.device_of && cfg.zero == 0) {
+  if (extras.device_of && device_groups_allowed(cfg)) {
     one_process.device_engine = extras.device_collectives ? extras.device_collectives : gpu_group_engine();
     one_process.device_of = [&extras](int rank) {
       const std::shared_ptr<device_queue> q = extras.device_of(rank);

@@ -13,6 +13,7 @@
 #include "comm/tp_groups.hpp"
 
 #include "actors/collective/collective.hpp"
+#include "actors/job/accelerators.hpp"
 #include "actors/process/net_actors.hpp"
 #include "actors/stage/stage.hpp"
 
@@ -334,20 +335,17 @@ std::shared_ptr<tp_group> mesh_links::remote_group_member(int id, int member, in
 
 std::vector<caf::actor> mesh_links::device_group(int id, const std::vector<int>& ranks) {
   if (!args_.device_engine || !args_.device_of) return {};
-  std::vector<int> accelerators;
+  std::vector<device> devices;
   std::string names;
   for (int r : ranks) {
-    const device d = args_.device_of(r);
-    if (d.is_cpu()) return {};  // a group with a rank on the CPU meets on the host
-    accelerators.push_back(d.index);
-    names += (names.empty() ? "" : ",") + d.to_string();
+    devices.push_back(args_.device_of(r));
+    names += (names.empty() ? "" : ",") + devices.back().to_string();
   }
+  const device_group_choice choice = choose_device_group(args_.device_engine.get(), devices);
+  if (!choice.why.empty())
+    spdlog::info("data-parallel group {} ({}) reduces its buckets through the host: {}", id, names, choice.why);
+  if (!choice.on_devices) return {};
   const std::string engine = args_.device_engine->name();
-  const std::string why = args_.device_engine->refuses(accelerators);
-  if (!why.empty()) {
-    spdlog::info("data-parallel group {} ({}) reduces its buckets through the host: {}", id, names, why);
-    return {};
-  }
   spdlog::info("data-parallel group {} ({}) reduces its buckets on the devices through {}", id, names, engine);
   const int size = static_cast<int>(ranks.size());
   std::vector<caf::actor> members(ranks.size());
@@ -356,7 +354,7 @@ std::vector<caf::actor> mesh_links::device_group(int id, const std::vector<int>&
     net_collective_args a;
     a.env = launch_env{member, size, args_.local_host, 0, engine};
     a.device_engine = args_.device_engine;
-    a.device_index = accelerators[static_cast<size_t>(member)];
+    a.device_index = devices[static_cast<size_t>(member)].index;
     a.rendezvous_timeout_ms = args_.join_timeout_ms;
     if (member == 0) a.id_to.assign(members.begin() + 1, members.end());
     members[static_cast<size_t>(member)] = spawn_member(std::move(a));

@@ -396,8 +396,8 @@ void begin_step(self_ptr self, int64_t step) {
     s.param_shard = tensor();
   }
   if (grads_partitioned(s)) {  // every segment is written by its bucket's reduce-scatter
-    s.shard_grads = tensor::uninitialized({shard_size(s.pieces)});
-    if (const auto& ledger = host_side_ledger(s)) ledger->charge(s.shard_grads, memory_kind::gradients);
+    launch(s, [&] { s.shard_grads = ops_for(shard_device(s)).empty({shard_size(s.pieces)}); });
+    if (const auto& ledger = shard_ledger(s)) ledger->charge(s.shard_grads, memory_kind::gradients);
   }
   request_batches(self, step + 2);
 }
@@ -476,7 +476,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
   } else if (!zero_on(st)) {  // (ZeRO's shard takes its segments below, from the chunks)
     launch(st, [&] { initial = end_to_end(st.chunks, compute_device(st.args), n, false); });
   }
-  if (zero_on(st)) initial = shard_params_on_host(st);  // the shard starts from this rank's segments only
+  if (zero_on(st)) initial = shard_params(st);  // the shard starts from this rank's segments only
   if (params_partitioned(st)) {
     // The whole stage was built (its init needs every layer); from here on it keeps its segments.
     initial.freeze();
@@ -540,6 +540,10 @@ caf::behavior stage(self_ptr self, stage_args args) {
       [self](bucket_ready_atom, int64_t step, int32_t chunk, uint64_t b, tensor& part) {
         if (step != self->state.step) return;  // cut by a step that failed: the job is stopping
         launch_bucket(self, chunk, static_cast<size_t>(b), std::move(part));
+      },
+      [self](gather_ready_atom, int64_t step, uint64_t i, tensor& part) {
+        if (step != self->state.step) return;
+        request_gather(self, step, static_cast<size_t>(i), std::move(part));
       },
       [self](pipeline_tensor_msg& m) {
         self->state.inbox[{m.step, m.is_grad, m.microbatch, m.boundary}] = std::move(m.value);

@@ -20,14 +20,18 @@ bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index
   if (step != s.step) return false;  // a late answer for a step that failed: the job is stopping
   const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(chunk)][b];
   const float* sum = f32(r.data);  // on the device when its group reduces there
-  if (grads_partitioned(s)) {  // only this rank's segment came back: it goes into the shard's gradients
+  if (grads_partitioned(s)) {  // this rank's segment goes into the shard's gradients
     const shard_piece& piece = s.pieces.at(static_cast<size_t>(index));
-    if (r.data.numel() != piece.count) {
+    // A group on the devices reduces the bucket in place and hands all of it back; the host's
+    // hands back the segment alone.
+    const int64_t expected = s.args.buckets_on_device ? bucket.count : piece.count;
+    if (r.data.numel() != expected) {
       fail(self, at_cursor(s) + "the reduce-scatter of bucket " + std::to_string(index) + " returned " +
-                            std::to_string(r.data.numel()) + " values for a segment of " + std::to_string(piece.count));
+                            std::to_string(r.data.numel()) + " values, not " + std::to_string(expected));
       return false;
     }
-    std::copy(sum, sum + piece.count, s.shard_grads.data() + piece.at_shard);
+    const float* segment = s.args.buckets_on_device ? sum + piece.in_bucket : sum;
+    launch(s, [&] { ops_for(shard_device(s)).copy_floats(f32_out(s.shard_grads) + piece.at_shard, segment, piece.count); });
   } else {
     // On a GPU, copied in on the device's stream, before anything the stage launches next.
     layer_stack& stack = s.chunks[static_cast<size_t>(chunk)]->stack();
@@ -41,7 +45,8 @@ bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index
 }
 
 // Bucket b's values, cut out of the chunk's gradients: ZeRO-2 hands the bucket's own storage
-// over (the rank keeps no full gradients; on a GPU it is copied to the host and freed);
+// over (the rank keeps no full gradients; on a GPU whose group reduces on the host it is copied
+// there and freed);
 // otherwise they are copied (to the host, or on_device for a group that reduces there), since the
 // stack keeps its summed values. Runs where the chunk's backward runs; a GPU's copy is enqueued:
 // the bucket may leave once its queue is there.
@@ -51,7 +56,7 @@ tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t b, bool 
   tensor part;
   if (partitioned) {
     part = stack.take_unit_grads(b);
-    if (!part.where().is_cpu()) {
+    if (!part.where().is_cpu() && !on_device) {
       tensor host = k.host_empty({bucket.count});
       k.copy(host, part);
       part = std::move(host);  // the device block goes back to its stream's pool, behind the copy
@@ -147,34 +152,55 @@ void gather_params(self_ptr self, const params_msg& m) {
   if (m.params.numel() != shard_size(s.pieces))
     return fail(self, at_cursor(s) + "the optimizer shard returned " + std::to_string(m.params.numel()) + " parameters for a shard of " +
                   std::to_string(shard_size(s.pieces)));
-  const int64_t step = m.step;
   s.gathers_pending = static_cast<int64_t>(s.pieces.size());
+  const bool on_device = s.args.buckets_on_device;
   for (size_t i = 0; i < s.pieces.size(); ++i) {
     const shard_piece& p = s.pieces[i];
-    const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
-    tensor part = tensor::uninitialized({p.count});
-    std::copy(m.params.data() + p.at_shard, m.params.data() + p.at_shard + p.count, part.data());
+    // The host's group starts from the segment alone; one on the devices gathers in place, from
+    // the segment at its place in the bucket.
+    const int64_t n = on_device ? s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket].count : p.count;
+    tensor part;
+    launch(s, [&] {
+      const device_ops& k = ops_for(shard_device(s));
+      part = k.empty({n});
+      k.copy_floats(f32_out(part) + (on_device ? p.in_bucket : 0), f32(m.params) + p.at_shard, p.count);
+    });
     if (s.args.memory) s.args.memory->charge(part, memory_kind::buffers);
     part.freeze();
-    const int64_t seq = step * s.seqs_per_step + s.buckets_per_step + static_cast<int64_t>(i);
-    self->request(s.args.collective, caf::infinite,
-                  collective_request{seq, static_cast<int32_t>(ring::op_kind::all_gather), 0, bucket.count, std::move(part)})
-        .then([self, step, i](collective_result& r) {
-          auto& s = self->state;
-          if (step != s.step) return;  // a late answer for a step that failed
-          const shard_piece& p = s.pieces[i];
-          const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
-          if (r.data.numel() != bucket.count)
-            return fail(self, at_cursor(s) + "the all-gather of bucket " + std::to_string(i) + " returned " +
-                                  std::to_string(r.data.numel()) + " values for a bucket of " + std::to_string(bucket.count));
-          const float* v = std::as_const(r.data).data();
-          layer_stack& stack = s.chunks[static_cast<size_t>(p.chunk)]->stack();
-          // On a GPU, copied in on the stage's stream, before the next step's forward reads it.
-          launch(s, [&] { ops_for(stack.where()).copy_floats(f32_out(stack.params()) + bucket.offset, v, bucket.count); });
-          if (--s.gathers_pending == 0) s.opt = stage_state::opt_phase::done;
-          advance_after_message(self);
-        });
+    if (!on_device) {
+      request_gather(self, m.step, i, std::move(part));
+      continue;
+    }
+    // The group's own stream reads it: posted once the stage's stream has copied it.
+    s.args.queue->when_done([stage = self->address(), step = m.step, i, part = std::move(part)]() mutable {
+      if (auto to = caf::actor_cast<caf::actor>(stage))
+        caf::anon_send(to, gather_ready_atom::value, step, static_cast<uint64_t>(i), std::move(part));
+    });
   }
+}
+
+void request_gather(self_ptr self, int64_t step, size_t i, tensor part) {
+  auto& s = self->state;
+  const shard_piece& p = s.pieces[i];
+  const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
+  const int64_t seq = step * s.seqs_per_step + s.buckets_per_step + static_cast<int64_t>(i);
+  self->request(s.args.collective, caf::infinite,
+                collective_request{seq, static_cast<int32_t>(ring::op_kind::all_gather), 0, bucket.count, std::move(part)})
+      .then([self, step, i](collective_result& r) {
+        auto& s = self->state;
+        if (step != s.step) return;  // a late answer for a step that failed
+        const shard_piece& p = s.pieces[i];
+        const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
+        if (r.data.numel() != bucket.count)
+          return fail(self, at_cursor(s) + "the all-gather of bucket " + std::to_string(i) + " returned " +
+                                std::to_string(r.data.numel()) + " values for a bucket of " + std::to_string(bucket.count));
+        const float* v = f32(r.data);
+        layer_stack& stack = s.chunks[static_cast<size_t>(p.chunk)]->stack();
+        // On a GPU, copied in on the stage's stream, before the next step's forward reads it.
+        launch(s, [&] { ops_for(stack.where()).copy_floats(f32_out(stack.params()) + bucket.offset, v, bucket.count); });
+        if (--s.gathers_pending == 0) s.opt = stage_state::opt_phase::done;
+        advance_after_message(self);
+      });
 }
 
 // ZeRO-3: every unit the row's F and B actions will run, in that order: a forward walks a

@@ -1,7 +1,7 @@
 // stage_params: the stage's side of its optimizer shard. Plain: its chunks' buffers laid end to
 // end, on the stage's device, for the shard (the initial parameters, each step's gradients) and
 // taken apart again when the updated parameters come back. ZeRO: this rank's segments of them,
-// on the host, where a ZeRO shard runs.
+// where the ZeRO shard runs (shard_device: the host, or the GPU when its group reduces there).
 #include <utility>
 
 #include "actors/stage/stage_state.hpp"
@@ -76,8 +76,10 @@ compute_parts shard_gradients_out(self_ptr self) {
   compute_parts c;
   if (!grads_partitioned(s)) {
     c.work = [chunks = s.chunks, buckets = s.args.buckets, pieces = s.pieces, where = compute_device(s.args),
-              ledger = host_side_ledger(s), grads] {
-      *grads = ops_for(where).host_empty({shard_size(pieces)});  // pinned on a GPU: the copies do not wait
+              on_device = !shard_device(s).is_cpu(), ledger = shard_ledger(s), grads] {
+      const device_ops& k = ops_for(where);
+      // For a shard on the host, pinned on a GPU: the copies do not wait.
+      *grads = on_device ? k.empty({shard_size(pieces)}) : k.host_empty({shard_size(pieces)});
       if (ledger) ledger->charge(*grads, memory_kind::buffers);
       cut_segments(chunks, buckets, pieces, true, *grads);
     };
@@ -96,9 +98,10 @@ compute_parts shard_gradients_out(self_ptr self) {
   return c;
 }
 
-tensor shard_params_on_host(stage_state& s) {
-  tensor out = tensor::uninitialized({shard_size(s.pieces)});
+tensor shard_params(stage_state& s) {
+  tensor out;
   launch(s, [&] {
+    out = ops_for(shard_device(s)).empty({shard_size(s.pieces)});
     cut_segments(s.chunks, s.args.buckets, s.pieces, false, out);
     ops_for(compute_device(s.args)).synchronize();  // on a GPU: waits once, at the start
   });

@@ -35,6 +35,7 @@ inline double now_seconds() { return std::chrono::duration<double>(clock_type::n
 // device's thread, (step, local chunk, bucket, values), for the stage to send to its collective.
 using device_done_atom = caf::atom_constant<caf::atom("dev_done")>;
 using bucket_ready_atom = caf::atom_constant<caf::atom("bkt_ready")>;
+using gather_ready_atom = caf::atom_constant<caf::atom("gth_ready")>;
 
 // The compute action the device holds (asynchronous queues only): the cursor stays on it until
 // its completion message for (step, index) arrives; then `finish` hands its results on, on the
@@ -124,10 +125,13 @@ inline void launch(stage_state& s, const std::function<void()>& f) {
   if (s.args.queue) s.args.queue->launch(f);
   else f();
 }
-// Where the stage counts what it keeps in host memory for a ZeRO shard: a GPU stage's host
-// ledger; on the CPU the host is the device.
-inline const std::shared_ptr<device_memory>& host_side_ledger(const stage_state& s) {
-  return on_accelerator(s) ? s.args.host_memory : s.args.memory;
+// Where the stage keeps what its ZeRO shard reads and writes (the shard's gradients, its initial
+// segments): with the shard on the stage's device when its group reduces there (NCCL), else on
+// the host (a GPU stage's shard there is ZeRO-Offload's placement).
+inline device shard_device(const stage_state& s) { return s.args.buckets_on_device ? compute_device(s.args) : device{}; }
+// The ledger that counts it: the device's, or a GPU stage's host ledger; on the CPU the host is the device.
+inline const std::shared_ptr<device_memory>& shard_ledger(const stage_state& s) {
+  return on_accelerator(s) && shard_device(s).is_cpu() ? s.args.host_memory : s.args.memory;
 }
 inline bool grads_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 2; }
 inline bool params_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 3; }
@@ -179,12 +183,13 @@ tensor end_to_end(const std::vector<std::shared_ptr<pipeline_chunk>>& chunks, co
 // O's gradients: the work takes them (on a GPU, once the device has written them), the finish
 // sends them to the optimizer shard and any observers.
 compute_parts gradients_out(self_ptr self, int64_t n);
-// ZeRO's O: this rank's segments of the reduced gradients, to its shard on the host. ZeRO-2's
-// reduce-scatters wrote them there already; ZeRO-1's are cut out of the chunks' gradients (on a
-// GPU, copied to pinned memory by the work, sent once the device is done).
+// ZeRO's O: this rank's segments of the reduced gradients, to its shard (on shard_device).
+// ZeRO-2's reduce-scatters wrote them there already; ZeRO-1's are cut out of the chunks'
+// gradients (on a GPU, copied by the work, to pinned memory for a shard on the host; sent once
+// the device is done).
 compute_parts shard_gradients_out(self_ptr self);
-// ZeRO: this rank's segments of the chunks' parameters, on the host (the shard's start).
-tensor shard_params_on_host(stage_state& s);
+// ZeRO: this rank's segments of the chunks' parameters, on shard_device (the shard's start).
+tensor shard_params(stage_state& s);
 // The shard's parameters into the chunks: adopted when they are the one chunk's and on its
 // device, else copied in (launched on the stage's stream).
 void adopt_params(stage_state& s, const params_msg& m);
@@ -206,8 +211,12 @@ layer_stack::layer_done_fn bucket_launcher(self_ptr self, int chunk);
 layer_stack::layer_done_fn bucket_poster(self_ptr self, int chunk);
 // Sends bucket b of local chunk c (its values cut out) to the collective, on the stage's thread.
 void launch_bucket(self_ptr self, int chunk, size_t b, tensor part);
-// ZeRO: the shard's updated segments are back; the buckets are all-gathered from them.
+// ZeRO: the shard's updated segments are back; the buckets are all-gathered from them. For a
+// group on the devices each bucket's segment is first copied into a bucket-sized buffer on the
+// stage's stream, and posted (gather_ready_atom) once the copy is done, whose handler calls
+// request_gather.
 void gather_params(self_ptr self, const params_msg& m);
+void request_gather(self_ptr self, int64_t step, size_t i, tensor part);
 // ZeRO-3: the units in the order the row's actions use them, and the chunk's hooks that take
 // each from the fetcher and let it go.
 std::vector<param_fetcher::request> fetch_order(const stage_state& s);

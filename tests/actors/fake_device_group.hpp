@@ -1,7 +1,7 @@
 // fake_device_group: a device_group_engine for host-side tests, standing where NCCL stands for a
 // job on the fake GPU (tests/kernels/fake_gpu.hpp). The members of one group meet in host memory;
-// an all-reduce adds the members' values in member order (with two members, the bits of either
-// order, so a dp 2 job matches the CPU's ring bit for bit). Every pointer it is given must lie in
+// a reduction adds the members' values in member order (with two members, the bits of either
+// order, so a dp 2 job matches the CPU's ring bit for bit), in the ring's layout as NCCL's is. Every pointer it is given must lie in
 // the fake device's memory, and it records the ids it made, who joined with which, and how many
 // reductions ran. It takes any devices unless told to refuse them.
 #pragma once
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "comm/device_group.hpp"
+#include "comm/ring_schedule.hpp"
 #include "tests/kernels/fake_gpu.hpp"
 
 namespace troupe::test {
@@ -56,10 +57,9 @@ class fake_device_group_engine final : public net::device_group_engine {
     auto it = joined_.find(id);
     return it == joined_.end() ? std::vector<int>{} : it->second;
   }
-  int64_t all_reduces() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return all_reduces_;
-  }
+  int64_t all_reduces() const { return counted(all_reduces_); }
+  int64_t reduce_scatters() const { return counted(reduce_scatters_); }
+  int64_t all_gathers() const { return counted(all_gathers_); }
 
  private:
   // One group's members: a barrier that can be passed again and again, and where each member's
@@ -92,27 +92,48 @@ class fake_device_group_engine final : public net::device_group_engine {
     int rank() const override { return rank_; }
     int world() const override { return m_->world; }
     void all_reduce(float* data, int64_t n, net::reduce_op op) override {
-      EXPECT_TRUE(n == 0 || fake_memory()->owns(data)) << "an all-reduce of values outside the device's memory";
+      reduce(data, n, op, {0, n}, &fake_device_group_engine::all_reduces_);
+    }
+    // In the ring's layout (comm/ring_schedule.hpp), as NCCL's group is: this member's segment.
+    void reduce_scatter(float* data, int64_t n, net::reduce_op op) override {
+      reduce(data, n, op, ring::segment(n, m_->world, rank_), &fake_device_group_engine::reduce_scatters_);
+    }
+    void all_gather(float* data, int64_t n) override {
+      EXPECT_TRUE(n == 0 || fake_memory()->owns(data)) << "an all-gather of values outside the device's memory";
+      m_->values[static_cast<size_t>(rank_)] = data;
+      m_->barrier();  // every member's segment is in place
+      for (int r = 0; r < m_->world; ++r) {
+        const ring::range seg = ring::segment(n, m_->world, r);
+        if (r != rank_) std::copy(m_->values[static_cast<size_t>(r)] + seg.offset, m_->values[static_cast<size_t>(r)] + seg.offset + seg.count, data + seg.offset);
+      }
+      m_->barrier();  // every member has read the others' segments
+      count(&fake_device_group_engine::all_gathers_);
+    }
+    // The stage's collectives are the three above; nothing else reaches a device group.
+    void broadcast(float*, int64_t, int) override {
+      throw std::logic_error("fake device group: broadcast was never meant to reach it");
+    }
+
+   private:
+    // Elements [part.offset, +part.count) of data end as the members' sum over them, added in
+    // member order from member 0's value (0 + x would turn -0 into +0).
+    void reduce(float* data, int64_t n, net::reduce_op op, ring::range part, int64_t fake_device_group_engine::*counter) {
+      EXPECT_TRUE(n == 0 || fake_memory()->owns(data)) << "a reduction of values outside the device's memory";
       m_->values[static_cast<size_t>(rank_)] = data;
       m_->barrier();  // every member's values are in place
-      std::vector<float> sum(m_->values[0], m_->values[0] + n);  // not 0 + x: that turns -0 into +0
+      const float* first = m_->values[0] + part.offset;
+      std::vector<float> sum(first, first + part.count);
       for (size_t r = 1; r < m_->values.size(); ++r)
-        for (int64_t i = 0; i < n; ++i) sum[static_cast<size_t>(i)] += m_->values[r][i];
+        for (int64_t i = 0; i < part.count; ++i) sum[static_cast<size_t>(i)] += m_->values[r][part.offset + i];
       if (op == net::reduce_op::average)
         for (float& x : sum) x /= static_cast<float>(m_->world);
       m_->barrier();  // every member has read the others' values: each may overwrite its own
-      std::copy(sum.begin(), sum.end(), data);
-      std::lock_guard<std::mutex> lock(engine_->mu_);
-      ++engine_->all_reduces_;
+      std::copy(sum.begin(), sum.end(), data + part.offset);
+      count(counter);
     }
-    // The stage's buckets are all-reduced; nothing else reaches a device group (net_collective).
-    void reduce_scatter(float*, int64_t, net::reduce_op) override { unused("reduce_scatter"); }
-    void all_gather(float*, int64_t) override { unused("all_gather"); }
-    void broadcast(float*, int64_t, int) override { unused("broadcast"); }
-
-   private:
-    [[noreturn]] static void unused(const char* op) {
-      throw std::logic_error(std::string("fake device group: ") + op + " was never meant to reach it");
+    void count(int64_t fake_device_group_engine::*which) {
+      std::lock_guard<std::mutex> lock(engine_->mu_);
+      ++(engine_->*which);
     }
     std::shared_ptr<meeting> m_;
     int rank_;
@@ -124,7 +145,12 @@ class fake_device_group_engine final : public net::device_group_engine {
   std::vector<std::string> ids_;
   std::map<std::string, std::shared_ptr<meeting>> meetings_;
   std::map<std::string, std::vector<int>> joined_;
-  int64_t all_reduces_ = 0;
+  int64_t all_reduces_ = 0, reduce_scatters_ = 0, all_gathers_ = 0;
+
+  int64_t counted(const int64_t& n) const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return n;
+  }
 };
 
 }  // namespace troupe::test

@@ -130,14 +130,21 @@ TEST(GpuJob, two_replicas_on_two_gpus_all_reduce_their_buckets_through_nccl_as_t
   EXPECT_EQ(nccl->joins.load(), 2);
   EXPECT_GE(nccl->all_reduces.load(), 2 * static_cast<int>(kSteps));
 }
+
+// ZeRO 1 and 2 with a GPU per replica: the shard on each GPU, its buckets through NCCL.
+TEST(GpuJob, zero1_and_zero2_over_nccl_on_two_gpus_train_as_the_cpus_zero_jobs) {
+  if (gpus() < 2) GTEST_SKIP() << "NCCL takes one member per GPU: this needs 2 GPUs, the machine has " << gpus();
+  expect_gpu_matches_cpu("gpt", "sgd", 1, 2, matmul_precision::f32, 1);
+  expect_gpu_matches_cpu("mlp", "adamw", 1, 2, matmul_precision::f32, 2);
+}
 // The same job at bf16 matmuls against the CPU's bf16 job. SGD: a bf16 rounding that goes the
 // other way on the GPU moves a gradient by about 2^-8 of one term, which SGD passes on in
 // proportion (AdamW's first steps could turn a near-zero gradient's sign into a full lr step).
 TEST(GpuJob, a_dp2_pp2_gpt_job_with_sgd_at_bf16_matmuls_on_the_gpus_trains_as_the_cpus_bf16_job) {
   expect_gpu_matches_cpu("gpt", "sgd", 2, 2, matmul_precision::bf16);
 }
-// ZeRO-2: each replica's segments reduce-scattered through the host, updated there, all-gathered
-// back into the GPUs' parameters.
+// ZeRO-2: with a GPU per replica, the buckets reduce-scattered by NCCL into each GPU's shard,
+// updated there and all-gathered back in place; on one GPU, through the host and updated there.
 TEST(GpuJob, a_zero2_job_over_two_replicas_on_the_gpus_trains_as_the_cpus_zero2_job) {
   expect_gpu_matches_cpu("gpt", "sgd", 1, 2, matmul_precision::f32, 2);
 }

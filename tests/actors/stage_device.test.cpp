@@ -330,11 +330,14 @@ TEST(StageOnAnAccelerator, ZeroOneAndTwoKeepTheShardOffTheDeviceAsTheMemoryPlanP
   }
 }
 
-// Plain data parallelism on accelerators reduces there, through the job's device engine (NCCL on
-// GPUs; here the fake one): each data-parallel group's first collective member makes the group's
-// id and sends it to the others as an actor message, every member joins with it, and every bucket
-// is all-reduced in the device's memory (the engine checks each pointer it gets) and copied back
-// there. With two replicas the sums are the actors' ring's bit for bit, so the job is the CPU's.
+// Data parallelism on accelerators reduces there, through the job's device engine (NCCL on GPUs;
+// here the fake one): each data-parallel group's first collective member makes the group's id
+// and sends it to the others as an actor message, every member joins with it, and every bucket
+// is reduced in the device's memory (the engine checks each pointer it gets) and copied back
+// there. ZeRO 1 and 2 keep their shards on the device with it: the update runs there, the
+// shard's gradients come from all-reduced (zero 1) or reduce-scattered (zero 2) buckets, and the
+// updated segments are all-gathered in place. With two replicas the sums are the actors' ring's
+// bit for bit, so every job is the CPU's.
 namespace {
 
 int64_t buckets_per_step(const train_config& cfg) {
@@ -362,38 +365,83 @@ train_summary run_with_engine(const train_config& cfg, const std::shared_ptr<fak
 
 }  // namespace
 
-TEST(StageOnAnAccelerator, DataParallelBucketsReduceOnTheDevicesThroughTheEngineBitwiseAsOnTheCpu) {
-  for (const accelerator_case& c : {accelerator_case{"mlp", "sgd", 1, "1f1b", 2}, accelerator_case{"gpt", "adamw", 2, "1f1b", 2}}) {
-    SCOPED_TRACE(accelerator_case_name({c, 0}));
-    const train_summary cpu = run_training(engine_config(c, "cpu"));
-    const train_config cfg = engine_config(c, "gpu");
+class StageOnAnAcceleratorReducesThere : public ::testing::TestWithParam<accelerator_case> {};
+
+TEST_P(StageOnAnAcceleratorReducesThere, BucketsShardAndUpdateStayOnTheDevicesThroughTheEngineBitwiseAsOnTheCpu) {
+  const accelerator_case c = GetParam();
+  const train_summary cpu = run_training(engine_config(c, "cpu"));
+  const train_config cfg = engine_config(c, "gpu");
+  auto engine = std::make_shared<fake_device_group_engine>();
+  const int updates = fake_ops().calls("optimizer_step");
+  const train_summary gpu = run_with_engine(cfg, engine);
+  EXPECT_TRUE(same_bits(cpu.final_params, gpu.final_params));
+  ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+  for (size_t i = 0; i < cpu.losses.size(); ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-6 * cpu.losses[i]) << i;
+  const std::vector<std::string> ids = engine->ids();
+  ASSERT_EQ(ids.size(), static_cast<size_t>(c.pp)) << "one id per data-parallel group: one per pipeline stage";
+  for (const std::string& id : ids) {
+    std::vector<int> members = engine->joined(id);
+    std::sort(members.begin(), members.end());
+    EXPECT_EQ(members, (std::vector<int>{0, 1})) << "every member joined with the id its first member made";
+  }
+  const int64_t every_bucket = kSteps * buckets_per_step(cfg);
+  EXPECT_EQ(engine->all_reduces(), c.zero >= 2 ? 0 : every_bucket);
+  EXPECT_EQ(engine->reduce_scatters(), c.zero >= 2 ? every_bucket : 0);
+  EXPECT_EQ(engine->all_gathers(), c.zero >= 1 ? every_bucket : 0) << "ZeRO's updated segments gathered on the devices";
+  EXPECT_GE(fake_ops().calls("optimizer_step") - updates, kSteps) << "every shard updated on its device";
+}
+
+INSTANTIATE_TEST_SUITE_P(PlainAndZero, StageOnAnAcceleratorReducesThere,
+                         ::testing::Values(accelerator_case{"mlp", "sgd", 1, "1f1b", 2},
+                                           accelerator_case{"gpt", "adamw", 2, "1f1b", 2},
+                                           accelerator_case{"mlp", "sgd", 1, "1f1b", 2, 1},
+                                           accelerator_case{"gpt", "adamw", 2, "1f1b", 2, 1},
+                                           accelerator_case{"mlp", "adamw", 1, "1f1b", 2, 2},
+                                           accelerator_case{"gpt", "sgd", 2, "1f1b", 2, 2}),
+                         accelerator_case_name);
+
+// A ZeRO shard on the devices with its group is counted on each GPU's ledger as the memory plan
+// predicts for a rank whose group reduces there: the master copy and the state (its optimizer
+// state), the parameters, and the gradients (zero 2: the shard's segments and the buckets in
+// flight, within the plan's bound).
+TEST(StageOnAnAccelerator, AZeroShardOnTheDevicesWithItsGroupIsCountedThereAsTheMemoryPlanPredicts) {
+  for (int zero : {1, 2}) {
+    SCOPED_TRACE("zero " + std::to_string(zero));
+    train_config cfg = engine_config(accelerator_case{"mlp", "adamw", 1, "1f1b", 2, zero}, "memory");
+    cfg.devices = {fake_gpu};  // what the memory plan reads; the job's devices are the fakes
     auto engine = std::make_shared<fake_device_group_engine>();
-    const train_summary gpu = run_with_engine(cfg, engine);
-    EXPECT_TRUE(same_bits(cpu.final_params, gpu.final_params));
-    ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
-    for (size_t i = 0; i < cpu.losses.size(); ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-6 * cpu.losses[i]) << i;
-    const std::vector<std::string> ids = engine->ids();
-    ASSERT_EQ(ids.size(), static_cast<size_t>(c.pp)) << "one id per data-parallel group: one per pipeline stage";
-    for (const std::string& id : ids) {
-      std::vector<int> members = engine->joined(id);
-      std::sort(members.begin(), members.end());
-      EXPECT_EQ(members, (std::vector<int>{0, 1})) << "every member joined with the id its first member made";
+    const train_summary run = run_with_engine(cfg, engine);
+    const job_plan plan = plan_job(cfg, prepare_job(cfg));
+    ASSERT_EQ(run.peak_memory.size(), 2u);
+    for (int r = 0; r < 2; ++r) {
+      const memory_figures want = predicted_model_states(cfg, plan, r, engine.get());
+      const memory_figures& got = run.peak_memory[static_cast<size_t>(r)];
+      EXPECT_GT(want.of(memory_kind::optimizer_state), 0);
+      EXPECT_EQ(got.of(memory_kind::optimizer_state), want.of(memory_kind::optimizer_state)) << "rank " << r;
+      EXPECT_EQ(got.of(memory_kind::parameters), want.of(memory_kind::parameters)) << "rank " << r;
+      if (zero == 1) {
+        EXPECT_EQ(got.of(memory_kind::gradients), want.of(memory_kind::gradients)) << "rank " << r;
+      } else {
+        EXPECT_GT(got.of(memory_kind::gradients), 0) << "rank " << r;
+        EXPECT_LE(got.of(memory_kind::gradients), want.of(memory_kind::gradients)) << "rank " << r;
+      }
     }
-    EXPECT_EQ(engine->all_reduces(), kSteps * buckets_per_step(cfg)) << "every bucket of every step, on the devices";
   }
 }
 
-// Where the engine refuses the group's devices (NCCL: two members on one GPU), and for ZeRO,
-// whose shards keep their segments on the host, the buckets meet on the host as before.
-TEST(StageOnAnAccelerator, AGroupTheEngineRefusesAndZeroShardsReduceThroughTheHostInstead) {
-  for (const accelerator_case& c : {accelerator_case{"mlp", "sgd", 1, "1f1b", 2}, accelerator_case{"mlp", "adamw", 1, "1f1b", 2, 1}}) {
+// Where the engine refuses the group's devices (NCCL: two members on one GPU), and for an
+// offloaded ZeRO shard, which lives on the host, the buckets meet on the host as before.
+TEST(StageOnAnAccelerator, AGroupTheEngineRefusesAndAnOffloadedShardReduceThroughTheHostInstead) {
+  for (const accelerator_case& c : {accelerator_case{"mlp", "sgd", 1, "1f1b", 2}, accelerator_case{"mlp", "adamw", 1, "1f1b", 2, 2}}) {
     SCOPED_TRACE(accelerator_case_name({c, 0}));
-    const train_summary cpu = run_training(engine_config(c, "cpu"));
+    train_config cpu_cfg = engine_config(c, "cpu"), gpu_cfg = engine_config(c, "gpu");
+    if (c.zero) cpu_cfg.offload = gpu_cfg.offload = offload_what::optimizer;
+    const train_summary cpu = run_training(cpu_cfg);
     auto engine = std::make_shared<fake_device_group_engine>(c.zero ? "" : "NCCL takes one member per GPU");
-    const train_summary gpu = run_with_engine(engine_config(c, "gpu"), engine);
+    const train_summary gpu = run_with_engine(gpu_cfg, engine);
     EXPECT_TRUE(same_bits(cpu.final_params, gpu.final_params));
     EXPECT_TRUE(engine->ids().empty());
-    EXPECT_EQ(engine->all_reduces(), 0);
+    EXPECT_EQ(engine->all_reduces() + engine->reduce_scatters() + engine->all_gathers(), 0);
   }
 }
 
