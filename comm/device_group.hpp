@@ -22,6 +22,10 @@ class device_group_engine {
   // engine; else why not, in a clause ("NCCL takes one member per GPU: cuda:0 holds members 0
   // and 1"), and the group reduces its values through the host instead.
   virtual std::string refuses(const std::vector<int>& devices) const = 0;
+  // True when a device may serve the members of one group at most: NCCL does not order the
+  // kernels of two communicators on one GPU driven from two threads (each group's collective
+  // has its own), which can deadlock.
+  virtual bool one_group_per_device() const = 0;
   // The group's id, made once, by its first member.
   virtual std::string make_id() = 0;
   // Member `rank` of `world` on accelerator `device`, with the id its first member made.

@@ -266,6 +266,7 @@ class nccl_engine_impl final : public device_group_engine {
                  std::to_string(i) + " and " + std::to_string(j);
     return {};
   }
+  bool one_group_per_device() const override { return true; }
   std::string make_id() override { return to_bytes(make_nccl_id()); }
   std::unique_ptr<group_backend> join(const std::string& id, int rank, int world, int device) override {
     return nccl_backend(std::make_shared<nccl_group>(nccl_id_from_bytes(id), rank, world, device));

@@ -1,6 +1,7 @@
 // accelerators (accelerators.hpp): kernels/cuda where troupe is built with it.
 #include "actors/job/accelerators.hpp"
 
+#include <map>
 #include <stdexcept>
 
 #ifdef TROUPE_HAVE_CUDA
@@ -44,6 +45,32 @@ device_group_choice choose_device_group(const net::device_group_engine* engine, 
   }
   std::string why = engine->refuses(accelerators);
   return {why.empty(), std::move(why)};
+}
+
+std::vector<device_group_choice> choose_device_groups(const net::device_group_engine* engine, const sched::mesh& mesh,
+                                                      const std::function<device(int rank)>& device_of) {
+  std::vector<device_group_choice> out(static_cast<size_t>(mesh.groups(sched::axis::dp)));
+  std::vector<bool> seen(out.size(), false);
+  std::map<int, int> engaged;  // GPU -> the group whose communicator it serves
+  for (int r = 0; r < mesh.ranks(); ++r) {
+    const auto g = static_cast<size_t>(mesh.group_index(sched::axis::dp, r));
+    if (seen[g]) continue;
+    seen[g] = true;
+    if (mesh.dp == 1 || mesh.group_spans_processes(sched::axis::dp, r)) continue;
+    std::vector<device> members;
+    for (int m : mesh.group(sched::axis::dp, r)) members.push_back(device_of(m));
+    device_group_choice c = choose_device_group(engine, members);
+    for (const device& d : members) {
+      auto it = engaged.find(d.index);
+      if (c.on_devices && it != engaged.end())
+        c = {false, engine->name() + " serves one group per device, and " + d.to_string() + " serves data-parallel group " +
+                        std::to_string(it->second)};
+    }
+    if (c.on_devices && engine->one_group_per_device())
+      for (const device& d : members) engaged.emplace(d.index, static_cast<int>(g));
+    out[g] = std::move(c);
+  }
+  return out;
 }
 
 std::string describe_accelerators() {

@@ -2,12 +2,14 @@
 // actors reach kernels/cuda, so the rest of the job stays the same in a build without CUDA.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "actors/job/train_config.hpp"
 #include "comm/device_group.hpp"
+#include "schedules/mesh.hpp"
 #include "kernels/device_queue.hpp"
 
 namespace troupe {
@@ -35,6 +37,11 @@ struct device_group_choice {
   std::string why;
 };
 device_group_choice choose_device_group(const net::device_group_engine* engine, const std::vector<device>& members);
+// The same for every data-parallel group of the mesh, by group index (mesh.group_index), in
+// order, with one more rule for an engine whose devices serve one group at most (NCCL): a later
+// group on an engaged GPU meets on the host. A group that spans processes meets on the host too.
+std::vector<device_group_choice> choose_device_groups(const net::device_group_engine* engine, const sched::mesh& mesh,
+                                                      const std::function<device(int rank)>& device_of);
 
 // The GPUs --device can name, for `troupe info`: "2 (cuda:0 NVIDIA H200, 140 GiB; cuda:1 ...)",
 // or "none (" and why: no device or driver, or a build without CUDA.

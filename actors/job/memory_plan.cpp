@@ -34,10 +34,9 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
 }
 
 bool reduces_on_devices(const train_config& cfg, const sched::mesh& mesh, int rank, const net::device_group_engine* engine) {
-  if (mesh.dp == 1 || !device_groups_allowed(cfg) || mesh.group_spans_processes(sched::axis::dp, rank)) return false;
-  std::vector<device> members;
-  for (int r : mesh.group(sched::axis::dp, rank)) members.push_back(device_of_rank(cfg, r));
-  return choose_device_group(engine, members).on_devices;
+  if (!device_groups_allowed(cfg)) return false;
+  const auto groups = choose_device_groups(engine, mesh, [&cfg](int r) { return device_of_rank(cfg, r); });
+  return groups.at(static_cast<size_t>(mesh.group_index(sched::axis::dp, rank))).on_devices;
 }
 
 memory_figures predicted_model_states(const train_config& cfg, const job_plan& plan, int rank,

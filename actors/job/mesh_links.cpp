@@ -13,7 +13,6 @@
 #include "comm/tp_groups.hpp"
 
 #include "actors/collective/collective.hpp"
-#include "actors/job/accelerators.hpp"
 #include "actors/process/net_actors.hpp"
 #include "actors/stage/stage.hpp"
 
@@ -335,13 +334,14 @@ std::shared_ptr<tp_group> mesh_links::remote_group_member(int id, int member, in
 
 std::vector<caf::actor> mesh_links::device_group(int id, const std::vector<int>& ranks) {
   if (!args_.device_engine || !args_.device_of) return {};
+  if (device_choices_.empty()) device_choices_ = choose_device_groups(args_.device_engine.get(), plan_.mesh, args_.device_of);
   std::vector<device> devices;
   std::string names;
   for (int r : ranks) {
     devices.push_back(args_.device_of(r));
     names += (names.empty() ? "" : ",") + devices.back().to_string();
   }
-  const device_group_choice choice = choose_device_group(args_.device_engine.get(), devices);
+  const device_group_choice& choice = device_choices_.at(static_cast<size_t>(id));
   if (!choice.why.empty())
     spdlog::info("data-parallel group {} ({}) reduces its buckets through the host: {}", id, names, choice.why);
   if (!choice.on_devices) return {};

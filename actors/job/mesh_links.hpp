@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/job/accelerators.hpp"
 #include "actors/job/job_plan.hpp"
 #include "actors/messages.hpp"
 #include "actors/process/net_actors.hpp"
@@ -121,6 +122,7 @@ class mesh_links {
     bool on_device = false;
   };
   std::map<int, local_group> local_groups_;  // dp group -> in-process group
+  std::vector<device_group_choice> device_choices_;  // by dp group: where each reduces (device_group)
   std::map<int, std::vector<std::shared_ptr<tp_group>>> local_tp_;  // tp or parameter group -> in-process group
   struct leader {
     int group = 0;

@@ -3,7 +3,7 @@
 // a reduction adds the members' values in member order (with two members, the bits of either
 // order, so a dp 2 job matches the CPU's ring bit for bit), in the ring's layout as NCCL's is. Every pointer it is given must lie in
 // the fake device's memory, and it records the ids it made, who joined with which, and how many
-// reductions ran. It takes any devices unless told to refuse them.
+// reductions ran. It takes any devices unless told to refuse them, or to serve one group per device.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -25,10 +25,14 @@ namespace troupe::test {
 
 class fake_device_group_engine final : public net::device_group_engine {
  public:
-  explicit fake_device_group_engine(std::string refusal = {}) : refusal_(std::move(refusal)) {}
+  // Every rank of a fake-GPU job is on cuda:7, so by default the fake lets a device serve any
+  // number of groups.
+  explicit fake_device_group_engine(std::string refusal = {}, bool one_group_per_device = false)
+      : refusal_(std::move(refusal)), one_group_per_device_(one_group_per_device) {}
 
   std::string name() const override { return "fake-nccl"; }
   std::string refuses(const std::vector<int>&) const override { return refusal_; }
+  bool one_group_per_device() const override { return one_group_per_device_; }
   std::string make_id() override {
     std::lock_guard<std::mutex> lock(mu_);
     ids_.push_back("fake-group-" + std::to_string(ids_.size()));
@@ -141,6 +145,7 @@ class fake_device_group_engine final : public net::device_group_engine {
   };
 
   const std::string refusal_;
+  const bool one_group_per_device_;
   mutable std::mutex mu_;
   std::vector<std::string> ids_;
   std::map<std::string, std::shared_ptr<meeting>> meetings_;

@@ -77,6 +77,7 @@ class counting_nccl final : public net::device_group_engine {
  public:
   std::string name() const override { return inner_->name(); }
   std::string refuses(const std::vector<int>& devices) const override { return inner_->refuses(devices); }
+  bool one_group_per_device() const override { return inner_->one_group_per_device(); }
   std::string make_id() override {
     ++ids;
     return inner_->make_id();

@@ -445,6 +445,21 @@ TEST(StageOnAnAccelerator, AGroupTheEngineRefusesAndAnOffloadedShardReduceThroug
   }
 }
 
+// An engine whose devices serve one group at most (NCCL): with every rank on the one fake GPU,
+// the first pipeline stage's group reduces there and the second's meets on the host, and the
+// job is still the CPU's bit for bit.
+TEST(StageOnAnAccelerator, ASecondGroupOnAnEngagedDeviceReducesThroughTheHostAndTheJobIsUnchanged) {
+  const accelerator_case c{"gpt", "adamw", 2, "1f1b", 2};
+  const train_summary cpu = run_training(engine_config(c, "cpu"));
+  auto engine = std::make_shared<fake_device_group_engine>("", true);
+  const train_config cfg = engine_config(c, "gpu");
+  const train_summary gpu = run_with_engine(cfg, engine);
+  EXPECT_TRUE(same_bits(cpu.final_params, gpu.final_params));
+  EXPECT_EQ(engine->ids().size(), 1u);
+  EXPECT_GT(engine->all_reduces(), 0);
+  EXPECT_LT(engine->all_reduces(), kSteps * buckets_per_step(cfg));
+}
+
 TEST(StageOnAnAccelerator, ZeroThreeThereIsRefusedNamingTheDeviceAndWhatIsMissing) {
   train_config cfg = tiny_mesh_config("mlp", "sgd", 2, 1, 1, 1);
   cfg.zero = 3;

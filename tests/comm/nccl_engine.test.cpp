@@ -19,6 +19,7 @@ TEST(NcclEngine, RefusesAGroupWithTwoMembersOnOneGpuNamingTheGpuAndTheMembers) {
   EXPECT_EQ(engine->refuses({3}), "");
   EXPECT_EQ(engine->refuses({0, 1, 1}), "NCCL takes one member per GPU: cuda:1 holds members 1 and 2");
   EXPECT_EQ(engine->refuses({7, 7}), "NCCL takes one member per GPU: cuda:7 holds members 0 and 1");
+  EXPECT_TRUE(engine->one_group_per_device());
 }
 
 TEST(NcclEngine, AJoinWithAnIdThatIsNotNcclsIsRefusedNamingItsLength) {

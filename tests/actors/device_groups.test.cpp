@@ -1,0 +1,66 @@
+// Where each data-parallel group of a mesh reduces (actors/job/accelerators.hpp's
+// choose_device_groups, the rule the job's links and its memory plan share): on its devices when
+// every member has an accelerator and the engine takes them, and, for an engine whose devices
+// serve one group at most (NCCL), never on a GPU an earlier group engaged.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "actors/job/accelerators.hpp"
+#include "tests/actors/fake_device_group.hpp"
+
+using namespace troupe;
+
+namespace {
+
+sched::mesh mesh_of(int dp, int pp) {
+  sched::mesh m;
+  m.dp = dp;
+  m.pp = pp;
+  return m;
+}
+
+std::vector<device_group_choice> choices(const net::device_group_engine& engine, const sched::mesh& m,
+                                         const std::vector<device>& by_rank) {
+  return choose_device_groups(&engine, m, [&](int r) { return by_rank.at(static_cast<size_t>(r)); });
+}
+
+const device cpu{};
+device gpu(int i) { return device{device_type::cuda, i}; }
+
+}  // namespace
+
+TEST(DeviceGroups, EveryGroupOnGpusOfItsOwnReducesThere) {
+  test::fake_device_group_engine nccl_like("", true);
+  // dp 2 x pp 2: stage 0's group is ranks 0 and 2, stage 1's ranks 1 and 3.
+  const auto c = choices(nccl_like, mesh_of(2, 2), {gpu(0), gpu(1), gpu(2), gpu(3)});
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_TRUE(c[0].on_devices);
+  EXPECT_TRUE(c[1].on_devices);
+  EXPECT_EQ(c[0].why + c[1].why, "");
+}
+
+TEST(DeviceGroups, ASecondGroupOnAnEngagedGpuMeetsOnTheHostNamingTheGroupThatHoldsIt) {
+  test::fake_device_group_engine nccl_like("", true);
+  const auto c = choices(nccl_like, mesh_of(2, 2), {gpu(0), gpu(0), gpu(1), gpu(1)});
+  EXPECT_TRUE(c[0].on_devices);
+  EXPECT_FALSE(c[1].on_devices);
+  EXPECT_EQ(c[1].why, "fake-nccl serves one group per device, and cuda:0 serves data-parallel group 0");
+  // An engine without that rule takes both.
+  test::fake_device_group_engine any;
+  const auto d = choices(any, mesh_of(2, 2), {gpu(0), gpu(0), gpu(1), gpu(1)});
+  EXPECT_TRUE(d[0].on_devices && d[1].on_devices);
+}
+
+TEST(DeviceGroups, AMemberOnTheCpuOrNoEngineOrARefusalMeetsOnTheHost) {
+  test::fake_device_group_engine any, refusing("two members on one GPU");
+  const auto c = choices(any, mesh_of(2, 1), {gpu(0), cpu});
+  EXPECT_FALSE(c[0].on_devices);
+  EXPECT_EQ(c[0].why, "") << "a CPU member is no refusal: the group simply meets on the host";
+  const auto r = choices(refusing, mesh_of(2, 1), {gpu(0), gpu(0)});
+  EXPECT_FALSE(r[0].on_devices);
+  EXPECT_EQ(r[0].why, "two members on one GPU");
+  EXPECT_FALSE(choose_device_groups(nullptr, mesh_of(2, 1), [](int r) { return gpu(r); })[0].on_devices);
+  // One replica has no group to reduce.
+  EXPECT_FALSE(choices(any, mesh_of(1, 2), {gpu(0), gpu(1)})[0].on_devices);
+}
