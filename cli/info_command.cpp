@@ -11,7 +11,7 @@
 namespace troupe::cli {
 
 void add_info_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("info", "Show the build's version, the BLAS kernels in use, the cores, the collective back ends and the GPUs");
+  auto* cmd = app.add_subcommand("info", "Show the build's version, the BLAS kernels in use, the cores, the collective back ends, the GPUs and what reduces between them");
   cmd->callback([&exit_code] {
     const blas_kernels& k = ensure_blas_kernels();
     std::printf("version: %s\n", TROUPE_VERSION);
@@ -20,6 +20,10 @@ void add_info_command(CLI::App& app, int& exit_code) {
     std::printf("hardware threads: %u\n", std::thread::hardware_concurrency());
     std::printf("collective back ends: %s\n", net::built_backends().c_str());
     std::printf("gpus: %s\n", describe_accelerators().c_str());
+    const auto gpu_groups = gpu_group_engine();
+    std::printf("gpu data-parallel groups: %s\n",
+                gpu_groups ? (gpu_groups->name() + " (a group whose replicas each have a GPU of their own)").c_str()
+                           : "through the host (troupe was built without CUDA)");
     exit_code = 0;
   });
 }

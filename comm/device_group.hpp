@@ -31,6 +31,10 @@ class device_group_engine {
   // Member `rank` of `world` on accelerator `device`, with the id its first member made.
   // Collective: returns once every member has joined. Throws net_error naming the engine's reason.
   virtual std::unique_ptr<group_backend> join(const std::string& id, int rank, int world, int device) = 0;
+  // Ends every wait of every member it joined so far, now and later, with net_error naming
+  // `why`: the job has failed, and a peer it waits for may never come. From any thread. Groups
+  // joined afterwards (a restarted job's) are not affected.
+  virtual void abort(const std::string& why) = 0;
 };
 
 }  // namespace troupe::net

@@ -130,20 +130,26 @@ nccl_group::nccl_group(const nccl_id& id, int rank, int world, int device)
 }
 
 nccl_group::~nccl_group() {
-  if (!comm_) return;
-  // Destroy waits for the communicator's pending work, which a dead peer never lets finish.
-  if (aborted_) ncclCommAbort(comm_);
-  else ncclCommDestroy(comm_);
+  // An aborted communicator is gone already. Destroy waits for its pending work.
+  if (comm_ && !aborted_) ncclCommDestroy(comm_);
+}
+
+void nccl_group::live(const char* call) const {
+  if (!aborted_) return;
+  std::lock_guard<std::mutex> lock(why_mu_);
+  throw net_error(std::string("NCCL ") + call + " on an aborted group: " + why_);
 }
 
 void nccl_group::all_reduce(void* data, int64_t n, element_type t, reduce_op op, cudaStream_t stream) {
   if (n == 0) return;
+  live("all-reduce");
   on_device here(device_);
   check(ncclAllReduce(data, data, count_of(n, "all-reduce"), nccl_type(t), nccl_op(op), comm_, stream), "ncclAllReduce", comm_);
 }
 
 void nccl_group::reduce_scatter(void* data, int64_t n, element_type t, reduce_op op, cudaStream_t stream) {
   if (n == 0) return;
+  live("reduce-scatter");
   on_device here(device_);
   const size_t total = count_of(n, "reduce-scatter");
   if (total % static_cast<size_t>(world_) == 0) {
@@ -160,6 +166,7 @@ void nccl_group::reduce_scatter(void* data, int64_t n, element_type t, reduce_op
 
 void nccl_group::all_gather(void* data, int64_t n, element_type t, cudaStream_t stream) {
   if (n == 0) return;
+  live("all-gather");
   on_device here(device_);
   const size_t total = count_of(n, "all-gather");
   if (total % static_cast<size_t>(world_) == 0) {
@@ -176,18 +183,21 @@ void nccl_group::all_gather(void* data, int64_t n, element_type t, cudaStream_t 
 void nccl_group::broadcast(void* data, int64_t n, element_type t, int root, cudaStream_t stream) {
   if (n == 0) return;
   if (root < 0 || root >= world_) throw std::invalid_argument("nccl broadcast: root " + std::to_string(root) + " of " + std::to_string(world_));
+  live("broadcast");
   on_device here(device_);
   check(ncclBroadcast(data, data, count_of(n, "broadcast"), nccl_type(t), root, comm_, stream), "ncclBroadcast", comm_);
 }
 
 void nccl_group::send(const void* data, int64_t n, element_type t, int peer, cudaStream_t stream) {
   if (peer < 0 || peer >= world_) throw std::invalid_argument("nccl send: peer " + std::to_string(peer) + " of " + std::to_string(world_));
+  live("send");
   on_device here(device_);
   check(ncclSend(data, count_of(n, "send"), nccl_type(t), peer, comm_, stream), "ncclSend", comm_);
 }
 
 void nccl_group::recv(void* data, int64_t n, element_type t, int peer, cudaStream_t stream) {
   if (peer < 0 || peer >= world_) throw std::invalid_argument("nccl recv: peer " + std::to_string(peer) + " of " + std::to_string(world_));
+  live("recv");
   on_device here(device_);
   check(ncclRecv(data, count_of(n, "recv"), nccl_type(t), peer, comm_, stream), "ncclRecv", comm_);
 }
@@ -195,18 +205,21 @@ void nccl_group::recv(void* data, int64_t n, element_type t, int peer, cudaStrea
 void nccl_group::synchronize(cudaStream_t stream) {
   on_device here(device_);
   const cudaError_t e = cudaStreamSynchronize(stream);
+  live("synchronize");  // woken by an abort: the communicator is gone
   ncclResult_t async = ncclSuccess;
   check(ncclCommGetAsyncError(comm_, &async), "ncclCommGetAsyncError", comm_);
   check(async, "(asynchronous error)", comm_);
   check(e, "cudaStreamSynchronize");
 }
 
-void nccl_group::abort() {
-  aborted_ = true;
-  if (comm_) {
-    ncclCommAbort(comm_);
-    comm_ = nullptr;
+void nccl_group::abort(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(why_mu_);
+    if (aborted_) return;
+    why_ = why;
+    aborted_ = true;
   }
+  if (comm_) ncclCommAbort(comm_);
 }
 
 namespace {
@@ -256,6 +269,15 @@ namespace {
 
 class nccl_engine_impl final : public device_group_engine {
  public:
+  void abort(const std::string& why) override {
+    std::vector<std::weak_ptr<nccl_group>> made;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      made.swap(made_);
+    }
+    for (const auto& g : made)
+      if (auto live = g.lock()) live->abort(why);
+  }
   std::string name() const override { return "nccl"; }
   // NCCL since 2.5 refuses a second rank on a device ("Duplicate GPU detected").
   std::string refuses(const std::vector<int>& devices) const override {
@@ -269,8 +291,16 @@ class nccl_engine_impl final : public device_group_engine {
   bool one_group_per_device() const override { return true; }
   std::string make_id() override { return to_bytes(make_nccl_id()); }
   std::unique_ptr<group_backend> join(const std::string& id, int rank, int world, int device) override {
-    return nccl_backend(std::make_shared<nccl_group>(nccl_id_from_bytes(id), rank, world, device));
+    auto g = std::make_shared<nccl_group>(nccl_id_from_bytes(id), rank, world, device);
+    std::lock_guard<std::mutex> lock(mu_);
+    made_.erase(std::remove_if(made_.begin(), made_.end(), [](const auto& w) { return w.expired(); }), made_.end());
+    made_.push_back(g);
+    return nccl_backend(std::move(g));
   }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::weak_ptr<nccl_group>> made_;  // joined since the last abort
 };
 
 }  // namespace

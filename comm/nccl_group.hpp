@@ -18,8 +18,10 @@
 #include <nccl.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "comm/collective_backend.hpp"
@@ -67,13 +69,19 @@ class nccl_group {
   // net_error. For a thread that owns the wait (a collective actor's own), never a scheduler's.
   void synchronize(cudaStream_t stream);
 
-  // Makes every later and pending operation fail instead of hanging on a dead peer.
-  void abort();
+  // Makes every later and pending operation fail with `why` instead of hanging on a dead peer.
+  // From any thread, as a watchdog would, while another is inside an operation or synchronize()
+  // (ncclCommAbort is made for that); the communicator is not touched again afterwards.
+  void abort(const std::string& why = "aborted");
 
  private:
+  void live(const char* call) const;  // throws net_error once aborted
+
   ncclComm_t comm_ = nullptr;
   int rank_ = 0, world_ = 1, device_ = 0;
-  bool aborted_ = false;
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex why_mu_;
+  std::string why_;
 };
 
 // group_backend over a member, for the collective actor that drives one blocking call at a time
@@ -82,7 +90,8 @@ class nccl_group {
 std::unique_ptr<group_backend> nccl_backend(std::shared_ptr<nccl_group> group);
 
 // NCCL as the job's engine for data-parallel groups on GPUs: its id is nccl_id's bytes, a joined
-// member is nccl_backend over an nccl_group, and it refuses a group with two members on one GPU.
+// member is nccl_backend over an nccl_group, it refuses a group with two members on one GPU, and
+// its abort aborts every communicator it made.
 std::shared_ptr<device_group_engine> nccl_engine();
 
 }  // namespace troupe::net

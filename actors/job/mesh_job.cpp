@@ -219,8 +219,9 @@ job_servers spawn_servers(caf::actor_system& sys, const train_config& cfg, const
   return out;
 }
 
-void abort_tp_groups(const rank_actors& ranks, const std::string& why) {
+void abort_group_waits(const rank_actors& ranks, const std::string& why) {
   for (const auto& g : ranks.tp_members) net::abort_local_tp_group(g, why);
+  if (ranks.device_engine) ranks.device_engine->abort(why);
 }
 
 rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
@@ -251,6 +252,7 @@ rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const pr
   links.connect_pipelines(out.stages, coordinator);
   out.members.insert(out.members.end(), links.actors().begin(), links.actors().end());
   out.collectives = links.collectives();
+  out.device_engine = one_process.device_engine;
   return out;
 }
 

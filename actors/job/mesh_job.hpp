@@ -26,13 +26,15 @@ struct rank_actors {
   std::map<int, caf::actor> loaders;  // by replica (dp coordinate)
   std::vector<caf::actor> collectives;  // in-process groups' members (spawn_mesh only)
   std::vector<std::shared_ptr<tp_group>> tp_members;  // the stages' tp group members (tp > 1)
+  std::shared_ptr<net::device_group_engine> device_engine;  // what its device groups joined (spawn_mesh), or null
   std::vector<std::shared_ptr<std::vector<train_summary::server_update>>> server_updates;  // spawn_mesh's servers' records
   std::shared_ptr<std::vector<train_summary::dispensed_batch>> dispensed;  // spawn_mesh's dispenser's record
 };
 
-// A failed job's stages may wait inside a tensor-parallel collective for a peer that is gone,
-// where no message reaches them: their in-process groups end those waits with `why`.
-void abort_tp_groups(const rank_actors& ranks, const std::string& why);
+// A failed job's stages may wait inside a tensor-parallel collective, and its device groups'
+// collectives inside NCCL, for a peer that is gone, where no message reaches them: their
+// in-process groups and the device engine end those waits with `why`.
+void abort_group_waits(const rank_actors& ranks, const std::string& why);
 
 // rank -> its member of the data-parallel group of its pipeline stage (an empty handle: none),
 // and whether that group reduces on the ranks' accelerators (mesh_links.hpp).

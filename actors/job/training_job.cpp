@@ -179,7 +179,7 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
     // watchdog reported) would hold the process forever.
     if (!out.failure->what.empty()) {
       guard.arm(out.failure->what, failed_job_grace);
-      abort_tp_groups(ranks, "the job failed: " + out.failure->what);
+      abort_group_waits(ranks, "the job failed: " + out.failure->what);
     }
   }
   if (!out.failure->what.empty()) throw std::runtime_error(out.failure->what);

@@ -374,7 +374,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
     links->stop();  // a collective or a link blocked on a lost peer returns now, not at its timeout
     if (!ok) {
       guard.arm(report, failed_job_grace);
-      abort_tp_groups(p, report);
+      abort_group_waits(p, report);
     }
     stop_all(sys, local);
     stop_all(sys, {hub, coordinator});
@@ -437,7 +437,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
   links->stop();
   if (!report->empty()) {
     in.guard.arm("rank " + std::to_string(pc.index) + ": " + *report, failed_job_grace);
-    abort_tp_groups(p, *report);
+    abort_group_waits(p, *report);
   }
   spdlog::debug("rank {}: stopping its actors", pc.index);
   local.push_back(worker);

@@ -19,6 +19,7 @@
 
 #include "comm/device_group.hpp"
 #include "comm/ring_schedule.hpp"
+#include "comm/tcp_socket.hpp"
 #include "tests/kernels/fake_gpu.hpp"
 
 namespace troupe::test {
@@ -50,6 +51,23 @@ class fake_device_group_engine final : public net::device_group_engine {
     m->barrier();  // joining is collective, as NCCL's is
     return std::make_unique<member>(m, rank, this);
   }
+  void abort(const std::string& why) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborted_ = why;
+    for (auto& [id, m] : meetings_) m->abort(why);
+  }
+  // Fault injection: member `rank`'s collective number `call` (counting from 0, every kind, in
+  // every group) fails, as a member whose peer died would, before it meets the others; they wait
+  // for it until the job aborts the engine.
+  void fail(int rank, int64_t call) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fail_rank_ = rank;
+    fail_call_ = call;
+  }
+  bool aborted() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return !aborted_.empty();
+  }
 
   std::vector<std::string> ids() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -73,13 +91,19 @@ class fake_device_group_engine final : public net::device_group_engine {
     void barrier() {
       std::unique_lock<std::mutex> lock(mu);
       const int64_t gen = generation;
-      if (++waiting == world) {
+      if (why.empty() && ++waiting == world) {
         waiting = 0;
         ++generation;
         cv.notify_all();
         return;
       }
-      cv.wait(lock, [&] { return generation != gen; });
+      cv.wait(lock, [&] { return generation != gen || !why.empty(); });
+      if (!why.empty()) throw net::net_error("fake device group aborted: " + why);
+    }
+    void abort(const std::string& reason) {
+      std::lock_guard<std::mutex> lock(mu);
+      why = reason;
+      cv.notify_all();
     }
     const int world;
     std::vector<float*> values;
@@ -87,6 +111,7 @@ class fake_device_group_engine final : public net::device_group_engine {
     std::condition_variable cv;
     int waiting = 0;
     int64_t generation = 0;
+    std::string why;  // set by abort: every wait, now and later, throws
   };
 
   class member final : public net::group_backend {
@@ -103,6 +128,7 @@ class fake_device_group_engine final : public net::device_group_engine {
       reduce(data, n, op, ring::segment(n, m_->world, rank_), &fake_device_group_engine::reduce_scatters_);
     }
     void all_gather(float* data, int64_t n) override {
+      engine_->injected(rank_);
       EXPECT_TRUE(n == 0 || fake_memory()->owns(data)) << "an all-gather of values outside the device's memory";
       m_->values[static_cast<size_t>(rank_)] = data;
       m_->barrier();  // every member's segment is in place
@@ -122,6 +148,7 @@ class fake_device_group_engine final : public net::device_group_engine {
     // Elements [part.offset, +part.count) of data end as the members' sum over them, added in
     // member order from member 0's value (0 + x would turn -0 into +0).
     void reduce(float* data, int64_t n, net::reduce_op op, ring::range part, int64_t fake_device_group_engine::*counter) {
+      engine_->injected(rank_);
       EXPECT_TRUE(n == 0 || fake_memory()->owns(data)) << "a reduction of values outside the device's memory";
       m_->values[static_cast<size_t>(rank_)] = data;
       m_->barrier();  // every member's values are in place
@@ -144,9 +171,20 @@ class fake_device_group_engine final : public net::device_group_engine {
     fake_device_group_engine* engine_;
   };
 
+  // Throws for the collective fail() named.
+  void injected(int rank) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (rank == fail_rank_ && calls_of_[rank]++ == fail_call_)
+      throw net::net_error("injected failure of member " + std::to_string(rank) + "'s collective " + std::to_string(fail_call_));
+  }
+
   const std::string refusal_;
   const bool one_group_per_device_;
   mutable std::mutex mu_;
+  std::string aborted_;
+  int fail_rank_ = -1;
+  int64_t fail_call_ = -1;
+  std::map<int, int64_t> calls_of_;
   std::vector<std::string> ids_;
   std::map<std::string, std::shared_ptr<meeting>> meetings_;
   std::map<std::string, std::vector<int>> joined_;

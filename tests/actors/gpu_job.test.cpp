@@ -78,6 +78,7 @@ class counting_nccl final : public net::device_group_engine {
   std::string name() const override { return inner_->name(); }
   std::string refuses(const std::vector<int>& devices) const override { return inner_->refuses(devices); }
   bool one_group_per_device() const override { return inner_->one_group_per_device(); }
+  void abort(const std::string& why) override { inner_->abort(why); }
   std::string make_id() override {
     ++ids;
     return inner_->make_id();

@@ -445,6 +445,26 @@ TEST(StageOnAnAccelerator, AGroupTheEngineRefusesAndAnOffloadedShardReduceThroug
   }
 }
 
+// A member of a device group that fails (its peer died, in NCCL's terms) fails its stage and the
+// job, with the reason; the other member, left waiting inside the engine for it, is released by
+// the job's abort, so the job ends (no teardown guard ends the process) and the error names the
+// failure.
+TEST(StageOnAnAccelerator, AFailedDeviceCollectiveFailsTheJobNamingItAndTheAbortReleasesItsPeer) {
+  for (int zero : {0, 2}) {
+    SCOPED_TRACE("zero " + std::to_string(zero));
+    const train_config cfg = engine_config(accelerator_case{"mlp", "sgd", 1, "1f1b", 2, zero}, "failed");
+    auto engine = std::make_shared<fake_device_group_engine>();
+    engine->fail(1, 7);  // in the second step: every step reduces 5 buckets
+    try {
+      run_with_engine(cfg, engine);
+      ADD_FAILURE() << "the job finished";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("injected failure of member 1's collective 7"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(engine->aborted());
+  }
+}
+
 // An engine whose devices serve one group at most (NCCL): with every rank on the one fake GPU,
 // the first pipeline stage's group reduces there and the second's meets on the host, and the
 // job is still the CPU's bit for bit.
