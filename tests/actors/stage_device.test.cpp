@@ -254,18 +254,28 @@ TEST_P(StageOnAnAcceleratorMatchesTheCpu, SameFinalParametersBitwiseAndLossesToF
   for (const auto& d : devices) EXPECT_GE(d->completions(), 2 * kSteps);
 }
 
+namespace {
+
+// dp 2 plain, ZeRO 1 and ZeRO 2, each as an MLP alone and a GPT over two stages: through the host
+// (StageOnAnAcceleratorMatchesTheCpu) and through a device engine (StageOnAnAcceleratorReducesThere).
+const std::vector<accelerator_case> kDataParallelCases = {
+    accelerator_case{"mlp", "sgd", 1, "1f1b", 2},      accelerator_case{"gpt", "adamw", 2, "1f1b", 2},
+    accelerator_case{"mlp", "sgd", 1, "1f1b", 2, 1},   accelerator_case{"gpt", "adamw", 2, "1f1b", 2, 1},
+    accelerator_case{"mlp", "adamw", 1, "1f1b", 2, 2}, accelerator_case{"gpt", "sgd", 2, "1f1b", 2, 2}};
+
+std::vector<accelerator_case> pipelines_and_data_parallel() {
+  std::vector<accelerator_case> out = {accelerator_case{"mlp", "sgd", 1}, accelerator_case{"mlp", "adamw", 2},
+                                       accelerator_case{"gpt", "sgd", 2}, accelerator_case{"gpt", "adamw", 1},
+                                       accelerator_case{"gpt", "adamw", 2, "interleaved"},
+                                       accelerator_case{"mlp", "sgd", 2, "zb-h1"}};
+  out.insert(out.end(), kDataParallelCases.begin(), kDataParallelCases.end());
+  return out;
+}
+
+}  // namespace
+
 INSTANTIATE_TEST_SUITE_P(PipelinesAndDataParallel, StageOnAnAcceleratorMatchesTheCpu,
-                         ::testing::Values(accelerator_case{"mlp", "sgd", 1}, accelerator_case{"mlp", "adamw", 2},
-                                           accelerator_case{"gpt", "sgd", 2}, accelerator_case{"gpt", "adamw", 1},
-                                           accelerator_case{"gpt", "adamw", 2, "interleaved"},
-                                           accelerator_case{"mlp", "sgd", 2, "zb-h1"},
-                                           accelerator_case{"mlp", "sgd", 1, "1f1b", 2},
-                                           accelerator_case{"gpt", "adamw", 2, "1f1b", 2},
-                                           accelerator_case{"mlp", "sgd", 1, "1f1b", 2, 1},
-                                           accelerator_case{"gpt", "adamw", 2, "1f1b", 2, 1},
-                                           accelerator_case{"mlp", "adamw", 1, "1f1b", 2, 2},
-                                           accelerator_case{"gpt", "sgd", 2, "1f1b", 2, 2}),
-                         accelerator_case_name);
+                         ::testing::ValuesIn(pipelines_and_data_parallel()), accelerator_case_name);
 
 // --matmul-precision bf16 reaches every stage of every replica: on the device no linear takes an
 // fp32 product, the job is bitwise the CPU's at the same precision, and its losses follow the
@@ -391,13 +401,7 @@ TEST_P(StageOnAnAcceleratorReducesThere, BucketsShardAndUpdateStayOnTheDevicesTh
   EXPECT_GE(fake_ops().calls("optimizer_step") - updates, kSteps) << "every shard updated on its device";
 }
 
-INSTANTIATE_TEST_SUITE_P(PlainAndZero, StageOnAnAcceleratorReducesThere,
-                         ::testing::Values(accelerator_case{"mlp", "sgd", 1, "1f1b", 2},
-                                           accelerator_case{"gpt", "adamw", 2, "1f1b", 2},
-                                           accelerator_case{"mlp", "sgd", 1, "1f1b", 2, 1},
-                                           accelerator_case{"gpt", "adamw", 2, "1f1b", 2, 1},
-                                           accelerator_case{"mlp", "adamw", 1, "1f1b", 2, 2},
-                                           accelerator_case{"gpt", "sgd", 2, "1f1b", 2, 2}),
+INSTANTIATE_TEST_SUITE_P(PlainAndZero, StageOnAnAcceleratorReducesThere, ::testing::ValuesIn(kDataParallelCases),
                          accelerator_case_name);
 
 // A ZeRO shard on the devices with its group is counted on each GPU's ledger as the memory plan
