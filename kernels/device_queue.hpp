@@ -27,6 +27,12 @@ class device_queue {
   // gradient buffer to zero, parameters to copy in), which only launches device work and needs
   // its result (a tensor handle) at once. It must not wait for the device.
   virtual void launch(const std::function<void()>& launch) = 0;
+  // x, a host tensor, on this device: copied on a stream of the device's own for host-to-device
+  // traffic, from pinned memory, so the copy overlaps the compute already enqueued, and ordered
+  // before everything enqueued or launched after this call. From the caller's thread, without
+  // waiting for the device (the stage stages a step's inputs as its batch arrives). A queue that
+  // computes on host memory returns x itself.
+  virtual tensor stage_in(const tensor& x) { return x; }
   // True when enqueue returns before the work has completed: the caller must wait for when_done.
   virtual bool asynchronous() const = 0;
   virtual device where() const = 0;

@@ -53,30 +53,48 @@ void hand_off(stage_state& s, int microbatch, int chunk, tensor t, bool toward_o
     (toward_output ? s.act_out : s.grad_out)[{microbatch, chunk}] = std::move(t);
 }
 
-// The replica's share of the step's batch, cut into the schedule's M microbatches (the first
+// The replica's share of a step's batch, cut into the schedule's M microbatches (the first
 // rows % M one row longer, so any share of at least M rows works).
+std::vector<std::shared_ptr<const batch>> microbatches(const stage_state& s, batch b) {
+  const int64_t M = s.args.plan.num_microbatches;
+  const int64_t rows = b.samples();
+  if (rows < M) refuse(s, "the batch share has " + std::to_string(rows) + " samples, fewer than the " +
+                              std::to_string(M) + " microbatches");
+  std::vector<std::shared_ptr<const batch>> out;
+  if (M == 1) {  // the whole share is the one microbatch: no copy
+    out.push_back(std::make_shared<const batch>(std::move(b)));
+    return out;
+  }
+  int64_t at = 0;
+  for (int64_t m = 0; m < M; ++m) {
+    const int64_t n = rows / M + (m < rows % M ? 1 : 0);
+    out.push_back(std::make_shared<const batch>(slice(b, at, at + n)));
+    at += n;
+  }
+  return out;
+}
+
+// A batch for a later step, on an accelerator: its microbatches' inputs start for the device now,
+// while the current step computes (the targets stay on the host: the loss copies them).
+void stage_batch(stage_state& s, int64_t step, batch b) {
+  std::vector<std::shared_ptr<const batch>> micro = microbatches(s, std::move(b));
+  for (auto& mb : micro) mb = std::make_shared<const batch>(batch{s.args.queue->stage_in(mb->inputs), mb->targets});
+  s.staged.emplace(step, std::move(micro));
+}
+
 bool have_batch(stage_state& s) {
   if (!s.micro.empty()) return true;
+  if (auto staged = s.staged.find(s.step); staged != s.staged.end()) {
+    s.micro = std::move(staged->second);
+    s.staged.erase(staged);
+    return true;
+  }
   auto it = s.batches.find(s.step);
   if (it == s.batches.end()) {
     s.waiting_for = "the batch of step " + std::to_string(s.step) + " from the data loader";
     return false;
   }
-  const int64_t M = s.args.plan.num_microbatches;
-  const int64_t rows = it->second.samples();
-  if (rows < M) refuse(s, "the batch share has " + std::to_string(rows) + " samples, fewer than the " +
-                              std::to_string(M) + " microbatches");
-  if (M == 1) {  // the whole share is the one microbatch: no copy
-    s.micro.push_back(std::make_shared<const batch>(std::move(it->second)));
-    s.batches.erase(it);
-    return true;
-  }
-  int64_t at = 0;
-  for (int64_t m = 0; m < M; ++m) {
-    const int64_t n = rows / M + (m < rows % M ? 1 : 0);
-    s.micro.push_back(std::make_shared<const batch>(slice(it->second, at, at + n)));
-    at += n;
-  }
+  s.micro = microbatches(s, std::move(it->second));
   s.batches.erase(it);
   return true;
 }
@@ -528,7 +546,9 @@ caf::behavior stage(self_ptr self, stage_args args) {
         advance_after_message(self);
       },
       [self](batch_msg& m) {
-        self->state.batches.emplace(m.step, std::move(m.data));
+        auto& s = self->state;
+        if (stages_inputs(s)) stage_batch(s, m.step, std::move(m.data));
+        else s.batches.emplace(m.step, std::move(m.data));
         advance_after_message(self);
       },
       [self](device_done_atom, int64_t step, uint64_t index) {

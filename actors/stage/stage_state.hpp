@@ -71,6 +71,9 @@ struct stage_state {
   // Inputs by key; each is consumed by exactly one action of the list.
   int64_t next_request = 0;
   std::map<int64_t, batch> batches;  // global batches by step (stages with chunk 0 or the last)
+  // On an accelerator, the stage with model chunk 0: a step's microbatches, their inputs staged
+  // onto the device as the batch arrived (device_queue::stage_in), instead of `batches`.
+  std::map<int64_t, std::vector<std::shared_ptr<const batch>>> staged;
   std::vector<std::shared_ptr<const batch>> micro;  // the current step's microbatches (work on the device holds its own)
   std::map<std::tuple<int64_t, bool, int, int>, tensor> inbox;  // (step, is_grad, mb, boundary)
   std::map<slot, tensor> forward_in, backward_in, act_out, grad_out;
@@ -138,6 +141,10 @@ inline bool params_partitioned(const stage_state& s) { return zero_on(s) && s.ar
 
 inline int model_chunk_of(const stage_state& s, int chunk) { return sched::model_chunk(s.args.plan, s.args.stage, chunk); }
 inline int last_model_chunk(const stage_state& s) { return sched::num_model_chunks(s.args.plan) - 1; }
+// An accelerator's stage that runs model chunk 0 takes its inputs onto the device ahead.
+inline bool stages_inputs(const stage_state& s) {
+  return on_accelerator(s) && sched::stage_of(s.args.plan, 0) == s.args.stage;
+}
 inline bool needs_batch(const stage_state& s) {
   for (int c = 0; c < s.args.plan.virtual_stages; ++c) {
     const int k = model_chunk_of(s, c);

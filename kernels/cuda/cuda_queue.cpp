@@ -3,11 +3,13 @@
 
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <memory>
 #include <utility>
 
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/cuda_device_ops.hpp"
+#include "kernels/cuda/device_alloc.hpp"
 
 namespace troupe::cuda {
 
@@ -24,18 +26,47 @@ void CUDART_CB run_done(void* p) noexcept {
 
 cuda_queue::cuda_queue(int gpu) : gpu_(gpu) {
   TROUPE_CUDA_CHECK(cudaSetDevice(gpu_));
-  cudaStream_t s = nullptr;
-  // Non-blocking: the legacy default stream, which other code may use, never serializes with it.
+  cudaStream_t s = nullptr, c = nullptr;
+  // Non-blocking: the legacy default stream, which other code may use, never serializes with them.
   TROUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   stream_ = s;
+  const cudaError_t e = cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking);
+  if (e != cudaSuccess) {
+    (void)cudaStreamDestroy(s);
+    TROUPE_CUDA_CHECK(e);
+  }
+  copy_stream_ = c;
 }
 
 cuda_queue::~cuda_queue() {
-  // Errors are ignored here: a destructor cannot report them, and the stream goes either way.
+  // Errors are ignored here: a destructor cannot report them, and the streams go either way.
   if (cudaSetDevice(gpu_) == cudaSuccess) {
+    (void)cudaStreamSynchronize(copy_stream_);
     (void)cudaStreamSynchronize(stream_);
+    (void)cudaStreamDestroy(copy_stream_);
     (void)cudaStreamDestroy(stream_);
   }
+}
+
+tensor cuda_queue::stage_in(const tensor& x) {
+  if (!x.where().is_cpu() || !x.raw()) return x;
+  TROUPE_CUDA_CHECK(cudaSetDevice(gpu_));
+  // Pageable memory would make the copy wait for the driver's own staging on this thread.
+  tensor pinned = tensor::uninitialized(x.shape(), x.type(), pinned_host_allocator());
+  if (x.nbytes() > 0) std::memcpy(pinned.raw(), x.raw(), static_cast<size_t>(x.nbytes()));
+  tensor out;
+  {
+    stream_guard on(copy_stream_);  // the result's block: the copy stream's
+    out = to_device(pinned, where(), copy_stream_);  // holds the pinned copy until it is done
+  }
+  cudaEvent_t copied = nullptr;
+  TROUPE_CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
+  const cudaError_t recorded = cudaEventRecord(copied, copy_stream_);
+  const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(stream_, copied, 0) : recorded;
+  (void)cudaEventDestroy(copied);  // the wait keeps what it needs of it
+  TROUPE_CUDA_CHECK(waited);
+  out.freeze();
+  return out;
 }
 
 void cuda_queue::enqueue(std::function<void()> work) { launch(work); }

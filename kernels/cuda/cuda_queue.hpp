@@ -3,7 +3,8 @@
 // before the GPU has run them. A completion is a host function on the same stream
 // (cudaLaunchHostFunc): the driver calls it once everything launched before has run. CUDA
 // forbids CUDA calls inside it, so `done` must only signal (the stage sends itself a message).
-// The header names the stream by its opaque struct, so its users need no CUDA headers.
+// Inputs from the host come in on a second stream (stage_in), overlapping the compute. The header
+// names the streams by their opaque struct, so its users need no CUDA headers.
 #pragma once
 
 #include "kernels/device_queue.hpp"
@@ -26,6 +27,11 @@ class cuda_queue final : public device_queue {
   void when_done(std::function<void()> done) override;
   // Launches are enqueued work already: both run now, with this queue's stream current.
   void launch(const std::function<void()>& launch) override;
+  // On a second stream of the queue's GPU (the copy stream), from a pinned copy of x; the
+  // queue's stream waits for it (an event) before what comes after. The result's block is the
+  // copy stream's in the caching allocator, so it is written again only once every holder has
+  // let go of it, and a holder keeps it until its last reader's completion.
+  tensor stage_in(const tensor& x) override;
   bool asynchronous() const override { return true; }
   device where() const override { return {device_type::cuda, gpu_}; }
   // The stream enqueued work launches on (cudaStream_t).
@@ -34,6 +40,7 @@ class cuda_queue final : public device_queue {
  private:
   int gpu_;
   CUstream_st* stream_ = nullptr;
+  CUstream_st* copy_stream_ = nullptr;  // host-to-device traffic (stage_in)
 };
 
 }  // namespace troupe::cuda

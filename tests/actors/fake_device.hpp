@@ -13,6 +13,7 @@
 #include <mutex>
 #include <thread>
 
+#include "kernels/device_ops.hpp"
 #include "kernels/device_queue.hpp"
 
 namespace troupe::test {
@@ -39,6 +40,20 @@ class fake_device final : public device_queue {
   // In line: the fake's memory is the host's, written at once by whatever ops it is given (the
   // stage launches only between its actions, when nothing of its own is in flight).
   void launch(const std::function<void()>& launch) override { launch(); }
+  // A device that is not the host's takes a copy through its ops, at once (its memory is written
+  // in line, as launch's is), and counts it; on the host, x itself.
+  tensor stage_in(const tensor& x) override {
+    if (where_.is_cpu()) return x;
+    tensor out = ops_for(where_).to_here(x);
+    out.freeze();
+    std::lock_guard<std::mutex> lock(mu_);
+    ++staged_;
+    return out;
+  }
+  int64_t staged() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return staged_;
+  }
 
   // From now on the next completion waits (with everything after it) until released.
   void hold_completions() {
@@ -107,7 +122,7 @@ class fake_device final : public device_queue {
   std::condition_variable cv_;
   std::deque<item> todo_;
   bool holding_ = false, held_ = false, stopping_ = false;
-  int64_t completions_ = 0;
+  int64_t completions_ = 0, staged_ = 0;
   std::thread worker_;  // last: it starts once the rest is built
 };
 

@@ -252,6 +252,10 @@ TEST_P(StageOnAnAcceleratorMatchesTheCpu, SameFinalParametersBitwiseAndLossesToF
     EXPECT_EQ(fake_ops().calls("optimizer_step") - updates, 0);
   }
   for (const auto& d : devices) EXPECT_GE(d->completions(), 2 * kSteps);
+  // Each replica's first stage took every microbatch's inputs onto the device as its batch came.
+  const int64_t M = cfg.micro_batches;
+  for (size_t r = 0; r < devices.size(); ++r)
+    EXPECT_EQ(devices[r]->staged(), r % static_cast<size_t>(c.pp) == 0 ? kSteps * M : 0) << "rank " << r;
 }
 
 namespace {

@@ -1,11 +1,13 @@
 // cuda_queue on a GPU: when_done fires, from the driver's thread, only once what the work
 // launched has run: the 64 MiB memset and copy back to the host are complete when the
-// completion arrives, and completions come in the order they were asked for. Without a device
-// the binary exits 77 (skipped).
+// completion arrives, and completions come in the order they were asked for; inputs staged in on
+// its copy stream are complete for what its stream runs next. Without a device the binary exits
+// 77 (skipped).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <future>
@@ -13,7 +15,9 @@
 #include <vector>
 
 #include "kernels/cuda/check.hpp"
+#include "kernels/cuda/cuda_device_ops.hpp"
 #include "kernels/cuda/cuda_queue.hpp"
+#include "kernels/tensor.hpp"
 
 using namespace troupe;
 
@@ -67,6 +71,30 @@ TEST(CudaQueue, CompletionComesAfterTheLaunchedCopyAndInOrder) {
   EXPECT_EQ(order, (std::vector<int>{1, 2}));
   TROUPE_CUDA_CHECK(cudaFreeHost(host));
   TROUPE_CUDA_CHECK(cudaFree(dev));
+}
+
+// stage_in: the values as they were at the call (it took a pinned copy), on the GPU, and seen by
+// what the queue's own stream runs after it, though they came in on the copy stream.
+TEST(CudaQueue, StagedInputsAreTheCallsValuesAndTheQueuesStreamSeesThemComplete) {
+  cuda::install_cuda_ops(0);
+  cuda::cuda_queue q(0);
+  const int64_t n = int64_t{1} << 24;  // 64 MiB, so the copy is still running when the read is launched
+  std::vector<float> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = static_cast<float>(i % 1000) * 0.5f;
+  tensor x({n}, values);
+  const tensor on_gpu = q.stage_in(x);
+  std::fill(x.data(), x.data() + n, -1.0f);  // written after the call: the staged copy must not see it
+  EXPECT_EQ(on_gpu.where(), q.where());
+  std::vector<float> back(static_cast<size_t>(n), 0.0f);
+  q.enqueue([&] {
+    TROUPE_CUDA_CHECK(cudaMemcpyAsync(back.data(), on_gpu.raw(), static_cast<size_t>(n) * sizeof(float),
+                                      cudaMemcpyDeviceToHost, q.stream()));
+  });
+  std::promise<void> done;
+  q.when_done([&] { done.set_value(); });
+  ASSERT_EQ(done.get_future().wait_for(kPatience), std::future_status::ready);
+  EXPECT_EQ(back, values);
+  EXPECT_EQ(q.stage_in(on_gpu).raw(), on_gpu.raw()) << "a tensor on the device already is itself";
 }
 
 #define TROUPE_GPU_TEST_BINARY "kernels_cuda_queue_test"
