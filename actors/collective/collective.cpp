@@ -300,8 +300,8 @@ std::string to_string(const collective_log& log) {
   for (const auto& e : log.entries)
     s += "collective rank " + std::to_string(log.rank) + "/" + std::to_string(log.ranks) + " seq " +
          std::to_string(e.seq) + " " + (e.op.empty() ? "?" : e.op) + " of " + std::to_string(e.total) +
-         " (left " + std::to_string(e.left) + ", right " + std::to_string(e.right) + "): " + e.state + ", " +
-         std::to_string(e.received) + "/" + std::to_string(e.expected) + " elements received\n";
+         (e.left < 0 ? std::string() : " (left " + std::to_string(e.left) + ", right " + std::to_string(e.right) + ")") +
+         ": " + e.state + ", " + std::to_string(e.received) + "/" + std::to_string(e.expected) + " elements received\n";
   return s;
 }
 

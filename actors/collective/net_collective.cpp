@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
+#include <mutex>
 #include <utility>
 
 #include "comm/ring_schedule.hpp"
@@ -159,7 +161,42 @@ std::shared_ptr<net::group_backend> connect_member(net_collective_args a) {
 
 namespace {
 
-void net_collective(caf::blocking_actor* self, net_collective_args a) {
+// What a member's thread did last, for the watchdog: written by the thread that runs the
+// collectives, read by the member's front actor while that thread may be inside one.
+struct log_book {
+  std::mutex mu;
+  collective_log log;
+  std::string engine;
+
+  void begin(const collective_request& q) {
+    std::lock_guard<std::mutex> lock(mu);
+    collective_log_entry e;
+    e.seq = q.seq;
+    e.op = ring::to_string(static_cast<ring::op_kind>(q.op));
+    e.total = q.total;
+    e.left = e.right = -1;  // the engine's own peers: not known here
+    e.state = "inside " + engine;
+    e.expected = q.total;
+    e.started_at = now_seconds();
+    log.entries.push_back(std::move(e));
+    if (log.entries.size() > static_cast<size_t>(kLogEntries)) log.entries.erase(log.entries.begin());
+  }
+  void end(int64_t seq, std::string state) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto& e : log.entries)
+      if (e.seq == seq) {
+        e.state = std::move(state);
+        e.finished_at = now_seconds();
+        if (e.state == "done") e.received = e.total;
+      }
+  }
+  collective_log snapshot() {
+    std::lock_guard<std::mutex> lock(mu);
+    return log;
+  }
+};
+
+void net_collective(caf::blocking_actor* self, net_collective_args a, std::shared_ptr<log_book> book) {
   std::shared_ptr<net::group_backend> ring;
   collective_pool pool(collective_options_from_env().pool_bytes);
   std::string broken;
@@ -175,9 +212,11 @@ void net_collective(caf::blocking_actor* self, net_collective_args a) {
   self->receive_while(running)(
       [&](collective_request& q) {
         auto rp = self->make_response_promise();
+        book->begin(q);
         if (broken.empty()) {
           try {
             rp.deliver(on_device ? run_on_device(*ring, q) : run_one(*ring, pool, q));
+            book->end(q.seq, "done");
             return;
           } catch (const std::exception& e) {
             broken = "data plane of rank " + std::to_string(rank) + ", collective " + std::to_string(q.seq) +
@@ -186,6 +225,7 @@ void net_collective(caf::blocking_actor* self, net_collective_args a) {
             ring.reset();  // close the sockets now: the neighbours fail at once instead of timing out
           }
         }
+        book->end(q.seq, "failed: " + broken);
         rp.deliver(caf::make_error(caf::sec::runtime_error, broken));
       },
       [&](caf::exit_msg& em) {
@@ -194,10 +234,28 @@ void net_collective(caf::blocking_actor* self, net_collective_args a) {
       });
 }
 
+// The member as its group and the job see it: collectives and a device group's id go on, in
+// order, to the thread that runs them; a dump is answered from the log book at once, even while
+// that thread waits inside a collective for a peer (what the watchdog needs to say which
+// collective hangs). Linked: either ends with the other.
+caf::behavior net_collective_front(caf::event_based_actor* self, caf::actor worker, std::shared_ptr<log_book> book) {
+  self->link_to(worker);
+  return {
+      [self, worker](collective_request& q) { return self->delegate(worker, std::move(q)); },
+      [self, worker](device_group_id& m) { self->send(worker, std::move(m)); },
+      [book](const collective_dump_request&) { return book->snapshot(); },
+  };
+}
+
 }  // namespace
 
 caf::actor spawn_net_collective(caf::actor_system& sys, net_collective_args args) {
-  return sys.spawn<caf::detached>(net_collective, std::move(args));
+  auto book = std::make_shared<log_book>();
+  book->log.rank = args.env.rank;
+  book->log.ranks = args.env.world_size;
+  book->engine = args.device_engine ? args.device_engine->name() : args.make_backend ? args.env.source : "the TCP ring";
+  caf::actor worker = sys.spawn<caf::detached>(net_collective, std::move(args), book);
+  return sys.spawn(net_collective_front, std::move(worker), std::move(book));
 }
 
 }  // namespace troupe

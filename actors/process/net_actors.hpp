@@ -26,6 +26,8 @@ namespace troupe {
 // A collective member for one rank of a multi-process group: it answers collective_request
 // with the same collective_result the in-process member gives (collective.hpp), running each
 // call on the tcp_ring it owns, on its own thread (a detached blocking actor), in arrival order.
+// The handle is a front actor linked to that thread: it answers collective_dump_request at once
+// with the member's last collectives and their states, even while the thread waits in one.
 // The ring is connected first (rendezvous at env.master_addr:master_port). A failed call (a
 // peer gone) is answered with an error, the ring is closed at once so its neighbours fail fast
 // too, and every later request gets the same error.

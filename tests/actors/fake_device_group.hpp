@@ -55,6 +55,7 @@ class fake_device_group_engine final : public net::device_group_engine {
     std::lock_guard<std::mutex> lock(mu_);
     aborted_ = why;
     for (auto& [id, m] : meetings_) m->abort(why);
+    held_.notify_all();
   }
   // Fault injection: member `rank`'s collective number `call` (counting from 0, every kind, in
   // every group) fails, as a member whose peer died would, before it meets the others; they wait
@@ -63,6 +64,13 @@ class fake_device_group_engine final : public net::device_group_engine {
     std::lock_guard<std::mutex> lock(mu_);
     fail_rank_ = rank;
     fail_call_ = call;
+  }
+  // Fault injection: member `rank`'s collective number `call` never returns (a wedged peer, a
+  // hung kernel) until the engine is aborted.
+  void hold(int rank, int64_t call) {
+    std::lock_guard<std::mutex> lock(mu_);
+    hold_rank_ = rank;
+    hold_call_ = call;
   }
   bool aborted() const {
     std::lock_guard<std::mutex> lock(mu_);
@@ -171,19 +179,25 @@ class fake_device_group_engine final : public net::device_group_engine {
     fake_device_group_engine* engine_;
   };
 
-  // Throws for the collective fail() named.
+  // Throws for the collective fail() named; waits for an abort in the one hold() named.
   void injected(int rank) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (rank == fail_rank_ && calls_of_[rank]++ == fail_call_)
-      throw net::net_error("injected failure of member " + std::to_string(rank) + "'s collective " + std::to_string(fail_call_));
+    std::unique_lock<std::mutex> lock(mu_);
+    const int64_t call = calls_of_[rank]++;
+    if (rank == fail_rank_ && call == fail_call_)
+      throw net::net_error("injected failure of member " + std::to_string(rank) + "'s collective " + std::to_string(call));
+    if (rank == hold_rank_ && call == hold_call_) {
+      held_.wait(lock, [&] { return !aborted_.empty(); });
+      throw net::net_error("fake device group aborted: " + aborted_);
+    }
   }
 
   const std::string refusal_;
   const bool one_group_per_device_;
   mutable std::mutex mu_;
   std::string aborted_;
-  int fail_rank_ = -1;
-  int64_t fail_call_ = -1;
+  int fail_rank_ = -1, hold_rank_ = -1;
+  int64_t fail_call_ = -1, hold_call_ = -1;
+  std::condition_variable held_;
   std::map<int, int64_t> calls_of_;
   std::vector<std::string> ids_;
   std::map<std::string, std::shared_ptr<meeting>> meetings_;

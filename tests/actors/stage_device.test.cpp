@@ -473,6 +473,27 @@ TEST(StageOnAnAccelerator, AFailedDeviceCollectiveFailsTheJobNamingItAndTheAbort
   }
 }
 
+// A collective that hangs inside the engine (a wedged peer) stalls the step: the watchdog's
+// report names it from each member's log (which answers while its thread is inside the engine:
+// "inside fake-nccl"), the job stops with that report, and the abort releases the members.
+TEST(StageOnAnAccelerator, AHungDeviceCollectiveIsNamedByTheWatchdogFromTheMembersLogs) {
+  train_config cfg = engine_config(accelerator_case{"mlp", "sgd", 1, "1f1b", 2}, "hung");
+  cfg.watchdog_seconds = 1;
+  auto engine = std::make_shared<fake_device_group_engine>();
+  engine->hold(1, 7);  // the second step's third bucket
+  try {
+    run_with_engine(cfg, engine);
+    ADD_FAILURE() << "the job finished";
+  } catch (const std::runtime_error& e) {
+    const std::string report = e.what();
+    EXPECT_NE(report.find("collectives:"), std::string::npos) << report;
+    EXPECT_NE(report.find("collective rank 1/2 seq 7 all_reduce_sum"), std::string::npos) << report;
+    EXPECT_NE(report.find("inside fake-nccl"), std::string::npos) << report;
+    EXPECT_EQ(report.find("no answer"), std::string::npos) << "every member's log answered: " << report;
+  }
+  EXPECT_TRUE(engine->aborted());
+}
+
 // An engine whose devices serve one group at most (NCCL): with every rank on the one fake GPU,
 // the first pipeline stage's group reduces there and the second's meets on the host, and the
 // job is still the CPU's bit for bit.
