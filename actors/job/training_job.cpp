@@ -95,12 +95,11 @@ train_summary run_training(const train_config& cfg, const job_extras& extras) {
 namespace {
 
 // What a stage on an accelerator does not run yet, or empty: each of these reads or writes its
-// chunks' buffers on the host (bucket collectives, shards, servers, restores, observers).
+// chunks' buffers on the host (ZeRO-3's units, tensor-parallel collectives, servers, observers).
 std::string not_on_accelerators_yet(const train_config& cfg, const job_plan& plan, const job_extras& extras) {
   if (cfg.zero >= 3) return "ZeRO-3 (its units are gathered into the chunks on the host)";
   if (plan.mesh.tp > 1) return "tensor parallelism";
   if (cfg.consistency != consistency_model::none) return "parameter servers";
-  if (plan.resume) return "a resume from a checkpoint";
   if (!extras.gradient_observers.empty()) return "gradient observers";
   return {};
 }

@@ -432,6 +432,24 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
                                       std::to_string(in.state.numel()) + " floats)");
         if (s.pending.reply.pending())
           return caf::make_error(caf::sec::invalid_argument, where + ": a restore during a step is refused");
+        if (!s.memory.store && !s.memory.where.is_cpu()) {
+          // On the GPU: the saved values copied there on the stage's stream, and waited for (the
+          // shard's own thread), so the host copies may go once this returns.
+          const device_ops& ops = ops_for(s.memory.where);
+          s.opt->restore(in.steps, {});  // its state is the device's (external)
+          s.memory.queue->launch([&] {
+            s.master = ops.to_here(in.master);
+            s.device_state = tensor();
+            if (in.state.numel() > 0) {
+              s.device_state = ops.empty({in.state.numel()});  // written in place by every step
+              ops.copy(s.device_state, in.state);
+            }
+            ops.synchronize();
+          });
+          s.master.freeze();
+          if (s.memory.ledger) s.memory.ledger->charge(s.master, s.memory.master_kind);
+          return shard_state_restored{in.steps};
+        }
         if (!s.memory.store) {
           s.opt->restore(in.steps, in.state.to_vector());
           s.master = in.master;

@@ -481,8 +481,18 @@ caf::behavior stage(self_ptr self, stage_args args) {
   for (auto& c : st.chunks) n += c->stack().num_params();
   if (st.args.resume) {  // the checkpoint's values replace the initial ones before anyone sees them
     const resume_point& from = *st.args.resume;
-    for (size_t c = 0; c < st.chunks.size(); ++c)
-      storage::read_values(from.dir, from.manifest, "params", st.chunk_runs[c], st.chunks[c]->stack().params().data());
+    for (size_t c = 0; c < st.chunks.size(); ++c) {
+      tensor& params = st.chunks[c]->stack().params();
+      if (params.where().is_cpu()) {
+        storage::read_values(from.dir, from.manifest, "params", st.chunk_runs[c], params.data());
+        continue;
+      }
+      // On a GPU, read on the host and copied in on the stage's stream (from pageable memory the
+      // copy has taken the bytes when it returns).
+      tensor saved = tensor::uninitialized({params.numel()});
+      storage::read_values(from.dir, from.manifest, "params", st.chunk_runs[c], saved.data());
+      launch(st, [&] { ops_for(params.where()).copy_floats(f32_out(params), saved.data(), params.numel()); });
+    }
     st.next_request = from.manifest.step;
   }
   st.shard_runs = zero_on(st) ? shard_runs(st.pieces, st.args.buckets, chunk_at, stage_runs) : stage_runs;

@@ -494,6 +494,53 @@ TEST(StageOnAnAccelerator, AHungDeviceCollectiveIsNamedByTheWatchdogFromTheMembe
   EXPECT_TRUE(engine->aborted());
 }
 
+// Checkpoints from the devices and back onto them: a fake-GPU job saves at step 8, and one resumed
+// from there ends bitwise as the uninterrupted CPU run. Its shards are on the device (plain; ZeRO 2
+// over the device engine) or on the host (ZeRO 1 without an engine: ZeRO-Offload's placement).
+TEST(StageOnAnAccelerator, AJobResumedOntoTheDevicesFromStep8EndsBitwiseAsTheUninterruptedCpuRun) {
+  struct resume_case {
+    accelerator_case job;
+    bool engine;
+  };
+  for (const resume_case& r : {resume_case{{"gpt", "adamw", 1}, false}, resume_case{{"mlp", "adamw", 1, "1f1b", 2, 2}, true},
+                               resume_case{{"mlp", "sgd", 1, "1f1b", 2, 1}, false}}) {
+    const std::string name = accelerator_case_name({r.job, 0}) + (r.engine ? "_engine" : "");
+    SCOPED_TRACE(name);
+    const train_summary want = run_training(engine_config(r.job, "resume-cpu-" + name));
+    auto engine = r.engine ? std::make_shared<fake_device_group_engine>() : nullptr;
+    train_config saver = engine_config(r.job, "resume-saver-" + name);
+    saver.checkpoint_dir = out_dir("resume-ckpt-" + name);
+    saver.checkpoint_every = 8;
+    saver.keep = 0;
+    run_with_engine(saver, engine);
+    train_config resumed = engine_config(r.job, "resume-resumed-" + name);
+    resumed.resume = saver.checkpoint_dir + "/step-00000008";
+    const train_summary got = run_with_engine(resumed, engine);
+    EXPECT_EQ(got.first_step, 8);
+    ASSERT_EQ(got.losses.size(), static_cast<size_t>(kSteps - 8));
+    EXPECT_TRUE(same_bits(want.final_params, got.final_params));
+  }
+}
+
+// A job whose device collective fails after its step-8 checkpoint restarts (--max-restarts) onto
+// the devices from its latest checkpoint, or from the start when that one was not committed yet,
+// and ends bitwise as the uninterrupted CPU run.
+TEST(StageOnAnAccelerator, AJobWhoseDeviceCollectiveFailsRestartsFromItsCheckpointAndEndsBitwiseTheSame) {
+  const accelerator_case c{"mlp", "adamw", 1, "1f1b", 2, 1};
+  const train_summary want = run_training(engine_config(c, "restart-cpu"));
+  train_config cfg = engine_config(c, "restart-gpu");
+  cfg.checkpoint_dir = out_dir("restart-ckpt");
+  cfg.checkpoint_every = 8;
+  cfg.max_restarts = 1;
+  auto engine = std::make_shared<fake_device_group_engine>();
+  engine->fail(1, 10 * 5);  // step 10's first bucket (5 a step)
+  const train_summary got = run_with_engine(cfg, engine);
+  EXPECT_EQ(got.restarts, 1);
+  EXPECT_TRUE(engine->aborted());
+  EXPECT_TRUE(got.first_step == 8 || got.first_step == 0) << got.first_step;
+  EXPECT_TRUE(same_bits(want.final_params, got.final_params));
+}
+
 // An engine whose devices serve one group at most (NCCL): with every rank on the one fake GPU,
 // the first pipeline stage's group reduces there and the second's meets on the host, and the
 // job is still the CPU's bit for bit.
