@@ -131,6 +131,7 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     if (cfg.consistency != consistency_model::none) {
       // Parameter servers: the replicas meet at their slot's server, not in a collective.
       a.collective = caf::actor{};
+      a.host_gradients = true;
       if (n > 0) a.optimizer = servers.at(plan.slot(at.pp, at.tp));
       a.dispenser = dispenser;
     } else if (n > 0) {  // a stage of ReLUs alone has nothing to optimize

@@ -95,12 +95,10 @@ train_summary run_training(const train_config& cfg, const job_extras& extras) {
 namespace {
 
 // What a stage on an accelerator does not run yet, or empty: each of these reads or writes its
-// chunks' buffers on the host (ZeRO-3's units, tensor-parallel collectives, servers, observers).
-std::string not_on_accelerators_yet(const train_config& cfg, const job_plan& plan, const job_extras& extras) {
+// chunks' buffers on the host (ZeRO-3's units, tensor-parallel collectives).
+std::string not_on_accelerators_yet(const train_config& cfg, const job_plan& plan) {
   if (cfg.zero >= 3) return "ZeRO-3 (its units are gathered into the chunks on the host)";
   if (plan.mesh.tp > 1) return "tensor parallelism";
-  if (cfg.consistency != consistency_model::none) return "parameter servers";
-  if (!extras.gradient_observers.empty()) return "gradient observers";
   return {};
 }
 
@@ -108,7 +106,7 @@ std::string not_on_accelerators_yet(const train_config& cfg, const job_plan& pla
 // before any actor exists: a stage on an accelerator needs that device's ops, and a job it can
 // run, which --device's are checked for before any device is opened.
 job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, job_extras extras) {
-  const std::string gap = not_on_accelerators_yet(cfg, plan, extras);
+  const std::string gap = not_on_accelerators_yet(cfg, plan);
   auto check = [&](const std::string& rank_on_device) {
     if (!gap.empty())
       throw std::invalid_argument(rank_on_device + ": a stage on an accelerator does not run " + gap +

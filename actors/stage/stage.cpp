@@ -523,6 +523,9 @@ caf::behavior stage(self_ptr self, stage_args args) {
   for (auto& c : st.chunks) c->account_to(st.args.memory);
   initial.freeze();
   if (n > 0 && st.args.resume) restore_shard(self, std::move(initial));
+  else if (n > 0 && st.args.host_gradients && !initial.where().is_cpu())
+    // A parameter server keeps its copy on the host: the first values go there (waited for once, at the start).
+    launch(st, [&] { self->send(st.args.optimizer, params_msg{-1, 0, on_host(initial)}); });
   else if (n > 0) self->send(st.args.optimizer, params_msg{-1, 0, std::move(initial)});
   st.waiting_for = "no step ordered";
   request_batches(self, 1);

@@ -43,6 +43,9 @@ struct stage_args {
   // and handed over, and its sums come back there. Otherwise a GPU's buckets go through pinned
   // host memory.
   bool buckets_on_device = false;
+  // Its gradients go to actors that read them on the host (parameter servers): on a GPU they
+  // leave as a copy in pinned host memory, as they do for gradient observers.
+  bool host_gradients = false;
   // Parameter servers under ssp and asp: the job's batch dispenser. Each step's batch is the unit
   // it grants (asked when the previous step's gradients are ready, so a fast replica takes more),
   // and a run of steps lasts until it grants none; the steps are the replica's own count.

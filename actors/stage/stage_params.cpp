@@ -25,24 +25,33 @@ tensor end_to_end(const std::vector<std::shared_ptr<pipeline_chunk>>& chunks, co
 
 compute_parts gradients_out(self_ptr self, int64_t n) {
   auto& s = self->state;
-  auto grads = std::make_shared<tensor>();
+  auto grads = std::make_shared<tensor>(), on_host = std::make_shared<tensor>();
+  // Observers, and parameter servers, read the gradients on the host: from a GPU, a copy to pinned
+  // memory that the work enqueues and the finish (after the device's completion) hands on.
+  const bool copy_to_host = on_accelerator(s) && (s.args.host_gradients || !s.args.observers.empty());
   compute_parts c;
   // One chunk hands its buffer over (the stack goes on with a fresh zeroed one, so what was sent
   // is never written again); several are laid end to end.
-  c.work = [chunks = s.chunks, where = compute_device(s.args), memory = s.args.memory, n, grads] {
+  c.work = [chunks = s.chunks, where = compute_device(s.args), memory = s.args.memory, n, grads, on_host, copy_to_host] {
     if (chunks.size() == 1) {
       *grads = chunks[0]->stack().take_grads();
-      return;
+    } else {
+      *grads = end_to_end(chunks, where, n, true);
+      if (memory) memory->charge(*grads, memory_kind::gradients);
     }
-    *grads = end_to_end(chunks, where, n, true);
-    if (memory) memory->charge(*grads, memory_kind::gradients);
+    if (!copy_to_host) return;
+    const device_ops& k = ops_for(where);
+    *on_host = k.host_empty({n});
+    k.copy(*on_host, *grads);
   };
-  c.finish = [self, grads] {
+  c.finish = [self, grads, on_host] {
     auto& s = self->state;
     tensor g = std::move(*grads);
     g.freeze();
-    for (const auto& o : s.args.observers) self->send(o, observed_gradients{s.args.rank, s.step, g});
-    gradients_msg push{s.step, 0, std::move(g), s.args.dp_rank};
+    tensor h = on_host->empty() ? g : std::move(*on_host);
+    h.freeze();
+    for (const auto& o : s.args.observers) self->send(o, observed_gradients{s.args.rank, s.step, h});
+    gradients_msg push{s.step, 0, s.args.host_gradients ? std::move(h) : std::move(g), s.args.dp_rank};
     if (dispensing(s)) {
       const int64_t next = s.units.unit(s.step + 1);
       push.unit = s.units.unit(s.step);

@@ -14,6 +14,8 @@
 #include <cstring>
 #include <filesystem>
 #include <future>
+#include <map>
+#include <mutex>
 #include <ostream>
 #include <memory>
 #include <string>
@@ -539,6 +541,57 @@ TEST(StageOnAnAccelerator, AJobWhoseDeviceCollectiveFailsRestartsFromItsCheckpoi
   EXPECT_TRUE(engine->aborted());
   EXPECT_TRUE(got.first_step == 8 || got.first_step == 0) << got.first_step;
   EXPECT_TRUE(same_bits(want.final_params, got.final_params));
+}
+
+// Parameter servers and gradient observers read gradients on the host: a GPU stage hands them a
+// pinned copy. A bsp job over two fake-GPU replicas ends bitwise as the CPU's bsp job, and an
+// observer hears the same bits from the devices as from the CPU, every rank every step.
+namespace {
+
+struct heard {
+  std::mutex mu;
+  std::map<std::pair<int64_t, int32_t>, std::vector<float>> grads;  // (step, rank)
+};
+
+caf::behavior listener(caf::event_based_actor*, std::shared_ptr<heard> out) {
+  return {[out](const observed_gradients& g) {
+    EXPECT_TRUE(g.grads.where().is_cpu()) << "an observer got gradients on " << g.grads.where().to_string();
+    std::lock_guard<std::mutex> lock(out->mu);
+    out->grads[{g.step, g.rank}] = g.grads.to_vector();
+  }};
+}
+
+}  // namespace
+
+TEST(StageOnAnAccelerator, ParameterServersAndGradientObserversGetTheDevicesGradientsOnTheHostBitwiseAsTheCpus) {
+  {
+    SCOPED_TRACE("bsp parameter servers");
+    auto config = [](const std::string& tag) {
+      train_config cfg = engine_config(accelerator_case{"mlp", "sgd", 1, "1f1b", 2}, "ps-" + tag);
+      cfg.consistency = consistency_model::bsp;
+      return cfg;
+    };
+    const train_summary cpu = run_training(config("cpu"));
+    const train_summary gpu = run_with_engine(config("gpu"), nullptr);
+    EXPECT_TRUE(same_bits(cpu.final_params, gpu.final_params));
+    EXPECT_EQ(gpu.server_updates.size(), cpu.server_updates.size());
+  }
+  SCOPED_TRACE("observers");
+  const train_config cfg = engine_config(accelerator_case{"gpt", "adamw", 2, "1f1b", 2}, "observed");
+  auto run = [&](bool on_gpu) {
+    auto out = std::make_shared<heard>();
+    const auto devices = accelerators_for(cfg);
+    job_extras extras = on_gpu ? on_devices(devices) : job_extras{};
+    extras.gradient_observers.push_back([out](caf::actor_system& sys) { return sys.spawn(listener, out); });
+    train_config c = cfg;
+    c.out_dir += on_gpu ? "-gpu" : "-cpu";
+    run_training(c, extras);
+    std::lock_guard<std::mutex> lock(out->mu);
+    return out->grads;
+  };
+  const auto cpu = run(false), gpu = run(true);
+  EXPECT_EQ(cpu.size(), static_cast<size_t>(kSteps * 4)) << "every rank, every step";
+  EXPECT_TRUE(cpu == gpu) << "the devices' gradients, as the observers heard them, are the CPU's";
 }
 
 // An engine whose devices serve one group at most (NCCL): with every rank on the one fake GPU,
