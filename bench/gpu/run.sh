@@ -4,7 +4,9 @@
 # (tests/comm/nccl_group.test.cpp; its cases over several members need as many GPUs), and the
 # stage's CUDA queue signalling completions from the stream (tests/kernels/cuda_queue.test.cpp),
 # the caching device allocator, pinned host memory and copies (tests/kernels/cuda_device_alloc.test.cpp),
-# and GPT and MLP layer stacks on the GPU against the CPU's (tests/kernels/cuda_layers.test.cpp);
+# GPT and MLP layer stacks on the GPU against the CPU's (tests/kernels/cuda_layers.test.cpp), and
+# whole --device jobs against the CPU's (tests/actors/gpu_job.test.cpp: pipelines, replicas, ZeRO,
+# bf16; with two GPUs or more, data-parallel groups and ZeRO shards over NCCL in the job);
 # the list is bench/gpu/tests.list; then times troupe's GPT step against PyTorch's on the same GPU
 # (gpt_step.jsonl, and the ratios in the summary). Writes
 # under $OUT (default ./gpu-out): gpu.txt (nvidia-smi), build.log, one NAME.log per test binary
