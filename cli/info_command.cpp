@@ -20,10 +20,10 @@ void add_info_command(CLI::App& app, int& exit_code) {
     std::printf("hardware threads: %u\n", std::thread::hardware_concurrency());
     std::printf("collective back ends: %s\n", net::built_backends().c_str());
     std::printf("gpus: %s\n", describe_accelerators().c_str());
-    const auto gpu_groups = gpu_group_engine();
+    const device_engines engines = gpu_group_engines();
     std::printf("gpu data-parallel groups: %s\n",
-                gpu_groups ? (gpu_groups->name() + " (a group whose replicas each have a GPU of their own)").c_str()
-                           : "through the host (troupe was built without CUDA)");
+                engines.size() > 1 ? "nccl (replicas with a GPU each), the device's own ops (replicas sharing one GPU)"
+                                   : "through the host (troupe was built without CUDA)");
     exit_code = 0;
   });
 }

@@ -49,6 +49,10 @@ class device_ops {
   // Waits until what this thread enqueued here has run (CPU: nothing to wait for). Only for
   // plain callers (train_step.hpp's reference step); an actor waits for its queue's completion.
   virtual void synchronize() const = 0;
+  // Makes where() the calling thread's current device, for a thread of its own that launches
+  // there outside any queue (a collective's: kernels/cuda launches on the current device). CPU:
+  // nothing to do.
+  virtual void make_current() const {}
 
   // ---- dense ----
   virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int64_t N,

@@ -1,6 +1,8 @@
 // accelerators (accelerators.hpp): kernels/cuda where troupe is built with it.
 #include "actors/job/accelerators.hpp"
 
+#include "actors/collective/local_device_group.hpp"
+
 #include <map>
 #include <stdexcept>
 
@@ -24,51 +26,53 @@ std::shared_ptr<device_queue> open_accelerator(const device& d) {
 #endif
 }
 
-std::shared_ptr<net::device_group_engine> gpu_group_engine() {
+device_engines gpu_group_engines() {
+  device_engines out{local_device_engine()};
 #ifdef TROUPE_HAVE_CUDA
-  return net::nccl_engine();
-#else
-  return nullptr;
+  out.push_back(net::nccl_engine());
 #endif
+  return out;
 }
 
 bool device_groups_allowed(const train_config& cfg) {
   return cfg.zero <= 2 && optimizer_offload(cfg) == offload_target::none && params_offload(cfg) == offload_target::none;
 }
 
-device_group_choice choose_device_group(const net::device_group_engine* engine, const std::vector<device>& members) {
-  if (!engine || members.empty()) return {};
-  std::vector<int> accelerators;
-  for (const device& d : members) {
-    if (d.is_cpu()) return {};  // a group with a member on the host meets there
-    accelerators.push_back(d.index);
-  }
-  std::string why = engine->refuses(accelerators);
-  return {why.empty(), std::move(why)};
-}
-
-std::vector<device_group_choice> choose_device_groups(const net::device_group_engine* engine, const sched::mesh& mesh,
+std::vector<device_group_choice> choose_device_groups(const device_engines& engines, const sched::mesh& mesh,
                                                       const std::function<device(int rank)>& device_of) {
   std::vector<device_group_choice> out(static_cast<size_t>(mesh.groups(sched::axis::dp)));
   std::vector<bool> seen(out.size(), false);
-  std::map<int, int> engaged;  // GPU -> the group whose communicator it serves
+  std::map<int, int> engaged;  // GPU -> the group whose exclusive engine (NCCL) it serves
   for (int r = 0; r < mesh.ranks(); ++r) {
     const auto g = static_cast<size_t>(mesh.group_index(sched::axis::dp, r));
     if (seen[g]) continue;
     seen[g] = true;
     if (mesh.dp == 1 || mesh.group_spans_processes(sched::axis::dp, r)) continue;
-    std::vector<device> members;
-    for (int m : mesh.group(sched::axis::dp, r)) members.push_back(device_of(m));
-    device_group_choice c = choose_device_group(engine, members);
-    for (const device& d : members) {
-      auto it = engaged.find(d.index);
-      if (c.on_devices && it != engaged.end())
-        c = {false, engine->name() + " serves one group per device, and " + d.to_string() + " serves data-parallel group " +
-                        std::to_string(it->second)};
+    std::vector<int> accelerators;
+    bool on_host = false;
+    for (int m : mesh.group(sched::axis::dp, r)) {
+      const device d = device_of(m);
+      on_host = on_host || d.is_cpu();  // a group with a member on the host meets there
+      accelerators.push_back(d.index);
     }
-    if (c.on_devices && engine->one_group_per_device())
-      for (const device& d : members) engaged.emplace(d.index, static_cast<int>(g));
-    out[g] = std::move(c);
+    if (on_host) continue;
+    device_group_choice& c = out[g];
+    for (const auto& engine : engines) {
+      std::string why = engine->refuses(accelerators);
+      if (why.empty() && engine->one_group_per_device())
+        for (int a : accelerators)
+          if (auto it = engaged.find(a); why.empty() && it != engaged.end())
+            why = engine->name() + " serves one group per device, and cuda:" + std::to_string(a) +
+                  " serves data-parallel group " + std::to_string(it->second);
+      if (!why.empty()) {
+        c.why += (c.why.empty() ? "" : "; ") + why;
+        continue;
+      }
+      c = {true, engine, ""};
+      if (engine->one_group_per_device())
+        for (int a : accelerators) engaged.emplace(a, static_cast<int>(g));
+      break;
+    }
   }
   return out;
 }

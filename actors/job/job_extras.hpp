@@ -23,7 +23,7 @@ struct job_extras {
   // rank with an asynchronous one has its stage scheduled on CAF's threads (stage.hpp).
   std::function<std::shared_ptr<device_queue>(int rank)> device_of;
   // What a data-parallel group of ranks on accelerators reduces through, in place of the build's
-  // own (NCCL where troupe is built with CUDA): a composition's engine, or a test's fake one.
+  // own (accelerators.hpp's gpu_group_engines): a composition's engine, or a test's fake one.
   std::shared_ptr<net::device_group_engine> device_collectives;
   // The job's scheduler threads (0: runtime_config.cpp's). Stages on asynchronous devices need
   // none of their own, so a job of them runs on as few as one.

@@ -29,18 +29,17 @@ int64_t largest_bucket_bytes(const job_plan& plan, int rank) {
 }
 
 memory_figures predicted_model_states(const train_config& cfg, const job_plan& plan, int rank) {
-  static const std::shared_ptr<net::device_group_engine> build_engine = gpu_group_engine();
-  return predicted_model_states(cfg, plan, rank, build_engine.get());
+  static const device_engines build = gpu_group_engines();
+  return predicted_model_states(cfg, plan, rank, build);
 }
 
-bool reduces_on_devices(const train_config& cfg, const sched::mesh& mesh, int rank, const net::device_group_engine* engine) {
+bool reduces_on_devices(const train_config& cfg, const sched::mesh& mesh, int rank, const device_engines& engines) {
   if (!device_groups_allowed(cfg)) return false;
-  const auto groups = choose_device_groups(engine, mesh, [&cfg](int r) { return device_of_rank(cfg, r); });
+  const auto groups = choose_device_groups(engines, mesh, [&cfg](int r) { return device_of_rank(cfg, r); });
   return groups.at(static_cast<size_t>(mesh.group_index(sched::axis::dp, rank))).on_devices;
 }
 
-memory_figures predicted_model_states(const train_config& cfg, const job_plan& plan, int rank,
-                                      const net::device_group_engine* engine) {
+memory_figures predicted_model_states(const train_config& cfg, const job_plan& plan, int rank, const device_engines& engines) {
   const sched::mesh_coords at = plan.mesh.coords_of(rank);
   const auto& buckets = plan.buckets.at(plan.slot(at.pp, at.tp));
   const int64_t f = sizeof(float);
@@ -65,7 +64,7 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
     return m;
   }
   // A GPU rank whose group reduces through the host keeps its shard there.
-  const bool shard_on_host = !device_of_rank(cfg, rank).is_cpu() && !reduces_on_devices(cfg, plan.mesh, rank, engine);
+  const bool shard_on_host = !device_of_rank(cfg, rank).is_cpu() && !reduces_on_devices(cfg, plan.mesh, rank, engines);
   set(memory_kind::parameters, psi);
   set(memory_kind::gradients, cfg.zero >= 2 ? (shard_on_host ? 0 : shard) + largest_bucket_bytes(plan, rank) : psi);
   set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none && !shard_on_host ? shard + k * shard : 0);

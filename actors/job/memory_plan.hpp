@@ -25,7 +25,7 @@
 
 #include "actors/job/job_plan.hpp"
 #include "actors/job/train_config.hpp"
-#include "comm/device_group.hpp"
+#include "actors/job/accelerators.hpp"
 #include "kernels/device_memory.hpp"
 
 namespace troupe {
@@ -36,13 +36,14 @@ int64_t optimizer_state_floats(const optimizer_config& o);
 // the store's queue (block size x queue depth), in whole 4 KiB pages, at least one page.
 int64_t offload_tile_floats(const train_config& cfg);
 
-// With the build's engine for groups on GPUs (NCCL), or with `engine` (a composition's).
+// With the build's engines for groups on GPUs (gpu_group_engines), or with `engines` (a
+// composition's).
 memory_figures predicted_model_states(const train_config& cfg, const job_plan& plan, int rank);
-memory_figures predicted_model_states(const train_config& cfg, const job_plan& plan, int rank,
-                                      const net::device_group_engine* engine);
-// Whether rank's data-parallel group reduces on its devices through `engine` (accelerators.hpp's
-// rule, with --device's placement), which puts a ZeRO 1 or 2 shard on the GPU with it.
-bool reduces_on_devices(const train_config& cfg, const sched::mesh& mesh, int rank, const net::device_group_engine* engine);
+memory_figures predicted_model_states(const train_config& cfg, const job_plan& plan, int rank, const device_engines& engines);
+// Whether rank's data-parallel group reduces on its devices through one of `engines`
+// (accelerators.hpp's rule, with --device's placement), which puts a ZeRO 1 or 2 shard on the
+// GPU with it.
+bool reduces_on_devices(const train_config& cfg, const sched::mesh& mesh, int rank, const device_engines& engines);
 // The largest gradient bucket of the rank's stage, in bytes (0 without data parallelism).
 int64_t largest_bucket_bytes(const job_plan& plan, int rank);
 // Throws std::invalid_argument naming the first rank whose predicted model states exceed

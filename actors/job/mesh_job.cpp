@@ -222,7 +222,7 @@ job_servers spawn_servers(caf::actor_system& sys, const train_config& cfg, const
 
 void abort_group_waits(const rank_actors& ranks, const std::string& why) {
   for (const auto& g : ranks.tp_members) net::abort_local_tp_group(g, why);
-  if (ranks.device_engine) ranks.device_engine->abort(why);
+  for (const auto& e : ranks.engines) e->abort(why);
 }
 
 rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
@@ -230,7 +230,8 @@ rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const pr
   mesh_links_args one_process;  // in-process groups, local peers, no transport
   one_process.zero3 = cfg.zero >= 3;
   if (extras.device_of && device_groups_allowed(cfg)) {
-    one_process.device_engine = extras.device_collectives ? extras.device_collectives : gpu_group_engine();
+    one_process.engines =
+        extras.device_collectives ? device_engines{extras.device_collectives} : gpu_group_engines();
     one_process.device_of = [&extras](int rank) {
       const std::shared_ptr<device_queue> q = extras.device_of(rank);
       return q ? q->where() : device{};
@@ -253,7 +254,7 @@ rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const pr
   links.connect_pipelines(out.stages, coordinator);
   out.members.insert(out.members.end(), links.actors().begin(), links.actors().end());
   out.collectives = links.collectives();
-  out.device_engine = one_process.device_engine;
+  out.engines = one_process.engines;
   return out;
 }
 

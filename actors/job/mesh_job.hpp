@@ -26,7 +26,7 @@ struct rank_actors {
   std::map<int, caf::actor> loaders;  // by replica (dp coordinate)
   std::vector<caf::actor> collectives;  // in-process groups' members (spawn_mesh only)
   std::vector<std::shared_ptr<tp_group>> tp_members;  // the stages' tp group members (tp > 1)
-  std::shared_ptr<net::device_group_engine> device_engine;  // what its device groups joined (spawn_mesh), or null
+  device_engines engines;  // what its device groups may have joined (spawn_mesh)
   std::vector<std::shared_ptr<std::vector<train_summary::server_update>>> server_updates;  // spawn_mesh's servers' records
   std::shared_ptr<std::vector<train_summary::dispensed_batch>> dispensed;  // spawn_mesh's dispenser's record
 };

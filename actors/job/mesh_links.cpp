@@ -333,8 +333,8 @@ std::shared_ptr<tp_group> mesh_links::remote_group_member(int id, int member, in
 }
 
 std::vector<caf::actor> mesh_links::device_group(int id, const std::vector<int>& ranks) {
-  if (!args_.device_engine || !args_.device_of) return {};
-  if (device_choices_.empty()) device_choices_ = choose_device_groups(args_.device_engine.get(), plan_.mesh, args_.device_of);
+  if (args_.engines.empty() || !args_.device_of) return {};
+  if (device_choices_.empty()) device_choices_ = choose_device_groups(args_.engines, plan_.mesh, args_.device_of);
   std::vector<device> devices;
   std::string names;
   for (int r : ranks) {
@@ -345,7 +345,7 @@ std::vector<caf::actor> mesh_links::device_group(int id, const std::vector<int>&
   if (!choice.why.empty())
     spdlog::info("data-parallel group {} ({}) reduces its buckets through the host: {}", id, names, choice.why);
   if (!choice.on_devices) return {};
-  const std::string engine = args_.device_engine->name();
+  const std::string engine = choice.engine->name();
   spdlog::info("data-parallel group {} ({}) reduces its buckets on the devices through {}", id, names, engine);
   const int size = static_cast<int>(ranks.size());
   std::vector<caf::actor> members(ranks.size());
@@ -353,7 +353,7 @@ std::vector<caf::actor> mesh_links::device_group(int id, const std::vector<int>&
   for (int member = size - 1; member >= 0; --member) {
     net_collective_args a;
     a.env = launch_env{member, size, args_.local_host, 0, engine};
-    a.device_engine = args_.device_engine;
+    a.device_engine = choice.engine;
     a.device_index = devices[static_cast<size_t>(member)].index;
     a.rendezvous_timeout_ms = args_.join_timeout_ms;
     if (member == 0) a.id_to.assign(members.begin() + 1, members.end());

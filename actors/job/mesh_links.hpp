@@ -57,9 +57,9 @@ struct mesh_links_args {
   bool zero3 = false;  // ZeRO-3: each data-parallel group also gathers parameters (params_of)
   std::vector<slow_link_spec> slow_links;  // rings of these mesh ranks send at a cap (fault injection)
   // Set: a data-parallel group in this process whose every rank is on an accelerator reduces
-  // there, through this engine (NCCL), when the engine takes those devices; otherwise (and
-  // across processes) through the host as above. device_of gives a rank's device.
-  std::shared_ptr<net::device_group_engine> device_engine;
+  // there, through the first of these engines that takes those devices (choose_device_groups);
+  // otherwise (and across processes) through the host as above. device_of gives a rank's device.
+  device_engines engines;
   std::function<device(int rank)> device_of;
 };
 
@@ -102,7 +102,7 @@ class mesh_links {
  private:
   caf::actor spawn_member(net_collective_args a);  // a net_collective, kept as a member of the job
   // The in-process data-parallel group `id` (its ranks in member order) on their accelerators
-  // through args.device_engine; empty, with a log line saying why, where it cannot run there.
+  // through its chosen engine; empty, with a log line saying why, where it cannot run there.
   std::vector<caf::actor> device_group(int id, const std::vector<int>& ranks);
   // A member of process-spanning group `id` on the TCP ring, or on Gloo with args.gloo: the
   // group's first member listens (published by serves()), the others wait for its address from

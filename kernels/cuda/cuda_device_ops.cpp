@@ -27,6 +27,7 @@ class gpu_ops final : public device_ops {
  public:
   explicit gpu_ops(int index) : index_(index) {}
   device where() const override { return {device_type::cuda, index_}; }
+  void make_current() const override { TROUPE_CUDA_CHECK(cudaSetDevice(index_)); }
 
   void copy_bytes(void* dst, const void* src, int64_t bytes) const override {
     // Unified addressing: the runtime knows each pointer's device, so one call does every

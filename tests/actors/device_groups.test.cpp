@@ -20,9 +20,13 @@ sched::mesh mesh_of(int dp, int pp) {
   return m;
 }
 
-std::vector<device_group_choice> choices(const net::device_group_engine& engine, const sched::mesh& m,
+std::vector<device_group_choice> choices(const device_engines& engines, const sched::mesh& m,
                                          const std::vector<device>& by_rank) {
-  return choose_device_groups(&engine, m, [&](int r) { return by_rank.at(static_cast<size_t>(r)); });
+  return choose_device_groups(engines, m, [&](int r) { return by_rank.at(static_cast<size_t>(r)); });
+}
+
+std::shared_ptr<test::fake_device_group_engine> fake(std::string refusal = {}, bool one_group_per_device = false) {
+  return std::make_shared<test::fake_device_group_engine>(std::move(refusal), one_group_per_device);
 }
 
 const device cpu{};
@@ -31,36 +35,56 @@ device gpu(int i) { return device{device_type::cuda, i}; }
 }  // namespace
 
 TEST(DeviceGroups, EveryGroupOnGpusOfItsOwnReducesThere) {
-  test::fake_device_group_engine nccl_like("", true);
+  const auto nccl_like = fake("", true);
   // dp 2 x pp 2: stage 0's group is ranks 0 and 2, stage 1's ranks 1 and 3.
-  const auto c = choices(nccl_like, mesh_of(2, 2), {gpu(0), gpu(1), gpu(2), gpu(3)});
+  const auto c = choices({nccl_like}, mesh_of(2, 2), {gpu(0), gpu(1), gpu(2), gpu(3)});
   ASSERT_EQ(c.size(), 2u);
   EXPECT_TRUE(c[0].on_devices);
   EXPECT_TRUE(c[1].on_devices);
+  EXPECT_EQ(c[0].engine, nccl_like);
   EXPECT_EQ(c[0].why + c[1].why, "");
 }
 
 TEST(DeviceGroups, ASecondGroupOnAnEngagedGpuMeetsOnTheHostNamingTheGroupThatHoldsIt) {
-  test::fake_device_group_engine nccl_like("", true);
-  const auto c = choices(nccl_like, mesh_of(2, 2), {gpu(0), gpu(0), gpu(1), gpu(1)});
+  const auto nccl_like = fake("", true);
+  const auto c = choices({nccl_like}, mesh_of(2, 2), {gpu(0), gpu(0), gpu(1), gpu(1)});
   EXPECT_TRUE(c[0].on_devices);
   EXPECT_FALSE(c[1].on_devices);
   EXPECT_EQ(c[1].why, "fake-nccl serves one group per device, and cuda:0 serves data-parallel group 0");
   // An engine without that rule takes both.
-  test::fake_device_group_engine any;
-  const auto d = choices(any, mesh_of(2, 2), {gpu(0), gpu(0), gpu(1), gpu(1)});
+  const auto d = choices({fake()}, mesh_of(2, 2), {gpu(0), gpu(0), gpu(1), gpu(1)});
   EXPECT_TRUE(d[0].on_devices && d[1].on_devices);
 }
 
 TEST(DeviceGroups, AMemberOnTheCpuOrNoEngineOrARefusalMeetsOnTheHost) {
-  test::fake_device_group_engine any, refusing("two members on one GPU");
-  const auto c = choices(any, mesh_of(2, 1), {gpu(0), cpu});
+  const auto c = choices({fake()}, mesh_of(2, 1), {gpu(0), cpu});
   EXPECT_FALSE(c[0].on_devices);
   EXPECT_EQ(c[0].why, "") << "a CPU member is no refusal: the group simply meets on the host";
-  const auto r = choices(refusing, mesh_of(2, 1), {gpu(0), gpu(0)});
+  const auto r = choices({fake("two members on one GPU")}, mesh_of(2, 1), {gpu(0), gpu(0)});
   EXPECT_FALSE(r[0].on_devices);
   EXPECT_EQ(r[0].why, "two members on one GPU");
-  EXPECT_FALSE(choose_device_groups(nullptr, mesh_of(2, 1), [](int r) { return gpu(r); })[0].on_devices);
+  EXPECT_FALSE(choose_device_groups({}, mesh_of(2, 1), [](int r) { return gpu(r); })[0].on_devices);
   // One replica has no group to reduce.
-  EXPECT_FALSE(choices(any, mesh_of(1, 2), {gpu(0), gpu(1)})[0].on_devices);
+  EXPECT_FALSE(choices({fake()}, mesh_of(1, 2), {gpu(0), gpu(1)})[0].on_devices);
+}
+
+// The build's engines: replicas sharing one GPU reduce with its own ops, replicas with a GPU each
+// through NCCL (where built); a group over two GPUs with two members on one of them through the
+// host, with both refusals.
+TEST(DeviceGroups, TheBuildsEnginesTakeASharedGpuLocallyAndGpusOfTheirOwnThroughNccl) {
+  const device_engines build = gpu_group_engines();
+  const auto shared = choices(build, mesh_of(2, 1), {gpu(0), gpu(0)});
+  ASSERT_TRUE(shared[0].on_devices);
+  EXPECT_EQ(shared[0].engine->name(), "the device's own ops");
+  const auto own = choices(build, mesh_of(2, 1), {gpu(0), gpu(1)});
+  if (build.size() == 1) {  // a build without CUDA
+    EXPECT_FALSE(own[0].on_devices);
+    return;
+  }
+  ASSERT_TRUE(own[0].on_devices);
+  EXPECT_EQ(own[0].engine->name(), "nccl");
+  const auto mixed = choices(build, mesh_of(3, 1), {gpu(0), gpu(0), gpu(1)});
+  EXPECT_FALSE(mixed[0].on_devices);
+  EXPECT_EQ(mixed[0].why,
+            "members on one GPU only, and these are on cuda:0 and cuda:1; NCCL takes one member per GPU: cuda:0 holds members 0 and 1");
 }

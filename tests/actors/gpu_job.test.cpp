@@ -64,8 +64,8 @@ TEST(GpuJob, an_mlp_job_with_sgd_on_cuda0_trains_as_on_the_cpu) { expect_gpu_mat
 TEST(GpuJob, a_gpt_job_with_adamw_on_cuda0_trains_as_on_the_cpu) { expect_gpu_matches_cpu("gpt", "adamw", 1); }
 TEST(GpuJob, a_two_stage_gpt_pipeline_on_the_gpus_trains_as_on_the_cpu) { expect_gpu_matches_cpu("gpt", "adamw", 2); }
 // Two replicas: on two GPUs their buckets are all-reduced by NCCL in the GPUs' memory; on one,
-// where NCCL takes no second member, they go to the host as backward reaches them, are reduced by
-// the actors' ring, and come back on each replica's stream.
+// where NCCL takes no second member, by that GPU's own ops (local_device_group.hpp), each
+// replica summing its segment on the GPU.
 TEST(GpuJob, two_data_parallel_replicas_on_the_gpus_train_as_on_the_cpu) {
   expect_gpu_matches_cpu("gpt", "adamw", 1, 2);
 }
@@ -145,8 +145,8 @@ TEST(GpuJob, zero1_and_zero2_over_nccl_on_two_gpus_train_as_the_cpus_zero_jobs) 
 TEST(GpuJob, a_dp2_pp2_gpt_job_with_sgd_at_bf16_matmuls_on_the_gpus_trains_as_the_cpus_bf16_job) {
   expect_gpu_matches_cpu("gpt", "sgd", 2, 2, matmul_precision::bf16);
 }
-// ZeRO-2: with a GPU per replica, the buckets reduce-scattered by NCCL into each GPU's shard,
-// updated there and all-gathered back in place; on one GPU, through the host and updated there.
+// ZeRO-2: the buckets reduce-scattered into each GPU's shard (by NCCL with a GPU per replica, by
+// the GPU's own ops on one), updated there and all-gathered back in place.
 TEST(GpuJob, a_zero2_job_over_two_replicas_on_the_gpus_trains_as_the_cpus_zero2_job) {
   expect_gpu_matches_cpu("gpt", "sgd", 1, 2, matmul_precision::f32, 2);
 }

@@ -217,6 +217,12 @@ std::string accelerator_case_name(const ::testing::TestParamInfo<accelerator_cas
 
 void PrintTo(const accelerator_case& c, std::ostream* os) { *os << accelerator_case_name({c, 0}); }
 
+// An engine that refuses every group: the buckets meet on the host, as through a GPU that NCCL
+// cannot take.
+std::shared_ptr<fake_device_group_engine> host_only() {
+  return std::make_shared<fake_device_group_engine>("the test keeps its buckets on the host");
+}
+
 std::vector<std::shared_ptr<fake_device>> accelerators_for(const train_config& cfg) {
   fake_ops();  // the device's allocator and ops
   std::vector<std::shared_ptr<fake_device>> out;
@@ -242,7 +248,9 @@ TEST_P(StageOnAnAcceleratorMatchesTheCpu, SameFinalParametersBitwiseAndLossesToF
   const train_config cfg = config("gpu");
   const auto devices = accelerators_for(cfg);
   const int before = fake_ops().calls("matmul_forward"), updates = fake_ops().calls("optimizer_step");
-  const train_summary gpu = run_training(cfg, on_devices(devices));
+  job_extras extras = on_devices(devices);
+  extras.device_collectives = host_only();  // the buckets through pinned host memory and the actors' ring
+  const train_summary gpu = run_training(cfg, extras);
   ASSERT_EQ(gpu.losses.size(), static_cast<size_t>(kSteps));
   ASSERT_EQ(cpu.losses.size(), gpu.losses.size());
   for (size_t i = 0; i < cpu.losses.size(); ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-6 * cpu.losses[i]) << i;
@@ -327,11 +335,14 @@ TEST(StageOnAnAccelerator, ZeroOneAndTwoKeepTheShardOffTheDeviceAsTheMemoryPlanP
     cfg.devices = {fake_gpu};  // what the memory plan reads; the job's devices are the fakes below
     cfg.out_dir = out_dir("accelerator-zero-memory-" + std::to_string(zero));
     const auto devices = accelerators_for(cfg);
-    const train_summary run = run_training(cfg, on_devices(devices));
+    job_extras extras = on_devices(devices);
+    const auto engine = host_only();
+    extras.device_collectives = engine;
+    const train_summary run = run_training(cfg, extras);
     const job_plan plan = plan_job(cfg, prepare_job(cfg));
     ASSERT_EQ(run.peak_memory.size(), 2u);
     for (int r = 0; r < 2; ++r) {
-      const memory_figures want = predicted_model_states(cfg, plan, r);
+      const memory_figures want = predicted_model_states(cfg, plan, r, {engine});
       const memory_figures& got = run.peak_memory[static_cast<size_t>(r)];
       EXPECT_EQ(want.of(memory_kind::optimizer_state), 0);
       EXPECT_EQ(got.of(memory_kind::optimizer_state), 0) << "rank " << r;
@@ -405,6 +416,14 @@ TEST_P(StageOnAnAcceleratorReducesThere, BucketsShardAndUpdateStayOnTheDevicesTh
   EXPECT_EQ(engine->reduce_scatters(), c.zero >= 2 ? every_bucket : 0);
   EXPECT_EQ(engine->all_gathers(), c.zero >= 1 ? every_bucket : 0) << "ZeRO's updated segments gathered on the devices";
   EXPECT_GE(fake_ops().calls("optimizer_step") - updates, kSteps) << "every shard updated on its device";
+  // The same job through the build's engine for replicas that share a GPU: the device's own ops.
+  const int adds = fake_ops().calls("add_into"), local_updates = fake_ops().calls("optimizer_step");
+  const train_config local_cfg = engine_config(c, "local");
+  const auto local_devices = accelerators_for(local_cfg);
+  const train_summary local = run_training(local_cfg, on_devices(local_devices));
+  EXPECT_TRUE(same_bits(cpu.final_params, local.final_params));
+  EXPECT_GE(fake_ops().calls("add_into") - adds, every_bucket / 2) << "each segment of each bucket summed on the device";
+  EXPECT_GE(fake_ops().calls("optimizer_step") - local_updates, kSteps);
 }
 
 INSTANTIATE_TEST_SUITE_P(PlainAndZero, StageOnAnAcceleratorReducesThere, ::testing::ValuesIn(kDataParallelCases),
@@ -424,7 +443,7 @@ TEST(StageOnAnAccelerator, AZeroShardOnTheDevicesWithItsGroupIsCountedThereAsThe
     const job_plan plan = plan_job(cfg, prepare_job(cfg));
     ASSERT_EQ(run.peak_memory.size(), 2u);
     for (int r = 0; r < 2; ++r) {
-      const memory_figures want = predicted_model_states(cfg, plan, r, engine.get());
+      const memory_figures want = predicted_model_states(cfg, plan, r, {engine});
       const memory_figures& got = run.peak_memory[static_cast<size_t>(r)];
       EXPECT_GT(want.of(memory_kind::optimizer_state), 0);
       EXPECT_EQ(got.of(memory_kind::optimizer_state), want.of(memory_kind::optimizer_state)) << "rank " << r;

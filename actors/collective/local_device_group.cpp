@@ -1,0 +1,162 @@
+// local_device_group (local_device_group.hpp): members on one device, meeting in memory.
+#include "actors/collective/local_device_group.hpp"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "comm/ring_schedule.hpp"
+#include "comm/tcp_socket.hpp"
+#include "kernels/device_ops.hpp"
+
+namespace troupe {
+
+namespace {
+
+// One group: a barrier passed again and again, where each member's buffer (and, while an
+// all-reduce runs, its reduced segment) is, and the reason once the job aborted it.
+struct meeting {
+  explicit meeting(int n) : world(n), values(static_cast<size_t>(n)), reduced(static_cast<size_t>(n)) {}
+  void barrier() {
+    std::unique_lock<std::mutex> lock(mu);
+    const int64_t gen = generation;
+    if (why.empty() && ++waiting == world) {
+      waiting = 0;
+      ++generation;
+      cv.notify_all();
+      return;
+    }
+    cv.wait(lock, [&] { return generation != gen || !why.empty(); });
+    if (!why.empty()) throw net::net_error("local device group aborted: " + why);
+  }
+  void abort(const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mu);
+    why = reason;
+    cv.notify_all();
+  }
+  const int world;
+  std::vector<float*> values;
+  std::vector<tensor> reduced;
+  std::mutex mu;
+  std::condition_variable cv;
+  int waiting = 0;
+  int64_t generation = 0;
+  std::string why;
+};
+
+class member final : public net::group_backend {
+ public:
+  member(std::shared_ptr<meeting> m, int rank, device where) : m_(std::move(m)), rank_(rank), ops_(ops_for(where)) {}
+  int rank() const override { return rank_; }
+  int world() const override { return m_->world; }
+  void all_reduce(float* data, int64_t n, net::reduce_op op) override {
+    ops_.make_current();
+    reduce_own_segment(data, n, op);
+    for (int r = 0; r < m_->world; ++r) place(r, data, n);  // every segment, this member's too
+    done();
+  }
+  void reduce_scatter(float* data, int64_t n, net::reduce_op op) override {
+    ops_.make_current();
+    reduce_own_segment(data, n, op);
+    place(rank_, data, n);
+    done();
+  }
+  void all_gather(float* data, int64_t n) override {
+    ops_.make_current();
+    m_->values[static_cast<size_t>(rank_)] = data;
+    m_->barrier();  // every member's segment is in place
+    for (int r = 0; r < m_->world; ++r) {
+      const ring::range seg = ring::segment(n, m_->world, r);
+      if (r != rank_ && seg.count > 0)
+        ops_.copy_floats(data + seg.offset, m_->values[static_cast<size_t>(r)] + seg.offset, seg.count);
+    }
+    ops_.synchronize();
+    m_->barrier();  // every member has read the others' segments: each may write its own again
+  }
+  void broadcast(float*, int64_t, int) override {
+    throw std::logic_error("local device group: a stage's collectives are all-reduces, reduce-scatters and all-gathers");
+  }
+
+ private:
+  // This member's ring segment, summed over the members in member order into a buffer of its
+  // own, once every member's values are in place; afterwards every member's sum is ready.
+  void reduce_own_segment(float* data, int64_t n, net::reduce_op op) {
+    if (op != net::reduce_op::sum) throw std::logic_error("local device group: sums only");
+    m_->values[static_cast<size_t>(rank_)] = data;
+    m_->barrier();
+    const ring::range seg = ring::segment(n, m_->world, rank_);
+    tensor sum = ops_.empty({seg.count});
+    if (seg.count > 0) {
+      ops_.copy_floats(f32_out(sum), m_->values[0] + seg.offset, seg.count);  // not 0 + x: -0 stays -0
+      for (int r = 1; r < m_->world; ++r) ops_.add_into(f32_out(sum), m_->values[static_cast<size_t>(r)] + seg.offset, seg.count);
+    }
+    ops_.synchronize();
+    m_->reduced[static_cast<size_t>(rank_)] = std::move(sum);
+    m_->barrier();  // every segment is summed; nobody has written its values yet
+  }
+  // Member r's summed segment into this member's values.
+  void place(int r, float* data, int64_t n) {
+    const ring::range seg = ring::segment(n, m_->world, r);
+    if (seg.count > 0) ops_.copy_floats(data + seg.offset, f32(m_->reduced[static_cast<size_t>(r)]), seg.count);
+  }
+  void done() {
+    ops_.synchronize();
+    m_->barrier();  // every member has its values: the summed segments may go
+    m_->reduced[static_cast<size_t>(rank_)] = tensor();
+  }
+
+  std::shared_ptr<meeting> m_;
+  int rank_;
+  const device_ops& ops_;
+};
+
+class engine final : public net::device_group_engine {
+ public:
+  std::string name() const override { return "the device's own ops"; }
+  std::string refuses(const std::vector<int>& devices) const override {
+    for (size_t i = 1; i < devices.size(); ++i)
+      if (devices[i] != devices[0])
+        return "members on one GPU only, and these are on cuda:" + std::to_string(devices[0]) + " and cuda:" +
+               std::to_string(devices[i]);
+    return {};
+  }
+  // Its kernels are plain ones that finish by themselves: a GPU serves any number of its groups.
+  bool one_group_per_device() const override { return false; }
+  std::string make_id() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return "local-" + std::to_string(next_id_++);
+  }
+  std::unique_ptr<net::group_backend> join(const std::string& id, int rank, int world, int device_index) override {
+    std::shared_ptr<meeting> m;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::shared_ptr<meeting>& slot = meetings_[id];
+      if (!slot) slot = std::make_shared<meeting>(world);
+      m = slot;
+    }
+    m->barrier();  // as NCCL's: a member is joined once all are
+    return std::make_unique<member>(m, rank, device{device_type::cuda, device_index});
+  }
+  void abort(const std::string& why) override {
+    std::map<std::string, std::shared_ptr<meeting>> joined;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      joined.swap(meetings_);
+    }
+    for (auto& [id, m] : joined) m->abort(why);
+  }
+
+ private:
+  std::mutex mu_;
+  int64_t next_id_ = 0;
+  std::map<std::string, std::shared_ptr<meeting>> meetings_;  // joined since the last abort
+};
+
+}  // namespace
+
+std::shared_ptr<net::device_group_engine> local_device_engine() { return std::make_shared<engine>(); }
+
+}  // namespace troupe
