@@ -1,7 +1,6 @@
 // local_device_group (local_device_group.hpp): members on one device, meeting in memory.
 #include "actors/collective/local_device_group.hpp"
 
-#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <stdexcept>
@@ -16,46 +15,21 @@ namespace troupe {
 
 namespace {
 
-// One group: a barrier passed again and again, where each member's buffer (and, while an
-// all-reduce runs, its reduced segment) is, and the reason once the job aborted it.
-struct meeting {
-  explicit meeting(int n) : world(n), values(static_cast<size_t>(n)), reduced(static_cast<size_t>(n)) {}
-  void barrier() {
-    std::unique_lock<std::mutex> lock(mu);
-    const int64_t gen = generation;
-    if (why.empty() && ++waiting == world) {
-      waiting = 0;
-      ++generation;
-      cv.notify_all();
-      return;
-    }
-    cv.wait(lock, [&] { return generation != gen || !why.empty(); });
-    if (!why.empty()) throw net::net_error("local device group aborted: " + why);
-  }
-  void abort(const std::string& reason) {
-    std::lock_guard<std::mutex> lock(mu);
-    why = reason;
-    cv.notify_all();
-  }
-  const int world;
-  std::vector<float*> values;
+// A group_meeting, and each member's summed segment while an all-reduce or reduce-scatter runs.
+struct meeting : group_meeting {
+  explicit meeting(int n) : group_meeting(n), reduced(static_cast<size_t>(n)) {}
   std::vector<tensor> reduced;
-  std::mutex mu;
-  std::condition_variable cv;
-  int waiting = 0;
-  int64_t generation = 0;
-  std::string why;
 };
 
 class member final : public net::group_backend {
  public:
   member(std::shared_ptr<meeting> m, int rank, device where) : m_(std::move(m)), rank_(rank), ops_(ops_for(where)) {}
   int rank() const override { return rank_; }
-  int world() const override { return m_->world; }
+  int world() const override { return m_->world(); }
   void all_reduce(float* data, int64_t n, net::reduce_op op) override {
     ops_.make_current();
     reduce_own_segment(data, n, op);
-    for (int r = 0; r < m_->world; ++r) place(r, data, n);  // every segment, this member's too
+    for (int r = 0; r < m_->world(); ++r) place(r, data, n);  // every segment, this member's too
     done();
   }
   void reduce_scatter(float* data, int64_t n, net::reduce_op op) override {
@@ -68,8 +42,8 @@ class member final : public net::group_backend {
     ops_.make_current();
     m_->values[static_cast<size_t>(rank_)] = data;
     m_->barrier();  // every member's segment is in place
-    for (int r = 0; r < m_->world; ++r) {
-      const ring::range seg = ring::segment(n, m_->world, r);
+    for (int r = 0; r < m_->world(); ++r) {
+      const ring::range seg = ring::segment(n, m_->world(), r);
       if (r != rank_ && seg.count > 0)
         ops_.copy_floats(data + seg.offset, m_->values[static_cast<size_t>(r)] + seg.offset, seg.count);
     }
@@ -87,11 +61,11 @@ class member final : public net::group_backend {
     if (op != net::reduce_op::sum) throw std::logic_error("local device group: sums only");
     m_->values[static_cast<size_t>(rank_)] = data;
     m_->barrier();
-    const ring::range seg = ring::segment(n, m_->world, rank_);
+    const ring::range seg = ring::segment(n, m_->world(), rank_);
     tensor sum = ops_.empty({seg.count});
     if (seg.count > 0) {
       ops_.copy_floats(f32_out(sum), m_->values[0] + seg.offset, seg.count);  // not 0 + x: -0 stays -0
-      for (int r = 1; r < m_->world; ++r) ops_.add_into(f32_out(sum), m_->values[static_cast<size_t>(r)] + seg.offset, seg.count);
+      for (int r = 1; r < m_->world(); ++r) ops_.add_into(f32_out(sum), m_->values[static_cast<size_t>(r)] + seg.offset, seg.count);
     }
     ops_.synchronize();
     m_->reduced[static_cast<size_t>(rank_)] = std::move(sum);
@@ -99,7 +73,7 @@ class member final : public net::group_backend {
   }
   // Member r's summed segment into this member's values.
   void place(int r, float* data, int64_t n) {
-    const ring::range seg = ring::segment(n, m_->world, r);
+    const ring::range seg = ring::segment(n, m_->world(), r);
     if (seg.count > 0) ops_.copy_floats(data + seg.offset, f32(m_->reduced[static_cast<size_t>(r)]), seg.count);
   }
   void done() {
@@ -156,6 +130,25 @@ class engine final : public net::device_group_engine {
 };
 
 }  // namespace
+
+void group_meeting::barrier() {
+  std::unique_lock<std::mutex> lock(mu_);
+  const int64_t gen = generation_;
+  if (why_.empty() && ++waiting_ == world_) {
+    waiting_ = 0;
+    ++generation_;
+    cv_.notify_all();
+    return;
+  }
+  cv_.wait(lock, [&] { return generation_ != gen || !why_.empty(); });
+  if (!why_.empty()) throw net::net_error("device group aborted: " + why_);
+}
+
+void group_meeting::abort(const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  why_ = why;
+  cv_.notify_all();
+}
 
 std::shared_ptr<net::device_group_engine> local_device_engine() { return std::make_shared<engine>(); }
 

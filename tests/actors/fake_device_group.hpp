@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/collective/local_device_group.hpp"
 #include "comm/device_group.hpp"
 #include "comm/ring_schedule.hpp"
 #include "comm/tcp_socket.hpp"
@@ -92,56 +93,28 @@ class fake_device_group_engine final : public net::device_group_engine {
   int64_t all_gathers() const { return counted(all_gathers_); }
 
  private:
-  // One group's members: a barrier that can be passed again and again, and where each member's
-  // values are while a collective runs.
-  struct meeting {
-    explicit meeting(int n) : world(n), values(static_cast<size_t>(n)) {}
-    void barrier() {
-      std::unique_lock<std::mutex> lock(mu);
-      const int64_t gen = generation;
-      if (why.empty() && ++waiting == world) {
-        waiting = 0;
-        ++generation;
-        cv.notify_all();
-        return;
-      }
-      cv.wait(lock, [&] { return generation != gen || !why.empty(); });
-      if (!why.empty()) throw net::net_error("fake device group aborted: " + why);
-    }
-    void abort(const std::string& reason) {
-      std::lock_guard<std::mutex> lock(mu);
-      why = reason;
-      cv.notify_all();
-    }
-    const int world;
-    std::vector<float*> values;
-    std::mutex mu;
-    std::condition_variable cv;
-    int waiting = 0;
-    int64_t generation = 0;
-    std::string why;  // set by abort: every wait, now and later, throws
-  };
+  using meeting = group_meeting;
 
   class member final : public net::group_backend {
    public:
     member(std::shared_ptr<meeting> m, int rank, fake_device_group_engine* engine)
         : m_(std::move(m)), rank_(rank), engine_(engine) {}
     int rank() const override { return rank_; }
-    int world() const override { return m_->world; }
+    int world() const override { return m_->world(); }
     void all_reduce(float* data, int64_t n, net::reduce_op op) override {
       reduce(data, n, op, {0, n}, &fake_device_group_engine::all_reduces_);
     }
     // In the ring's layout (comm/ring_schedule.hpp), as NCCL's group is: this member's segment.
     void reduce_scatter(float* data, int64_t n, net::reduce_op op) override {
-      reduce(data, n, op, ring::segment(n, m_->world, rank_), &fake_device_group_engine::reduce_scatters_);
+      reduce(data, n, op, ring::segment(n, m_->world(), rank_), &fake_device_group_engine::reduce_scatters_);
     }
     void all_gather(float* data, int64_t n) override {
       engine_->injected(rank_);
       EXPECT_TRUE(n == 0 || fake_memory()->owns(data)) << "an all-gather of values outside the device's memory";
       m_->values[static_cast<size_t>(rank_)] = data;
       m_->barrier();  // every member's segment is in place
-      for (int r = 0; r < m_->world; ++r) {
-        const ring::range seg = ring::segment(n, m_->world, r);
+      for (int r = 0; r < m_->world(); ++r) {
+        const ring::range seg = ring::segment(n, m_->world(), r);
         if (r != rank_) std::copy(m_->values[static_cast<size_t>(r)] + seg.offset, m_->values[static_cast<size_t>(r)] + seg.offset + seg.count, data + seg.offset);
       }
       m_->barrier();  // every member has read the others' segments
@@ -165,7 +138,7 @@ class fake_device_group_engine final : public net::device_group_engine {
       for (size_t r = 1; r < m_->values.size(); ++r)
         for (int64_t i = 0; i < part.count; ++i) sum[static_cast<size_t>(i)] += m_->values[r][part.offset + i];
       if (op == net::reduce_op::average)
-        for (float& x : sum) x /= static_cast<float>(m_->world);
+        for (float& x : sum) x /= static_cast<float>(m_->world());
       m_->barrier();  // every member has read the others' values: each may overwrite its own
       std::copy(sum.begin(), sum.end(), data + part.offset);
       count(counter);
