@@ -1,9 +1,11 @@
 // device_group_engine: what reduces values that stay in the members' accelerator memory (NCCL
-// between GPUs), as seen by the collective actor that drives one member. A group is made in two
-// moves, as NCCL's own are: its first member makes an id, which travels to the others as plain
-// bytes (the job sends it as an actor message), and then every member joins with it. A joined
-// member is a group_backend whose pointers are the device's memory; each call returns once its
-// result is in place, so only the member's own thread ever waits for the device. No CAF here.
+// between GPUs), for the collective actor that drives one member of a data-parallel group, or the
+// stage whose layers call a tensor-parallel one. A group is made in two moves, as NCCL's own are:
+// its first member makes an id, which travels to the others as plain bytes (an actor message, or
+// the job hands it over), and then every member joins with it. A joined member is a group_backend
+// whose pointers are the device's memory; join's calls return once their result is in place, so
+// only the member's own thread ever waits for the device; join_in_stream's are stream-ordered.
+// No CAF here.
 #pragma once
 
 #include <memory>
@@ -31,6 +33,13 @@ class device_group_engine {
   // Member `rank` of `world` on accelerator `device`, with the id its first member made.
   // Collective: returns once every member has joined. Throws net_error naming the engine's reason.
   virtual std::unique_ptr<group_backend> join(const std::string& id, int rank, int world, int device) = 0;
+  // The same member for a caller that launches on the device itself (a tensor-parallel layer in
+  // the middle of its stage's compute, on the stage's thread): each call is ordered on the
+  // calling thread's current stream, after what was launched there before and before what is
+  // launched after, and needs no wait for the device. NCCL enqueues it and returns; an engine
+  // whose members meet on the host waits for the caller's stream and for its peers (the stage's
+  // thread waits then, as a CPU stage's does for its tensor-parallel peers).
+  virtual std::unique_ptr<group_backend> join_in_stream(const std::string& id, int rank, int world, int device) = 0;
   // Ends every wait of every member it joined so far, now and later, with net_error naming
   // `why`: the job has failed, and a peer it waits for may never come. From any thread. Groups
   // joined afterwards (a restarted job's) are not affected.

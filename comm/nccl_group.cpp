@@ -2,6 +2,7 @@
 #include "comm/nccl_group.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <iterator>
 #include <stdexcept>
 
@@ -267,8 +268,37 @@ std::unique_ptr<group_backend> nccl_backend(std::shared_ptr<nccl_group> group) {
 
 namespace {
 
+// A member whose calls are enqueued on the caller's stream and return at once: the collective
+// runs between the kernels launched there before and after it.
+class nccl_stream_member final : public group_backend {
+ public:
+  nccl_stream_member(std::shared_ptr<nccl_group> g, std::function<cudaStream_t()> stream)
+      : g_(std::move(g)), stream_(std::move(stream)) {}
+  int rank() const override { return g_->rank(); }
+  int world() const override { return g_->world(); }
+  void all_reduce(float* data, int64_t n, reduce_op op) override {
+    g_->all_reduce(data, n, element_type::f32, op, stream_());
+  }
+  void reduce_scatter(float* data, int64_t n, reduce_op op) override {
+    g_->reduce_scatter(data, n, element_type::f32, op, stream_());
+  }
+  void all_gather(float* data, int64_t n) override { g_->all_gather(data, n, element_type::f32, stream_()); }
+  void broadcast(float* data, int64_t n, int root) override {
+    g_->broadcast(data, n, element_type::f32, root, stream_());
+  }
+
+ private:
+  std::shared_ptr<nccl_group> g_;
+  std::function<cudaStream_t()> stream_;
+};
+
+}  // namespace
+
+namespace {
+
 class nccl_engine_impl final : public device_group_engine {
  public:
+  explicit nccl_engine_impl(std::function<cudaStream_t()> caller_stream) : caller_stream_(std::move(caller_stream)) {}
   void abort(const std::string& why) override {
     std::vector<std::weak_ptr<nccl_group>> made;
     {
@@ -291,20 +321,32 @@ class nccl_engine_impl final : public device_group_engine {
   bool one_group_per_device() const override { return true; }
   std::string make_id() override { return to_bytes(make_nccl_id()); }
   std::unique_ptr<group_backend> join(const std::string& id, int rank, int world, int device) override {
+    return nccl_backend(made(id, rank, world, device));
+  }
+  std::unique_ptr<group_backend> join_in_stream(const std::string& id, int rank, int world, int device) override {
+    if (!caller_stream_)
+      throw std::logic_error("nccl engine: made without a way to find the caller's stream (nccl_engine's argument)");
+    return std::make_unique<nccl_stream_member>(made(id, rank, world, device), caller_stream_);
+  }
+
+ private:
+  std::shared_ptr<nccl_group> made(const std::string& id, int rank, int world, int device) {
     auto g = std::make_shared<nccl_group>(nccl_id_from_bytes(id), rank, world, device);
     std::lock_guard<std::mutex> lock(mu_);
     made_.erase(std::remove_if(made_.begin(), made_.end(), [](const auto& w) { return w.expired(); }), made_.end());
     made_.push_back(g);
-    return nccl_backend(std::move(g));
+    return g;
   }
 
- private:
+  std::function<cudaStream_t()> caller_stream_;
   std::mutex mu_;
   std::vector<std::weak_ptr<nccl_group>> made_;  // joined since the last abort
 };
 
 }  // namespace
 
-std::shared_ptr<device_group_engine> nccl_engine() { return std::make_shared<nccl_engine_impl>(); }
+std::shared_ptr<device_group_engine> nccl_engine(std::function<cudaStream_t()> caller_stream) {
+  return std::make_shared<nccl_engine_impl>(std::move(caller_stream));
+}
 
 }  // namespace troupe::net

@@ -20,6 +20,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -89,9 +90,10 @@ class nccl_group {
 // The pointers are device memory.
 std::unique_ptr<group_backend> nccl_backend(std::shared_ptr<nccl_group> group);
 
-// NCCL as the job's engine for data-parallel groups on GPUs: its id is nccl_id's bytes, a joined
-// member is nccl_backend over an nccl_group, it refuses a group with two members on one GPU, and
-// its abort aborts every communicator it made.
-std::shared_ptr<device_group_engine> nccl_engine();
+// NCCL as the job's engine for groups on GPUs: its id is nccl_id's bytes, a joined member is
+// nccl_backend over an nccl_group (join_in_stream's enqueues on caller_stream(), the calling
+// thread's current stream, and returns), it refuses a group with two members on one GPU, and its
+// abort aborts every communicator it made. Without caller_stream, join_in_stream throws.
+std::shared_ptr<device_group_engine> nccl_engine(std::function<cudaStream_t()> caller_stream = {});
 
 }  // namespace troupe::net

@@ -141,6 +141,47 @@ class backend_member final : public tp_group {
   std::shared_ptr<group_backend> b_;
 };
 
+// Joins at its first call, so the members' joins meet from their own threads.
+class device_member final : public tp_group {
+ public:
+  struct shared {  // the group's: once aborted, a member that has not joined never will
+    std::mutex mu;
+    std::string aborted;
+  };
+  device_member(std::shared_ptr<device_group_engine> e, std::string id, int rank, int size, int device,
+                std::shared_ptr<shared> group)
+      : engine_(std::move(e)), id_(std::move(id)), rank_(rank), size_(size), device_(device), group_(std::move(group)) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  void all_reduce_sum(float* data, int64_t n) override { joined().all_reduce(data, n, reduce_op::sum); }
+  void all_gather(float* data, int64_t n) override { joined().all_gather(data, n); }
+  void reduce_scatter_sum(float* data, int64_t n) override { joined().reduce_scatter(data, n, reduce_op::sum); }
+  void abort(const std::string& why) {
+    {
+      std::lock_guard<std::mutex> lock(group_->mu);
+      if (group_->aborted.empty()) group_->aborted = why;
+    }
+    engine_->abort(why);
+  }
+
+ private:
+  group_backend& joined() {
+    if (!backend_) {
+      {
+        std::lock_guard<std::mutex> lock(group_->mu);
+        if (!group_->aborted.empty()) throw std::runtime_error("tensor-parallel group aborted: " + group_->aborted);
+      }
+      backend_ = engine_->join_in_stream(id_, rank_, size_, device_);
+    }
+    return *backend_;
+  }
+  std::shared_ptr<device_group_engine> engine_;
+  std::string id_;
+  int rank_, size_, device_;
+  std::shared_ptr<shared> group_;
+  std::unique_ptr<group_backend> backend_;
+};
+
 }  // namespace
 
 namespace {
@@ -170,9 +211,21 @@ std::vector<std::shared_ptr<tp_group>> make_local_tp_group(int size, local_tp_op
   return out;
 }
 
+std::vector<std::shared_ptr<tp_group>> make_device_tp_group(const std::shared_ptr<device_group_engine>& engine,
+                                                            const std::vector<int>& devices) {
+  const std::string id = engine->make_id();
+  auto group = std::make_shared<device_member::shared>();
+  const int size = static_cast<int>(devices.size());
+  std::vector<std::shared_ptr<tp_group>> out;
+  for (int r = 0; r < size; ++r)
+    out.push_back(std::make_shared<device_member>(engine, id, r, size, devices[static_cast<size_t>(r)], group));
+  return out;
+}
+
 void abort_local_tp_group(const std::shared_ptr<tp_group>& member, const std::string& why) {
   if (auto* t = dynamic_cast<timed_tp_group*>(member.get())) return abort_local_tp_group(t->inner(), why);
   if (auto* m = dynamic_cast<local_member*>(member.get())) m->state()->abort(why);
+  if (auto* d = dynamic_cast<device_member*>(member.get())) d->abort(why);
 }
 
 std::shared_ptr<tp_group> backend_tp_group(std::shared_ptr<group_backend> backend) {

@@ -1,6 +1,7 @@
-// The two implementations of kernels/tp_group.hpp: ranks of one process meeting in memory
-// (local_tp_group), and a member of a group that spans processes, over any net::group_backend
-// (the TCP ring or MPI). Both sum in the ring's order (troupe::ring): segment j is added up
+// The implementations of kernels/tp_group.hpp: ranks of one process meeting in memory
+// (local_tp_group), ranks of one process on accelerators (make_device_tp_group, over a
+// device_group_engine), and a member of a group that spans processes, over any
+// net::group_backend (the TCP ring or MPI). Both sum in the ring's order (troupe::ring): segment j is added up
 // x[j+1] + x[j+2] + ... + x[j], so a job gives the same bits in one process as over the TCP ring.
 #pragma once
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "comm/collective_backend.hpp"
+#include "comm/device_group.hpp"
 #include "kernels/tp_group.hpp"
 
 namespace troupe::net {
@@ -22,7 +24,17 @@ struct local_tp_options {
 // `size` members of one in-process group; member r is result[r], each driven by its own thread.
 std::vector<std::shared_ptr<tp_group>> make_local_tp_group(int size, local_tp_options opts = {});
 
-// Ends every wait of the group's members (now and later) with `why`: the job is stopping.
+// The members of an in-process group on accelerators (member r on devices[r]), reducing through
+// `engine` (comm/device_group.hpp) with an id it makes now. A member joins at its first
+// collective, from the thread that calls it (joining is collective, and each member's stage
+// thread gets there); then every call is ordered on that thread's current stream
+// (join_in_stream).
+std::vector<std::shared_ptr<tp_group>> make_device_tp_group(const std::shared_ptr<device_group_engine>& engine,
+                                                            const std::vector<int>& devices);
+
+// Ends every wait of the group's members (now and later) with `why`: the job is stopping. A
+// member on accelerators aborts its engine (every group the engine joined), and its peers that
+// have not joined yet never will.
 void abort_local_tp_group(const std::shared_ptr<tp_group>& member, const std::string& why);
 
 // Counts the seconds `inner`'s calls take (the sums and the waits for peers): how much of a

@@ -107,6 +107,17 @@ class cpu_device_ops final : public device_ops {
     cpu_optimizer_step(out, params, grads, state, n, cfg, step);
   }
 
+  void vocab_peaks(float* peaks, const float* logits, int64_t N, int64_t V, int64_t begin) const override {
+    ops::vocab_peaks(peaks, logits, N, V, begin);
+  }
+  void vocab_exp_sums(float* probs, float* sums, const float* all_peaks, int tp, const int32_t* targets,
+                      const float* logits, int64_t N, int64_t V, int64_t begin) const override {
+    ops::vocab_exp_sums(probs, sums, all_peaks, tp, targets, logits, N, V, begin);
+  }
+  void vocab_finish(float* row_stats, float* dlogits, float* probs, const float* sums, const float* all_peaks, int tp,
+                    const int32_t* targets, int64_t N, int64_t V, int64_t begin, float scale) const override {
+    ops::vocab_finish(row_stats, dlogits, probs, sums, all_peaks, tp, targets, N, V, begin, scale);
+  }
   loss_result cross_entropy(const tensor& logits, const std::vector<int32_t>& targets,
                             float grad_scale) const override {
     const int64_t V = logits.size(-1);

@@ -94,6 +94,12 @@ class device_ops {
                                         int64_t T, int64_t C, int64_t begin, int64_t count) const = 0;
   virtual void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t C) const = 0;
   virtual void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) const = 0;
+  // A bias added to every row of out (N, C), and its gradient summed over the rows into dbias:
+  // a bias is the position embedding of a sequence one token long.
+  void add_bias(float* out, const float* bias, int64_t N, int64_t C) const { position_forward(out, bias, N, 1, C); }
+  void bias_backward(float* dbias, const float* dout, int64_t N, int64_t C) const {
+    position_backward(dbias, dout, N, 1, C);
+  }
   virtual void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
                                  int64_t NH) const = 0;
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B,
@@ -112,6 +118,14 @@ class device_ops {
   // ran this has completed. Its targets are host values (the batch's); a GPU copies them itself.
   virtual loss_result cross_entropy(const tensor& logits, const std::vector<int32_t>& targets,
                                     float grad_scale) const = 0;
+  // vocab_parallel_cross_entropy's three passes (ops.hpp), between which the group meets; the
+  // targets are int32 in this device's memory.
+  virtual void vocab_peaks(float* peaks, const float* logits, int64_t N, int64_t V, int64_t begin) const = 0;
+  virtual void vocab_exp_sums(float* probs, float* sums, const float* all_peaks, int tp, const int32_t* targets,
+                              const float* logits, int64_t N, int64_t V, int64_t begin) const = 0;
+  virtual void vocab_finish(float* row_stats, float* dlogits, float* probs, const float* sums, const float* all_peaks,
+                            int tp, const int32_t* targets, int64_t N, int64_t V, int64_t begin,
+                            float scale) const = 0;
 };
 
 // The f32 values of a tensor on any device, for the ops above: read-only, and writable (a

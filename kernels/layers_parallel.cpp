@@ -12,10 +12,10 @@ namespace troupe {
 
 namespace tp {
 void copy_to_backward(tp_group* g, tensor& dx) {
-  if (tp_size(g) > 1 && !dx.empty()) g->all_reduce_sum(dx.data(), dx.numel());
+  if (tp_size(g) > 1 && !dx.empty()) g->all_reduce_sum(f32_out(dx), dx.numel());
 }
 void reduce_from_forward(tp_group* g, tensor& y) {
-  if (tp_size(g) > 1) g->all_reduce_sum(y.data(), y.numel());
+  if (tp_size(g) > 1) g->all_reduce_sum(f32_out(y), y.numel());
 }
 }  // namespace tp
 
@@ -24,10 +24,11 @@ tensor gather_rows(tp_group* g, const tensor& share) {
   const int tp = tp_size(g);
   shape_t shape = share.shape();
   shape.at(0) *= tp;
-  tensor full = tensor::uninitialized(shape);
+  const device_ops& k = ops_on(share);
+  tensor full = k.empty(shape);
   const shard_range mine = shard_of(full.numel(), tp, tp_rank(g));
-  std::copy(share.data(), share.data() + share.numel(), full.data() + mine.begin);
-  g->all_gather(full.data(), full.numel());
+  k.copy_floats(f32_out(full) + mine.begin, f32(share), share.numel());
+  g->all_gather(f32_out(full), full.numel());
   return full;
 }
 
@@ -36,17 +37,21 @@ tensor scatter_rows(tp_group* g, const tensor& full) {
   if (full.rank() < 1 || full.size(0) % tp != 0)
     throw std::invalid_argument("sequence parallelism: a microbatch of " + std::to_string(full.rank() ? full.size(0) : 0) +
                                 " sequences does not split over tp " + std::to_string(tp));
-  tensor sums = full.clone();
-  g->reduce_scatter_sum(sums.data(), sums.numel());
+  const device_ops& k = ops_on(full);
+  tensor sums = k.empty(full.shape());
+  k.copy(sums, full);
+  g->reduce_scatter_sum(f32_out(sums), sums.numel());
   shape_t shape = full.shape();
   shape.at(0) /= tp;
   const shard_range mine = shard_of(full.numel(), tp, tp_rank(g));
-  return tensor(shape, std::vector<float>(sums.data() + mine.begin, sums.data() + mine.end()));
+  tensor share = k.empty(shape);
+  k.copy_floats(f32_out(share), f32(sums) + mine.begin, mine.count);
+  return share;
 }
 
-void add_summed(tp_group* g, float* grads, std::vector<float> partial) {
-  g->all_reduce_sum(partial.data(), static_cast<int64_t>(partial.size()));
-  for (size_t i = 0; i < partial.size(); ++i) grads[i] += partial[i];
+void add_summed(tp_group* g, float* grads, tensor& partial) {
+  g->all_reduce_sum(f32_out(partial), partial.numel());
+  ops_on(partial).add_into(grads, f32(partial), partial.numel());
 }
 }  // namespace sp
 
@@ -179,12 +184,7 @@ tensor row_parallel_linear::forward(const tensor& x, saved_activations& saved) c
   saved.tensors = {gemm::forward(matmul_, k, f32_out(y), x, params_, nullptr, n, in_, out_)};
   if (sequence_parallel_) y = sp::scatter_rows(group_, y);  // instead of g
   else tp::reduce_from_forward(group_, y);
-  const int64_t rows = y.numel() / out_;
-  if (const float* b = bias()) {
-    float* p = y.data();
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t o = 0; o < out_; ++o) p[i * out_ + o] += b[o];
-  }
+  if (const float* b = bias()) k.add_bias(f32_out(y), b, y.numel() / out_, out_);
   return y;
 }
 
@@ -211,11 +211,10 @@ void row_parallel_linear::backward_weight(const tensor& dy_share, saved_activati
   gemm::backward_weight(matmul_, ops_on(dy), grads_, nullptr, dy, saved.tensors.at(0),
                         rows_of(dy, out_, kind(), "output gradient"), in_, out_);
   if (!bias_) return;
-  std::vector<float> db(static_cast<size_t>(out_), 0.0f);  // over this rank's tokens only
-  const int64_t rows = rows_of(dy_share, out_, kind(), "output gradient");
-  for (int64_t i = 0; i < rows; ++i)
-    for (int64_t o = 0; o < out_; ++o) db[static_cast<size_t>(o)] += dy_share[i * out_ + o];
-  sp::add_summed(group_, bias_grad(), std::move(db));
+  const device_ops& k = ops_on(dy_share);
+  tensor db = k.zeros({out_});  // over this rank's tokens only
+  k.bias_backward(f32_out(db), f32(dy_share), rows_of(dy_share, out_, kind(), "output gradient"), out_);
+  sp::add_summed(group_, bias_grad(), db);
 }
 
 }  // namespace troupe

@@ -36,7 +36,8 @@ tensor gather_rows(tp_group* g, const tensor& share);  // (B/tp, ...) -> (B, ...
 tensor scatter_rows(tp_group* g, const tensor& full);  // (B, ...) partial sums -> (B/tp, ...) sums
 // Parameters every rank holds whole but sees only its share of tokens for (layernorms, the
 // row-parallel biases, positions): their gradients are partial sums, summed over the group here.
-void add_summed(tp_group* g, float* grads, std::vector<float> partial);
+// `partial` lives where the gradients do, and is summed in place.
+void add_summed(tp_group* g, float* grads, tensor& partial);
 }  // namespace sp
 
 // Both halves of the split: local geometry, and where the local parameters sit in the unsplit

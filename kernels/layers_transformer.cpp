@@ -75,7 +75,7 @@ tensor embedding::forward(const tensor& x, saved_activations& saved) const {
   } else {
     k.embedding_shard_forward(f32_out(y), f32(x), params_, B, T, C, vocab_, rows_.begin, rows_.count);
     if (sequence_parallel_) y = sp::scatter_rows(group_, y);  // one rank holds each token: the sum is exact
-    else group_->all_reduce_sum(y.data(), y.numel());
+    else group_->all_reduce_sum(f32_out(y), y.numel());
     k.position_forward(f32_out(y), wpe, y.size(0), T, C);
   }
   saved.tensors = {x};
@@ -100,9 +100,9 @@ void embedding::backward_weight(const tensor& dy, saved_activations& saved) {
   }
   const tensor full = sp::gather_rows(group_, dy);
   k.embedding_shard_backward(grads_, f32(full), f32(x), B, T, C, rows_.begin, rows_.count);
-  std::vector<float> partial(static_cast<size_t>(context_ * C), 0.0f);
-  ops::position_backward(partial.data(), dy.data(), share, T, C);
-  sp::add_summed(group_, dwpe, std::move(partial));
+  tensor partial = k.zeros({context_ * C});
+  k.position_backward(f32_out(partial), f32(dy), share, T, C);
+  sp::add_summed(group_, dwpe, partial);
 }
 
 // ---- layernorm ----
@@ -147,10 +147,11 @@ void layernorm::backward_weight(const tensor& dy, saved_activations& saved) {
                                   f32(saved.tensors.at(1)), f32(saved.tensors.at(2)), x.numel() / channels_, channels_);
     return;
   }
-  std::vector<float> partial(static_cast<size_t>(2 * channels_), 0.0f);  // weight, then bias: as in grads_
-  ops::layernorm_backward(nullptr, partial.data(), partial.data() + channels_, dy.data(), x.data(), params_,
-                          saved.tensors.at(1).data(), saved.tensors.at(2).data(), x.numel() / channels_, channels_);
-  sp::add_summed(sum_over_, grads_, std::move(partial));
+  const device_ops& k = ops_on(dy);
+  tensor partial = k.zeros({2 * channels_});  // weight, then bias: as in grads_
+  k.layernorm_backward(nullptr, f32_out(partial), f32_out(partial) + channels_, f32(dy), f32(x), params_,
+                       f32(saved.tensors.at(1)), f32(saved.tensors.at(2)), x.numel() / channels_, channels_);
+  sp::add_summed(sum_over_, grads_, partial);
 }
 
 // ---- gelu ----

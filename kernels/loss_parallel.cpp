@@ -1,10 +1,15 @@
 // vocab_parallel_cross_entropy: the log-sum-exp of cross_entropy, with the row maximum, the sum of
-// exponentials and the target logit assembled over the tensor-parallel group.
+// exponentials and the target logit assembled over the tensor-parallel group: three passes of the
+// logits' device (ops.hpp on the host), an all-gather of the row peaks and an all-reduce of the
+// sums between them, the group's collectives called with that device's memory.
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
+#include "kernels/device_ops.hpp"
 #include "kernels/loss.hpp"
+#include "kernels/ops.hpp"
 
 namespace troupe {
 
@@ -21,65 +26,51 @@ loss_result vocab_parallel_cross_entropy(const tensor& logits, const std::vector
   if (static_cast<int64_t>(targets.size()) != N)
     throw std::invalid_argument("vocab_parallel_cross_entropy: " + std::to_string(targets.size()) +
                                 " targets for logits " + to_string(logits.shape()));
-  const float* l = logits.data();
-  // Per rank: 2N floats (row maxima, then their arg-max as a global index; exact below 2^24).
-  std::vector<float> peaks(static_cast<size_t>(2 * N * tp));
-  float* mine = peaks.data() + 2 * N * me;
-  for (int64_t n = 0; n < N; ++n) {
-    const int32_t t = targets[static_cast<size_t>(n)];
-    if (t < 0 || t >= vocab)
-      throw std::out_of_range("vocab_parallel_cross_entropy: target " + std::to_string(t) + " at row " +
-                              std::to_string(n) + " is outside [0, " + std::to_string(vocab) + ")");
-    int64_t best = 0;
-    for (int64_t v = 1; v < V; ++v)
-      if (l[n * V + v] > l[n * V + best]) best = v;
-    mine[n] = V ? l[n * V + best] : -INFINITY;
-    mine[N + n] = static_cast<float>(cols.begin + best);
+  const bool host = logits.where().is_cpu();
+  if (host)  // a kernel cannot throw: a GPU's bad target gives NaN, as its cross_entropy's does
+    for (int64_t n = 0; n < N; ++n) {
+      const int32_t t = targets[static_cast<size_t>(n)];
+      if (t < 0 || t >= vocab)
+        throw std::out_of_range("vocab_parallel_cross_entropy: target " + std::to_string(t) + " at row " +
+                                std::to_string(n) + " is outside [0, " + std::to_string(vocab) + ")");
+    }
+  const device_ops& k = ops_on(logits);
+  // The targets as int32 where the logits are, in 4-byte storage (tensors have no integer dtype).
+  static_assert(sizeof(int32_t) == sizeof(float));
+  tensor on_device_targets;
+  const int32_t* t = targets.data();
+  if (!host) {
+    on_device_targets = k.empty({N});
+    k.copy_bytes(on_device_targets.raw(), targets.data(), N * static_cast<int64_t>(sizeof(int32_t)));
+    t = static_cast<const int32_t*>(std::as_const(on_device_targets).raw());
   }
-  g.all_gather(peaks.data(), static_cast<int64_t>(peaks.size()));
-  std::vector<float> maxv(static_cast<size_t>(N));
+  // Per rank: 2N floats (row maxima, then their arg-max as a global index).
+  tensor peaks = k.empty({2 * N * tp}), sums = k.empty({2 * N});
+  float* all_peaks = f32_out(peaks);
+  k.vocab_peaks(all_peaks + 2 * N * me, f32(logits), N, V, cols.begin);
+  g.all_gather(all_peaks, peaks.numel());
+  tensor probs = k.empty({N, V});
+  k.vocab_exp_sums(f32_out(probs), f32_out(sums), all_peaks, tp, t, f32(logits), N, V, cols.begin);
+  g.all_reduce_sum(f32_out(sums), sums.numel());
   loss_result r;
   r.count = N;
+  if (grad_scale != 0.0f) r.dlogits = k.empty(logits.shape());
+  float* dlogits = grad_scale != 0.0f ? f32_out(r.dlogits) : nullptr;
+  if (!host) {  // each row's loss and hit, on their way to the host (settle() reads them)
+    tensor stats = k.empty({N, 2});
+    k.vocab_finish(f32_out(stats), dlogits, f32_out(probs), f32(sums), all_peaks, tp, t, N, V, cols.begin, grad_scale);
+    r.row_stats = k.host_empty({N, 2});
+    k.copy(r.row_stats, stats);
+    return r;
+  }
+  // On the host the total is summed in double, row after row, as cross_entropy's.
+  const float* s = f32(sums);
   for (int64_t n = 0; n < N; ++n) {
-    int owner = 0;  // the lowest rank holding the maximum: the first arg-max, as cross_entropy picks
-    for (int q = 1; q < tp; ++q)
-      if (peaks[static_cast<size_t>(2 * N * q + n)] > peaks[static_cast<size_t>(2 * N * owner + n)]) owner = q;
-    maxv[static_cast<size_t>(n)] = peaks[static_cast<size_t>(2 * N * owner + n)];
-    r.correct += static_cast<int32_t>(peaks[static_cast<size_t>(2 * N * owner + N + n)]) == targets[static_cast<size_t>(n)];
+    const int owner = ops::vocab_owner(all_peaks, tp, N, n);
+    r.loss_sum += static_cast<double>(all_peaks[2 * N * owner + n]) + std::log(static_cast<double>(s[n])) - s[N + n];
+    r.correct += static_cast<int32_t>(all_peaks[2 * N * owner + N + n]) == targets[static_cast<size_t>(n)];
   }
-  // Per row: the sum of exponentials over this rank's columns, and the target's logit where it
-  // lives here (0 elsewhere, so the sum over ranks is exactly that one value).
-  tensor probs = tensor::uninitialized({N, V});
-  std::vector<float> sums(static_cast<size_t>(2 * N), 0.0f);
-  float* p = probs.data();
-  for (int64_t n = 0; n < N; ++n) {
-    const float m = maxv[static_cast<size_t>(n)];
-    float sum = 0.0f;
-    for (int64_t v = 0; v < V; ++v) {
-      p[n * V + v] = std::exp(l[n * V + v] - m);
-      sum += p[n * V + v];
-    }
-    sums[static_cast<size_t>(n)] = sum;
-    const int64_t t = targets[static_cast<size_t>(n)] - cols.begin;
-    if (t >= 0 && t < V) sums[static_cast<size_t>(N + n)] = l[n * V + t];
-  }
-  g.all_reduce_sum(sums.data(), 2 * N);
-  for (int64_t n = 0; n < N; ++n) {
-    const float sum = sums[static_cast<size_t>(n)];
-    r.loss_sum += static_cast<double>(maxv[static_cast<size_t>(n)]) + std::log(static_cast<double>(sum)) -
-                  sums[static_cast<size_t>(N + n)];
-    const float inv = 1.0f / sum;
-    for (int64_t v = 0; v < V; ++v) p[n * V + v] *= inv;
-  }
-  if (grad_scale != 0.0f) {
-    r.dlogits = tensor::uninitialized(logits.shape());
-    float* d = r.dlogits.data();
-    for (int64_t i = 0; i < N * V; ++i) d[i] = p[i] * grad_scale;
-    for (int64_t n = 0; n < N; ++n) {
-      const int64_t t = targets[static_cast<size_t>(n)] - cols.begin;
-      if (t >= 0 && t < V) d[n * V + t] -= grad_scale;
-    }
-  }
+  k.vocab_finish(nullptr, dlogits, f32_out(probs), s, all_peaks, tp, t, N, V, cols.begin, grad_scale);
   return r;
 }
 

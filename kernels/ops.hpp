@@ -56,6 +56,32 @@ void softmax_cross_entropy_backward(float* dlogits,                  // (N, V)
                                     const int32_t* targets,          // (N)
                                     int64_t N, int64_t V, float scale);
 
+// ---- vocab-parallel cross-entropy (ops_loss.cpp) ----
+// The three passes of loss.hpp's vocab_parallel_cross_entropy over one rank's columns
+// [begin, begin + V) of the vocabulary; between them the group all-gathers every rank's peaks,
+// then sums the sums. Targets are global columns, already checked to lie in the vocabulary.
+// peaks (2N): each row's maximum here (-inf without columns), then its first arg-max as a global
+// column (a float: exact below 2^24).
+void vocab_peaks(float* peaks, const float* logits, int64_t N, int64_t V, int64_t begin);
+// The rank whose peak is row n's maximum over the group (the lowest on a tie: the first arg-max,
+// as cross_entropy picks), from all_peaks, the tp ranks' peaks one after the other.
+inline int vocab_owner(const float* all_peaks, int tp, int64_t N, int64_t n) {
+  int owner = 0;
+  for (int q = 1; q < tp; ++q)
+    if (all_peaks[2 * N * q + n] > all_peaks[2 * N * owner + n]) owner = q;
+  return owner;
+}
+// probs (N, V) = exp(logits - the row's maximum over the group); sums (2N): each row's sum of
+// probs here, then its target's logit where this rank holds that column (0 elsewhere, so the
+// group's sum is exactly that logit).
+void vocab_exp_sums(float* probs, float* sums, const float* all_peaks, int tp, const int32_t* targets,
+                    const float* logits, int64_t N, int64_t V, int64_t begin);
+// With sums summed over the group: probs normalized in place; dlogits, unless null, (probs -
+// onehot) * scale on this rank's columns; row_stats, unless null, (N, 2): each row's loss and 1
+// where the group's first arg-max is its target (cross_entropy's row_stats on a GPU).
+void vocab_finish(float* row_stats, float* dlogits, float* probs, const float* sums, const float* all_peaks, int tp,
+                  const int32_t* targets, int64_t N, int64_t V, int64_t begin, float scale);
+
 // ---- transformer (ops_transformer.cpp) ----
 // GELU, tanh approximation (as GPT-2 and PyTorch's approximate="tanh").
 void gelu_forward(float* out, const float* inp, int64_t n);

@@ -52,4 +52,53 @@ void softmax_cross_entropy_backward(float* dlogits, const float* probs, const in
   });
 }
 
+void vocab_peaks(float* peaks, const float* logits, int64_t N, int64_t V, int64_t begin) {
+  for (int64_t n = 0; n < N; ++n) {
+    const float* l = logits + n * V;
+    int64_t best = 0;
+    for (int64_t v = 1; v < V; ++v)
+      if (l[v] > l[best]) best = v;
+    peaks[n] = V ? l[best] : -INFINITY;
+    peaks[N + n] = static_cast<float>(begin + best);
+  }
+}
+
+void vocab_exp_sums(float* probs, float* sums, const float* all_peaks, int tp, const int32_t* targets,
+                    const float* logits, int64_t N, int64_t V, int64_t begin) {
+  for (int64_t n = 0; n < N; ++n) {
+    const float m = all_peaks[2 * N * vocab_owner(all_peaks, tp, N, n) + n];
+    const float* l = logits + n * V;
+    float* p = probs + n * V;
+    float sum = 0.0f;
+    for (int64_t v = 0; v < V; ++v) {
+      p[v] = std::exp(l[v] - m);
+      sum += p[v];
+    }
+    sums[n] = sum;
+    const int64_t t = targets[n] - begin;
+    sums[N + n] = t >= 0 && t < V ? l[t] : 0.0f;
+  }
+}
+
+void vocab_finish(float* row_stats, float* dlogits, float* probs, const float* sums, const float* all_peaks, int tp,
+                  const int32_t* targets, int64_t N, int64_t V, int64_t begin, float scale) {
+  for (int64_t n = 0; n < N; ++n) {
+    float* p = probs + n * V;
+    const float inv = 1.0f / sums[n];
+    for (int64_t v = 0; v < V; ++v) p[v] *= inv;
+    const int64_t t = targets[n] - begin;
+    if (dlogits) {
+      float* d = dlogits + n * V;
+      for (int64_t v = 0; v < V; ++v) d[v] = p[v] * scale;
+      if (t >= 0 && t < V) d[t] -= scale;
+    }
+    if (row_stats) {
+      const int owner = vocab_owner(all_peaks, tp, N, n);
+      const double m = all_peaks[2 * N * owner + n];
+      row_stats[2 * n] = static_cast<float>(m + std::log(static_cast<double>(sums[n])) - sums[N + n]);
+      row_stats[2 * n + 1] = static_cast<int32_t>(all_peaks[2 * N * owner + N + n]) == targets[n] ? 1.0f : 0.0f;
+    }
+  }
+}
+
 }  // namespace troupe::ops

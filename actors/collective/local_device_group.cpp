@@ -23,23 +23,24 @@ struct meeting : group_meeting {
 
 class member final : public net::group_backend {
  public:
-  member(std::shared_ptr<meeting> m, int rank, device where) : m_(std::move(m)), rank_(rank), ops_(ops_for(where)) {}
+  member(std::shared_ptr<meeting> m, int rank, device where, bool in_stream)
+      : m_(std::move(m)), rank_(rank), ops_(ops_for(where)), in_stream_(in_stream) {}
   int rank() const override { return rank_; }
   int world() const override { return m_->world(); }
   void all_reduce(float* data, int64_t n, net::reduce_op op) override {
-    ops_.make_current();
+    begin();
     reduce_own_segment(data, n, op);
     for (int r = 0; r < m_->world(); ++r) place(r, data, n);  // every segment, this member's too
     done();
   }
   void reduce_scatter(float* data, int64_t n, net::reduce_op op) override {
-    ops_.make_current();
+    begin();
     reduce_own_segment(data, n, op);
     place(rank_, data, n);
     done();
   }
   void all_gather(float* data, int64_t n) override {
-    ops_.make_current();
+    begin();
     m_->values[static_cast<size_t>(rank_)] = data;
     m_->barrier();  // every member's segment is in place
     for (int r = 0; r < m_->world(); ++r) {
@@ -55,6 +56,12 @@ class member final : public net::group_backend {
   }
 
  private:
+  // The device current; in a stream, what the caller launched before has run: the others read
+  // this member's values from their threads once they meet.
+  void begin() {
+    ops_.make_current();
+    if (in_stream_) ops_.synchronize();
+  }
   // This member's ring segment, summed over the members in member order into a buffer of its
   // own, once every member's values are in place; afterwards every member's sum is ready.
   void reduce_own_segment(float* data, int64_t n, net::reduce_op op) {
@@ -85,6 +92,7 @@ class member final : public net::group_backend {
   std::shared_ptr<meeting> m_;
   int rank_;
   const device_ops& ops_;
+  const bool in_stream_;  // called from the thread that launches on the values' stream
 };
 
 class engine final : public net::device_group_engine {
@@ -104,15 +112,11 @@ class engine final : public net::device_group_engine {
     return "local-" + std::to_string(next_id_++);
   }
   std::unique_ptr<net::group_backend> join(const std::string& id, int rank, int world, int device_index) override {
-    std::shared_ptr<meeting> m;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      std::shared_ptr<meeting>& slot = meetings_[id];
-      if (!slot) slot = std::make_shared<meeting>(world);
-      m = slot;
-    }
-    m->barrier();  // as NCCL's: a member is joined once all are
-    return std::make_unique<member>(m, rank, device{device_type::cuda, device_index});
+    return joined(id, rank, world, device_index, false);
+  }
+  std::unique_ptr<net::group_backend> join_in_stream(const std::string& id, int rank, int world,
+                                                     int device_index) override {
+    return joined(id, rank, world, device_index, true);
   }
   void abort(const std::string& why) override {
     std::map<std::string, std::shared_ptr<meeting>> joined;
@@ -124,6 +128,19 @@ class engine final : public net::device_group_engine {
   }
 
  private:
+  std::unique_ptr<net::group_backend> joined(const std::string& id, int rank, int world, int device_index,
+                                             bool in_stream) {
+    std::shared_ptr<meeting> m;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::shared_ptr<meeting>& slot = meetings_[id];
+      if (!slot) slot = std::make_shared<meeting>(world);
+      m = slot;
+    }
+    m->barrier();  // as NCCL's: a member is joined once all are
+    return std::make_unique<member>(m, rank, device{device_type::cuda, device_index}, in_stream);
+  }
+
   std::mutex mu_;
   int64_t next_id_ = 0;
   std::map<std::string, std::shared_ptr<meeting>> meetings_;  // joined since the last abort

@@ -4,8 +4,9 @@
 // (device_ops: copies and add_into) on that device's default stream from the member's thread:
 // each member sums its ring segment in member order from member 0's values, then every member
 // copies the others' sums. Each call returns once its device work is done (it synchronizes that
-// stream), so only the member's own thread waits, as with NCCL. Sums only: the stage averages
-// nothing here.
+// stream), so only the member's own thread waits, as with NCCL. A tensor-parallel group's members
+// (join_in_stream) first wait for their stage's stream, then meet alike on the stage's thread and
+// reduce on its stream. Sums only: the stage averages nothing here.
 #pragma once
 
 #include <condition_variable>

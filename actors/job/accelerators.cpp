@@ -29,7 +29,7 @@ std::shared_ptr<device_queue> open_accelerator(const device& d) {
 device_engines gpu_group_engines() {
   device_engines out{local_device_engine()};
 #ifdef TROUPE_HAVE_CUDA
-  out.push_back(net::nccl_engine());
+  out.push_back(net::nccl_engine([] { return cuda::current_stream(); }));
 #endif
   return out;
 }
@@ -38,19 +38,30 @@ bool device_groups_allowed(const train_config& cfg) {
   return cfg.zero <= 2 && optimizer_offload(cfg) == offload_target::none && params_offload(cfg) == offload_target::none;
 }
 
-std::vector<device_group_choice> choose_device_groups(const device_engines& engines, const sched::mesh& mesh,
-                                                      const std::function<device(int rank)>& device_of) {
-  std::vector<device_group_choice> out(static_cast<size_t>(mesh.groups(sched::axis::dp)));
+namespace {
+
+// A GPU an exclusive engine's group engaged: the group's axis and index, for the reason given to
+// a later group.
+struct engagement {
+  sched::axis axis;
+  int group;
+};
+
+std::vector<device_group_choice> choose_on_axis(sched::axis axis, const device_engines& engines,
+                                                const sched::mesh& mesh,
+                                                const std::function<device(int rank)>& device_of,
+                                                std::map<int, engagement>& engaged) {
+  std::vector<device_group_choice> out(static_cast<size_t>(mesh.groups(axis)));
   std::vector<bool> seen(out.size(), false);
-  std::map<int, int> engaged;  // GPU -> the group whose exclusive engine (NCCL) it serves
+  const int size = axis == sched::axis::tp ? mesh.tp : mesh.dp;
   for (int r = 0; r < mesh.ranks(); ++r) {
-    const auto g = static_cast<size_t>(mesh.group_index(sched::axis::dp, r));
+    const auto g = static_cast<size_t>(mesh.group_index(axis, r));
     if (seen[g]) continue;
     seen[g] = true;
-    if (mesh.dp == 1 || mesh.group_spans_processes(sched::axis::dp, r)) continue;
+    if (size == 1 || mesh.group_spans_processes(axis, r)) continue;
     std::vector<int> accelerators;
     bool on_host = false;
-    for (int m : mesh.group(sched::axis::dp, r)) {
+    for (int m : mesh.group(axis, r)) {
       const device d = device_of(m);
       on_host = on_host || d.is_cpu();  // a group with a member on the host meets there
       accelerators.push_back(d.index);
@@ -62,19 +73,62 @@ std::vector<device_group_choice> choose_device_groups(const device_engines& engi
       if (why.empty() && engine->one_group_per_device())
         for (int a : accelerators)
           if (auto it = engaged.find(a); why.empty() && it != engaged.end())
-            why = engine->name() + " serves one group per device, and cuda:" + std::to_string(a) +
-                  " serves data-parallel group " + std::to_string(it->second);
+            why = engine->name() + " serves one group per device, and cuda:" + std::to_string(a) + " serves " +
+                  (it->second.axis == sched::axis::tp ? "tensor" : "data") + "-parallel group " +
+                  std::to_string(it->second.group);
       if (!why.empty()) {
         c.why += (c.why.empty() ? "" : "; ") + why;
         continue;
       }
       c = {true, engine, ""};
       if (engine->one_group_per_device())
-        for (int a : accelerators) engaged.emplace(a, static_cast<int>(g));
+        for (int a : accelerators) engaged.emplace(a, engagement{axis, static_cast<int>(g)});
       break;
     }
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<device_group_choice> choose_device_groups(const device_engines& engines, const sched::mesh& mesh,
+                                                      const std::function<device(int rank)>& device_of,
+                                                      sched::axis axis) {
+  if (axis != sched::axis::dp && axis != sched::axis::tp)
+    throw std::invalid_argument("choose_device_groups: data- or tensor-parallel groups only");
+  std::map<int, engagement> engaged;  // GPU -> the group whose exclusive engine (NCCL) it serves
+  std::vector<device_group_choice> tp = choose_on_axis(sched::axis::tp, engines, mesh, device_of, engaged);
+  if (axis == sched::axis::tp) return tp;
+  return choose_on_axis(sched::axis::dp, engines, mesh, device_of, engaged);
+}
+
+void check_tp_groups_on_devices(const device_engines& engines, const sched::mesh& mesh,
+                                const std::function<device(int rank)>& device_of) {
+  if (mesh.tp == 1) return;
+  std::vector<device_group_choice> choices;
+  for (int g = 0; g < mesh.groups(sched::axis::tp); ++g) {
+    int first = 0;
+    while (mesh.group_index(sched::axis::tp, first) != g) ++first;
+    if (mesh.group_spans_processes(sched::axis::tp, first)) continue;
+    std::string names;
+    bool on_host = false, on_devices = false;
+    for (int r : mesh.group(sched::axis::tp, first)) {
+      const device d = device_of(r);
+      (d.is_cpu() ? on_host : on_devices) = true;
+      names += (names.empty() ? "" : ",") + d.to_string();
+    }
+    if (!on_devices) continue;
+    const std::string which = "tensor-parallel group " + std::to_string(g) + " (" + names + ")";
+    if (on_host)
+      throw std::invalid_argument(which + " has ranks on the host and on accelerators: its layers sum their partial "
+                                  "results where their values are, so give all of its ranks a GPU or none");
+    if (choices.empty()) choices = choose_device_groups(engines, mesh, device_of, sched::axis::tp);
+    const device_group_choice& c = choices.at(static_cast<size_t>(g));
+    if (!c.on_devices)
+      throw std::invalid_argument(which + ": no engine sums its layers' partial results on those devices (" +
+                                  (c.why.empty() ? std::string("none was given") : c.why) +
+                                  "); put its ranks on one GPU or on a GPU each");
+  }
 }
 
 std::string describe_accelerators() {

@@ -19,10 +19,11 @@ namespace troupe {
 // without CUDA.
 std::shared_ptr<device_queue> open_accelerator(const device& d);
 
-// What data-parallel groups of ranks on accelerators may reduce through, in order of preference.
+// What groups of ranks on accelerators may reduce through, in order of preference.
 using device_engines = std::vector<std::shared_ptr<net::device_group_engine>>;
-// The build's: the local engine for replicas that share one GPU (actors/collective/
-// local_device_group.hpp), then NCCL where troupe is built with CUDA for replicas with a GPU each.
+// The build's: the local engine for members that share one GPU (actors/collective/
+// local_device_group.hpp), then NCCL where troupe is built with CUDA for members with a GPU each
+// (its join_in_stream enqueues on the stage's stream: kernels/cuda's current_stream).
 device_engines gpu_group_engines();
 
 // Whether a job's settings let its data-parallel groups reduce on their devices: plain data
@@ -30,19 +31,29 @@ device_engines gpu_group_engines();
 // offloaded shard and ZeRO-3's gathered units live on the host, so their buckets meet there.
 bool device_groups_allowed(const train_config& cfg);
 
-// Where each data-parallel group of the mesh reduces, by group index (mesh.group_index): through
-// the first of `engines` that takes its members' devices, when every member is on an accelerator
-// and the group lies in this process; else on the host, and `why` says what the engines refused
-// when they did. An engine whose devices serve one group at most (NCCL) is passed over for a group
-// on a GPU an earlier group of that kind engaged. The one rule the job's links and its memory plan
-// both follow.
+// Where each group of the mesh along `axis` (data- or tensor-parallel) reduces, by group index
+// (mesh.group_index): through the first of `engines` that takes its members' devices, when every
+// member is on an accelerator and the group lies in this process; else on the host, and `why`
+// says what the engines refused when they did. An engine whose devices serve one group at most
+// (NCCL) is passed over for a group on a GPU an earlier group of that kind engaged; the
+// tensor-parallel groups choose first, since their collectives sit inside every layer's compute
+// and have no host path on a GPU (a data-parallel group then reduces through the host). The one
+// rule the job's links and its memory plan both follow.
 struct device_group_choice {
   bool on_devices = false;
   std::shared_ptr<net::device_group_engine> engine;  // the one chosen
   std::string why;
 };
 std::vector<device_group_choice> choose_device_groups(const device_engines& engines, const sched::mesh& mesh,
-                                                      const std::function<device(int rank)>& device_of);
+                                                      const std::function<device(int rank)>& device_of,
+                                                      sched::axis axis = sched::axis::dp);
+
+// Throws std::invalid_argument naming the first tensor-parallel group of the mesh whose ranks are
+// on accelerators that no engine takes (its layers' collectives have no host path there: some
+// members on one GPU and some on another, with no engine for that), or that has ranks both on
+// the host and on accelerators. Groups across processes, or all on the host, pass.
+void check_tp_groups_on_devices(const device_engines& engines, const sched::mesh& mesh,
+                                const std::function<device(int rank)>& device_of);
 
 // The GPUs --device can name, for `troupe info`: "2 (cuda:0 NVIDIA H200, 140 GiB; cuda:1 ...)",
 // or "none (" and why: no device or driver, or a build without CUDA.

@@ -225,13 +225,17 @@ void abort_group_waits(const rank_actors& ranks, const std::string& why) {
   for (const auto& e : ranks.engines) e->abort(why);
 }
 
+device_engines engines_of(const job_extras& extras) {
+  return extras.device_collectives ? device_engines{extras.device_collectives} : gpu_group_engines();
+}
+
 rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                        const job_plan& plan, const caf::actor& coordinator, const job_extras& extras) {
   mesh_links_args one_process;  // in-process groups, local peers, no transport
   one_process.zero3 = cfg.zero >= 3;
-  if (extras.device_of && device_groups_allowed(cfg)) {
-    one_process.engines =
-        extras.device_collectives ? device_engines{extras.device_collectives} : gpu_group_engines();
+  if (extras.device_of) {
+    one_process.engines = engines_of(extras);
+    one_process.dp_on_devices = device_groups_allowed(cfg);
     one_process.device_of = [&extras](int rank) {
       const std::shared_ptr<device_queue> q = extras.device_of(rank);
       return q ? q->where() : device{};

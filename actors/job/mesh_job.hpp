@@ -87,6 +87,10 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
                         const std::vector<caf::actor>& servers = {}, const caf::actor& dispenser = {},
                         const std::function<std::shared_ptr<device_queue>(int rank)>& device_of = {});
 
+// What the job's groups of ranks on accelerators reduce through: the composition's engine, else
+// the build's (gpu_group_engines).
+device_engines engines_of(const job_extras& extras);
+
 // Every rank of the mesh in this process: one in-process collective group per data-parallel
 // group, one in-process tp group per tensor-parallel group, and each pipeline's stages told
 // their peers.

@@ -300,6 +300,7 @@ std::shared_ptr<tp_group> mesh_links::tp_of(int rank) {
   const int id = comm_group_id(m, sched::axis::tp, rank);
   if (!m.group_spans_processes(sched::axis::tp, rank)) {
     auto& g = local_tp_[id];
+    if (g.empty()) g = device_tp_group(m.group_index(sched::axis::tp, rank), m.group(sched::axis::tp, rank));
     if (g.empty()) g = net::make_local_tp_group(m.tp, {args_.join_timeout_ms});
     return g.at(static_cast<size_t>(t));
   }
@@ -332,8 +333,25 @@ std::shared_ptr<tp_group> mesh_links::remote_group_member(int id, int member, in
   return std::make_shared<remote_tp_member>(member, size, connected->get_future().share(), args_.join_timeout_ms);
 }
 
+std::vector<std::shared_ptr<tp_group>> mesh_links::device_tp_group(int group, const std::vector<int>& ranks) {
+  if (!args_.device_of || args_.device_of(ranks.front()).is_cpu()) return {};
+  check_tp_groups_on_devices(args_.engines, plan_.mesh, args_.device_of);  // the job checked this before
+  if (tp_choices_.empty())
+    tp_choices_ = choose_device_groups(args_.engines, plan_.mesh, args_.device_of, sched::axis::tp);
+  const device_group_choice& choice = tp_choices_.at(static_cast<size_t>(group));
+  std::vector<int> indices;
+  std::string names;
+  for (int r : ranks) {
+    indices.push_back(args_.device_of(r).index);
+    names += (names.empty() ? "" : ",") + args_.device_of(r).to_string();
+  }
+  spdlog::info("tensor-parallel group {} ({}) sums its layers' partial results on the devices through {}", group,
+               names, choice.engine->name());
+  return net::make_device_tp_group(choice.engine, indices);
+}
+
 std::vector<caf::actor> mesh_links::device_group(int id, const std::vector<int>& ranks) {
-  if (args_.engines.empty() || !args_.device_of) return {};
+  if (args_.engines.empty() || !args_.device_of || !args_.dp_on_devices) return {};
   if (device_choices_.empty()) device_choices_ = choose_device_groups(args_.engines, plan_.mesh, args_.device_of);
   std::vector<device> devices;
   std::string names;

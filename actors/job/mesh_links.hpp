@@ -57,9 +57,12 @@ struct mesh_links_args {
   bool zero3 = false;  // ZeRO-3: each data-parallel group also gathers parameters (params_of)
   std::vector<slow_link_spec> slow_links;  // rings of these mesh ranks send at a cap (fault injection)
   // Set: a data-parallel group in this process whose every rank is on an accelerator reduces
-  // there, through the first of these engines that takes those devices (choose_device_groups);
-  // otherwise (and across processes) through the host as above. device_of gives a rank's device.
+  // there (when dp_on_devices), through the first of these engines that takes those devices
+  // (choose_device_groups); otherwise (and across processes) through the host as above. A
+  // tensor-parallel group on accelerators always does: its layers' values never leave them.
+  // device_of gives a rank's device.
   device_engines engines;
+  bool dp_on_devices = true;
   std::function<device(int rank)> device_of;
 };
 
@@ -104,6 +107,11 @@ class mesh_links {
   // The in-process data-parallel group `id` (its ranks in member order) on their accelerators
   // through its chosen engine; empty, with a log line saying why, where it cannot run there.
   std::vector<caf::actor> device_group(int id, const std::vector<int>& ranks);
+  // The in-process tensor-parallel group `group` (mesh.group_index) on its ranks' accelerators,
+  // through its chosen engine; empty when its ranks are on the host. Throws
+  // std::invalid_argument naming the group when its ranks are on accelerators and no engine takes
+  // them (its layers' collectives have no host path there).
+  std::vector<std::shared_ptr<tp_group>> device_tp_group(int group, const std::vector<int>& ranks);
   // A member of process-spanning group `id` on the TCP ring, or on Gloo with args.gloo: the
   // group's first member listens (published by serves()), the others wait for its address from
   // apply().
@@ -123,6 +131,7 @@ class mesh_links {
   };
   std::map<int, local_group> local_groups_;  // dp group -> in-process group
   std::vector<device_group_choice> device_choices_;  // by dp group: where each reduces (device_group)
+  std::vector<device_group_choice> tp_choices_;      // by tp group (device_tp_group)
   std::map<int, std::vector<std::shared_ptr<tp_group>>> local_tp_;  // tp or parameter group -> in-process group
   struct leader {
     int group = 0;

@@ -94,11 +94,10 @@ train_summary run_training(const train_config& cfg, const job_extras& extras) {
 
 namespace {
 
-// What a stage on an accelerator does not run yet, or empty: each of these reads or writes its
-// chunks' buffers on the host (ZeRO-3's units, tensor-parallel collectives).
-std::string not_on_accelerators_yet(const train_config& cfg, const job_plan& plan) {
+// What a stage on an accelerator does not run yet, or empty: ZeRO-3's units are gathered into
+// its chunks' buffers on the host.
+std::string not_on_accelerators_yet(const train_config& cfg) {
   if (cfg.zero >= 3) return "ZeRO-3 (its units are gathered into the chunks on the host)";
-  if (plan.mesh.tp > 1) return "tensor parallelism";
   return {};
 }
 
@@ -106,7 +105,7 @@ std::string not_on_accelerators_yet(const train_config& cfg, const job_plan& pla
 // before any actor exists: a stage on an accelerator needs that device's ops, and a job it can
 // run, which --device's are checked for before any device is opened.
 job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, job_extras extras) {
-  const std::string gap = not_on_accelerators_yet(cfg, plan);
+  const std::string gap = not_on_accelerators_yet(cfg);
   auto check = [&](const std::string& rank_on_device) {
     if (!gap.empty())
       throw std::invalid_argument(rank_on_device + ": a stage on an accelerator does not run " + gap +
@@ -133,6 +132,10 @@ job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, j
     check("rank " + std::to_string(r) + " is on " + q->where().to_string());
   }
   extras.device_of = [queues](int rank) { return queues.at(static_cast<size_t>(rank)); };
+  check_tp_groups_on_devices(engines_of(extras), plan.mesh, [&queues](int rank) {
+    const std::shared_ptr<device_queue>& q = queues.at(static_cast<size_t>(rank));
+    return q ? q->where() : device{};
+  });
   return extras;
 }
 

@@ -656,7 +656,11 @@ caf::behavior stage(self_ptr self, stage_args args) {
 
 caf::actor spawn_stage(caf::actor_system& sys, stage_args args) {
   // A stage on an accelerator runs only what training_job.cpp's with_checked_devices allows.
-  if (is_asynchronous(args.queue)) return sys.spawn(stage, std::move(args));  // it never waits for its device
+  // Its tensor-parallel collectives wait inside its launches for the group's other members (the
+  // first NCCL call for them all to join; the local engine's meeting every time), so with a tp
+  // group it keeps a thread of its own: a scheduler thread held there could be the one a partner
+  // needs to arrive.
+  if (is_asynchronous(args.queue) && !args.tp) return sys.spawn(stage, std::move(args));  // it never waits for its device
   return sys.spawn<caf::detached>(stage, std::move(args));
 }
 

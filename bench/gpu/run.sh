@@ -6,7 +6,8 @@
 # the caching device allocator, pinned host memory and copies (tests/kernels/cuda_device_alloc.test.cpp),
 # GPT and MLP layer stacks on the GPU against the CPU's (tests/kernels/cuda_layers.test.cpp), and
 # whole --device jobs against the CPU's (tests/actors/gpu_job.test.cpp: pipelines, replicas, ZeRO,
-# bf16; with two GPUs or more, data-parallel groups and ZeRO shards over NCCL in the job);
+# bf16, tensor parallelism alone and in dp x tp and pp x tp meshes; with two GPUs or more,
+# data-parallel groups, ZeRO shards and tensor-parallel pairs over NCCL in the job);
 # the list is bench/gpu/tests.list; then times troupe's GPT step against PyTorch's on the same GPU
 # (gpt_step.jsonl, and the ratios in the summary). Writes
 # under $OUT (default ./gpu-out): gpu.txt (nvidia-smi), build.log, one NAME.log per test binary

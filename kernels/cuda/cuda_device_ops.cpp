@@ -140,6 +140,17 @@ class gpu_ops final : public device_ops {
     throw std::invalid_argument("optimizer_step: no CUDA update for optimizer \"" + cfg.kind + "\"");
   }
 
+  void vocab_peaks(float* peaks, const float* logits, int64_t N, int64_t V, int64_t begin) const override {
+    cuda::vocab_peaks(peaks, logits, N, V, begin, on());
+  }
+  void vocab_exp_sums(float* probs, float* sums, const float* all_peaks, int tp, const int32_t* targets,
+                      const float* logits, int64_t N, int64_t V, int64_t begin) const override {
+    cuda::vocab_exp_sums(probs, sums, all_peaks, tp, targets, logits, N, V, begin, on());
+  }
+  void vocab_finish(float* row_stats, float* dlogits, float* probs, const float* sums, const float* all_peaks, int tp,
+                    const int32_t* targets, int64_t N, int64_t V, int64_t begin, float scale) const override {
+    cuda::vocab_finish(row_stats, dlogits, probs, sums, all_peaks, tp, targets, N, V, begin, scale, on());
+  }
   loss_result cross_entropy(const tensor& logits, const std::vector<int32_t>& targets,
                             float grad_scale) const override {
     const int64_t V = logits.size(-1);

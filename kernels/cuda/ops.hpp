@@ -151,6 +151,14 @@ void softmax_cross_entropy_backward(float* dlogits,                  // (N, V)
                                     const int32_t* targets,          // (N)
                                     int64_t N, int64_t V, float scale, cudaStream_t stream);
 
+// troupe::ops' three passes of the vocab-parallel cross-entropy (kernels/ops.hpp), a row per
+// block: the same values, the sums in the block's order.
+void vocab_peaks(float* peaks, const float* logits, int64_t N, int64_t V, int64_t begin, cudaStream_t stream);
+void vocab_exp_sums(float* probs, float* sums, const float* all_peaks, int tp, const int32_t* targets,
+                    const float* logits, int64_t N, int64_t V, int64_t begin, cudaStream_t stream);
+void vocab_finish(float* row_stats, float* dlogits, float* probs, const float* sums, const float* all_peaks, int tp,
+                  const int32_t* targets, int64_t N, int64_t V, int64_t begin, float scale, cudaStream_t stream);
+
 // ---- optimizers (optimizer.cu) ----
 // One step of troupe::optimizer's update over a flat fp32 shard, fused: out may be params (in
 // place); step counts from 1 (the CPU optimizer's steps() after begin_step). out_bf16, if not

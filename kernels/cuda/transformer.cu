@@ -204,6 +204,70 @@ __global__ void softmax_cross_entropy_backward_kernel(float* dlogits, const floa
   }
 }
 
+// ---- vocab-parallel cross-entropy: a row per block, over this rank's V columns ----
+// The rank whose peak is row n's maximum over the group, the lowest on a tie (ops.hpp's).
+__device__ int vocab_owner(const float* all_peaks, int tp, int64_t N, int64_t n) {
+  int owner = 0;
+  for (int q = 1; q < tp; ++q)
+    if (all_peaks[2 * N * q + n] > all_peaks[2 * N * owner + n]) owner = q;
+  return owner;
+}
+
+__global__ void vocab_peaks_kernel(float* peaks, const float* logits, int64_t N, int64_t V, int64_t begin) {
+  const int64_t n = blockIdx.x;
+  const float* l = logits + n * V;
+  float best = -INFINITY;
+  int64_t at = V;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x)
+    if (l[v] > best || at == V) best = l[v], at = v;
+  const float top = block_max(best);
+  const float first = detail::block_reduce(at < V && best == top ? static_cast<float>(at) : static_cast<float>(V),
+                                           static_cast<float>(V), detail::min_op{});
+  if (threadIdx.x == 0) {
+    peaks[n] = V ? top : -INFINITY;
+    peaks[N + n] = static_cast<float>(begin + (V ? static_cast<int64_t>(first) : 0));
+  }
+}
+
+__global__ void vocab_exp_sums_kernel(float* probs, float* sums, const float* all_peaks, int tp,
+                                      const int32_t* targets, const float* logits, int64_t N, int64_t V,
+                                      int64_t begin) {
+  const int64_t n = blockIdx.x;
+  const float m = all_peaks[2 * N * vocab_owner(all_peaks, tp, N, n) + n];
+  const float* l = logits + n * V;
+  float* p = probs + n * V;
+  float s = 0.0f;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    p[v] = expf(l[v] - m);
+    s += p[v];
+  }
+  s = block_sum(s);
+  if (threadIdx.x == 0) {
+    sums[n] = s;
+    const int64_t t = targets[n] - begin;
+    sums[N + n] = t >= 0 && t < V ? l[t] : 0.0f;
+  }
+}
+
+__global__ void vocab_finish_kernel(float* row_stats, float* dlogits, float* probs, const float* sums,
+                                    const float* all_peaks, int tp, const int32_t* targets, int64_t N, int64_t V,
+                                    int64_t begin, float scale) {
+  const int64_t n = blockIdx.x;
+  float* p = probs + n * V;
+  const float inv = 1.0f / sums[n];
+  const int64_t t = targets[n] - begin;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    p[v] *= inv;
+    if (dlogits) dlogits[n * V + v] = p[v] * scale - (v == t ? scale : 0.0f);
+  }
+  if (row_stats && threadIdx.x == 0) {
+    const int owner = vocab_owner(all_peaks, tp, N, n);
+    const double m = all_peaks[2 * N * owner + n];
+    row_stats[2 * n] = static_cast<float>(m + log(static_cast<double>(sums[n])) - sums[N + n]);
+    row_stats[2 * n + 1] = static_cast<int32_t>(all_peaks[2 * N * owner + N + n]) == targets[n] ? 1.0f : 0.0f;
+  }
+}
+
 // ---- attention ----
 // Row t of head (b, h) per block: the scores q_t . k_j for j <= t into shared memory, their
 // softmax (written to att, zeros above the diagonal), then out_t = sum_j p_j v_j with the threads
@@ -391,6 +455,28 @@ void softmax_cross_entropy_forward(float* probs, float* losses, const float* log
                                    int64_t V, cudaStream_t s) {
   if (N <= 0) return;
   softmax_cross_entropy_forward_kernel<<<static_cast<unsigned>(N), threads, 0, s>>>(probs, losses, logits, targets, V);
+  check_launch();
+}
+
+void vocab_peaks(float* peaks, const float* logits, int64_t N, int64_t V, int64_t begin, cudaStream_t s) {
+  if (N <= 0) return;
+  vocab_peaks_kernel<<<static_cast<unsigned>(N), threads, 0, s>>>(peaks, logits, N, V, begin);
+  check_launch();
+}
+
+void vocab_exp_sums(float* probs, float* sums, const float* all_peaks, int tp, const int32_t* targets,
+                    const float* logits, int64_t N, int64_t V, int64_t begin, cudaStream_t s) {
+  if (N <= 0) return;
+  vocab_exp_sums_kernel<<<static_cast<unsigned>(N), threads, 0, s>>>(probs, sums, all_peaks, tp, targets, logits, N, V,
+                                                                     begin);
+  check_launch();
+}
+
+void vocab_finish(float* row_stats, float* dlogits, float* probs, const float* sums, const float* all_peaks, int tp,
+                  const int32_t* targets, int64_t N, int64_t V, int64_t begin, float scale, cudaStream_t s) {
+  if (N <= 0) return;
+  vocab_finish_kernel<<<static_cast<unsigned>(N), threads, 0, s>>>(row_stats, dlogits, probs, sums, all_peaks, tp,
+                                                                   targets, N, V, begin, scale);
   check_launch();
 }
 

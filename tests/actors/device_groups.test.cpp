@@ -88,3 +88,49 @@ TEST(DeviceGroups, TheBuildsEnginesTakeASharedGpuLocallyAndGpusOfTheirOwnThrough
   EXPECT_EQ(mixed[0].why,
             "members on one GPU only, and these are on cuda:0 and cuda:1; NCCL takes one member per GPU: cuda:0 holds members 0 and 1");
 }
+
+// Tensor-parallel groups choose first: their collectives sit inside every layer's compute. On
+// GPUs an NCCL-like engine's tp groups engage, a data-parallel group over those GPUs reduces
+// through the host and says which tensor-parallel group holds them.
+TEST(DeviceGroups, TensorParallelGroupsTakeTheExclusiveEngineFirstAndDataParallelOnesThenMeetOnTheHost) {
+  const auto nccl_like = fake("", true);
+  sched::mesh m = mesh_of(2, 1);
+  m.tp = 2;  // ranks 0,1 are replica 0's tp group, 2,3 replica 1's; dp groups {0,2} and {1,3}
+  const std::vector<device> gpus = {gpu(0), gpu(1), gpu(2), gpu(3)};
+  auto by_rank = [&](int r) { return gpus.at(static_cast<size_t>(r)); };
+  const auto tp = choose_device_groups({nccl_like}, m, by_rank, sched::axis::tp);
+  ASSERT_EQ(tp.size(), 2u);
+  EXPECT_TRUE(tp[0].on_devices && tp[1].on_devices);
+  const auto dp = choose_device_groups({nccl_like}, m, by_rank);
+  ASSERT_EQ(dp.size(), 2u);
+  for (const auto& c : dp) {
+    EXPECT_FALSE(c.on_devices);
+    EXPECT_NE(c.why.find("tensor-parallel group"), std::string::npos) << c.why;
+  }
+  // An engine that serves any number of groups per device takes both kinds.
+  const auto shared = fake();
+  EXPECT_TRUE(choose_device_groups({shared}, m, by_rank)[0].on_devices);
+  EXPECT_TRUE(choose_device_groups({shared}, m, by_rank, sched::axis::tp)[1].on_devices);
+  EXPECT_NO_THROW(check_tp_groups_on_devices({nccl_like}, m, by_rank));
+}
+
+// A tensor-parallel group on accelerators has no host path: one with members on the host and on
+// a GPU, or on devices no engine takes, is refused naming the group and the reason.
+TEST(DeviceGroups, ATensorParallelGroupNoEngineTakesOrHalfOnTheHostIsRefusedByName) {
+  sched::mesh m = mesh_of(1, 1);
+  m.tp = 2;
+  auto expect_refused = [&](const device_engines& engines, const std::vector<device>& by_rank, const std::string& part) {
+    try {
+      check_tp_groups_on_devices(engines, m, [&](int r) { return by_rank.at(static_cast<size_t>(r)); });
+      FAIL() << "accepted";
+    } catch (const std::invalid_argument& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("tensor-parallel group 0"), std::string::npos) << what;
+      EXPECT_NE(what.find(part), std::string::npos) << what;
+    }
+  };
+  expect_refused({fake()}, {cpu, gpu(0)}, "on the host and on accelerators");
+  expect_refused({fake("the test refuses them")}, {gpu(0), gpu(1)}, "the test refuses them");
+  expect_refused({}, {gpu(0), gpu(1)}, "none was given");
+  EXPECT_NO_THROW(check_tp_groups_on_devices({}, m, [](int) { return cpu; }));
+}

@@ -1,5 +1,6 @@
 // fake_device: an asynchronous device_queue for host-side tests. Enqueued work runs in order on
-// a thread of its own, as a GPU stream runs its kernels; completions are delivered from that
+// a thread of its own, as a GPU stream runs its kernels (or at once in the caller's, as
+// cuda_queue launches it: launches_in_caller); completions are delivered from that
 // thread in stream order, except that the test can hold them (hold_completions) and let them go
 // (release_completions). A held completion holds everything enqueued after it too, as a stream
 // would: nothing here depends on wall-clock time.
@@ -20,7 +21,11 @@ namespace troupe::test {
 
 class fake_device final : public device_queue {
  public:
-  explicit fake_device(device where = {}) : where_(where), worker_([this] { run(); }) {}
+  // launches_in_caller: enqueued work runs at once on the caller's thread, as cuda_queue's
+  // launches do (only the GPU runs them later); the completions still come in order from the
+  // fake's thread. Otherwise the work runs there too.
+  explicit fake_device(device where = {}, bool launches_in_caller = false)
+      : where_(where), in_caller_(launches_in_caller), worker_([this] { run(); }) {}
   ~fake_device() override {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -33,7 +38,12 @@ class fake_device final : public device_queue {
   fake_device(const fake_device&) = delete;
   fake_device& operator=(const fake_device&) = delete;
 
-  void enqueue(std::function<void()> work) override { push({std::move(work), false}); }
+  void enqueue(std::function<void()> work) override {
+    if (in_caller_)
+      work();
+    else
+      push({std::move(work), false});
+  }
   void when_done(std::function<void()> done) override { push({std::move(done), true}); }
   bool asynchronous() const override { return true; }
   device where() const override { return where_; }
@@ -117,6 +127,7 @@ class fake_device final : public device_queue {
   }
 
   const device where_;
+  const bool in_caller_;
   size_t from_work_ = 0;  // items the running one has enqueued (push)
   mutable std::mutex mu_;
   std::condition_variable cv_;

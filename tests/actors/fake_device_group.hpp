@@ -52,6 +52,16 @@ class fake_device_group_engine final : public net::device_group_engine {
     m->barrier();  // joining is collective, as NCCL's is
     return std::make_unique<member>(m, rank, this);
   }
+  // The fake device's values are written when its work runs (on the fake queue's thread, in
+  // order), so a member in a stream meets the others as a plain one does; counted apart.
+  std::unique_ptr<net::group_backend> join_in_stream(const std::string& id, int rank, int world, int device) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++in_stream_joins_;
+    }
+    return join(id, rank, world, device);
+  }
+  int64_t in_stream_joins() const { return counted(in_stream_joins_); }
   void abort(const std::string& why) override {
     std::lock_guard<std::mutex> lock(mu_);
     aborted_ = why;
@@ -175,7 +185,7 @@ class fake_device_group_engine final : public net::device_group_engine {
   std::vector<std::string> ids_;
   std::map<std::string, std::shared_ptr<meeting>> meetings_;
   std::map<std::string, std::vector<int>> joined_;
-  int64_t all_reduces_ = 0, reduce_scatters_ = 0, all_gathers_ = 0;
+  int64_t all_reduces_ = 0, reduce_scatters_ = 0, all_gathers_ = 0, in_stream_joins_ = 0;
 
   int64_t counted(const int64_t& n) const {
     std::lock_guard<std::mutex> lock(mu_);

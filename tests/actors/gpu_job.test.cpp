@@ -10,10 +10,12 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include <cuda_runtime_api.h>
 
+#include "actors/job/accelerators.hpp"
 #include "actors/job/training_job.hpp"
 #include "comm/nccl_group.hpp"
 #include "tests/actors/tiny_jobs.hpp"
@@ -33,19 +35,8 @@ int gpus() {
   return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
 
-// The ranks dealt over the GPUs there are, round robin: on a one-GPU machine a pipeline's stages
-// or the replicas share it, each on a stream of its own.
-void expect_gpu_matches_cpu(const std::string& model, const std::string& optim, int pp, int dp = 1,
-                            matmul_precision p = matmul_precision::f32, int zero = 0) {
-  train_config cfg = tiny_mesh_config(model, optim, dp, pp, 1, pp > 1 ? 4 : 1);
-  cfg.matmul = p;
-  cfg.zero = zero;
-  const std::string tag = model + optim + std::to_string(dp) + std::to_string(pp) + to_string(p) + std::to_string(zero);
-  cfg.out_dir = out_dir(tag + "-cpu");
-  const train_summary cpu = run_training(cfg);
-  cfg.out_dir = out_dir(tag + "-gpu");
-  for (int r = 0; r < pp * dp; ++r) cfg.devices.push_back(device{device_type::cuda, r % gpus()});
-  const train_summary gpu = run_training(cfg);
+// Losses within 1e-3 relative, final parameters within 1e-3 of the largest (see the top).
+void expect_same_training(const train_summary& gpu, const train_summary& cpu) {
   ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
   for (size_t i = 0; i < cpu.losses.size(); ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * cpu.losses[i]) << i;
   ASSERT_EQ(gpu.final_params.numel(), cpu.final_params.numel());
@@ -56,6 +47,27 @@ void expect_gpu_matches_cpu(const std::string& model, const std::string& optim, 
     if (!(d <= worst)) worst = d;
   }
   EXPECT_LE(worst, 1e-3f * scale);
+}
+
+// cfg on the CPU, then with rank r on GPU gpu_of(r), into out directories named by tag.
+void expect_gpu_matches_cpu(train_config cfg, const std::string& tag, const std::function<int(int)>& gpu_of,
+                            const job_extras& extras = {}) {
+  cfg.out_dir = out_dir(tag + "-cpu");
+  const train_summary cpu = run_training(cfg);
+  cfg.out_dir = out_dir(tag + "-gpu");
+  for (int r = 0; r < cfg.mesh.ranks(); ++r) cfg.devices.push_back(device{device_type::cuda, gpu_of(r)});
+  expect_same_training(run_training(cfg, extras), cpu);
+}
+
+// The ranks dealt over the GPUs there are, round robin: on a one-GPU machine a pipeline's stages
+// or the replicas share it, each on a stream of its own.
+void expect_gpu_matches_cpu(const std::string& model, const std::string& optim, int pp, int dp = 1,
+                            matmul_precision p = matmul_precision::f32, int zero = 0) {
+  train_config cfg = tiny_mesh_config(model, optim, dp, pp, 1, pp > 1 ? 4 : 1);
+  cfg.matmul = p;
+  cfg.zero = zero;
+  const std::string tag = model + optim + std::to_string(dp) + std::to_string(pp) + to_string(p) + std::to_string(zero);
+  expect_gpu_matches_cpu(cfg, tag, [](int r) { return r % gpus(); });
 }
 
 }  // namespace
@@ -87,6 +99,10 @@ class counting_nccl final : public net::device_group_engine {
     ++joins;
     return std::make_unique<counted>(inner_->join(id, rank, world, device), all_reduces);
   }
+  std::unique_ptr<net::group_backend> join_in_stream(const std::string& id, int rank, int world, int device) override {
+    ++joins;
+    return std::make_unique<counted>(inner_->join_in_stream(id, rank, world, device), all_reduces);
+  }
   std::atomic<int> ids{0}, joins{0}, all_reduces{0};
 
  private:
@@ -107,7 +123,7 @@ class counting_nccl final : public net::device_group_engine {
     std::unique_ptr<net::group_backend> b_;
     std::atomic<int>& n_;
   };
-  std::shared_ptr<net::device_group_engine> inner_ = net::nccl_engine();
+  std::shared_ptr<net::device_group_engine> inner_ = gpu_group_engines().back();  // NCCL, with the stages' streams
 };
 
 }  // namespace
@@ -126,8 +142,7 @@ TEST(GpuJob, two_replicas_on_two_gpus_all_reduce_their_buckets_through_nccl_as_t
   auto nccl = std::make_shared<counting_nccl>();
   extras.device_collectives = nccl;
   const train_summary gpu = run_training(cfg, extras);
-  ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
-  for (size_t i = 0; i < cpu.losses.size(); ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-3 * cpu.losses[i]) << i;
+  expect_same_training(gpu, cpu);
   EXPECT_EQ(nccl->ids.load(), 1);
   EXPECT_EQ(nccl->joins.load(), 2);
   EXPECT_GE(nccl->all_reduces.load(), 2 * static_cast<int>(kSteps));
@@ -152,6 +167,44 @@ TEST(GpuJob, a_zero2_job_over_two_replicas_on_the_gpus_trains_as_the_cpus_zero2_
 }
 // dp 2 x pp 2 with SGD, which shows a wrong gradient scale that AdamW would hide.
 TEST(GpuJob, a_dp2_pp2_mlp_job_with_sgd_on_the_gpus_trains_as_on_the_cpu) { expect_gpu_matches_cpu("mlp", "sgd", 2, 2); }
+
+// Tensor parallelism: a group's partial results summed through NCCL where its ranks have a GPU
+// each, through the GPU's own ops where they share one (a one-GPU machine), the vocab-parallel
+// loss's passes as CUDA kernels. Where the job has more groups than GPUs, each tensor-parallel
+// group is dealt a GPU of its own (NCCL takes one communicator per GPU): its ranks then share it.
+namespace {
+void expect_tp_job_matches_cpu(const std::string& model, const std::string& optim, int dp, int pp, bool sp) {
+  train_config cfg = tiny_mesh_config(model, optim, dp, pp, 2, pp > 1 ? 4 : 1);
+  cfg.sequence_parallel = sp;
+  const std::string tag = "tp-" + model + optim + std::to_string(dp) + std::to_string(pp) + (sp ? "sp" : "");
+  const int groups = dp * pp;
+  expect_gpu_matches_cpu(cfg, tag, [groups](int r) { return groups == 1 ? r % gpus() : (r / 2) % gpus(); });
+}
+}  // namespace
+
+TEST(GpuJob, a_tp2_gpt_job_with_adamw_and_sequence_parallelism_on_the_gpus_trains_as_on_the_cpu) {
+  expect_tp_job_matches_cpu("gpt", "adamw", 1, 1, true);
+}
+TEST(GpuJob, a_tp2_mlp_job_with_sgd_on_the_gpus_trains_as_on_the_cpu) { expect_tp_job_matches_cpu("mlp", "sgd", 1, 1, false); }
+TEST(GpuJob, a_dp2_tp2_gpt_job_with_sgd_on_the_gpus_trains_as_on_the_cpu) {
+  expect_tp_job_matches_cpu("gpt", "sgd", 2, 1, false);
+}
+TEST(GpuJob, a_pp2_tp2_gpt_job_with_adamw_and_sequence_parallelism_on_the_gpus_trains_as_on_the_cpu) {
+  expect_tp_job_matches_cpu("gpt", "adamw", 1, 2, true);
+}
+
+// A tensor-parallel pair on two GPUs sums through NCCL, seen doing it: one id, two members
+// joined in the stages' streams, the row-parallel layers' and the loss's all-reduces every step.
+TEST(GpuJob, a_tp2_pair_on_two_gpus_sums_its_partial_results_through_nccl_as_the_cpus_group_does) {
+  if (gpus() < 2) GTEST_SKIP() << "NCCL takes one member per GPU: this needs 2 GPUs, the machine has " << gpus();
+  job_extras extras;
+  auto nccl = std::make_shared<counting_nccl>();
+  extras.device_collectives = nccl;
+  expect_gpu_matches_cpu(tiny_mesh_config("gpt", "sgd", 1, 1, 2, 1), "nccl-tp2", [](int r) { return r; }, extras);
+  EXPECT_EQ(nccl->ids.load(), 1);
+  EXPECT_EQ(nccl->joins.load(), 2);
+  EXPECT_GE(nccl->all_reduces.load(), 2 * static_cast<int>(kSteps));
+}
 
 #define TROUPE_GPU_TEST_BINARY "actors_gpu_job_test"
 #include "tests/gpu_test_main.hpp"

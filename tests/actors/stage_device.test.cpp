@@ -223,10 +223,11 @@ std::shared_ptr<fake_device_group_engine> host_only() {
   return std::make_shared<fake_device_group_engine>("the test keeps its buckets on the host");
 }
 
-std::vector<std::shared_ptr<fake_device>> accelerators_for(const train_config& cfg) {
+std::vector<std::shared_ptr<fake_device>> accelerators_for(const train_config& cfg, bool launches_in_caller = false) {
   fake_ops();  // the device's allocator and ops
   std::vector<std::shared_ptr<fake_device>> out;
-  for (int r = 0; r < cfg.mesh.dp * cfg.mesh.pp * cfg.mesh.tp; ++r) out.push_back(std::make_shared<fake_device>(fake_gpu));
+  for (int r = 0; r < cfg.mesh.dp * cfg.mesh.pp * cfg.mesh.tp; ++r)
+    out.push_back(std::make_shared<fake_device>(fake_gpu, launches_in_caller));
   return out;
 }
 
@@ -626,6 +627,94 @@ TEST(StageOnAnAccelerator, ASecondGroupOnAnEngagedDeviceReducesThroughTheHostAnd
   EXPECT_EQ(engine->ids().size(), 1u);
   EXPECT_GT(engine->all_reduces(), 0);
   EXPECT_LT(engine->all_reduces(), kSteps * buckets_per_step(cfg));
+}
+
+// Tensor parallelism on the devices: every layer's partial results are summed (and sequence
+// parallelism's shares gathered and scattered) through the engine in the stages' streams, the
+// vocabulary-parallel loss runs its three passes on the device, and with two members per group
+// the sums are the CPU's bit for bit, so every job ends with the CPU job's parameters. Then the
+// same job through the build's engine for ranks sharing a GPU (the device's own ops).
+namespace {
+
+struct tp_case {
+  std::string model, optim;
+  int dp = 1, pp = 1;
+  bool sequence_parallel = false;
+};
+
+std::string tp_case_name(const ::testing::TestParamInfo<tp_case>& info) {
+  const tp_case& c = info.param;
+  return c.model + "_" + c.optim + "_dp" + std::to_string(c.dp) + "_pp" + std::to_string(c.pp) + "_tp2" +
+         (c.sequence_parallel ? "_sp" : "");
+}
+
+void PrintTo(const tp_case& c, std::ostream* os) { *os << tp_case_name({c, 0}); }
+
+train_config tp_config(const tp_case& c, const std::string& tag) {
+  train_config cfg = tiny_mesh_config(c.model, c.optim, c.dp, c.pp, 2, c.pp > 1 ? 4 : 2);
+  cfg.sequence_parallel = c.sequence_parallel;
+  cfg.out_dir = out_dir("accelerator-tp-" + tp_case_name({c, 0}) + "-" + tag);
+  return cfg;
+}
+
+}  // namespace
+
+class TensorParallelOnTheDevices : public ::testing::TestWithParam<tp_case> {};
+
+TEST_P(TensorParallelOnTheDevices, LayersSumTheirPartialsThroughTheEngineInTheStreamsBitwiseAsOnTheCpu) {
+  const tp_case c = GetParam();
+  const train_summary cpu = run_training(tp_config(c, "cpu"));
+  const train_config cfg = tp_config(c, "gpu");
+  auto engine = std::make_shared<fake_device_group_engine>();
+  const int peaks = fake_ops().calls("vocab_peaks"), finishes = fake_ops().calls("vocab_finish");
+  const train_summary gpu = run_with_engine(cfg, engine);
+  EXPECT_TRUE(same_bits(cpu.final_params, gpu.final_params));
+  ASSERT_EQ(gpu.losses.size(), cpu.losses.size());
+  for (size_t i = 0; i < cpu.losses.size(); ++i) EXPECT_NEAR(gpu.losses[i], cpu.losses[i], 1e-6 * cpu.losses[i]) << i;
+  const int ranks = c.dp * c.pp * 2;
+  EXPECT_EQ(engine->in_stream_joins(), ranks) << "every rank joined its tensor-parallel group in its stream";
+  EXPECT_GT(engine->all_reduces(), 0);
+  if (c.sequence_parallel) {
+    EXPECT_GT(engine->all_gathers(), 0);
+    EXPECT_GT(engine->reduce_scatters(), 0);
+  }
+  if (c.model == "gpt") {  // the last stage's two tp ranks, per microbatch of every step
+    const int losses = kSteps * cfg.micro_batches * c.dp * 2;
+    EXPECT_GE(fake_ops().calls("vocab_peaks") - peaks, losses) << "the vocabulary-parallel loss ran on the device";
+    EXPECT_GE(fake_ops().calls("vocab_finish") - finishes, losses);
+  }
+  // Through the local engine, whose members meet on the host, the launches run in the stages'
+  // own calls as cuda_queue's do, on one scheduler thread: a stage that waited for its partner
+  // there would hold the thread the partner needs, and the watchdog would end the job.
+  const train_config local_cfg = tp_config(c, "local");
+  const auto local_devices = accelerators_for(local_cfg, true);
+  const train_summary local = run_training(local_cfg, on_devices(local_devices));
+  EXPECT_TRUE(same_bits(cpu.final_params, local.final_params));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AloneAndInMeshes, TensorParallelOnTheDevices,
+    ::testing::Values(tp_case{"gpt", "sgd"}, tp_case{"gpt", "adamw", 1, 1, true}, tp_case{"mlp", "adamw"},
+                      tp_case{"gpt", "adamw", 2, 1}, tp_case{"gpt", "sgd", 1, 2, true}),
+    tp_case_name);
+
+// A tensor-parallel group with one rank on the host and one on the device has no place to sum
+// its layers' partials: refused by name before the job starts.
+TEST(StageOnAnAccelerator, ATensorParallelGroupHalfOnTheHostIsRefusedNamingIt) {
+  train_config cfg = tiny_mesh_config("gpt", "sgd", 1, 1, 2, 1);
+  cfg.out_dir = out_dir("accelerator-tp-mixed");
+  fake_ops();
+  const auto gpu = std::make_shared<fake_device>(fake_gpu);
+  job_extras extras = on_devices({gpu, gpu});
+  extras.device_of = [gpu](int rank) -> std::shared_ptr<device_queue> { return rank == 0 ? gpu : nullptr; };
+  try {
+    run_training(cfg, extras);
+    FAIL() << "a tp group across host and device ran";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("tensor-parallel group 0"), std::string::npos) << what;
+    EXPECT_NE(what.find("on the host and on accelerators"), std::string::npos) << what;
+  }
 }
 
 TEST(StageOnAnAccelerator, ZeroThreeThereIsRefusedNamingTheDeviceAndWhatIsMissing) {

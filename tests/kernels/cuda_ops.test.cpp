@@ -544,6 +544,72 @@ TEST_F(CudaOps, SoftmaxCrossEntropyOfAnOutOfRangeTargetIsNaN) {
   EXPECT_TRUE(std::isnan(losses[1]));
 }
 
+// ---- vocab-parallel cross-entropy ----
+// The three passes of one rank among tp over its V columns, each kernel fed the CPU's results of
+// the passes before it (the group's peaks, the summed sums) so each is checked alone. Peaks and
+// arg-maxes are exact (a maximum rounds nothing; a tie goes to the first column, planted in row
+// 0 across two threads' strides). The exponentials differ by expf's few ulp and the sums by their
+// order: 1e-5 of the value, as for softmax above; a row's loss 1e-5 (1 + |loss|).
+void vocab_check(cudaStream_t s, int64_t N, int64_t V, int tp, int rank, unsigned seed) {
+  SCOPED_TRACE("N " + std::to_string(N) + " V " + std::to_string(V) + " rank " + std::to_string(rank) + " of " +
+               std::to_string(tp));
+  const int64_t full = V * tp, begin = V * rank;
+  vec all = random(N * full, -4, 4, seed);
+  all[begin + 3] = all[begin + V - 2] = 5.0f;  // row 0's maximum twice on this rank
+  std::vector<int32_t> targets(N);
+  std::mt19937 rng(seed + 1);
+  for (auto& t : targets) t = static_cast<int32_t>(rng() % full);
+  targets[0] = static_cast<int32_t>(begin + 3);
+  // every rank's columns, and the group's peaks and sums as its collectives leave them
+  std::vector<vec> logits(tp, vec(N * V));
+  vec all_peaks(2 * N * tp), sums(2 * N, 0.0f), mine_probs(N * V), mine_sums(2 * N);
+  for (int q = 0; q < tp; ++q) {
+    for (int64_t n = 0; n < N; ++n)
+      std::copy_n(all.begin() + n * full + V * q, V, logits[q].begin() + n * V);
+    ops::vocab_peaks(all_peaks.data() + 2 * N * q, logits[q].data(), N, V, V * q);
+  }
+  for (int q = 0; q < tp; ++q) {
+    vec probs(N * V), part(2 * N);
+    ops::vocab_exp_sums(probs.data(), part.data(), all_peaks.data(), tp, targets.data(), logits[q].data(), N, V, V * q);
+    for (int64_t i = 0; i < 2 * N; ++i) sums[i] += part[i];
+    if (q == rank) mine_probs = probs, mine_sums = part;
+  }
+  const float scale = 1.0f / static_cast<float>(N);
+  vec probs = mine_probs, dlogits(N * V), row_stats(2 * N);
+  ops::vocab_finish(row_stats.data(), dlogits.data(), probs.data(), sums.data(), all_peaks.data(), tp, targets.data(),
+                    N, V, begin, scale);
+  const vec& here = logits[rank];
+  const vec want_peaks(all_peaks.begin() + 2 * N * rank, all_peaks.begin() + 2 * N * (rank + 1));
+
+  dev<float> d_logits(here), d_peaks(2 * N), d_all_peaks(all_peaks), d_probs(N * V), d_sums(2 * N);
+  dev<float> d_cpu_probs(mine_probs), d_group_sums(sums), d_dlogits(N * V), d_stats(2 * N);
+  dev<int32_t> d_targets(targets);
+  cu::vocab_peaks(d_peaks.get(), d_logits.get(), N, V, begin, s);
+  cu::vocab_exp_sums(d_probs.get(), d_sums.get(), d_all_peaks.get(), tp, d_targets.get(), d_logits.get(), N, V, begin,
+                     s);
+  cu::vocab_finish(d_stats.get(), d_dlogits.get(), d_cpu_probs.get(), d_group_sums.get(), d_all_peaks.get(), tp,
+                   d_targets.get(), N, V, begin, scale, s);
+  EXPECT_TRUE(close("vocab_peaks", d_peaks.host(s), want_peaks, constant(2 * N, 0)));
+  EXPECT_EQ(d_peaks.host(s)[N], static_cast<float>(begin + 3)) << "row 0's tie goes to its first column";
+  EXPECT_TRUE(close("vocab_exp_sums probs", d_probs.host(s), mine_probs, plus(limits(u32, mine_probs), constant(N * V, 1e-9))));
+  EXPECT_TRUE(close("vocab_exp_sums sums", d_sums.host(s), mine_sums, limits(u32, mine_sums)));
+  EXPECT_TRUE(close("vocab_finish probs", d_cpu_probs.host(s), probs, plus(limits(u32, probs), constant(N * V, 1e-9))));
+  EXPECT_TRUE(close("vocab_finish dlogits", d_dlogits.host(s), dlogits,
+                    plus(limits(1e-6, dlogits), constant(N * V, 1e-6 * scale))));
+  const vec stats = d_stats.host(s);
+  for (int64_t n = 0; n < N; ++n) {
+    EXPECT_NEAR(stats[2 * n], row_stats[2 * n], u32 * (1 + std::fabs(row_stats[2 * n]))) << "row " << n << " loss";
+    EXPECT_EQ(stats[2 * n + 1], row_stats[2 * n + 1]) << "row " << n << " hit";
+  }
+  EXPECT_EQ(stats[1], 1.0f) << "row 0's target is its first maximum";
+}
+
+TEST_F(CudaOps, VocabParallelCrossEntropyPassesMatchCpu) {
+  vocab_check(s, 13, 700, 2, 0, 130);  // V over the block's threads
+  vocab_check(s, 13, 700, 2, 1, 140);
+  vocab_check(s, 6, 37, 3, 2, 150);    // V under a warp's multiple, a third rank
+}
+
 // ---- optimizers ----
 // Three steps of the CPU optimizer and of the CUDA one on the same gradients. Each step is a few
 // element-wise operations on O(1) values, identical formulas on both sides, so the only

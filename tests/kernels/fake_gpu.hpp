@@ -192,6 +192,20 @@ class counting_ops final : public device_ops {
     count("optimizer_step", {out, params, grads});
     cpu_optimizer_step(out, params, grads, state, n, cfg, step);
   }
+  void vocab_peaks(float* peaks, const float* logits, int64_t N, int64_t V, int64_t begin) const override {
+    count("vocab_peaks", {peaks, logits});
+    ops::vocab_peaks(peaks, logits, N, V, begin);
+  }
+  void vocab_exp_sums(float* probs, float* sums, const float* all_peaks, int tp, const int32_t* targets,
+                      const float* logits, int64_t N, int64_t V, int64_t begin) const override {
+    count("vocab_exp_sums", {probs, sums, all_peaks, targets, logits});
+    ops::vocab_exp_sums(probs, sums, all_peaks, tp, targets, logits, N, V, begin);
+  }
+  void vocab_finish(float* row_stats, float* dlogits, float* probs, const float* sums, const float* all_peaks, int tp,
+                    const int32_t* targets, int64_t N, int64_t V, int64_t begin, float scale) const override {
+    count("vocab_finish", {row_stats, dlogits, probs, sums, all_peaks, targets});
+    ops::vocab_finish(row_stats, dlogits, probs, sums, all_peaks, tp, targets, N, V, begin, scale);
+  }
   loss_result cross_entropy(const tensor& logits, const std::vector<int32_t>& targets,
                             float grad_scale) const override {
     count("cross_entropy", {logits.raw()});
