@@ -56,17 +56,24 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
     return m;
   }
   const int64_t shard = shard_size(shard_layout(buckets, plan.mesh.dp, at.dp)) * f;
+  // ZeRO 2 and 3's buckets in flight: one microbatch's backward sends each as it completes it;
+  // over several, each accumulates until the last one's backward, so all of them are there then.
+  const int64_t in_flight = cfg.micro_batches > 1 ? psi : largest_bucket_bytes(plan, rank);
   if (cfg.zero >= 3) {  // its segments (updated in place; off the device when offloaded), and the units gathered at most
-    const int64_t segments = params_offload(cfg) == offload_target::none ? shard : 0;
-    set(memory_kind::parameters, segments + (cfg.prefetch + 1) * largest_bucket_bytes(plan, rank));
-    set(memory_kind::gradients, shard + largest_bucket_bytes(plan, rank));
-    set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none ? k * shard : 0);
+    // A GPU rank's group gathers on the host, which keeps its segments and its shard: on the GPU
+    // are only the unit in use and the next one copied in, and the buckets in flight.
+    const bool on_gpu = !device_of_rank(cfg, rank).is_cpu();
+    const int64_t segments = params_offload(cfg) == offload_target::none && !on_gpu ? shard : 0;
+    const int64_t units = on_gpu ? 2 : cfg.prefetch + 1;
+    set(memory_kind::parameters, segments + units * largest_bucket_bytes(plan, rank));
+    set(memory_kind::gradients, (on_gpu ? 0 : shard) + in_flight);
+    set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none && !on_gpu ? k * shard : 0);
     return m;
   }
   // A GPU rank whose group reduces through the host keeps its shard there.
   const bool shard_on_host = !device_of_rank(cfg, rank).is_cpu() && !reduces_on_devices(cfg, plan.mesh, rank, engines);
   set(memory_kind::parameters, psi);
-  set(memory_kind::gradients, cfg.zero >= 2 ? (shard_on_host ? 0 : shard) + largest_bucket_bytes(plan, rank) : psi);
+  set(memory_kind::gradients, cfg.zero >= 2 ? (shard_on_host ? 0 : shard) + in_flight : psi);
   set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none && !shard_on_host ? shard + k * shard : 0);
   return m;
 }

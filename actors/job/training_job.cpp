@@ -94,31 +94,14 @@ train_summary run_training(const train_config& cfg, const job_extras& extras) {
 
 namespace {
 
-// What a stage on an accelerator does not run yet, or empty: ZeRO-3's units are gathered into
-// its chunks' buffers on the host.
-std::string not_on_accelerators_yet(const train_config& cfg) {
-  if (cfg.zero >= 3) return "ZeRO-3 (its units are gathered into the chunks on the host)";
-  return {};
-}
-
 // The ranks' devices (a composition's device_of, else --device), each opened once and checked
-// before any actor exists: a stage on an accelerator needs that device's ops, and a job it can
-// run, which --device's are checked for before any device is opened.
+// before any actor exists: a stage on an accelerator needs that device's ops, and a
+// tensor-parallel group on devices an engine that sums there.
 job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, job_extras extras) {
-  const std::string gap = not_on_accelerators_yet(cfg);
-  auto check = [&](const std::string& rank_on_device) {
-    if (!gap.empty())
-      throw std::invalid_argument(rank_on_device + ": a stage on an accelerator does not run " + gap +
-                                  " yet; its layers, loss, optimizer and pipeline sends do");
-  };
   if (!extras.device_of) {
     bool any = false;
     for (const device& d : cfg.devices) any = any || !d.is_cpu();
     if (!any) return extras;
-    for (int r = 0; r < plan.mesh.ranks(); ++r) {
-      const device d = device_of_rank(cfg, r);
-      if (!d.is_cpu()) check("--device puts rank " + std::to_string(r) + " on " + d.to_string());
-    }
     extras.device_of = [&cfg](int rank) {
       return open_accelerator(device_of_rank(cfg, rank));
     };
@@ -129,7 +112,6 @@ job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, j
     const std::shared_ptr<device_queue>& q = queues.back();
     if (!q || q->where().is_cpu()) continue;
     ops_for(q->where());  // throws naming the device when nobody set up its ops
-    check("rank " + std::to_string(r) + " is on " + q->where().to_string());
   }
   extras.device_of = [queues](int rank) { return queues.at(static_cast<size_t>(rank)); };
   check_tp_groups_on_devices(engines_of(extras), plan.mesh, [&queues](int rank) {

@@ -509,11 +509,12 @@ caf::behavior stage(self_ptr self, stage_args args) {
     // The whole stage was built (its init needs every layer); from here on it keeps its segments.
     initial.freeze();
     st.param_shard = initial;
-    // Offloaded, the segments are the host's (to NVMe, only until the fetcher has written them).
+    // Offloaded, the segments are the host's (to NVMe, only until the fetcher has written them);
+    // a GPU's are too, as its shard is (its group gathers on the host).
     if (st.args.params_offloaded && st.args.host_memory)
       st.args.host_memory->charge(st.param_shard, st.args.param_file ? memory_kind::buffers : memory_kind::parameters);
-    else if (st.args.memory)
-      st.args.memory->charge(st.param_shard, memory_kind::parameters);
+    else if (const auto& ledger = shard_ledger(st))
+      ledger->charge(st.param_shard, memory_kind::parameters);
     st.fetcher = std::make_shared<param_fetcher>(st.args.dp_group, st.args.prefetch, st.args.param_file);
     for (size_t c = 0; c < st.chunks.size(); ++c) {
       st.chunks[c]->stack().split_params();
@@ -657,10 +658,11 @@ caf::behavior stage(self_ptr self, stage_args args) {
 caf::actor spawn_stage(caf::actor_system& sys, stage_args args) {
   // A stage on an accelerator runs only what training_job.cpp's with_checked_devices allows.
   // Its tensor-parallel collectives wait inside its launches for the group's other members (the
-  // first NCCL call for them all to join; the local engine's meeting every time), so with a tp
-  // group it keeps a thread of its own: a scheduler thread held there could be the one a partner
-  // needs to arrive.
-  if (is_asynchronous(args.queue) && !args.tp) return sys.spawn(stage, std::move(args));  // it never waits for its device
+  // first NCCL call for them all to join; the local engine's meeting every time), and ZeRO-3's
+  // for each unit's gather, so with either it keeps a thread of its own: a scheduler thread held
+  // there could be the one a partner needs to arrive.
+  if (is_asynchronous(args.queue) && !args.tp && args.zero < 3)
+    return sys.spawn(stage, std::move(args));  // it never waits for its device
   return sys.spawn<caf::detached>(stage, std::move(args));
 }
 

@@ -92,8 +92,8 @@ struct stage_args {
 // With a synchronous device, detached: compute runs on the actor's own thread, never on a
 // scheduler thread. With an asynchronous one, a scheduled actor: the device computes, the
 // stage only enqueues and hands results on, so it never holds the thread it runs on; except
-// with a tensor-parallel group, whose collectives wait for their partners in the stage's
-// launches: detached then too.
+// with a tensor-parallel group or ZeRO-3, whose collectives (a unit's gather) wait for their
+// partners in the stage's launches: detached then too.
 caf::actor spawn_stage(caf::actor_system& sys, stage_args args);
 
 }  // namespace troupe

@@ -225,7 +225,9 @@ std::vector<param_fetcher::request> fetch_order(const stage_state& s) {
 
 // The stage's hooks into its chunks: a unit's parameters arrive before its first layer runs
 // (in the walk's direction) and go after its last. They run where the chunk computes (on an
-// asynchronous device, its thread), so they hold the chunk and the fetcher, not the stage.
+// asynchronous device, its thread), so they hold the chunk and the fetcher, not the stage. On a
+// GPU the unit is gathered on the host (the group meets there) and copied in on the stage's
+// stream, just before its first layer; released, its block goes back to that stream's cache.
 void stream_params(self_ptr self, size_t c) {
   auto& s = self->state;
   pipeline_chunk* chunk = s.chunks[c].get();  // the hooks live in the chunk: it outlives them
@@ -237,7 +239,13 @@ void stream_params(self_ptr self, size_t c) {
       [chunk, fetcher, c, entry](size_t layer, bool forward) {
         const int u = chunk->stack().unit_of(layer);
         if (u < 0 || layer != entry(static_cast<size_t>(u), forward)) return;
-        chunk->stack().set_unit_params(static_cast<size_t>(u), fetcher->take(static_cast<int>(c), static_cast<size_t>(u)));
+        tensor values = fetcher->take(static_cast<int>(c), static_cast<size_t>(u));
+        const device where = chunk->stack().where();
+        if (!where.is_cpu()) {
+          values = ops_for(where).to_here(values);
+          values.freeze();
+        }
+        chunk->stack().set_unit_params(static_cast<size_t>(u), std::move(values));
       },
       [chunk, entry](size_t layer, bool forward) {
         const int u = chunk->stack().unit_of(layer);

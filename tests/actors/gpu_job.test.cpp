@@ -165,6 +165,12 @@ TEST(GpuJob, a_dp2_pp2_gpt_job_with_sgd_at_bf16_matmuls_on_the_gpus_trains_as_th
 TEST(GpuJob, a_zero2_job_over_two_replicas_on_the_gpus_trains_as_the_cpus_zero2_job) {
   expect_gpu_matches_cpu("gpt", "sgd", 1, 2, matmul_precision::f32, 2);
 }
+// ZeRO-3: each unit gathered on the host and copied onto the GPU just before its first layer,
+// the segments and the shard on the host; over two replicas alone and with two stages each.
+TEST(GpuJob, zero3_jobs_on_the_gpus_gather_their_units_on_the_host_and_train_as_the_cpus_zero3_jobs) {
+  expect_gpu_matches_cpu("mlp", "adamw", 1, 2, matmul_precision::f32, 3);
+  expect_gpu_matches_cpu("gpt", "sgd", 2, 2, matmul_precision::f32, 3);
+}
 // dp 2 x pp 2 with SGD, which shows a wrong gradient scale that AdamW would hide.
 TEST(GpuJob, a_dp2_pp2_mlp_job_with_sgd_on_the_gpus_trains_as_on_the_cpu) { expect_gpu_matches_cpu("mlp", "sgd", 2, 2); }
 
