@@ -2,6 +2,7 @@
 #include "actors/job/accelerators.hpp"
 
 #include "actors/collective/local_device_group.hpp"
+#include "kernels/device_ops.hpp"
 
 #include <map>
 #include <stdexcept>
@@ -32,6 +33,26 @@ device_engines gpu_group_engines() {
   out.push_back(net::nccl_engine([] { return cuda::current_stream(); }));
 #endif
   return out;
+}
+
+rank_devices open_rank_devices(const train_config& cfg, const std::vector<int>& ranks, const rank_devices& given) {
+  rank_devices open = given;
+  if (!open) {
+    bool any = false;
+    for (const device& d : cfg.devices) any = any || !d.is_cpu();
+    if (!any) return {};
+    open = [&cfg](int rank) { return open_accelerator(device_of_rank(cfg, rank)); };
+  }
+  auto queues = std::make_shared<std::map<int, std::shared_ptr<device_queue>>>();
+  for (int r : ranks) {
+    std::shared_ptr<device_queue> q = open(r);
+    if (q && !q->where().is_cpu()) ops_for(q->where());  // throws naming the device when nobody set up its ops
+    (*queues)[r] = std::move(q);
+  }
+  return [queues](int rank) {
+    const auto it = queues->find(rank);
+    return it == queues->end() ? nullptr : it->second;
+  };
 }
 
 bool device_groups_allowed(const train_config& cfg) {

@@ -19,6 +19,13 @@ namespace troupe {
 // without CUDA.
 std::shared_ptr<device_queue> open_accelerator(const device& d);
 
+// Each rank's queue: null on the host.
+using rank_devices = std::function<std::shared_ptr<device_queue>(int rank)>;
+// The queues of `ranks` (this process's): `given`'s (a composition's), else one opened per rank
+// that --device puts on an accelerator; each rank's queue asked for once and its device checked
+// to have its ops (throws naming the device). Empty when no rank has an accelerator.
+rank_devices open_rank_devices(const train_config& cfg, const std::vector<int>& ranks, const rank_devices& given);
+
 // What groups of ranks on accelerators may reduce through, in order of preference.
 using device_engines = std::vector<std::shared_ptr<net::device_group_engine>>;
 // The build's: the local engine for members that share one GPU (actors/collective/

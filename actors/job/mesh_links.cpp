@@ -79,7 +79,7 @@ struct proxy_state {
 void forward(caf::stateful_actor<proxy_state>* self, pipeline_tensor_msg m) {
   auto& s = self->state;
   if (!m.value.where().is_cpu()) {
-    // The transport reads host memory; a GPU's activations go through NCCL, not through it.
+    // The transport reads host memory: a GPU stage sends a stage elsewhere a host copy (stage.cpp).
     caf::anon_send(s.coordinator, pipeline_failure{s.to_rank, "pipeline link to rank " + std::to_string(s.to_rank) +
                                                                   ": a tensor on " + m.value.where().to_string() +
                                                                   " cannot cross the host transport"});

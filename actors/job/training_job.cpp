@@ -98,24 +98,10 @@ namespace {
 // before any actor exists: a stage on an accelerator needs that device's ops, and a
 // tensor-parallel group on devices an engine that sums there.
 job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, job_extras extras) {
-  if (!extras.device_of) {
-    bool any = false;
-    for (const device& d : cfg.devices) any = any || !d.is_cpu();
-    if (!any) return extras;
-    extras.device_of = [&cfg](int rank) {
-      return open_accelerator(device_of_rank(cfg, rank));
-    };
-  }
-  std::vector<std::shared_ptr<device_queue>> queues;
-  for (int r = 0; r < plan.mesh.ranks(); ++r) {
-    queues.push_back(extras.device_of(r));
-    const std::shared_ptr<device_queue>& q = queues.back();
-    if (!q || q->where().is_cpu()) continue;
-    ops_for(q->where());  // throws naming the device when nobody set up its ops
-  }
-  extras.device_of = [queues](int rank) { return queues.at(static_cast<size_t>(rank)); };
-  check_tp_groups_on_devices(engines_of(extras), plan.mesh, [&queues](int rank) {
-    const std::shared_ptr<device_queue>& q = queues.at(static_cast<size_t>(rank));
+  extras.device_of = open_rank_devices(cfg, plan.mesh.ranks_of_process(0), extras.device_of);
+  if (!extras.device_of) return extras;
+  check_tp_groups_on_devices(engines_of(extras), plan.mesh, [&extras](int rank) {
+    const std::shared_ptr<device_queue> q = extras.device_of(rank);
     return q ? q->where() : device{};
   });
   return extras;
@@ -128,10 +114,10 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
   if (cfg.mesh.processes > 1 && !extras.gradient_observers.empty())
     throw std::invalid_argument("gradient observers run in the job's one process; this job spans " +
                                 std::to_string(cfg.mesh.processes));
-  if (cfg.mesh.processes > 1 && (extras.device_of || extras.on_spawned || extras.scheduler_threads > 0))
-    throw std::invalid_argument("devices, scheduler threads and spawn hooks of job_extras apply to a job in one "
-                                "process; this job spans " + std::to_string(cfg.mesh.processes));
-  if (cfg.mesh.processes + cfg.server_processes > 1) return run_process_training(cfg);
+  if (cfg.mesh.processes > 1 && (extras.device_collectives || extras.on_spawned || extras.scheduler_threads > 0))
+    throw std::invalid_argument("device engines, scheduler threads and spawn hooks of job_extras apply to a job in "
+                                "one process; this job spans " + std::to_string(cfg.mesh.processes));
+  if (cfg.mesh.processes + cfg.server_processes > 1) return run_process_training(cfg, extras.device_of);
   validate(cfg);
   const prepared_job data = prepare_job(cfg);
   const job_plan plan = plan_job(cfg, data);

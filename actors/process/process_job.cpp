@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "actors/actors.hpp"
+#include "actors/job/accelerators.hpp"
 #include "actors/job/mesh_job.hpp"
 #include "actors/job/mesh_links.hpp"
 #include "actors/job/metrics_log.hpp"
@@ -221,7 +222,7 @@ struct remote_servers {
 };
 
 train_summary run_rank0(const train_config& cfg, const prepared_job& job, const job_plan& plan,
-                        std::shared_ptr<net::mpi_groups> mpi) {
+                        std::shared_ptr<net::mpi_groups> mpi, const rank_devices& device_of) {
   const process_config& pc = cfg.process;
   job_outputs out(cfg, job);
   const auto& summary = out.summary;
@@ -250,7 +251,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
   rank_actors p = spawn_ranks(
       sys, cfg, job, plan, cfg.mesh.ranks_of_process(0), coordinator, [&](int rank) { return links->collective_of(rank); },
       [&](int rank) { return links->tp_of(rank); }, {},
-      [&](int rank) { return links->params_of(rank); }, servers.by_slot, servers.dispenser);
+      [&](int rank) { return links->params_of(rank); }, servers.by_slot, servers.dispenser, device_of);
   for (const auto& a : servers.actors) p.members.push_back(a), p.detached.push_back(a);
   links->connect_pipelines(p.stages, coordinator);
   auto evaluator = spawn_evaluator(sys, job.model, cfg.seed, p.loaders.at(0), coordinator);
@@ -394,7 +395,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
 }
 
 train_summary run_worker(const train_config& cfg, const prepared_job& job, const job_plan& plan,
-                         std::shared_ptr<net::mpi_groups> mpi) {
+                         std::shared_ptr<net::mpi_groups> mpi, const rank_devices& device_of) {
   const process_config& pc = cfg.process;
   auto report = std::make_shared<std::string>();
   joined_process in(cfg, job);
@@ -407,7 +408,7 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
   rank_actors p = spawn_ranks(
       sys, cfg, job, plan, cfg.mesh.ranks_of_process(pc.index), joined.coordinator,
       [&](int rank) { return links->collective_of(rank); }, [&](int rank) { return links->tp_of(rank); }, {},
-      [&](int rank) { return links->params_of(rank); }, by_slot, joined.dispenser);
+      [&](int rank) { return links->params_of(rank); }, by_slot, joined.dispenser, device_of);
   p.members.insert(p.members.end(), proxies.begin(), proxies.end());
   links->connect_pipelines(p.stages, joined.coordinator);
   middleman_drain drain;  // the detached actors, watched before their handles leave the process
@@ -491,7 +492,7 @@ train_summary run_server_process(const train_config& cfg, const prepared_job& jo
 
 }  // namespace
 
-train_summary run_process_training(const train_config& given) {
+train_summary run_process_training(const train_config& given, const rank_devices& given_devices) {
   train_config cfg = given;
   const process_config& pc = cfg.process;
   validate(cfg);
@@ -520,7 +521,11 @@ train_summary run_process_training(const train_config& given) {
   }
   spdlog::info("rank {} of {}: model {} ({} parameters), {} steps of {} samples", pc.index, cfg.mesh.processes,
                describe(job.model), job.num_params, job.total_steps, cfg.batch_size);
-  return pc.index == 0 ? run_rank0(cfg, job, plan, std::move(mpi)) : run_worker(cfg, job, plan, std::move(mpi));
+  // Each GPU rank's buckets and activations cross to other processes through host memory (the
+  // groups spanning processes reduce there, mesh_links); its queue is this process's alone.
+  const rank_devices device_of = open_rank_devices(cfg, cfg.mesh.ranks_of_process(pc.index), given_devices);
+  return pc.index == 0 ? run_rank0(cfg, job, plan, std::move(mpi), device_of)
+                       : run_worker(cfg, job, plan, std::move(mpi), device_of);
 }
 
 }  // namespace troupe

@@ -4,11 +4,13 @@
 // (prepare_job, shared with every other path). No CAF in this header.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "actors/job/train_config.hpp"
 #include "actors/job/prepared_job.hpp"
+#include "kernels/device_queue.hpp"
 
 namespace troupe {
 
@@ -18,6 +20,9 @@ std::string describe_for_join(const train_config& cfg, const prepared_job& job);
 // Rank 0 hosts the coordinator and writes metrics.jsonl; the other ranks write no metrics and
 // return a summary without losses. Throws std::runtime_error with a report naming the lost rank
 // and the step when the job stops early.
-train_summary run_process_training(const train_config& cfg);
+// device_of: this process's ranks' queues (a composition's); else --device's are opened for them
+// (a rank's device is --device's entry rank % its length, so the list names one node's GPUs).
+train_summary run_process_training(const train_config& cfg,
+                                   const std::function<std::shared_ptr<device_queue>(int rank)>& device_of = {});
 
 }  // namespace troupe

@@ -113,15 +113,36 @@ bool receive(stage_state& s, const sched::action& a, bool is_grad) {
   return true;
 }
 
-void send(self_ptr self, const sched::action& a, bool is_grad) {
+// True once sent; false while a GPU's copy for a stage in another process is on its way to the
+// host (the send goes at the device's completion, like a compute action's results).
+bool send(self_ptr self, const sched::action& a, bool is_grad) {
   auto& s = self->state;
   tensor t = take(s, is_grad ? s.grad_out : s.act_out, {a.microbatch, a.chunk},
                   is_grad ? "input gradient to send" : "output activation to send");
-  if (!s.args.drop_send.empty() && sched::to_string(a) == s.args.drop_send) return;  // the injected loss
+  if (!s.args.drop_send.empty() && sched::to_string(a) == s.args.drop_send) return true;  // the injected loss
   t.freeze();
   const int32_t boundary = sched::key_of(s.args.plan, a).boundary;
-  self->send(caf::actor_cast<caf::actor>(s.peers.at(static_cast<size_t>(a.peer))),
-             pipeline_tensor_msg{s.step, is_grad, a.microbatch, boundary, t});
+  const auto to = caf::actor_cast<caf::actor>(s.peers.at(static_cast<size_t>(a.peer)));
+  pipeline_tensor_msg m{s.step, is_grad, a.microbatch, boundary, t};
+  const bool elsewhere = static_cast<size_t>(a.peer) < s.args.peer_elsewhere.size() &&
+                         s.args.peer_elsewhere[static_cast<size_t>(a.peer)];
+  if (t.where().is_cpu() || !elsewhere) {
+    self->send(to, std::move(m));
+    return true;
+  }
+  auto host = std::make_shared<tensor>();
+  compute_parts c;
+  c.work = [t, host] {
+    const device_ops& k = ops_on(t);
+    *host = t.type() == dtype::f32 ? k.host_empty(t.shape()) : tensor::uninitialized(t.shape(), t.type(), device{});
+    k.copy(*host, t);
+  };
+  c.finish = [self, to, m = std::move(m), host]() mutable {
+    m.value = std::move(*host);
+    m.value.freeze();
+    self->send(to, std::move(m));
+  };
+  return run_compute(self, a, std::move(c));
 }
 
 // Asks the dispenser which batch the replica's step `step` computes (once per step and run).
@@ -213,8 +234,8 @@ bool execute(self_ptr self, const sched::action& a) {
       };
       return run_compute(self, a, std::move(c));
     }
-    case op::send_act: send(self, a, false); return true;
-    case op::send_grad: send(self, a, true); return true;
+    case op::send_act: return send(self, a, false);
+    case op::send_grad: return send(self, a, true);
     case op::recv_act: return receive(s, a, false);
     case op::recv_grad: return receive(s, a, true);
     case op::reduce_grads:

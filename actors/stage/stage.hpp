@@ -39,6 +39,10 @@ struct stage_args {
   // lowest layer, and R waits for all of them. No collective: R is the identity (one replica).
   std::vector<std::vector<grad_bucket>> buckets;
   caf::actor loader, optimizer, collective;
+  // By pipeline stage of its replica: whether that stage is in another process. What a GPU stage
+  // sends there crosses the host transport, which reads host memory, so it goes as a copy in
+  // pinned memory made on its stream and sent at the device's completion.
+  std::vector<bool> peer_elsewhere;
   // The collective reduces on the rank's accelerator (NCCL): each bucket is cut into device memory
   // and handed over, and its sums come back there. Otherwise a GPU's buckets go through pinned
   // host memory.

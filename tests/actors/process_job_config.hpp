@@ -65,6 +65,9 @@ struct job_variant {
   int ssp = -1;  // the staleness bound; -1: not ssp
   int shards = 1;
   int server_processes = 0;
+  // "gpu:": the helper's ranks on fake GPUs (tests/kernels/fake_gpu.hpp), launching in the
+  // stage's calls as cuda_queue does; the reference in one process stays on the CPU.
+  bool fake_gpu = false;
 };
 // "nameN:" at the front of `text`: N, and the prefix removed; -1 otherwise.
 inline int take_number(std::string& text, const std::string& name) {
@@ -87,6 +90,9 @@ inline job_variant take_variant(std::string& text) {
     } else if (text.rfind("both:", 0) == 0) {
       v.nvme = v.both = true;
       text = text.substr(5);
+    } else if (text.rfind("gpu:", 0) == 0) {
+      v.fake_gpu = true;
+      text = text.substr(4);
     } else if (text.rfind("bsp:", 0) == 0) {
       v.bsp = true;
       text = text.substr(4);

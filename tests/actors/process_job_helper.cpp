@@ -2,22 +2,28 @@
 // small MLP on Fashion-MNIST through run_training with cfg.process set. Rank 0 prints
 // "PORT <n>" (its control gate) on stdout first, and at the end "LOSS <hex double>" per step,
 // then "OK", or "FAILED <report>" and exit 1. With parameter servers, rank 0 also prints
-// "UPDATE server replica step unit version_read version_applied slowest held" per applied push. It deliberately has no gtest: it is a process.
+// "UPDATE server replica step unit version_read version_applied slowest held" per applied push. It has no gtest main: it is a process (gtest only records the fake GPU's checks).
 //
 // usage: process_job_helper RANK WORLD MASTER_ADDR MASTER_PORT SECRET OUT_DIR STEPS PEER_TIMEOUT_S
 //                           [STRAGGLE_MS [MESH [WATCHDOG_S]]]
 // MESH ("dp2.pp2.tp1"): the mesh spread over the WORLD processes (less any server processes of
 // its variant, process_job_config.hpp); default: dp = WORLD. Rank 0
-// also prints "PARAMS <hash>" of the final parameters.
+// also prints "PARAMS <hash>" of the final parameters. A "gpu:" variant puts every rank of its
+// process on a fake GPU and fails unless the layers ran there with the device's memory.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "actors/job/training_job.hpp"
+#include "tests/actors/fake_device.hpp"
 #include "tests/actors/process_job_config.hpp"
+#include "tests/kernels/fake_gpu.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 9) {
@@ -41,6 +47,8 @@ int main(int argc, char** argv) {
     troupe::test::apply(variant, cfg);
   }
   if (argc > 11) cfg.watchdog_seconds = std::atof(argv[11]);
+  std::string variant_text = argc > 10 ? argv[10] : "";
+  const bool fake_gpu = troupe::test::take_variant(variant_text).fake_gpu;
   auto& p = cfg.process;
   p.index = std::atoi(argv[1]);
   cfg.mesh.processes = std::atoi(argv[2]) - cfg.server_processes;  // WORLD counts the server processes
@@ -53,8 +61,21 @@ int main(int argc, char** argv) {
     std::printf("PORT %u\n", port);
     std::fflush(stdout);
   };
+  troupe::job_extras extras;
+  std::vector<std::shared_ptr<troupe::test::fake_device>> gpus;
+  if (fake_gpu) {
+    troupe::test::fake_ops();
+    for (int r = 0; r < cfg.mesh.ranks(); ++r)
+      gpus.push_back(std::make_shared<troupe::test::fake_device>(troupe::test::fake_gpu, true));
+    extras.device_of = [gpus](int rank) -> std::shared_ptr<troupe::device_queue> { return gpus.at(static_cast<size_t>(rank)); };
+  }
   try {
-    troupe::train_summary s = troupe::run_training(cfg);
+    const int matmuls = fake_gpu ? troupe::test::fake_ops().calls("matmul_forward") : 0;
+    troupe::train_summary s = troupe::run_training(cfg, extras);
+    if (fake_gpu && troupe::test::fake_ops().calls("matmul_forward") == matmuls)
+      throw std::runtime_error("no layer ran on the fake GPU");
+    if (::testing::UnitTest::GetInstance()->ad_hoc_test_result().Failed())
+      throw std::runtime_error("an op on the fake GPU got a pointer outside its memory (see stderr)");
     for (double l : s.losses) std::printf("LOSS %a\n", l);
     if (cfg.process.index == 0) std::printf("PARAMS %016llx\n", static_cast<unsigned long long>(troupe::test::bytes_hash(s.final_params)));
     for (const auto& u : s.server_updates)  // parameter servers: every applied push (process 0 only)
