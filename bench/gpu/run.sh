@@ -8,7 +8,8 @@
 # whole --device jobs against the CPU's (tests/actors/gpu_job.test.cpp: pipelines, replicas, ZeRO,
 # bf16, tensor parallelism alone and in dp x tp and pp x tp meshes; with two GPUs or more,
 # data-parallel groups, ZeRO shards and tensor-parallel pairs over NCCL in the job);
-# the list is bench/gpu/tests.list; then times troupe's GPT step against PyTorch's on the same GPU
+# the list is bench/gpu/tests.list; a GPU job over four processes (troupe train --nodes 4
+# --device cuda) against the same job on the CPU; then times troupe's GPT step against PyTorch's on the same GPU
 # (gpt_step.jsonl, and the ratios in the summary). Writes
 # under $OUT (default ./gpu-out): gpu.txt (nvidia-smi), build.log, one NAME.log per test binary
 # (its full output), summary.txt (one line a test binary: passed, failed or skipped, and the gtest
@@ -30,6 +31,7 @@ nvidia-smi >"$out/gpu.txt" 2>&1 || echo "nvidia-smi failed" >>"$out/gpu.txt"
 
 tests=$(grep -v "^#" bench/gpu/tests.list)
 step_bench=bench/gpt_step_gpu
+cli=troupe
 
 # The CUDA libraries the binaries link (cuBLAS, NCCL): the toolkit's, or those of the Python
 # packages there.
@@ -42,7 +44,7 @@ cuda_libs="$(lib_dir libcublas.so.13):$(lib_dir libnccl.so.2)"
 dir=""
 if cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTROUPE_WERROR=ON >"$out/build.log" 2>&1; then
   # shellcheck disable=SC2046
-  if cmake --build build-gpu -j "$(nproc)" --target $(for t in $tests $step_bench; do basename "$t"; done) >>"$out/build.log" 2>&1; then
+  if cmake --build build-gpu -j "$(nproc)" --target $(for t in $tests $step_bench $cli; do basename "$t"; done) >>"$out/build.log" 2>&1; then
     dir=build-gpu
     echo "build: configured and built here (see build.log)" >>"$summary"
   else
@@ -79,6 +81,32 @@ if [ -n "$dir" ]; then
     echo "$name: $verdict; $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$out/$name.log" | tr '\n' ' ')" >>"$summary"
     grep -E '^\[  FAILED  \] [A-Za-z]' "$out/$name.log" | sort -u >>"$summary"
   done
+fi
+# A GPU job over four processes of troupe's own launch (--nodes 4, dp 2 x pp 2, every rank on
+# cuda:0): the buckets through pinned host memory and the TCP rings, the activations and their
+# gradients between processes as host copies; against the same job on the CPU (losses within
+# 1e-3 relative: fp32 on both sides, sums in other orders). The corpus is this README.
+if [ -n "$dir" ]; then
+  bin=$dir/$cli
+  [ -d "$dir/lib" ] && bin=$dir/$(basename "$cli")
+  job=(train --model gpt --corpus README.md --dp 2 --pp 2 --micro-batches 2 --nodes 4 --max-steps 20 --batch-size 8)
+  : >"$out/nodes.log"
+  if LD_LIBRARY_PATH="$dir/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" timeout 120 "$bin" "${job[@]}" --out "$out/nodes-cpu" >>"$out/nodes.log" 2>&1 &&
+    LD_LIBRARY_PATH="$dir/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" timeout 120 "$bin" "${job[@]}" --device cuda --out "$out/nodes-gpu" >>"$out/nodes.log" 2>&1 &&
+    python3 - "$out/nodes-cpu/metrics.jsonl" "$out/nodes-gpu/metrics.jsonl" >>"$summary" <<'PY'
+import json, sys
+def losses(path):
+    return [r["loss"] for r in map(json.loads, open(path)) if "step" in r and "loss" in r]
+cpu, gpu = losses(sys.argv[1]), losses(sys.argv[2])
+worst = max(abs(g - c) / c for c, g in zip(cpu, gpu)) if cpu and len(cpu) == len(gpu) else float("inf")
+print(f"troupe --nodes 4 --device cuda (dp 2 x pp 2): {len(gpu)} steps, worst loss difference from the CPU's "
+      f"{worst:.2e} relative: {'passed' if worst <= 1e-3 else 'FAILED'}")
+sys.exit(0 if worst <= 1e-3 else 1)
+PY
+  then :; else
+    echo "troupe --nodes 4 --device cuda: FAILED (nodes.log)" >>"$summary"
+    status=1
+  fi
 fi
 # The GPT step against PyTorch's on the same GPU (bench/gpu/gpt_step.cpp, gpt_step_torch.py):
 # GPT-2 small's shape (124M with an untied head), batch 8 x 1024 tokens; one JSON line each.
