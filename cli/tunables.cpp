@@ -199,7 +199,7 @@ std::vector<tunable> make_table() {
   // [zero]
   t.push_back(integer("--zero", "zero.stage",
                       "ZeRO stage over each data-parallel group: 0 plain, 1 optimizer state partitioned, 2 gradients "
-                      "too, 3 parameters too (one process) [0]",
+                      "too, 3 parameters too [0]",
                       0, 3, [](train_config& c, const value& v) { c.zero = static_cast<int>(v.integer); }));
   t.push_back(integer("--prefetch", "zero.prefetch", "ZeRO-3: parameter units gathered ahead of the one in use [1]", 1,
                       64, [](train_config& c, const value& v) { c.prefetch = static_cast<int>(v.integer); }));
