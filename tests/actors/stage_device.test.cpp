@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "actors/job/accelerators.hpp"
 #include "actors/job/job_plan.hpp"
 #include "actors/job/memory_plan.hpp"
 #include "actors/job/training_job.hpp"
@@ -764,6 +765,35 @@ TEST(StageOnAnAccelerator, ZeroThreeGathersEachUnitOnTheHostAndCopiesItInBitwise
       EXPECT_GT(got.of(memory_kind::gradients), 0) << "rank " << r;
       EXPECT_LE(got.of(memory_kind::gradients), want.of(memory_kind::gradients)) << "rank " << r;
     }
+  }
+}
+
+// A process of a job over several opens the queues of its own ranks only, each once (the other
+// ranks' GPUs are another machine's); a device nobody set up ops for is named before any actor.
+TEST(StageOnAnAccelerator, AProcessOpensOnlyItsOwnRanksDevicesEachOnceAndNamesOneWithoutOps) {
+  train_config cfg = tiny_mesh_config("mlp", "sgd", 2, 2, 1, 2);
+  fake_ops();
+  std::map<int, int> asked;
+  std::vector<std::shared_ptr<fake_device>> gpus;
+  for (int r = 0; r < 4; ++r) gpus.push_back(std::make_shared<fake_device>(fake_gpu));
+  const rank_devices given = [&](int rank) -> std::shared_ptr<device_queue> {
+    ++asked[rank];
+    return gpus.at(static_cast<size_t>(rank));
+  };
+  const rank_devices mine = open_rank_devices(cfg, {2, 3}, given);
+  EXPECT_EQ(asked, (std::map<int, int>{{2, 1}, {3, 1}}));
+  EXPECT_EQ(mine(2), gpus[2]);
+  EXPECT_EQ(mine(3), gpus[3]);
+  EXPECT_EQ(mine(3), gpus[3]);
+  EXPECT_EQ(mine(0), nullptr) << "another process's rank";
+  EXPECT_EQ(asked, (std::map<int, int>{{2, 1}, {3, 1}})) << "asked again after opening";
+  EXPECT_FALSE(open_rank_devices(cfg, {0, 1}, {})) << "no --device: every rank on the host";
+  const auto unknown = std::make_shared<fake_device>(device{device_type::cuda, 5});
+  try {
+    open_rank_devices(cfg, {1}, [&](int) -> std::shared_ptr<device_queue> { return unknown; });
+    FAIL() << "a device without ops was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("cuda:5"), std::string::npos) << e.what();
   }
 }
 
