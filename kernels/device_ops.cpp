@@ -42,6 +42,19 @@ tensor device_ops::to_here(const tensor& x) const {
   return out;
 }
 
+tensor device_ops::host_copy(const tensor& x) const {
+  tensor out = x.type() == dtype::f32 ? host_empty(x.shape()) : tensor::uninitialized(x.shape(), x.type(), device{});
+  copy(out, x);
+  return out;
+}
+
+tensor device_ops::targets_here(const std::vector<int32_t>& targets) const {
+  static_assert(sizeof(int32_t) == sizeof(float));
+  tensor out = empty({static_cast<int64_t>(targets.size())});
+  copy_bytes(out.raw(), targets.data(), static_cast<int64_t>(targets.size() * sizeof(int32_t)));
+  return out;
+}
+
 tensor on_host(const tensor& x) {
   if (x.where().is_cpu()) return x;
   const device_ops& ops = ops_on(x);

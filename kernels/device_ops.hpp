@@ -46,6 +46,12 @@ class device_ops {
   virtual void fill_zero(void* p, int64_t bytes) const = 0;
   // A copy of x on where() (x itself when it is there already).
   tensor to_here(const tensor& x) const;
+  // A copy of x (here) in host memory, stream-ordered: complete once the queue that ran this has
+  // completed. f32 goes to host_empty's memory (pinned for a GPU), so the copy needs no wait.
+  tensor host_copy(const tensor& x) const;
+  // Loss targets on where(), stream-ordered, as int32 in 4-byte storage (tensors have no integer
+  // dtype): read through targets_of.
+  tensor targets_here(const std::vector<int32_t>& targets) const;
   // Waits until what this thread enqueued here has run (CPU: nothing to wait for). Only for
   // plain callers (train_step.hpp's reference step); an actor waits for its queue's completion.
   virtual void synchronize() const = 0;
@@ -137,6 +143,9 @@ inline float* f32_out(tensor& t) { return t.data_as<float>(); }
 // (it waits for the device: for callers off the device's critical path, such as an optimizer
 // shard on its own thread or an export between steps).
 tensor on_host(const tensor& x);
+
+// The int32 targets of device_ops::targets_here.
+inline const int32_t* targets_of(const tensor& t) { return static_cast<const int32_t*>(t.raw()); }
 
 // The ops of the device x lives on.
 const device_ops& ops_on(const tensor& x);

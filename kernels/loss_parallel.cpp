@@ -5,7 +5,6 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
-#include <utility>
 
 #include "kernels/device_ops.hpp"
 #include "kernels/loss.hpp"
@@ -35,15 +34,8 @@ loss_result vocab_parallel_cross_entropy(const tensor& logits, const std::vector
                                 std::to_string(n) + " is outside [0, " + std::to_string(vocab) + ")");
     }
   const device_ops& k = ops_on(logits);
-  // The targets as int32 where the logits are, in 4-byte storage (tensors have no integer dtype).
-  static_assert(sizeof(int32_t) == sizeof(float));
-  tensor on_device_targets;
-  const int32_t* t = targets.data();
-  if (!host) {
-    on_device_targets = k.empty({N});
-    k.copy_bytes(on_device_targets.raw(), targets.data(), N * static_cast<int64_t>(sizeof(int32_t)));
-    t = static_cast<const int32_t*>(std::as_const(on_device_targets).raw());
-  }
+  const tensor on_device_targets = host ? tensor() : k.targets_here(targets);
+  const int32_t* t = host ? targets.data() : targets_of(on_device_targets);
   // Per rank: 2N floats (row maxima, then their arg-max as a global index).
   tensor peaks = k.empty({2 * N * tp}), sums = k.empty({2 * N});
   float* all_peaks = f32_out(peaks);

@@ -334,10 +334,12 @@ std::shared_ptr<tp_group> mesh_links::remote_group_member(int id, int member, in
 }
 
 std::vector<std::shared_ptr<tp_group>> mesh_links::device_tp_group(int group, const std::vector<int>& ranks) {
-  if (!args_.device_of || args_.device_of(ranks.front()).is_cpu()) return {};
-  check_tp_groups_on_devices(args_.engines, plan_.mesh, args_.device_of);  // the job checked this before
-  if (tp_choices_.empty())
+  if (!args_.device_of) return {};
+  if (tp_choices_.empty()) {  // once for the mesh: the job checked it before it spawned anything
+    check_tp_groups_on_devices(args_.engines, plan_.mesh, args_.device_of);
     tp_choices_ = choose_device_groups(args_.engines, plan_.mesh, args_.device_of, sched::axis::tp);
+  }
+  if (args_.device_of(ranks.front()).is_cpu()) return {};
   const device_group_choice& choice = tp_choices_.at(static_cast<size_t>(group));
   std::vector<int> indices;
   std::string names;

@@ -132,11 +132,7 @@ bool send(self_ptr self, const sched::action& a, bool is_grad) {
   }
   auto host = std::make_shared<tensor>();
   compute_parts c;
-  c.work = [t, host] {
-    const device_ops& k = ops_on(t);
-    *host = t.type() == dtype::f32 ? k.host_empty(t.shape()) : tensor::uninitialized(t.shape(), t.type(), device{});
-    k.copy(*host, t);
-  };
+  c.work = [t, host] { *host = ops_on(t).host_copy(t); };
   c.finish = [self, to, m = std::move(m), host]() mutable {
     m.value = std::move(*host);
     m.value.freeze();

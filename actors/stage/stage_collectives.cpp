@@ -56,11 +56,8 @@ tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t b, bool 
   tensor part;
   if (partitioned) {
     part = stack.take_unit_grads(b);
-    if (!part.where().is_cpu() && !on_device) {
-      tensor host = k.host_empty({bucket.count});
-      k.copy(host, part);
-      part = std::move(host);  // the device block goes back to its stream's pool, behind the copy
-    }
+    // The device block goes back to its stream's pool, behind the copy.
+    if (!part.where().is_cpu() && !on_device) part = k.host_copy(part);
   } else {
     part = on_device ? k.empty({bucket.count}) : k.host_empty({bucket.count});
     k.copy_floats(f32_out(part), f32(std::as_const(stack).grads()) + bucket.offset, bucket.count);

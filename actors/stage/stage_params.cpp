@@ -40,9 +40,7 @@ compute_parts gradients_out(self_ptr self, int64_t n) {
       if (memory) memory->charge(*grads, memory_kind::gradients);
     }
     if (!copy_to_host) return;
-    const device_ops& k = ops_for(where);
-    *on_host = k.host_empty({n});
-    k.copy(*on_host, *grads);
+    *on_host = ops_for(where).host_copy(*grads);
   };
   c.finish = [self, grads, on_host] {
     auto& s = self->state;

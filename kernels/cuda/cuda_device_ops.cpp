@@ -158,13 +158,8 @@ class gpu_ops final : public device_ops {
     cudaStream_t s = on();
     loss_result r;
     r.count = N;
-    // The targets as int32 on the GPU, in 4-byte storage (tensors have no integer dtype).
-    static_assert(sizeof(int32_t) == sizeof(float));
-    tensor dev_targets = empty({N});
-    if (N > 0)
-      TROUPE_CUDA_CHECK(cudaMemcpyAsync(dev_targets.raw(), targets.data(), static_cast<size_t>(N) * sizeof(int32_t),
-                                        cudaMemcpyHostToDevice, s));
-    const auto* t = static_cast<const int32_t*>(std::as_const(dev_targets).raw());
+    const tensor dev_targets = targets_here(targets);
+    const int32_t* t = targets_of(dev_targets);
     tensor probs = empty({N, V}), losses = empty({N}), stats = empty({N, 2});
     cuda::softmax_cross_entropy_forward(f32_out(probs), f32_out(losses), f32(logits), t, N, V, s);
     cuda::cross_entropy_row_stats(f32_out(stats), f32(losses), f32(probs), t, N, V, s);
