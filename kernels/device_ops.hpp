@@ -106,6 +106,11 @@ class device_ops {
   void bias_backward(float* dbias, const float* dout, int64_t N, int64_t C) const {
     position_backward(dbias, dout, N, 1, C);
   }
+  // What the attention's forward leaves for its backward (att below): the probabilities
+  // (B, NH, T, T) on the CPU; a GPU's flash-style kernel keeps a log-sum-exp per row, (B, NH, T).
+  virtual std::vector<int64_t> attention_state_shape(int64_t B, int64_t NH, int64_t T) const {
+    return {B, NH, T, T};
+  }
   virtual void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
                                  int64_t NH) const = 0;
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B,

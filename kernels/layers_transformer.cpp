@@ -297,7 +297,7 @@ tensor transformer_block::forward(const tensor& x, saved_activations& saved) con
   s[s_qkv] = qkv_.forward(s[s_ln1_out], tmp);
   s[s_ln1_out] = tmp.tensors.at(0);
   const int64_t B = s[s_qkv].size(0);  // every sequence of the microbatch (more than x's under sequence parallelism)
-  s[s_att] = k.empty({B, local_heads_, T, T});  // both written whole by the attention
+  s[s_att] = k.empty(k.attention_state_shape(B, local_heads_, T));  // both written whole by the attention
   s[s_att_out] = k.empty({B, T, C});
   k.attention_forward(f32_out(s[s_att_out]), f32_out(s[s_att]), f32(s[s_qkv]), B, T, C, local_heads_);
   s[s_x2] = proj_.forward(s[s_att_out], tmp);
@@ -334,7 +334,7 @@ tensor transformer_block::backward_input(const tensor& dy, saved_activations& sa
   add_into(d_x2, dy);  // the residual passes dy straight through
   tensor d_att_out = input_grad(proj_, d_x2, {s[s_att_out]});
   if (s[s_att].empty()) {  // selective recomputation: the scores again, from the kept qkv
-    s[s_att] = k.empty({B, local_heads_, T, T});
+    s[s_att] = k.empty(k.attention_state_shape(B, local_heads_, T));
     tensor unused = k.empty({B, T, C});
     k.attention_forward(f32_out(unused), f32_out(s[s_att]), f32(s[s_qkv]), B, T, C, local_heads_);
   }

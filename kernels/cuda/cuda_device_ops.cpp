@@ -118,17 +118,18 @@ class gpu_ops final : public device_ops {
   void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) const override {
     cuda::position_backward(dwpe, dout, B, T, C, on());
   }
-  void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
+  std::vector<int64_t> attention_state_shape(int64_t B, int64_t NH, int64_t T) const override { return {B, NH, T}; }
+  void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C,
                          int64_t NH) const override {
-    cuda::attention_forward(out, att, qkv, B, T, C, NH, on());
+    cuda::attention_forward(out, lse, qkv, B, T, C, NH, on());
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B, int64_t T,
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* lse, int64_t B, int64_t T,
                           int64_t C, int64_t NH) const override {
     cudaStream_t s = on();
     // Freed at once: the allocator hands it out again only to work ordered after this on the
     // same stream (a GPU's compute runs on its queue's one stream).
-    tensor scratch = empty({B, NH, T, T});
-    cuda::attention_backward(dqkv, f32_out(scratch), dout, qkv, att, B, T, C, NH, s);
+    tensor D = empty({B, NH, T});
+    cuda::attention_backward(dqkv, f32_out(D), dout, qkv, lse, B, T, C, NH, s);
   }
 
   void optimizer_step(float* out, const float* params, const float* grads, float* const* state, int64_t n,

@@ -11,7 +11,8 @@
 // Differences from the CPU versions, all because a kernel cannot throw: an out-of-range token
 // gives a NaN row (embedding_forward) and an out-of-range target a NaN loss
 // (softmax_cross_entropy_forward) instead of std::out_of_range; the loss is left per row for the
-// caller to sum; attention_backward takes a scratch buffer for the score gradients.
+// caller to sum; the attention keeps a log-sum-exp per row where the CPU keeps the probabilities
+// (device_ops::attention_state_shape), and its backward takes a scratch buffer of one per row.
 #pragma once
 
 #include <cublas_v2.h>
@@ -124,15 +125,16 @@ void embedding_shard_backward(float* dwte_shard, const float* dout, const float*
 void position_forward(float* out, const float* wpe, int64_t B, int64_t T, int64_t C, cudaStream_t stream);
 void position_backward(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C, cudaStream_t stream);
 
-// Causal multi-head self-attention over packed qkv (q, k, v each C wide, heads of C / NH).
+// Causal multi-head self-attention over packed qkv (q, k, v each C wide, heads of C / NH), flash
+// style (kernels/flash_attention.hpp): what backward needs is a log-sum-exp per row.
 void attention_forward(float* out,                                   // (B, T, C)
-                       float* att,                                   // (B, NH, T, T) softmaxed, zero above the diagonal
+                       float* lse,                                   // (B, NH, T)
                        const float* qkv,                             // (B, T, 3C)
                        int64_t B, int64_t T, int64_t C, int64_t NH, cudaStream_t stream);
 void attention_backward(float* dqkv,                                 // (B, T, 3C), written
-                        float* scratch,                              // (B, NH, T, T), overwritten
+                        float* D,                                    // (B, NH, T), overwritten
                         const float* dout,                           // (B, T, C)
-                        const float* qkv, const float* att,          // (B, T, 3C), (B, NH, T, T)
+                        const float* qkv, const float* lse,          // (B, T, 3C), (B, NH, T)
                         int64_t B, int64_t T, int64_t C, int64_t NH, cudaStream_t stream);
 
 // ---- loss (transformer.cu) ----

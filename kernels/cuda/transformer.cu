@@ -1,13 +1,13 @@
 // Row-wise transformer ops (layernorm, softmax cross-entropy, attention), one thread block per
 // row so a row's reductions stay in one block; the embedding. Sums over rows (parameter
 // gradients) go column-wise in a fixed order, with no atomics, so every run gives the same bits.
-// The attention is the plain O(T^2) formulation with the (T, T) probabilities materialized, as
-// the CPU reference keeps them for backward: correct first; a fused (flash-style or cuDNN)
-// kernel is later work.
+// The attention is kernels/flash_attention.hpp's, which keeps a log-sum-exp per row, not the
+// (T, T) probabilities.
 #include <cmath>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/ops.hpp"
+#include "kernels/flash_attention.hpp"
 
 namespace troupe::cuda {
 
@@ -269,114 +269,57 @@ __global__ void vocab_finish_kernel(float* row_stats, float* dlogits, float* pro
 }
 
 // ---- attention ----
-// Row t of head (b, h) per block: the scores q_t . k_j for j <= t into shared memory, their
-// softmax (written to att, zeros above the diagonal), then out_t = sum_j p_j v_j with the threads
-// over the head's channels. Shared memory: T + hs floats.
-__global__ void attention_forward_kernel(float* out, float* att, const float* qkv, int64_t T, int64_t C, int64_t NH) {
+// kernels/flash_attention.hpp's blocks with a thread per row: each() is one phase of the block,
+// a barrier after it.
+struct device_block {
+  TROUPE_HD int64_t size() const {
+#if defined(__CUDA_ARCH__)
+    return blockDim.x;
+#else
+    return 0;
+#endif
+  }
+  template <class F>
+  TROUPE_HD void each(F f) const {
+#if defined(__CUDA_ARCH__)
+    f(static_cast<int64_t>(threadIdx.x));
+    __syncthreads();
+#else
+    (void)f;
+#endif
+  }
+};
+
+__global__ void flash_forward_kernel(float* out, float* lse, const float* qkv, flash::dims d) {
   extern __shared__ float smem[];
-  const int64_t hs = C / NH, C3 = 3 * C;
-  const int64_t t = blockIdx.x % T, bh = blockIdx.x / T, b = bh / NH, h = bh % NH;
-  float* row = smem;
-  float* q = smem + T;
-  const float* base = qkv + b * T * C3 + h * hs;
-  for (int64_t j = threadIdx.x; j < hs; j += blockDim.x) q[j] = base[t * C3 + j];
-  __syncthreads();
-  const float scale = 1.0f / sqrtf(static_cast<float>(hs));
-  float mx = -INFINITY;
-  for (int64_t j = threadIdx.x; j <= t; j += blockDim.x) {
-    const float* k = base + j * C3 + C;
-    float d = 0.0f;
-    for (int64_t i = 0; i < hs; ++i) d += q[i] * k[i];
-    row[j] = d * scale;
-    mx = fmaxf(mx, row[j]);
-  }
-  mx = block_max(mx);
-  float s = 0.0f;
-  for (int64_t j = threadIdx.x; j <= t; j += blockDim.x) {
-    row[j] = expf(row[j] - mx);
-    s += row[j];
-  }
-  const float inv = 1.0f / block_sum(s);
-  float* a = att + (bh * T + t) * T;
-  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) {
-    const float p = j <= t ? row[j] * inv : 0.0f;
-    if (j <= t) row[j] = p;
-    a[j] = p;
-  }
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < hs; i += blockDim.x) {
-    float o = 0.0f;
-    for (int64_t j = 0; j <= t; ++j) o += row[j] * base[j * C3 + 2 * C + i];
-    out[(b * T + t) * C + h * hs + i] = o;
-  }
+  flash::forward_block(device_block{}, smem, out, lse, qkv, d, blockIdx.y, blockIdx.x);
 }
-
-// Row t of head (b, h) per block: dP_j = dy_t . v_j, dS_j = P_j (dP_j - sum_k P_k dP_k) scale
-// (to scratch, zeros above the diagonal), then dq_t = sum_j dS_j k_j.
-__global__ void attention_backward_query_kernel(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                                                const float* att, int64_t T, int64_t C, int64_t NH) {
+__global__ void flash_query_grad_kernel(float* dqkv, float* D, const float* dout, const float* qkv, const float* lse,
+                                        flash::dims d) {
   extern __shared__ float smem[];
-  const int64_t hs = C / NH, C3 = 3 * C;
-  const int64_t t = blockIdx.x % T, bh = blockIdx.x / T, b = bh / NH, h = bh % NH;
-  float* row = smem;
-  float* dy = smem + T;
-  const float* base = qkv + b * T * C3 + h * hs;
-  for (int64_t i = threadIdx.x; i < hs; i += blockDim.x) dy[i] = dout[(b * T + t) * C + h * hs + i];
-  __syncthreads();
-  const float* p = att + (bh * T + t) * T;
-  float s = 0.0f;
-  for (int64_t j = threadIdx.x; j <= t; j += blockDim.x) {
-    const float* v = base + j * C3 + 2 * C;
-    float d = 0.0f;
-    for (int64_t i = 0; i < hs; ++i) d += dy[i] * v[i];
-    row[j] = d;
-    s += p[j] * d;
-  }
-  s = block_sum(s);
-  const float scale = 1.0f / sqrtf(static_cast<float>(hs));
-  float* ds = scratch + (bh * T + t) * T;
-  for (int64_t j = threadIdx.x; j < T; j += blockDim.x) {
-    const float g = j <= t ? p[j] * (row[j] - s) * scale : 0.0f;
-    if (j <= t) row[j] = g;
-    ds[j] = g;
-  }
-  __syncthreads();
-  for (int64_t i = threadIdx.x; i < hs; i += blockDim.x) {
-    float g = 0.0f;
-    for (int64_t j = 0; j <= t; ++j) g += row[j] * base[j * C3 + C + i];
-    dqkv[(b * T + t) * C3 + h * hs + i] = g;
-  }
+  flash::query_grad_block(device_block{}, smem, dqkv, D, dout, qkv, lse, d, blockIdx.y, blockIdx.x);
+}
+__global__ void flash_key_grad_kernel(float* dqkv, const float* dout, const float* qkv, const float* lse,
+                                      const float* D, flash::dims d) {
+  extern __shared__ float smem[];
+  flash::key_grad_block(device_block{}, smem, dqkv, dout, qkv, lse, D, d, blockIdx.y, blockIdx.x);
 }
 
-// Column j of head (b, h) per block: dk_j = sum_{t >= j} dS_tj q_t and dv_j = sum_{t >= j} P_tj dy_t,
-// threads over the head's channels; each sum in t order, no atomics.
-__global__ void attention_backward_key_value_kernel(float* dqkv, const float* scratch, const float* dout,
-                                                    const float* qkv, const float* att, int64_t T, int64_t C,
-                                                    int64_t NH) {
-  const int64_t hs = C / NH, C3 = 3 * C;
-  const int64_t j = blockIdx.x % T, bh = blockIdx.x / T, b = bh / NH, h = bh % NH;
-  const float* base = qkv + b * T * C3 + h * hs;
-  const float* dybase = dout + b * T * C + h * hs;
-  for (int64_t i = threadIdx.x; i < hs; i += blockDim.x) {
-    float dk = 0.0f, dv = 0.0f;
-    for (int64_t t = j; t < T; ++t) {
-      dk += scratch[(bh * T + t) * T + j] * base[t * C3 + i];
-      dv += att[(bh * T + t) * T + j] * dybase[t * C + i];
-    }
-    dqkv[(b * T + j) * C3 + C + h * hs + i] = dk;
-    dqkv[(b * T + j) * C3 + 2 * C + h * hs + i] = dv;
-  }
-}
-
-unsigned rows_grid(int64_t rows) {
-  if (rows > 0x7fffffff) throw error("attention: B * NH * T exceeds a grid's x dimension");
-  return static_cast<unsigned>(rows);
-}
-
-size_t attention_smem(int64_t T, int64_t hs) {
-  const size_t bytes = static_cast<size_t>(T + hs) * sizeof(float);
-  if (bytes > 48 * 1024) throw error("attention: T + C / NH over 12288 floats of shared memory; not supported yet");
-  return bytes;
+// A launch of one block per tile of rows (x) and head (y), and its shared bytes.
+struct flash_launch {
+  dim3 grid;
+  unsigned threads;
+  size_t smem;
+};
+flash_launch flash_shape(int64_t B, int64_t T, int64_t C, int64_t NH, int arrays, int scalars) {
+  if (NH <= 0 || C % NH != 0) throw error("attention: C " + std::to_string(C) + " not a multiple of NH " + std::to_string(NH));
+  if (B * NH > 65535) throw error("attention: B * NH over a grid's 65535 rows");
+  const int64_t hs = C / NH;
+  const int rows = flash::rows_per_block(hs, arrays, scalars);
+  const int64_t tiles = (T + rows - 1) / rows;
+  if (tiles > 0x7fffffff) throw error("attention: T over a grid's x dimension");
+  return {dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(B * NH)), static_cast<unsigned>(rows),
+          static_cast<size_t>(flash::shared_floats(rows, hs, arrays, scalars)) * sizeof(float)};
 }
 
 }  // namespace
@@ -487,20 +430,23 @@ void softmax_cross_entropy_backward(float* dlogits, const float* probs, const in
   check_launch();
 }
 
-void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
+void attention_forward(float* out, float* lse, const float* qkv, int64_t B, int64_t T, int64_t C, int64_t NH,
                        cudaStream_t s) {
   if (B * T <= 0) return;
-  attention_forward_kernel<<<rows_grid(B * NH * T), 128, attention_smem(T, C / NH), s>>>(out, att, qkv, T, C, NH);
+  const flash_launch f = flash_shape(B, T, C, NH, flash::forward_arrays, flash::forward_scalars);
+  flash_forward_kernel<<<f.grid, f.threads, f.smem, s>>>(out, lse, qkv, flash::dims{T, C, NH});
   check_launch();
 }
 
-void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv, const float* att, int64_t B,
+void attention_backward(float* dqkv, float* D, const float* dout, const float* qkv, const float* lse, int64_t B,
                         int64_t T, int64_t C, int64_t NH, cudaStream_t s) {
   if (B * T <= 0) return;
-  attention_backward_query_kernel<<<rows_grid(B * NH * T), 128, attention_smem(T, C / NH), s>>>(
-      dqkv, scratch, dout, qkv, att, T, C, NH);
+  const flash::dims d{T, C, NH};
+  const flash_launch fq = flash_shape(B, T, C, NH, flash::query_grad_arrays, flash::query_grad_scalars);
+  flash_query_grad_kernel<<<fq.grid, fq.threads, fq.smem, s>>>(dqkv, D, dout, qkv, lse, d);
   check_launch();
-  attention_backward_key_value_kernel<<<rows_grid(B * NH * T), 64, 0, s>>>(dqkv, scratch, dout, qkv, att, T, C, NH);
+  const flash_launch fk = flash_shape(B, T, C, NH, flash::key_grad_arrays, flash::key_grad_scalars);
+  flash_key_grad_kernel<<<fk.grid, fk.threads, fk.smem, s>>>(dqkv, dout, qkv, lse, D, d);
   check_launch();
 }
 

@@ -33,6 +33,7 @@
 #include "kernels/cuda/ops.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/optimizer.hpp"
+#include "tests/kernels/flash_host.hpp"
 
 namespace {
 
@@ -468,29 +469,34 @@ TEST_F(CudaOps, EmbeddingOfAnOutOfRangeTokenIsNaN) {
 }
 
 // ---- attention ----
-// Probabilities: a score error d moves a probability by a factor e^d, so a relative allowance.
-// out and dqkv are sums of up to T products: normwise.
+// The GPU keeps a log-sum-exp per row (kernels/flash_attention.hpp, whose algorithm
+// tests/kernels/flash_attention.test.cpp proves on the host): it must be the host run's of the
+// same blocks to an exponential's rounding, 1e-6 (1 + |lse|). out and dqkv are sums of up to T
+// products: normwise against the CPU reference. The backward starts from the GPU's own
+// log-sum-exps.
 
 void attention_check(cudaStream_t s, int64_t B, int64_t T, int64_t C, int64_t NH, unsigned seed) {
   SCOPED_TRACE("B " + std::to_string(B) + " T " + std::to_string(T) + " C " + std::to_string(C) + " NH " +
                std::to_string(NH));
   const vec qkv = random(B * T * 3 * C, -2, 2, seed), dout = random(B * T * C, -1, 1, seed + 1);
-  vec out(B * T * C), att(B * NH * T * T), dqkv(B * T * 3 * C);
+  vec out(B * T * C), att(B * NH * T * T), dqkv(B * T * 3 * C), host_out(B * T * C), host_lse(B * NH * T);
   ops::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH);
   ops::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH);
-  dev<float> d_out(B * T * C), d_att(B * NH * T * T), d_qkv(qkv), d_dout(dout), d_dqkv(B * T * 3 * C),
-      d_scratch(B * NH * T * T), d_att_cpu(att);
-  cu::attention_forward(d_out.get(), d_att.get(), d_qkv.get(), B, T, C, NH, s);
-  // backward from the CPU's probabilities, so it is checked on its own
-  cu::attention_backward(d_dqkv.get(), d_scratch.get(), d_dout.get(), d_qkv.get(), d_att_cpu.get(), B, T, C, NH, s);
-  EXPECT_TRUE(close("attention_forward att", d_att.host(s), att, plus(limits(2e-5, att), constant(att.size(), 1e-7))));
+  troupe::test::flash_forward_on_host(host_out.data(), host_lse.data(), qkv.data(), B, T, C, NH);
+  dev<float> d_out(B * T * C), d_lse(B * NH * T), d_qkv(qkv), d_dout(dout), d_dqkv(B * T * 3 * C), d_D(B * NH * T);
+  cu::attention_forward(d_out.get(), d_lse.get(), d_qkv.get(), B, T, C, NH, s);
+  cu::attention_backward(d_dqkv.get(), d_D.get(), d_dout.get(), d_qkv.get(), d_lse.get(), B, T, C, NH, s);
+  vec lse_limit(host_lse.size());
+  for (size_t i = 0; i < host_lse.size(); ++i) lse_limit[i] = static_cast<float>(1e-6 * (1 + std::fabs(host_lse[i])));
+  EXPECT_TRUE(close("attention_forward lse", d_lse.host(s), host_lse, lse_limit));
   EXPECT_TRUE(close("attention_forward out", d_out.host(s), out, normwise(out)));
   EXPECT_TRUE(close("attention_backward dqkv", d_dqkv.host(s), dqkv, normwise(dqkv)));
 }
 
 TEST_F(CudaOps, AttentionMatchesCpu) {
-  attention_check(s, 2, 37, 48, 3, 90);   // head size 16, T not a multiple of anything
-  attention_check(s, 1, 150, 128, 2, 95);  // head size 64, T over the block's 128 threads
+  attention_check(s, 2, 37, 48, 3, 90);    // head size 16, T not a multiple of a tile
+  attention_check(s, 1, 150, 128, 2, 95);  // head size 64: tiles of 32 and (key side) 16 rows
+  attention_check(s, 2, 70, 256, 2, 97);   // head size 128: tiles of 16 and 8 rows
 }
 
 // ---- softmax cross-entropy ----

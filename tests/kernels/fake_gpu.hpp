@@ -1,13 +1,15 @@
 // fake_gpu: a device that is not the CPU, for host-side tests: "cuda:7", whose memory is host
 // memory that knows its blocks, and whose ops are the CPU's over raw pointers, counting every
 // call and checking every pointer it is given lies in the device's memory. Like a GPU's, its
-// loss reaches loss_sum and correct only through row_stats and settle(). fake_ops() installs it
-// (once per process: the allocator and ops tables are process-wide).
+// loss reaches loss_sum and correct only through row_stats and settle(). use_flash_attention()
+// gives it the CUDA attention (its blocks run on the host) in place of the CPU's. fake_ops()
+// installs it (once per process: the allocator and ops tables are process-wide).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <initializer_list>
 #include <map>
@@ -19,6 +21,7 @@
 #include "kernels/allocator.hpp"
 #include "kernels/device_ops.hpp"
 #include "kernels/ops.hpp"
+#include "tests/kernels/flash_host.hpp"
 
 namespace troupe::test {
 
@@ -177,14 +180,23 @@ class counting_ops final : public device_ops {
     count("position_backward", {dwpe, dout});
     ops::position_backward(dwpe, dout, B, T, C);
   }
+  // Flash attention (the CUDA kernels' blocks run on the host) instead of the CPU's: the layers
+  // then keep a log-sum-exp per row, as on a GPU. Process-wide, like the device.
+  void use_flash_attention(bool on) const { flash_ = on; }
+  std::vector<int64_t> attention_state_shape(int64_t B, int64_t NH, int64_t T) const override {
+    if (flash_) return {B, NH, T};
+    return {B, NH, T, T};
+  }
   void attention_forward(float* out, float* att, const float* qkv, int64_t B, int64_t T, int64_t C,
                          int64_t NH) const override {
     count("attention_forward", {out, att, qkv});
+    if (flash_) return flash_forward_on_host(out, att, qkv, B, T, C, NH);
     ops::attention_forward(out, att, qkv, B, T, C, NH);
   }
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int64_t B, int64_t T,
                           int64_t C, int64_t NH) const override {
     count("attention_backward", {dqkv, dout, qkv, att});
+    if (flash_) return flash_backward_on_host(dqkv, dout, qkv, att, B, T, C, NH);
     ops::attention_backward(dqkv, dout, qkv, att, B, T, C, NH);
   }
   void optimizer_step(float* out, const float* params, const float* grads, float* const* state, int64_t n,
@@ -242,6 +254,7 @@ class counting_ops final : public device_ops {
   }
   mutable std::mutex mu_;
   mutable std::map<std::string, int> calls_;
+  mutable std::atomic<bool> flash_{false};
 };
 
 // One fake device for the whole binary: the tables are process-wide.
