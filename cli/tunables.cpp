@@ -333,8 +333,9 @@ std::vector<tunable> make_table() {
   // [comm]
   t.push_back(choice("--backend", "comm.backend",
                      "What reduces gradients between processes: tcp (troupe's ring), mpi (jobs started by "
-                     "mpirun) or gloo (Gloo's TCP transport); mpi and gloo where built [tcp]",
-                     {"tcp", "mpi", "gloo"}, [](train_config& c, const value& v) { c.backend = *net::parse_backend(v.text); }));
+                     "mpirun), gloo (Gloo's TCP transport) or nccl (on the GPUs, every rank on one: --device); "
+                     "mpi, gloo and nccl where built [tcp]",
+                     {"tcp", "mpi", "gloo", "nccl"}, [](train_config& c, const value& v) { c.backend = *net::parse_backend(v.text); }));
   // [process]
   t.push_back(integer("--nodes", "process.nodes",
                       "Processes to run the mesh on, all on this machine: this one is process 0 and starts 1..N-1 "

@@ -14,11 +14,11 @@ namespace troupe::net {
 
 enum class reduce_op { sum, average };
 
-enum class backend_kind { tcp, mpi, gloo };
-const char* to_string(backend_kind b);  // "tcp", "mpi", "gloo"
+enum class backend_kind { tcp, mpi, gloo, nccl };
+const char* to_string(backend_kind b);  // "tcp", "mpi", "gloo", "nccl"
 std::optional<backend_kind> parse_backend(const std::string& text);
-bool backend_built(backend_kind b);     // tcp always; mpi and gloo where CMake found Open MPI, Gloo
-std::string built_backends();           // "tcp, mpi, gloo", or those of them built
+bool backend_built(backend_kind b);     // tcp always; mpi, gloo, nccl where CMake found Open MPI, Gloo, CUDA and NCCL
+std::string built_backends();           // "tcp, mpi, gloo, nccl", or those of them built
 
 class group_backend {
  public:

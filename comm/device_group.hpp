@@ -1,8 +1,8 @@
 // device_group_engine: what reduces values that stay in the members' accelerator memory (NCCL
 // between GPUs), for the collective actor that drives one member of a data-parallel group, or the
 // stage whose layers call a tensor-parallel one. A group is made in two moves, as NCCL's own are:
-// its first member makes an id, which travels to the others as plain bytes (an actor message, or
-// the job hands it over), and then every member joins with it. A joined member is a group_backend
+// its first member makes an id, which travels to the others as plain bytes (an actor message, or,
+// across processes, the group's key-value store), and then every member joins with it. A joined member is a group_backend
 // whose pointers are the device's memory; join's calls return once their result is in place, so
 // only the member's own thread ever waits for the device; join_in_stream's are stream-ordered.
 // No CAF here.
@@ -28,6 +28,9 @@ class device_group_engine {
   // kernels of two communicators on one GPU driven from two threads (each group's collective
   // has its own), which can deadlock.
   virtual bool one_group_per_device() const = 0;
+  // True when a group's members may live in different processes (NCCL bootstraps over the
+  // network from the id alone); false for an engine whose members meet in one process's memory.
+  virtual bool spans_processes() const { return false; }
   // The group's id, made once, by its first member.
   virtual std::string make_id() = 0;
   // Member `rank` of `world` on accelerator `device`, with the id its first member made.

@@ -319,6 +319,7 @@ class nccl_engine_impl final : public device_group_engine {
     return {};
   }
   bool one_group_per_device() const override { return true; }
+  bool spans_processes() const override { return true; }
   std::string make_id() override { return to_bytes(make_nccl_id()); }
   std::unique_ptr<group_backend> join(const std::string& id, int rank, int world, int device) override {
     return nccl_backend(made(id, rank, world, device));

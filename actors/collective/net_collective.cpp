@@ -120,11 +120,14 @@ collective_result run_on_device(net::group_backend& group, collective_request& q
   return collective_result{q.seq, q.op, std::move(q.data), now_seconds()};
 }
 
-// The first member makes the group's id and sends it to the others, which wait for it; then
-// every member joins (each on its own thread: joining returns once all have).
+// The first member makes the group's id and sends it to the others, which wait for it (across
+// processes, group_id takes it through the group's store); then every member joins (each on its
+// own thread: joining returns once all have).
 std::shared_ptr<net::group_backend> join_device_group(caf::blocking_actor* self, const net_collective_args& a) {
   std::string id;
-  if (a.env.rank == 0) {
+  if (a.group_id) {
+    id = a.group_id();
+  } else if (a.env.rank == 0) {
     id = a.device_engine->make_id();
     for (const caf::actor& peer : a.id_to) self->send(peer, device_group_id{id});
   } else {

@@ -67,11 +67,33 @@ struct engagement {
   sched::axis axis;
   int group;
 };
+// A GPU of the job: its process and index. Processes may be on different machines, each with
+// its cuda:0, so a GPU is known only within its process; processes on one machine are told
+// apart by --device naming different GPUs for them (NCCL refuses a GPU twice when they join).
+using gpu_key = std::pair<int, int>;
+
+// Why `engine` cannot take the group whose members are on `gpus`, or "".
+std::string refusal(const net::device_group_engine& engine, bool spans, const std::vector<gpu_key>& gpus,
+                    const std::map<gpu_key, engagement>& engaged) {
+  if (spans && !engine.spans_processes())
+    return engine.name() + " joins the members of one process, and this group spans processes";
+  std::map<int, std::vector<int>> by_process;  // the engine judges each process's GPUs
+  for (const gpu_key& k : gpus) by_process[k.first].push_back(k.second);
+  for (const auto& [process, indices] : by_process)
+    if (std::string why = engine.refuses(indices); !why.empty()) return why;
+  if (engine.one_group_per_device())
+    for (const gpu_key& k : gpus)
+      if (auto it = engaged.find(k); it != engaged.end())
+        return engine.name() + " serves one group per device, and cuda:" + std::to_string(k.second) + " serves " +
+               (it->second.axis == sched::axis::tp ? "tensor" : "data") + "-parallel group " +
+               std::to_string(it->second.group);
+  return {};
+}
 
 std::vector<device_group_choice> choose_on_axis(sched::axis axis, const device_engines& engines,
                                                 const sched::mesh& mesh,
                                                 const std::function<device(int rank)>& device_of,
-                                                std::map<int, engagement>& engaged) {
+                                                std::map<gpu_key, engagement>& engaged, bool across_processes) {
   std::vector<device_group_choice> out(static_cast<size_t>(mesh.groups(axis)));
   std::vector<bool> seen(out.size(), false);
   const int size = axis == sched::axis::tp ? mesh.tp : mesh.dp;
@@ -79,31 +101,26 @@ std::vector<device_group_choice> choose_on_axis(sched::axis axis, const device_e
     const auto g = static_cast<size_t>(mesh.group_index(axis, r));
     if (seen[g]) continue;
     seen[g] = true;
-    if (size == 1 || mesh.group_spans_processes(axis, r)) continue;
-    std::vector<int> accelerators;
+    // Tensor parallelism on GPUs runs in one process (train_config's validate says so).
+    const bool spans = mesh.group_spans_processes(axis, r);
+    if (size == 1 || (spans && (axis == sched::axis::tp || !across_processes))) continue;
+    std::vector<gpu_key> gpus;
     bool on_host = false;
     for (int m : mesh.group(axis, r)) {
       const device d = device_of(m);
       on_host = on_host || d.is_cpu();  // a group with a member on the host meets there
-      accelerators.push_back(d.index);
+      gpus.emplace_back(mesh.process_of(m), d.index);
     }
     if (on_host) continue;
     device_group_choice& c = out[g];
     for (const auto& engine : engines) {
-      std::string why = engine->refuses(accelerators);
-      if (why.empty() && engine->one_group_per_device())
-        for (int a : accelerators)
-          if (auto it = engaged.find(a); why.empty() && it != engaged.end())
-            why = engine->name() + " serves one group per device, and cuda:" + std::to_string(a) + " serves " +
-                  (it->second.axis == sched::axis::tp ? "tensor" : "data") + "-parallel group " +
-                  std::to_string(it->second.group);
-      if (!why.empty()) {
+      if (std::string why = refusal(*engine, spans, gpus, engaged); !why.empty()) {
         c.why += (c.why.empty() ? "" : "; ") + why;
         continue;
       }
       c = {true, engine, ""};
       if (engine->one_group_per_device())
-        for (int a : accelerators) engaged.emplace(a, engagement{axis, static_cast<int>(g)});
+        for (const gpu_key& k : gpus) engaged.emplace(k, engagement{axis, static_cast<int>(g)});
       break;
     }
   }
@@ -114,13 +131,13 @@ std::vector<device_group_choice> choose_on_axis(sched::axis axis, const device_e
 
 std::vector<device_group_choice> choose_device_groups(const device_engines& engines, const sched::mesh& mesh,
                                                       const std::function<device(int rank)>& device_of,
-                                                      sched::axis axis) {
+                                                      sched::axis axis, bool across_processes) {
   if (axis != sched::axis::dp && axis != sched::axis::tp)
     throw std::invalid_argument("choose_device_groups: data- or tensor-parallel groups only");
-  std::map<int, engagement> engaged;  // GPU -> the group whose exclusive engine (NCCL) it serves
-  std::vector<device_group_choice> tp = choose_on_axis(sched::axis::tp, engines, mesh, device_of, engaged);
+  std::map<gpu_key, engagement> engaged;  // GPU -> the group whose exclusive engine (NCCL) it serves
+  std::vector<device_group_choice> tp = choose_on_axis(sched::axis::tp, engines, mesh, device_of, engaged, false);
   if (axis == sched::axis::tp) return tp;
-  return choose_on_axis(sched::axis::dp, engines, mesh, device_of, engaged);
+  return choose_on_axis(sched::axis::dp, engines, mesh, device_of, engaged, across_processes);
 }
 
 void check_tp_groups_on_devices(const device_engines& engines, const sched::mesh& mesh,

@@ -40,7 +40,9 @@ bool device_groups_allowed(const train_config& cfg);
 
 // Where each group of the mesh along `axis` (data- or tensor-parallel) reduces, by group index
 // (mesh.group_index): through the first of `engines` that takes its members' devices, when every
-// member is on an accelerator and the group lies in this process; else on the host, and `why`
+// member is on an accelerator (a data-parallel group that spans processes only when
+// across_processes, --backend nccl, and through an engine that spans them; a tensor-parallel one
+// never); else on the host, and `why`
 // says what the engines refused when they did. An engine whose devices serve one group at most
 // (NCCL) is passed over for a group on a GPU an earlier group of that kind engaged; the
 // tensor-parallel groups choose first, since their collectives sit inside every layer's compute
@@ -53,7 +55,8 @@ struct device_group_choice {
 };
 std::vector<device_group_choice> choose_device_groups(const device_engines& engines, const sched::mesh& mesh,
                                                       const std::function<device(int rank)>& device_of,
-                                                      sched::axis axis = sched::axis::dp);
+                                                      sched::axis axis = sched::axis::dp,
+                                                      bool across_processes = false);
 
 // Throws std::invalid_argument naming the first tensor-parallel group of the mesh whose ranks are
 // on accelerators that no engine takes (its layers' collectives have no host path there: some

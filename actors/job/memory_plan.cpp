@@ -35,7 +35,8 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
 
 bool reduces_on_devices(const train_config& cfg, const sched::mesh& mesh, int rank, const device_engines& engines) {
   if (!device_groups_allowed(cfg)) return false;
-  const auto groups = choose_device_groups(engines, mesh, [&cfg](int r) { return device_of_rank(cfg, r); });
+  const auto groups = choose_device_groups(engines, mesh, [&cfg](int r) { return device_of_rank(cfg, r); },
+                                           sched::axis::dp, cfg.backend == net::backend_kind::nccl);
   return groups.at(static_cast<size_t>(mesh.group_index(sched::axis::dp, rank))).on_devices;
 }
 

@@ -197,6 +197,9 @@ rank_collective mesh_links::collective_of(int rank) {
     }
     return {g.members.at(static_cast<size_t>(at.dp)), g.on_device};
   }
+  // On the devices through an engine that spans processes (NCCL), when the members all have one;
+  // else through the host's back end.
+  if (caf::actor c = spanning_device_member(id, at.dp, m.group(sched::axis::dp, rank))) return {c, true};
   if (args_.mpi) {
     net_collective_args a;
     std::shared_ptr<net::group_backend> member = args_.mpi->take(id);
@@ -352,34 +355,78 @@ std::vector<std::shared_ptr<tp_group>> mesh_links::device_tp_group(int group, co
   return net::make_device_tp_group(choice.engine, indices);
 }
 
-std::vector<caf::actor> mesh_links::device_group(int id, const std::vector<int>& ranks) {
-  if (args_.engines.empty() || !args_.device_of || !args_.dp_on_devices) return {};
-  if (device_choices_.empty()) device_choices_ = choose_device_groups(args_.engines, plan_.mesh, args_.device_of);
-  std::vector<device> devices;
+const device_group_choice* mesh_links::device_choice(int id, const std::vector<int>& ranks) {
+  if (args_.engines.empty() || !args_.device_of || !args_.dp_on_devices) return nullptr;
+  if (device_choices_.empty())
+    device_choices_ =
+        choose_device_groups(args_.engines, plan_.mesh, args_.device_of, sched::axis::dp, args_.dp_across_processes);
   std::string names;
-  for (int r : ranks) {
-    devices.push_back(args_.device_of(r));
-    names += (names.empty() ? "" : ",") + devices.back().to_string();
-  }
+  for (int r : ranks) names += (names.empty() ? "" : ",") + args_.device_of(r).to_string();
   const device_group_choice& choice = device_choices_.at(static_cast<size_t>(id));
   if (!choice.why.empty())
     spdlog::info("data-parallel group {} ({}) reduces its buckets through the host: {}", id, names, choice.why);
-  if (!choice.on_devices) return {};
-  const std::string engine = choice.engine->name();
-  spdlog::info("data-parallel group {} ({}) reduces its buckets on the devices through {}", id, names, engine);
+  if (!choice.on_devices) return nullptr;
+  spdlog::info("data-parallel group {} ({}) reduces its buckets on the devices through {}", id, names,
+               choice.engine->name());
+  return &choice;
+}
+
+std::vector<caf::actor> mesh_links::device_group(int id, const std::vector<int>& ranks) {
+  const device_group_choice* choice = device_choice(id, ranks);
+  if (!choice) return {};
+  const std::string engine = choice->engine->name();
   const int size = static_cast<int>(ranks.size());
   std::vector<caf::actor> members(ranks.size());
   // The first member last: it sends the id it makes to the others, so it needs their handles.
   for (int member = size - 1; member >= 0; --member) {
     net_collective_args a;
     a.env = launch_env{member, size, args_.local_host, 0, engine};
-    a.device_engine = choice.engine;
-    a.device_index = devices[static_cast<size_t>(member)].index;
+    a.device_engine = choice->engine;
+    a.device_index = args_.device_of(ranks[static_cast<size_t>(member)]).index;
     a.rendezvous_timeout_ms = args_.join_timeout_ms;
     if (member == 0) a.id_to.assign(members.begin() + 1, members.end());
     members[static_cast<size_t>(member)] = spawn_member(std::move(a));
   }
   return members;
+}
+
+namespace {
+const char* const kDeviceGroupIdKey = "device-group-id";
+}  // namespace
+
+caf::actor mesh_links::spanning_device_member(int id, int member, const std::vector<int>& ranks) {
+  const device_group_choice* choice = device_choice(id, ranks);
+  if (!choice) return {};
+  net_collective_args a;
+  const int size = static_cast<int>(ranks.size());
+  a.env = launch_env{member, size, args_.local_host, 0, choice->engine->name()};
+  a.device_engine = choice->engine;
+  a.device_index = args_.device_of(ranks[static_cast<size_t>(member)]).index;
+  a.rendezvous_timeout_ms = args_.join_timeout_ms;
+  const int timeout = args_.join_timeout_ms;
+  if (member == 0) {  // serves the group's store from now on, so serves() can publish its port
+    auto store = std::make_shared<net::kv_server>(args_.local_host, 0, args_.secret);
+    std::promise<uint16_t> port;
+    port.set_value(store->port());
+    leaders_.push_back({id, port.get_future().share()});
+    a.group_id = [store, engine = choice->engine] {
+      const std::string made = engine->make_id();
+      store->set(kDeviceGroupIdKey, std::vector<char>(made.begin(), made.end()));
+      return made;
+    };
+  } else {
+    a.group_id = [where = rendezvous_[id].future, member, secret = args_.secret, timeout] {
+      if (where.wait_for(std::chrono::milliseconds(timeout)) != std::future_status::ready)
+        throw net::net_error("the address of its device group's store did not arrive within " +
+                             std::to_string(timeout) + " ms");
+      const auto [host, port] = where.get();  // a broken promise: the job ended first
+      const std::unique_ptr<net::kv_store> store =
+          net::kv_connect(host, port, secret, static_cast<uint32_t>(member), timeout);
+      const std::vector<char> id = store->get(kDeviceGroupIdKey, timeout);
+      return std::string(id.begin(), id.end());
+    };
+  }
+  return spawn_member(std::move(a));
 }
 
 caf::actor mesh_links::spawn_member(net_collective_args a) {

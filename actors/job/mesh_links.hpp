@@ -58,11 +58,14 @@ struct mesh_links_args {
   std::vector<slow_link_spec> slow_links;  // rings of these mesh ranks send at a cap (fault injection)
   // Set: a data-parallel group in this process whose every rank is on an accelerator reduces
   // there (when dp_on_devices), through the first of these engines that takes those devices
-  // (choose_device_groups); otherwise (and across processes) through the host as above. A
-  // tensor-parallel group on accelerators always does: its layers' values never leave them.
+  // (choose_device_groups; a group across processes with dp_across_processes, through an engine
+  // that spans them, NCCL); otherwise through the host as above. A tensor-parallel group on accelerators always
+  // does: its layers' values never leave them.
   // device_of gives a rank's device.
   device_engines engines;
   bool dp_on_devices = true;
+  // --backend nccl: a data-parallel group that spans processes reduces on its GPUs too.
+  bool dp_across_processes = false;
   std::function<device(int rank)> device_of;
 };
 
@@ -101,12 +104,22 @@ class mesh_links {
   const std::vector<caf::actor>& actors() const { return actors_; }      // to monitor and stop
   const std::vector<caf::actor>& detached() const { return detached_; }  // net collectives
   const std::vector<caf::actor>& collectives() const { return collectives_; }  // for the watchdog's dump
+  const device_engines& engines() const { return args_.engines; }  // what its device groups may have joined
 
  private:
   caf::actor spawn_member(net_collective_args a);  // a net_collective, kept as a member of the job
   // The in-process data-parallel group `id` (its ranks in member order) on their accelerators
   // through its chosen engine; empty, with a log line saying why, where it cannot run there.
   std::vector<caf::actor> device_group(int id, const std::vector<int>& ranks);
+  // Where data-parallel group `id` (its ranks in member order) reduces, logged: its choice when
+  // that is on the devices, else null.
+  const device_group_choice* device_choice(int id, const std::vector<int>& ranks);
+  // Member `member` of data-parallel group `id`, which spans processes, on its accelerator
+  // through the engine chosen for it (one that spans processes: NCCL); null where the group
+  // reduces through the host. The id travels through a key-value store the first member serves
+  // (published by serves(), like a ring's rendezvous), since the actor messages of
+  // device_group's in-process exchange do not cross processes.
+  caf::actor spanning_device_member(int id, int member, const std::vector<int>& ranks);
   // The in-process tensor-parallel group `group` (mesh.group_index) on its ranks' accelerators,
   // through its chosen engine; empty when its ranks are on the host. Throws
   // std::invalid_argument naming the group when its ranks are on accelerators and no engine takes

@@ -156,8 +156,8 @@ double straggler_delay_ms(const straggler_spec& s, uint64_t seed, int64_t step) 
   return 0;
 }
 
-device device_of_rank(const train_config& c, int rank) {
-  return c.devices.empty() ? device{} : c.devices[static_cast<size_t>(rank) % c.devices.size()];
+device device_of_rank(const std::vector<device>& devices, int rank) {
+  return devices.empty() ? device{} : devices[static_cast<size_t>(rank) % devices.size()];
 }
 
 void validate(const train_config& c) {
@@ -206,6 +206,14 @@ void validate(const train_config& c) {
     if (!net::backend_built(c.backend))
       bad("backend " + name + ": this troupe was built without it (built: " + net::built_backends() + ")");
     if (c.mesh.processes == 1) bad("backend " + name + " reduces between processes: the job has one (use --nodes or mpirun)");
+    if (c.backend == net::backend_kind::nccl) {
+      bool on_gpus = !c.devices.empty();
+      for (const device& d : c.devices) on_gpus = on_gpus && !d.is_cpu();
+      if (!on_gpus) bad("backend nccl reduces on GPUs: give every rank one (--device cuda, or a cuda:N list)");
+      if (c.zero >= 3 || optimizer_offload(c) != offload_target::none || params_offload(c) != offload_target::none)
+        bad("backend nccl: " + std::string(c.zero >= 3 ? "ZeRO-3" : "offloading") +
+            " keeps the shard on the host, so its groups reduce there; use --backend tcp, mpi or gloo");
+    }
     // An MPI communicator holds each process once: a group with two ranks in one process cannot be
     // one. Gloo makes a context per member, wherever it lives.
     if (c.backend == net::backend_kind::mpi)

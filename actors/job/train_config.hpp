@@ -223,7 +223,8 @@ struct train_config {
 // Throws std::invalid_argument naming the bad field.
 void validate(const train_config& cfg);
 // The device --device gives rank r: devices[r % size], the CPU when there are none.
-device device_of_rank(const train_config& cfg, int rank);
+device device_of_rank(const std::vector<device>& devices, int rank);
+inline device device_of_rank(const train_config& cfg, int rank) { return device_of_rank(cfg.devices, rank); }
 
 // Where the job's optimizer shards keep their state: none (on the device), host or nvme.
 offload_target optimizer_offload(const train_config& cfg);

@@ -114,10 +114,11 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
   if (cfg.mesh.processes > 1 && !extras.gradient_observers.empty())
     throw std::invalid_argument("gradient observers run in the job's one process; this job spans " +
                                 std::to_string(cfg.mesh.processes));
-  if (cfg.mesh.processes > 1 && (extras.device_collectives || extras.on_spawned || extras.scheduler_threads > 0))
-    throw std::invalid_argument("device engines, scheduler threads and spawn hooks of job_extras apply to a job in "
-                                "one process; this job spans " + std::to_string(cfg.mesh.processes));
-  if (cfg.mesh.processes + cfg.server_processes > 1) return run_process_training(cfg, extras.device_of);
+  if (cfg.mesh.processes > 1 && (extras.on_spawned || extras.scheduler_threads > 0))
+    throw std::invalid_argument("scheduler threads and spawn hooks of job_extras apply to a job in one process; this "
+                                "job spans " + std::to_string(cfg.mesh.processes));
+  if (cfg.mesh.processes + cfg.server_processes > 1)
+    return run_process_training(cfg, extras.device_of, engines_of(extras));
   validate(cfg);
   const prepared_job data = prepare_job(cfg);
   const job_plan plan = plan_job(cfg, data);

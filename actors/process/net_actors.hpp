@@ -51,6 +51,9 @@ struct net_collective_args {
   std::shared_ptr<net::device_group_engine> device_engine;
   int device_index = -1;
   std::vector<caf::actor> id_to;
+  // Set for a device group that spans processes: the id, from the group's key-value store (the
+  // first member makes it and sets it there; the others wait for it), instead of id_to's message.
+  std::function<std::string()> group_id;
 };
 caf::actor spawn_net_collective(caf::actor_system& sys, net_collective_args args);
 // What a net_collective does first, for any thread that needs a member of a group across

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -82,7 +83,7 @@ void configure(caf::actor_system_config& sys_cfg, const process_config& p) {
 }
 
 mesh_links_args links_args(const train_config& cfg, int process, const std::string& local_host,
-                           std::shared_ptr<net::mpi_groups> mpi);
+                           std::shared_ptr<net::mpi_groups> mpi, const device_engines& engines);
 
 net::ring_options ring_options_for(const process_config& p) {
   net::ring_options o;
@@ -93,9 +94,20 @@ net::ring_options ring_options_for(const process_config& p) {
 }
 
 mesh_links_args links_args(const train_config& cfg, int process, const std::string& local_host,
-                           std::shared_ptr<net::mpi_groups> mpi) {
+                           std::shared_ptr<net::mpi_groups> mpi, const device_engines& engines) {
   const process_config& pc = cfg.process;
   mesh_links_args a;
+  // Ranks on GPUs (--device): a data-parallel group of them in this process reduces on the
+  // devices, and one across processes too with --backend nccl (NCCL refuses a GPU that two
+  // processes name, so it is asked for, not assumed: on one GPU the processes share, the groups
+  // meet on the host). Every process derives every rank's device from the one --device list, so
+  // all choose alike.
+  if (std::any_of(cfg.devices.begin(), cfg.devices.end(), [](const device& d) { return !d.is_cpu(); })) {
+    a.engines = engines.empty() ? gpu_group_engines() : engines;
+    a.dp_on_devices = device_groups_allowed(cfg);
+    a.dp_across_processes = cfg.backend == net::backend_kind::nccl;
+    a.device_of = [devices = cfg.devices](int rank) { return device_of_rank(devices, rank); };
+  }
   a.mpi = std::move(mpi);
   a.gloo = cfg.backend == net::backend_kind::gloo;
   a.zero3 = cfg.zero >= 3;
@@ -222,7 +234,8 @@ struct remote_servers {
 };
 
 train_summary run_rank0(const train_config& cfg, const prepared_job& job, const job_plan& plan,
-                        std::shared_ptr<net::mpi_groups> mpi, const rank_devices& device_of) {
+                        std::shared_ptr<net::mpi_groups> mpi, const rank_devices& device_of,
+                        const device_engines& engines) {
   const process_config& pc = cfg.process;
   job_outputs out(cfg, job);
   const auto& summary = out.summary;
@@ -233,7 +246,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
   configure(sys_cfg, pc);
   caf::actor_system sys{sys_cfg};
 
-  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, 0, pc.master_addr, std::move(mpi)));
+  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, 0, pc.master_addr, std::move(mpi), engines));
   auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, job, plan, out));
   // The servers here (the workers get their handles), or with --servers a forwarder per slot here,
   // pointed at the slot's servers once their processes have joined.
@@ -252,6 +265,7 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
       sys, cfg, job, plan, cfg.mesh.ranks_of_process(0), coordinator, [&](int rank) { return links->collective_of(rank); },
       [&](int rank) { return links->tp_of(rank); }, {},
       [&](int rank) { return links->params_of(rank); }, servers.by_slot, servers.dispenser, device_of);
+  p.engines = links->engines();  // a failed job ends their waits (abort_group_waits)
   for (const auto& a : servers.actors) p.members.push_back(a), p.detached.push_back(a);
   links->connect_pipelines(p.stages, coordinator);
   auto evaluator = spawn_evaluator(sys, job.model, cfg.seed, p.loaders.at(0), coordinator);
@@ -395,7 +409,8 @@ train_summary run_rank0(const train_config& cfg, const prepared_job& job, const 
 }
 
 train_summary run_worker(const train_config& cfg, const prepared_job& job, const job_plan& plan,
-                         std::shared_ptr<net::mpi_groups> mpi, const rank_devices& device_of) {
+                         std::shared_ptr<net::mpi_groups> mpi, const rank_devices& device_of,
+                         const device_engines& engines) {
   const process_config& pc = cfg.process;
   auto report = std::make_shared<std::string>();
   joined_process in(cfg, job);
@@ -404,11 +419,12 @@ train_summary run_worker(const train_config& cfg, const prepared_job& job, const
   // --servers: every shard's server is in a server process; sharded slots get proxies here.
   std::vector<caf::actor> by_slot = joined.servers, proxies;
   if (!joined.shards.empty()) by_slot = servers_by_slot(sys, plan, server_layout(cfg, plan), joined.shards, proxies);
-  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, pc.index, in.local_host, std::move(mpi)));
+  auto links = std::make_shared<mesh_links>(sys, plan, links_args(cfg, pc.index, in.local_host, std::move(mpi), engines));
   rank_actors p = spawn_ranks(
       sys, cfg, job, plan, cfg.mesh.ranks_of_process(pc.index), joined.coordinator,
       [&](int rank) { return links->collective_of(rank); }, [&](int rank) { return links->tp_of(rank); }, {},
       [&](int rank) { return links->params_of(rank); }, by_slot, joined.dispenser, device_of);
+  p.engines = links->engines();
   p.members.insert(p.members.end(), proxies.begin(), proxies.end());
   links->connect_pipelines(p.stages, joined.coordinator);
   middleman_drain drain;  // the detached actors, watched before their handles leave the process
@@ -492,7 +508,8 @@ train_summary run_server_process(const train_config& cfg, const prepared_job& jo
 
 }  // namespace
 
-train_summary run_process_training(const train_config& given, const rank_devices& given_devices) {
+train_summary run_process_training(const train_config& given, const rank_devices& given_devices,
+                                   const device_engines& engines) {
   train_config cfg = given;
   const process_config& pc = cfg.process;
   validate(cfg);
@@ -521,11 +538,12 @@ train_summary run_process_training(const train_config& given, const rank_devices
   }
   spdlog::info("rank {} of {}: model {} ({} parameters), {} steps of {} samples", pc.index, cfg.mesh.processes,
                describe(job.model), job.num_params, job.total_steps, cfg.batch_size);
-  // Each GPU rank's buckets and activations cross to other processes through host memory (the
-  // groups spanning processes reduce there, mesh_links); its queue is this process's alone.
+  // Each GPU rank's activations cross to other processes through host memory; its buckets too,
+  // unless its data-parallel group reduces on the devices through an engine that spans
+  // processes (mesh_links). Its queue is this process's alone.
   const rank_devices device_of = open_rank_devices(cfg, cfg.mesh.ranks_of_process(pc.index), given_devices);
-  return pc.index == 0 ? run_rank0(cfg, job, plan, std::move(mpi), device_of)
-                       : run_worker(cfg, job, plan, std::move(mpi), device_of);
+  return pc.index == 0 ? run_rank0(cfg, job, plan, std::move(mpi), device_of, engines)
+                       : run_worker(cfg, job, plan, std::move(mpi), device_of, engines);
 }
 
 }  // namespace troupe

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "actors/job/accelerators.hpp"
 #include "actors/job/train_config.hpp"
 #include "actors/job/prepared_job.hpp"
 #include "kernels/device_queue.hpp"
@@ -22,7 +23,10 @@ std::string describe_for_join(const train_config& cfg, const prepared_job& job);
 // and the step when the job stops early.
 // device_of: this process's ranks' queues (a composition's); else --device's are opened for them
 // (a rank's device is --device's entry rank % its length, so the list names one node's GPUs).
+// engines: what a data-parallel group of GPU ranks reduces through (gpu_group_engines() when
+// empty: in one process the local engine or NCCL, across processes NCCL).
 train_summary run_process_training(const train_config& cfg,
-                                   const std::function<std::shared_ptr<device_queue>(int rank)>& device_of = {});
+                                   const std::function<std::shared_ptr<device_queue>(int rank)>& device_of = {},
+                                   const device_engines& engines = {});
 
 }  // namespace troupe

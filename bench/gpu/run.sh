@@ -82,30 +82,48 @@ if [ -n "$dir" ]; then
     grep -E '^\[  FAILED  \] [A-Za-z]' "$out/$name.log" | sort -u >>"$summary"
   done
 fi
-# A GPU job over four processes of troupe's own launch (--nodes 4, dp 2 x pp 2, every rank on
-# cuda:0): the buckets through pinned host memory and the TCP rings, the activations and their
-# gradients between processes as host copies; against the same job on the CPU (losses within
-# 1e-3 relative: fp32 on both sides, sums in other orders). The corpus is this README.
-if [ -n "$dir" ]; then
-  bin=$dir/$cli
+# GPU jobs over processes of troupe's own launch against the same job on the CPU (losses within
+# 1e-3 relative: fp32 on both sides, sums in other orders); the corpus is this README.
+# over_processes NAME FLAGS... -- GPU_FLAGS...: runs the job with FLAGS on the CPU and with
+# GPU_FLAGS added on the GPUs, one line in the summary.
+over_processes() {
+  local name=$1; shift
+  local flags=() gpu_flags=()
+  while [ $# -gt 0 ] && [ "$1" != -- ]; do flags+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  gpu_flags=("$@")
+  local bin=$dir/$cli
   [ -d "$dir/lib" ] && bin=$dir/$(basename "$cli")
-  job=(train --model gpt --corpus README.md --dp 2 --pp 2 --micro-batches 2 --nodes 4 --max-steps 20 --batch-size 8)
-  : >"$out/nodes.log"
-  if LD_LIBRARY_PATH="$dir/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" timeout 120 "$bin" "${job[@]}" --out "$out/nodes-cpu" >>"$out/nodes.log" 2>&1 &&
-    LD_LIBRARY_PATH="$dir/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" timeout 120 "$bin" "${job[@]}" --device cuda --out "$out/nodes-gpu" >>"$out/nodes.log" 2>&1 &&
-    python3 - "$out/nodes-cpu/metrics.jsonl" "$out/nodes-gpu/metrics.jsonl" >>"$summary" <<'PY'
+  local job=(train --model gpt --corpus README.md --dp 2 --micro-batches 2 --max-steps 20 --batch-size 8)
+  local log=$out/$name.log
+  : >"$log"
+  if LD_LIBRARY_PATH="$dir/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" timeout 120 "$bin" "${job[@]}" "${flags[@]}" --out "$out/$name-cpu" >>"$log" 2>&1 &&
+    LD_LIBRARY_PATH="$dir/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" timeout 120 "$bin" "${job[@]}" "${flags[@]}" "${gpu_flags[@]}" --out "$out/$name-gpu" >>"$log" 2>&1 &&
+    python3 - "$out/$name-cpu/metrics.jsonl" "$out/$name-gpu/metrics.jsonl" "$name: troupe ${flags[*]} ${gpu_flags[*]}" >>"$summary" <<'PY'
 import json, sys
 def losses(path):
     return [r["loss"] for r in map(json.loads, open(path)) if "step" in r and "loss" in r]
 cpu, gpu = losses(sys.argv[1]), losses(sys.argv[2])
 worst = max(abs(g - c) / c for c, g in zip(cpu, gpu)) if cpu and len(cpu) == len(gpu) else float("inf")
-print(f"troupe --nodes 4 --device cuda (dp 2 x pp 2): {len(gpu)} steps, worst loss difference from the CPU's "
+print(f"{sys.argv[3]}: {len(gpu)} steps, worst loss difference from the CPU's "
       f"{worst:.2e} relative: {'passed' if worst <= 1e-3 else 'FAILED'}")
 sys.exit(0 if worst <= 1e-3 else 1)
 PY
   then :; else
-    echo "troupe --nodes 4 --device cuda: FAILED (nodes.log)" >>"$summary"
+    echo "$name: troupe ${flags[*]} ${gpu_flags[*]}: FAILED ($name.log)" >>"$summary"
     status=1
+  fi
+}
+if [ -n "$dir" ]; then
+  # dp 2 x pp 2 over four processes, every rank on cuda:0: the buckets through pinned host memory
+  # and the TCP rings, the activations and their gradients between processes as host copies.
+  over_processes nodes --pp 2 --nodes 4 -- --device cuda
+  # With two GPUs or more, --backend nccl: the replicas' buckets reduced on the GPUs by an NCCL
+  # communicator across the two processes.
+  if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ]; then
+    over_processes nccl --nodes 2 -- --backend nccl --device cuda:0,cuda:1
+  else
+    echo "nccl: --backend nccl over two processes needs two GPUs: not run" >>"$summary"
   fi
 fi
 # The GPT step against PyTorch's on the same GPU (bench/gpu/gpt_step.cpp, gpt_step_torch.py):

@@ -21,8 +21,9 @@ sched::mesh mesh_of(int dp, int pp) {
 }
 
 std::vector<device_group_choice> choices(const device_engines& engines, const sched::mesh& m,
-                                         const std::vector<device>& by_rank) {
-  return choose_device_groups(engines, m, [&](int r) { return by_rank.at(static_cast<size_t>(r)); });
+                                         const std::vector<device>& by_rank, bool across_processes = false) {
+  return choose_device_groups(engines, m, [&](int r) { return by_rank.at(static_cast<size_t>(r)); }, sched::axis::dp,
+                              across_processes);
 }
 
 std::shared_ptr<test::fake_device_group_engine> fake(std::string refusal = {}, bool one_group_per_device = false) {
@@ -87,6 +88,52 @@ TEST(DeviceGroups, TheBuildsEnginesTakeASharedGpuLocallyAndGpusOfTheirOwnThrough
   EXPECT_FALSE(mixed[0].on_devices);
   EXPECT_EQ(mixed[0].why,
             "members on one GPU only, and these are on cuda:0 and cuda:1; NCCL takes one member per GPU: cuda:0 holds members 0 and 1");
+}
+
+// A data-parallel group across processes reduces on its GPUs only when asked (--backend nccl:
+// processes sharing a GPU would have NCCL refuse it) and through an engine whose members may be
+// in other processes; one that meets in a process's memory is named as the reason. A GPU is known
+// within its process only (each machine has its cuda:0), so a process's cuda:0 is not another's,
+// and an engine's rule of one member per GPU applies within each process.
+TEST(DeviceGroups, AGroupAcrossProcessesTakesOnlyAnEngineThatSpansThemWhenAskedAndEachProcessHasItsOwnGpus) {
+  sched::mesh m = mesh_of(2, 2);
+  m.processes = 4;  // one rank each: dp groups {0, 2} and {1, 3}, each across two processes
+  const std::vector<device> gpus = {gpu(0), gpu(0), gpu(0), gpu(0)};  // four machines' cuda:0
+  const auto local = fake("", true), spanning = fake("", true);
+  spanning->set_spans_processes(true);
+  for (const auto& g : choices({local, spanning}, m, gpus)) {
+    EXPECT_FALSE(g.on_devices) << "not asked to reduce across processes on the devices";
+    EXPECT_EQ(g.why, "");
+  }
+  const auto c = choices({local, spanning}, m, gpus, true);
+  ASSERT_EQ(c.size(), 2u);
+  for (const auto& g : c) {
+    EXPECT_TRUE(g.on_devices);
+    EXPECT_EQ(g.engine, spanning);
+    EXPECT_EQ(g.why, "");
+  }
+  const auto only_local = choices({local}, m, gpus, true);
+  EXPECT_FALSE(only_local[0].on_devices);
+  EXPECT_EQ(only_local[0].why, "fake-nccl joins the members of one process, and this group spans processes");
+  // In one process the same mesh takes the local engine, and the one-group-per-GPU rule holds there.
+  m.processes = 1;
+  const auto one = choices({local, spanning}, m, gpus, true);
+  EXPECT_TRUE(one[0].on_devices);
+  EXPECT_EQ(one[0].engine, local);
+  EXPECT_FALSE(one[1].on_devices) << "cuda:0 serves group 0 in the one process";
+  const device_engines build = gpu_group_engines();
+  if (build.size() == 1) return;  // a build without CUDA: no NCCL to span processes
+  // NCCL over two processes of two ranks each: two GPUs a process take it, one GPU twice in a
+  // process does not.
+  sched::mesh four = mesh_of(4, 1);
+  four.processes = 2;
+  const auto own = choices(build, four, {gpu(0), gpu(1), gpu(0), gpu(1)}, true);
+  ASSERT_TRUE(own[0].on_devices);
+  EXPECT_EQ(own[0].engine->name(), "nccl");
+  const auto twice = choices(build, four, {gpu(0), gpu(0), gpu(1), gpu(1)}, true);
+  EXPECT_FALSE(twice[0].on_devices);
+  EXPECT_NE(twice[0].why.find("NCCL takes one member per GPU: cuda:0 holds members 0 and 1"), std::string::npos)
+      << twice[0].why;
 }
 
 // Tensor-parallel groups choose first: their collectives sit inside every layer's compute. On

@@ -35,6 +35,10 @@ class fake_device_group_engine final : public net::device_group_engine {
   std::string name() const override { return "fake-nccl"; }
   std::string refuses(const std::vector<int>&) const override { return refusal_; }
   bool one_group_per_device() const override { return one_group_per_device_; }
+  // Its members meet in this process's memory; a test may say it spans processes, to see who
+  // chooses it for a group that does.
+  bool spans_processes() const override { return spans_processes_; }
+  void set_spans_processes(bool on) { spans_processes_ = on; }
   std::string make_id() override {
     std::lock_guard<std::mutex> lock(mu_);
     ids_.push_back("fake-group-" + std::to_string(ids_.size()));
@@ -176,6 +180,7 @@ class fake_device_group_engine final : public net::device_group_engine {
 
   const std::string refusal_;
   const bool one_group_per_device_;
+  bool spans_processes_ = false;
   mutable std::mutex mu_;
   std::string aborted_;
   int fail_rank_ = -1, hold_rank_ = -1;

@@ -231,6 +231,8 @@ void expect_mesh_over_processes_bitwise(const troupe::sched::mesh& one, const st
   const troupe::test::job_variant v = troupe::test::take_variant(prefixes);
   troupe::test::apply(v, cfg);
   cfg.server_processes = 0;  // the reference holds its servers in its one process
+  cfg.backend = troupe::net::backend_kind::tcp;  // and its groups, on the CPU
+  cfg.devices.clear();
   const troupe::train_summary in_process = troupe::run_training(cfg);
   ASSERT_EQ(in_process.losses.size(), 6u);
   char want[17];
@@ -370,6 +372,19 @@ TEST(ProcessJob, ZeroThreeGptWithTheOptimizerOnNvmeOverDpByTpAsTwoProcessesEqual
 TEST(ProcessJob, GpuStagesOverDpAndDpByPpAsTwoAndFourProcessesEqualTheCpuInOneProcessBitwise) {
   expect_mesh_over_processes_bitwise({2, 1, 1, 1}, {2}, "gpu2", false, "gpu:");
   expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {2, 4}, "gpu22", false, "gpu:");
+}
+
+// --backend nccl: the data-parallel buckets stay on the devices and reduce there across
+// processes, through an engine that spans them (Gloo over the fake GPUs' memory standing for
+// NCCL, gloo_device_engine.hpp), the group's id made by its first member and fetched by the
+// others from the group's store; the helper fails unless its groups joined it. Plain and ZeRO-2
+// (the bucket reduce-scattered on the devices). The same bits.
+TEST(ProcessJob, GpuStagesWithBackendNcclReduceOnTheDevicesAcrossProcessesAndEqualTheCpuInOneProcessBitwise) {
+  if (!troupe::net::backend_built(troupe::net::backend_kind::nccl)) GTEST_SKIP() << "built without NCCL";
+  if (!troupe::net::backend_built(troupe::net::backend_kind::gloo)) GTEST_SKIP() << "built without Gloo (the engine)";
+  expect_mesh_over_processes_bitwise({2, 1, 1, 1}, {2}, "nccl2", false, "gpunccl:");
+  expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {2, 4}, "nccl22", false, "gpunccl:");
+  expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {4}, "ncclgpt22z2", true, "gpunccl:zero2:");
 }
 
 // The GPT (its activations and their gradients between processes), plain and with ZeRO-2 and

@@ -68,6 +68,9 @@ struct job_variant {
   // "gpu:": the helper's ranks on fake GPUs (tests/kernels/fake_gpu.hpp), launching in the
   // stage's calls as cuda_queue does; the reference in one process stays on the CPU.
   bool fake_gpu = false;
+  // "gpunccl:": the same with --backend nccl, the data-parallel groups across processes reducing
+  // on the fake GPUs through tests/actors/gloo_device_engine.hpp (Gloo standing for NCCL).
+  bool nccl = false;
 };
 // "nameN:" at the front of `text`: N, and the prefix removed; -1 otherwise.
 inline int take_number(std::string& text, const std::string& name) {
@@ -93,6 +96,9 @@ inline job_variant take_variant(std::string& text) {
     } else if (text.rfind("gpu:", 0) == 0) {
       v.fake_gpu = true;
       text = text.substr(4);
+    } else if (text.rfind("gpunccl:", 0) == 0) {
+      v.fake_gpu = v.nccl = true;
+      text = text.substr(8);
     } else if (text.rfind("bsp:", 0) == 0) {
       v.bsp = true;
       text = text.substr(4);
@@ -116,6 +122,10 @@ inline void apply(const job_variant& v, train_config& c) {
   }
   c.server_shards = v.shards;
   c.server_processes = v.server_processes;
+  if (v.nccl) {
+    c.backend = net::backend_kind::nccl;
+    c.devices = {device{device_type::cuda, 7}};  // the fake GPU's name, every rank's
+  }
   if (!v.nvme) return;
   c.offload = v.both ? offload_what::both : offload_what::optimizer;
   c.offload_to = offload_target::nvme;

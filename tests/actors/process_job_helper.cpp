@@ -9,7 +9,9 @@
 // MESH ("dp2.pp2.tp1"): the mesh spread over the WORLD processes (less any server processes of
 // its variant, process_job_config.hpp); default: dp = WORLD. Rank 0
 // also prints "PARAMS <hash>" of the final parameters. A "gpu:" variant puts every rank of its
-// process on a fake GPU and fails unless the layers ran there with the device's memory.
+// process on a fake GPU and fails unless the layers ran there with the device's memory; a
+// "gpunccl:" one (--backend nccl) fails unless its data-parallel groups reduced on the devices,
+// through Gloo standing for NCCL (gloo_device_engine.hpp).
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -21,7 +23,9 @@
 #include <vector>
 
 #include "actors/job/training_job.hpp"
+#include "actors/job/accelerators.hpp"
 #include "tests/actors/fake_device.hpp"
+#include "tests/actors/gloo_device_engine.hpp"
 #include "tests/actors/process_job_config.hpp"
 #include "tests/kernels/fake_gpu.hpp"
 
@@ -48,7 +52,8 @@ int main(int argc, char** argv) {
   }
   if (argc > 11) cfg.watchdog_seconds = std::atof(argv[11]);
   std::string variant_text = argc > 10 ? argv[10] : "";
-  const bool fake_gpu = troupe::test::take_variant(variant_text).fake_gpu;
+  const troupe::test::job_variant devices = troupe::test::take_variant(variant_text);
+  const bool fake_gpu = devices.fake_gpu;
   auto& p = cfg.process;
   p.index = std::atoi(argv[1]);
   cfg.mesh.processes = std::atoi(argv[2]) - cfg.server_processes;  // WORLD counts the server processes
@@ -63,17 +68,23 @@ int main(int argc, char** argv) {
   };
   troupe::job_extras extras;
   std::vector<std::shared_ptr<troupe::test::fake_device>> gpus;
+  const auto engine = std::make_shared<troupe::test::gloo_device_engine>();
   if (fake_gpu) {
     troupe::test::fake_ops();
     for (int r = 0; r < cfg.mesh.ranks(); ++r)
       gpus.push_back(std::make_shared<troupe::test::fake_device>(troupe::test::fake_gpu, true));
     extras.device_of = [gpus](int rank) -> std::shared_ptr<troupe::device_queue> { return gpus.at(static_cast<size_t>(rank)); };
+    cfg.devices = {troupe::test::fake_gpu};  // what every process knows of every rank's device
+    extras.device_collectives = engine;
   }
   try {
     const int matmuls = fake_gpu ? troupe::test::fake_ops().calls("matmul_forward") : 0;
     troupe::train_summary s = troupe::run_training(cfg, extras);
     if (fake_gpu && troupe::test::fake_ops().calls("matmul_forward") == matmuls)
       throw std::runtime_error("no layer ran on the fake GPU");
+    if (devices.nccl && cfg.mesh.dp > 1 && troupe::net::backend_built(troupe::net::backend_kind::gloo) &&
+        engine->joins() == 0)
+      throw std::runtime_error("no data-parallel group reduced its buckets on the fake GPUs");
     if (::testing::UnitTest::GetInstance()->ad_hoc_test_result().Failed())
       throw std::runtime_error("an op on the fake GPU got a pointer outside its memory (see stderr)");
     for (double l : s.losses) std::printf("LOSS %a\n", l);
