@@ -49,6 +49,9 @@ void check_modelled(const train_config& cfg, const model_spec& model) {
   if (cfg.consistency != consistency_model::none) refuse("parameter servers (--consistency)");
   if (model.kind == "mlp" && cfg.mesh.tp > 1) refuse("an MLP split over --tp");
   if (!cfg.user_schedule.stages.empty()) refuse("a schedule file (only the named schedules)");
+  // A GPU's attention keeps a log-sum-exp per row, not the scores, and runs at the GPU's speed.
+  for (const device& d : cfg.devices)
+    if (!d.is_cpu()) refuse("ranks on " + d.to_string() + " (the calibration measures this machine's CPU)");
 }
 
 double linear_forward(const machine_costs& m, double R, double out, double in) {

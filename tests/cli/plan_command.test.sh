@@ -50,4 +50,6 @@ msg=$("$troupe" train --forecast "$tmp/short.toml" --forecast-only 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "short.toml: \[machine\].calibrated_with: missing key\|machine.calibrated_with: missing key" <<<"$msg" || fail "short machine file: rc $rc: $msg"
 msg=$("$troupe" train --forecast "$tmp/cpu.toml" --forecast-only --dp 2 --zero 1 2>&1); rc=$?
 [ $rc -eq 2 ] && grep -q "the forecast does not model --zero 1" <<<"$msg" || fail "zero 1 forecast: rc $rc: $msg"
+msg=$("$troupe" train --forecast "$tmp/cpu.toml" --forecast-only --device cuda:0 2>&1); rc=$?
+[ $rc -eq 2 ] && grep -q "the forecast does not model ranks on cuda:0" <<<"$msg" || fail "gpu forecast: rc $rc: $msg"
 echo OK
