@@ -43,7 +43,7 @@ tensor device_ops::to_here(const tensor& x) const {
 }
 
 tensor device_ops::host_copy(const tensor& x) const {
-  tensor out = x.type() == dtype::f32 ? host_empty(x.shape()) : tensor::uninitialized(x.shape(), x.type(), device{});
+  tensor out = host_empty(x.shape(), x.type());
   copy(out, x);
   return out;
 }

@@ -36,9 +36,11 @@ class device_ops {
   }
   // The one copy every device implements: bytes between its memory and the host's, either way.
   virtual void copy_bytes(void* dst, const void* src, int64_t bytes) const = 0;
-  // Uninitialized f32 host memory this device copies to and from without waiting (pinned for a
+  // Uninitialized host memory this device copies to and from without waiting (pinned for a
   // GPU): where a device's values go on their way to the host.
-  virtual tensor host_empty(shape_t shape) const { return tensor::uninitialized(std::move(shape)); }
+  virtual tensor host_empty(shape_t shape, dtype type = dtype::f32) const {
+    return tensor::uninitialized(std::move(shape), type, device{});
+  }
   // Uninitialized, on where(), for outputs an op overwrites whole.
   tensor empty(shape_t shape, dtype type = dtype::f32) const;
   // Zero-filled, on where(), stream-ordered.
@@ -47,7 +49,7 @@ class device_ops {
   // A copy of x on where() (x itself when it is there already).
   tensor to_here(const tensor& x) const;
   // A copy of x (here) in host memory, stream-ordered: complete once the queue that ran this has
-  // completed. f32 goes to host_empty's memory (pinned for a GPU), so the copy needs no wait.
+  // completed. It goes to host_empty's memory (pinned for a GPU), so the copy needs no wait.
   tensor host_copy(const tensor& x) const;
   // Loss targets on where(), stream-ordered, as int32 in 4-byte storage (tensors have no integer
   // dtype): read through targets_of.

@@ -30,13 +30,17 @@ class gpu_ops final : public device_ops {
   void make_current() const override { TROUPE_CUDA_CHECK(cudaSetDevice(index_)); }
 
   void copy_bytes(void* dst, const void* src, int64_t bytes) const override {
+    if (bytes <= 0) return;
+    // From pageable host memory the driver may wait for the stream before it stages the bytes,
+    // which would hold the calling thread (a stage's) until the GPU gets there: staged into
+    // pinned memory here instead, the call returns at once.
+    if (pageable(src) && !pageable(dst)) return copy_from_pageable(dst, src, static_cast<size_t>(bytes), on());
     // Unified addressing: the runtime knows each pointer's device, so one call does every
-    // direction. From pageable host memory it returns once the bytes are staged.
-    if (bytes > 0)
-      TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, on()));
+    // direction.
+    TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, on()));
   }
-  tensor host_empty(shape_t shape) const override {
-    return tensor::uninitialized(std::move(shape), dtype::f32, pinned_host_allocator());
+  tensor host_empty(shape_t shape, dtype type) const override {
+    return tensor::uninitialized(std::move(shape), type, pinned_host_allocator());
   }
   void fill_zero(void* p, int64_t bytes) const override {
     if (bytes > 0) TROUPE_CUDA_CHECK(cudaMemsetAsync(p, 0, static_cast<size_t>(bytes), on()));

@@ -104,6 +104,16 @@ void require_device(int index) {
 // CUDA call may happen here, and none does: caching allocators only cache what they are given.
 void CUDART_CB release_source(void* handle) { delete static_cast<tensor*>(handle); }
 
+// Keeps t's storage until `stream` has run what was enqueued on it so far.
+void hold_until_done(const tensor& t, cudaStream_t stream) {
+  auto* keep = new tensor(t);
+  const cudaError_t e = cudaLaunchHostFunc(stream, release_source, keep);
+  if (e != cudaSuccess) {
+    delete keep;
+    check(e, "cudaLaunchHostFunc", __FILE__, __LINE__);
+  }
+}
+
 }  // namespace
 
 std::shared_ptr<caching_allocator> cuda_device_allocator(int index) {
@@ -133,13 +143,24 @@ tensor to_device(const tensor& src, const device& to, cudaStream_t stream) {
   // With unified addressing the runtime knows each pointer's device: one call for every
   // direction, including GPU to GPU.
   TROUPE_CUDA_CHECK(cudaMemcpyAsync(out.raw(), src.raw(), static_cast<size_t>(src.nbytes()), cudaMemcpyDefault, stream));
-  auto* keep = new tensor(src);
-  const cudaError_t e = cudaLaunchHostFunc(stream, release_source, keep);
-  if (e != cudaSuccess) {
-    delete keep;
-    check(e, "cudaLaunchHostFunc", __FILE__, __LINE__);
-  }
+  hold_until_done(src, stream);
   return out;
+}
+
+bool pageable(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();  // an unknown pointer: host memory CUDA never saw
+    return true;
+  }
+  return a.type == cudaMemoryTypeUnregistered;
+}
+
+void copy_from_pageable(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  tensor staging = tensor::uninitialized({static_cast<int64_t>((bytes + 3) / 4)}, dtype::f32, pinned_host_allocator());
+  std::memcpy(staging.raw(), src, bytes);
+  TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, staging.raw(), bytes, cudaMemcpyDefault, stream));
+  hold_until_done(staging, stream);
 }
 
 }  // namespace troupe::cuda

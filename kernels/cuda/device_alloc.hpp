@@ -32,4 +32,13 @@ std::shared_ptr<caching_allocator> pinned_host_allocator();
 // std::runtime_error for a device that is not there.
 tensor to_device(const tensor& src, const device& to, cudaStream_t stream);
 
+// True for host memory CUDA did not allocate or register (malloc's, the CPU allocator's): a copy
+// from it may make cudaMemcpyAsync wait for the stream.
+bool pageable(const void* p);
+// bytes from pageable host memory at src to dst (device or pinned memory), enqueued on `stream`
+// through a pinned staging buffer the bytes are copied into now, on the calling thread: src may
+// change or go once this returns, and the call never waits for the stream. The buffer goes back
+// to the pinned allocator's cache once the stream has passed the copy.
+void copy_from_pageable(void* dst, const void* src, size_t bytes, cudaStream_t stream);
+
 }  // namespace troupe::cuda

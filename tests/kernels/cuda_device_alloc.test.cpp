@@ -1,13 +1,22 @@
 // GPU memory (kernels/cuda/device_alloc.hpp) on a real device: tensors of every dtype go to a GPU
-// and back bit for bit, through pinned memory and between GPUs; the device's caching allocator
+// and back bit for bit, through pinned memory and between GPUs; a copy from pageable memory never
+// waits for the stream; the device's caching allocator
 // reuses a freed block; a zero-filled GPU tensor is zero; a missing GPU is a clear error. Without
 // a GPU the binary exits 77, which ctest shows as skipped.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <future>
+#include <thread>
 #include <utility>
+#include <vector>
 
+#include "kernels/cuda/cuda_device_ops.hpp"
 #include "kernels/cuda/device_alloc.hpp"
+#include "kernels/device_ops.hpp"
 
 using namespace troupe;
 
@@ -52,6 +61,49 @@ TEST(CudaDeviceAlloc, TheSourceMayBeDroppedBeforeTheCopyIsDone) {
   tensor back = cuda::to_device(dev, device{}, s);
   ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   EXPECT_EQ(back.to_vector(), sample(dtype::f32).to_vector());
+  cudaStreamDestroy(s);
+}
+
+// A copy from pageable memory onto a GPU whose stream is held (a host function waits on the
+// test): the device's copy returns while the stream is still held, having taken the bytes as they
+// were at the call, and the GPU gets exactly those once the stream goes on. A driver that waited
+// for the stream before staging pageable bytes would keep the copy from returning at all.
+namespace {
+struct gate {
+  std::atomic<bool> open{false};
+};
+void CUDART_CB wait_at(void* g) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);  // never hang the suite
+  while (!static_cast<gate*>(g)->open.load() && std::chrono::steady_clock::now() < until) std::this_thread::yield();
+}
+}  // namespace
+
+TEST(CudaDeviceAlloc, ACopyFromPageableMemoryReturnsWhileTheStreamIsHeldAndTakesTheBytesOfTheCall) {
+  cudaStream_t s = new_stream();
+  cuda::install_cuda_ops(0);
+  const device_ops& k = ops_for(gpu0);
+  std::vector<float> src(1 << 20);
+  for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+  const std::vector<float> want = src;
+  EXPECT_TRUE(cuda::pageable(src.data()));
+  tensor dev(shape_t{static_cast<int64_t>(src.size())}, dtype::f32, gpu0);
+  EXPECT_FALSE(cuda::pageable(dev.raw()));
+  EXPECT_FALSE(cuda::pageable(k.host_empty({4}).raw())) << "host_empty is pinned";
+  gate g;
+  ASSERT_EQ(cudaLaunchHostFunc(s, wait_at, &g), cudaSuccess);
+  auto copied = std::async(std::launch::async, [&] {
+    cuda::stream_guard on(s);
+    k.copy_floats(static_cast<float*>(dev.raw()), src.data(), static_cast<int64_t>(src.size()));
+  });
+  const bool returned = copied.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  EXPECT_TRUE(returned) << "the copy waited for the stream";
+  EXPECT_EQ(cudaStreamQuery(s), cudaErrorNotReady) << "the stream was to be held still";
+  std::fill(src.begin(), src.end(), -1.0f);  // after the call: the GPU must not see these
+  g.open = true;
+  copied.wait();
+  tensor back = cuda::to_device(dev, device{}, s);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(back.to_vector(), want);
   cudaStreamDestroy(s);
 }
 
