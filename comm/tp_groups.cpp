@@ -148,8 +148,8 @@ class device_member final : public tp_group {
     std::mutex mu;
     std::string aborted;
   };
-  device_member(std::shared_ptr<device_group_engine> e, std::string id, int rank, int size, int device,
-                std::shared_ptr<shared> group)
+  device_member(std::shared_ptr<device_group_engine> e, std::function<std::string()> id, int rank, int size,
+                int device, std::shared_ptr<shared> group)
       : engine_(std::move(e)), id_(std::move(id)), rank_(rank), size_(size), device_(device), group_(std::move(group)) {}
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -171,12 +171,12 @@ class device_member final : public tp_group {
         std::lock_guard<std::mutex> lock(group_->mu);
         if (!group_->aborted.empty()) throw std::runtime_error("tensor-parallel group aborted: " + group_->aborted);
       }
-      backend_ = engine_->join_in_stream(id_, rank_, size_, device_);
+      backend_ = engine_->join_in_stream(id_(), rank_, size_, device_);
     }
     return *backend_;
   }
   std::shared_ptr<device_group_engine> engine_;
-  std::string id_;
+  std::function<std::string()> id_;
   int rank_, size_, device_;
   std::shared_ptr<shared> group_;
   std::unique_ptr<group_backend> backend_;
@@ -218,8 +218,15 @@ std::vector<std::shared_ptr<tp_group>> make_device_tp_group(const std::shared_pt
   const int size = static_cast<int>(devices.size());
   std::vector<std::shared_ptr<tp_group>> out;
   for (int r = 0; r < size; ++r)
-    out.push_back(std::make_shared<device_member>(engine, id, r, size, devices[static_cast<size_t>(r)], group));
+    out.push_back(std::make_shared<device_member>(engine, [id] { return id; }, r, size,
+                                                  devices[static_cast<size_t>(r)], group));
   return out;
+}
+
+std::shared_ptr<tp_group> spanning_device_tp_member(std::shared_ptr<device_group_engine> engine,
+                                                    std::function<std::string()> id, int rank, int size, int device) {
+  return std::make_shared<device_member>(std::move(engine), std::move(id), rank, size, device,
+                                         std::make_shared<device_member::shared>());
 }
 
 void abort_local_tp_group(const std::shared_ptr<tp_group>& member, const std::string& why) {

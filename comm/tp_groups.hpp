@@ -1,10 +1,11 @@
 // The implementations of kernels/tp_group.hpp: ranks of one process meeting in memory
-// (local_tp_group), ranks of one process on accelerators (make_device_tp_group, over a
-// device_group_engine), and a member of a group that spans processes, over any
-// net::group_backend (the TCP ring or MPI). Both sum in the ring's order (troupe::ring): segment j is added up
+// (local_tp_group), ranks on accelerators (make_device_tp_group in one process,
+// spanning_device_tp_member across processes, over a device_group_engine), and a member of a
+// group that spans processes, over any net::group_backend (the TCP ring or MPI). Both sum in the ring's order (troupe::ring): segment j is added up
 // x[j+1] + x[j+2] + ... + x[j], so a job gives the same bits in one process as over the TCP ring.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -31,6 +32,11 @@ std::vector<std::shared_ptr<tp_group>> make_local_tp_group(int size, local_tp_op
 // (join_in_stream).
 std::vector<std::shared_ptr<tp_group>> make_device_tp_group(const std::shared_ptr<device_group_engine>& engine,
                                                             const std::vector<int>& devices);
+// Member `rank` of `size` of a group on accelerators that spans processes, on `device`: as
+// make_device_tp_group's, but the id comes from `id` when the member joins (the group's first
+// member made it; the others fetch it), so joining waits for that too.
+std::shared_ptr<tp_group> spanning_device_tp_member(std::shared_ptr<device_group_engine> engine,
+                                                    std::function<std::string()> id, int rank, int size, int device);
 
 // Ends every wait of the group's members (now and later) with `why`: the job is stopping. A
 // member on accelerators aborts its engine (every group the engine joined), and its peers that

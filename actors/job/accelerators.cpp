@@ -101,9 +101,8 @@ std::vector<device_group_choice> choose_on_axis(sched::axis axis, const device_e
     const auto g = static_cast<size_t>(mesh.group_index(axis, r));
     if (seen[g]) continue;
     seen[g] = true;
-    // Tensor parallelism on GPUs runs in one process (train_config's validate says so).
     const bool spans = mesh.group_spans_processes(axis, r);
-    if (size == 1 || (spans && (axis == sched::axis::tp || !across_processes))) continue;
+    if (size == 1 || (spans && !across_processes)) continue;
     std::vector<gpu_key> gpus;
     bool on_host = false;
     for (int m : mesh.group(axis, r)) {
@@ -135,19 +134,20 @@ std::vector<device_group_choice> choose_device_groups(const device_engines& engi
   if (axis != sched::axis::dp && axis != sched::axis::tp)
     throw std::invalid_argument("choose_device_groups: data- or tensor-parallel groups only");
   std::map<gpu_key, engagement> engaged;  // GPU -> the group whose exclusive engine (NCCL) it serves
-  std::vector<device_group_choice> tp = choose_on_axis(sched::axis::tp, engines, mesh, device_of, engaged, false);
+  std::vector<device_group_choice> tp =
+      choose_on_axis(sched::axis::tp, engines, mesh, device_of, engaged, across_processes);
   if (axis == sched::axis::tp) return tp;
   return choose_on_axis(sched::axis::dp, engines, mesh, device_of, engaged, across_processes);
 }
 
 void check_tp_groups_on_devices(const device_engines& engines, const sched::mesh& mesh,
-                                const std::function<device(int rank)>& device_of) {
+                                const std::function<device(int rank)>& device_of, bool across_processes) {
   if (mesh.tp == 1) return;
   std::vector<device_group_choice> choices;
   for (int g = 0; g < mesh.groups(sched::axis::tp); ++g) {
     int first = 0;
     while (mesh.group_index(sched::axis::tp, first) != g) ++first;
-    if (mesh.group_spans_processes(sched::axis::tp, first)) continue;
+    if (mesh.group_spans_processes(sched::axis::tp, first) && !across_processes) continue;
     std::string names;
     bool on_host = false, on_devices = false;
     for (int r : mesh.group(sched::axis::tp, first)) {
@@ -160,7 +160,7 @@ void check_tp_groups_on_devices(const device_engines& engines, const sched::mesh
     if (on_host)
       throw std::invalid_argument(which + " has ranks on the host and on accelerators: its layers sum their partial "
                                   "results where their values are, so give all of its ranks a GPU or none");
-    if (choices.empty()) choices = choose_device_groups(engines, mesh, device_of, sched::axis::tp);
+    if (choices.empty()) choices = choose_device_groups(engines, mesh, device_of, sched::axis::tp, across_processes);
     const device_group_choice& c = choices.at(static_cast<size_t>(g));
     if (!c.on_devices)
       throw std::invalid_argument(which + ": no engine sums its layers' partial results on those devices (" +

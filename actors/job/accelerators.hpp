@@ -40,9 +40,8 @@ bool device_groups_allowed(const train_config& cfg);
 
 // Where each group of the mesh along `axis` (data- or tensor-parallel) reduces, by group index
 // (mesh.group_index): through the first of `engines` that takes its members' devices, when every
-// member is on an accelerator (a data-parallel group that spans processes only when
-// across_processes, --backend nccl, and through an engine that spans them; a tensor-parallel one
-// never); else on the host, and `why`
+// member is on an accelerator (a group that spans processes only when across_processes,
+// --backend nccl, and through an engine that spans them); else on the host, and `why`
 // says what the engines refused when they did. An engine whose devices serve one group at most
 // (NCCL) is passed over for a group on a GPU an earlier group of that kind engaged; the
 // tensor-parallel groups choose first, since their collectives sit inside every layer's compute
@@ -61,9 +60,11 @@ std::vector<device_group_choice> choose_device_groups(const device_engines& engi
 // Throws std::invalid_argument naming the first tensor-parallel group of the mesh whose ranks are
 // on accelerators that no engine takes (its layers' collectives have no host path there: some
 // members on one GPU and some on another, with no engine for that), or that has ranks both on
-// the host and on accelerators. Groups across processes, or all on the host, pass.
+// the host and on accelerators. Groups all on the host pass, and so do groups across processes
+// unless across_processes (--backend nccl; without it train_config's validate refuses them on
+// accelerators).
 void check_tp_groups_on_devices(const device_engines& engines, const sched::mesh& mesh,
-                                const std::function<device(int rank)>& device_of);
+                                const std::function<device(int rank)>& device_of, bool across_processes = false);
 
 // The GPUs --device can name, for `troupe info`: "2 (cuda:0 NVIDIA H200, 140 GiB; cuda:1 ...)",
 // or "none (" and why: no device or driver, or a build without CUDA.

@@ -307,6 +307,7 @@ std::shared_ptr<tp_group> mesh_links::tp_of(int rank) {
     if (g.empty()) g = net::make_local_tp_group(m.tp, {args_.join_timeout_ms});
     return g.at(static_cast<size_t>(t));
   }
+  if (auto d = spanning_device_tp_member(id, t, m.group(sched::axis::tp, rank))) return d;
   return remote_group_member(id, t, m.tp, rank);
 }
 
@@ -336,14 +337,22 @@ std::shared_ptr<tp_group> mesh_links::remote_group_member(int id, int member, in
   return std::make_shared<remote_tp_member>(member, size, connected->get_future().share(), args_.join_timeout_ms);
 }
 
+const device_group_choice& mesh_links::tp_choice(int group) {
+  if (tp_choices_.empty()) {  // once for the mesh: the job checked it before it spawned anything
+    check_tp_groups_on_devices(args_.engines, plan_.mesh, args_.device_of, args_.devices_across_processes);
+    tp_choices_ =
+        choose_device_groups(args_.engines, plan_.mesh, args_.device_of, sched::axis::tp, args_.devices_across_processes);
+  }
+  return tp_choices_.at(static_cast<size_t>(group));
+}
+
 std::vector<std::shared_ptr<tp_group>> mesh_links::device_tp_group(int group, const std::vector<int>& ranks) {
   if (!args_.device_of) return {};
-  if (tp_choices_.empty()) {  // once for the mesh: the job checked it before it spawned anything
-    check_tp_groups_on_devices(args_.engines, plan_.mesh, args_.device_of);
-    tp_choices_ = choose_device_groups(args_.engines, plan_.mesh, args_.device_of, sched::axis::tp);
+  if (args_.device_of(ranks.front()).is_cpu()) {
+    tp_choice(group);  // the mesh's check, all the same
+    return {};
   }
-  if (args_.device_of(ranks.front()).is_cpu()) return {};
-  const device_group_choice& choice = tp_choices_.at(static_cast<size_t>(group));
+  const device_group_choice& choice = tp_choice(group);
   std::vector<int> indices;
   std::string names;
   for (int r : ranks) {
@@ -359,7 +368,7 @@ const device_group_choice* mesh_links::device_choice(int id, const std::vector<i
   if (args_.engines.empty() || !args_.device_of || !args_.dp_on_devices) return nullptr;
   if (device_choices_.empty())
     device_choices_ =
-        choose_device_groups(args_.engines, plan_.mesh, args_.device_of, sched::axis::dp, args_.dp_across_processes);
+        choose_device_groups(args_.engines, plan_.mesh, args_.device_of, sched::axis::dp, args_.devices_across_processes);
   std::string names;
   for (int r : ranks) names += (names.empty() ? "" : ",") + args_.device_of(r).to_string();
   const device_group_choice& choice = device_choices_.at(static_cast<size_t>(id));
@@ -394,6 +403,29 @@ namespace {
 const char* const kDeviceGroupIdKey = "device-group-id";
 }  // namespace
 
+std::function<std::string()> mesh_links::device_group_id_source(
+    int id, int member, const std::shared_ptr<net::device_group_engine>& engine) {
+  if (member == 0) {  // serves the group's store from now on, so serves() can publish its port
+    auto store = std::make_shared<net::kv_server>(args_.local_host, 0, args_.secret);
+    std::promise<uint16_t> port;
+    port.set_value(store->port());
+    leaders_.push_back({id, port.get_future().share()});
+    const std::string made = engine->make_id();
+    store->set(kDeviceGroupIdKey, std::vector<char>(made.begin(), made.end()));
+    return [store, made] { return made; };  // the store lives as long as the member
+  }
+  return [where = rendezvous_[id].future, member, secret = args_.secret, timeout = args_.join_timeout_ms] {
+    if (where.wait_for(std::chrono::milliseconds(timeout)) != std::future_status::ready)
+      throw net::net_error("the address of its device group's store did not arrive within " + std::to_string(timeout) +
+                           " ms");
+    const auto [host, port] = where.get();  // a broken promise: the job ended first
+    const std::unique_ptr<net::kv_store> store =
+        net::kv_connect(host, port, secret, static_cast<uint32_t>(member), timeout);
+    const std::vector<char> id = store->get(kDeviceGroupIdKey, timeout);
+    return std::string(id.begin(), id.end());
+  };
+}
+
 caf::actor mesh_links::spanning_device_member(int id, int member, const std::vector<int>& ranks) {
   const device_group_choice* choice = device_choice(id, ranks);
   if (!choice) return {};
@@ -403,30 +435,20 @@ caf::actor mesh_links::spanning_device_member(int id, int member, const std::vec
   a.device_engine = choice->engine;
   a.device_index = args_.device_of(ranks[static_cast<size_t>(member)]).index;
   a.rendezvous_timeout_ms = args_.join_timeout_ms;
-  const int timeout = args_.join_timeout_ms;
-  if (member == 0) {  // serves the group's store from now on, so serves() can publish its port
-    auto store = std::make_shared<net::kv_server>(args_.local_host, 0, args_.secret);
-    std::promise<uint16_t> port;
-    port.set_value(store->port());
-    leaders_.push_back({id, port.get_future().share()});
-    a.group_id = [store, engine = choice->engine] {
-      const std::string made = engine->make_id();
-      store->set(kDeviceGroupIdKey, std::vector<char>(made.begin(), made.end()));
-      return made;
-    };
-  } else {
-    a.group_id = [where = rendezvous_[id].future, member, secret = args_.secret, timeout] {
-      if (where.wait_for(std::chrono::milliseconds(timeout)) != std::future_status::ready)
-        throw net::net_error("the address of its device group's store did not arrive within " +
-                             std::to_string(timeout) + " ms");
-      const auto [host, port] = where.get();  // a broken promise: the job ended first
-      const std::unique_ptr<net::kv_store> store =
-          net::kv_connect(host, port, secret, static_cast<uint32_t>(member), timeout);
-      const std::vector<char> id = store->get(kDeviceGroupIdKey, timeout);
-      return std::string(id.begin(), id.end());
-    };
-  }
+  a.group_id = device_group_id_source(id, member, choice->engine);
   return spawn_member(std::move(a));
+}
+
+std::shared_ptr<tp_group> mesh_links::spanning_device_tp_member(int id, int member, const std::vector<int>& ranks) {
+  if (!args_.device_of || !args_.devices_across_processes || args_.device_of(ranks.front()).is_cpu()) return nullptr;
+  const int group = plan_.mesh.group_index(sched::axis::tp, ranks.front());
+  const device_group_choice& choice = tp_choice(group);
+  if (!choice.on_devices) throw std::logic_error("spanning_device_tp_member: the mesh's check let a group through");
+  const device d = args_.device_of(ranks[static_cast<size_t>(member)]);
+  spdlog::info("tensor-parallel group {} member {} ({}) sums its layers' partial results on the devices through {}, "
+               "across processes", group, member, d.to_string(), choice.engine->name());
+  return net::spanning_device_tp_member(choice.engine, device_group_id_source(id, member, choice.engine), member,
+                                        static_cast<int>(ranks.size()), d.index);
 }
 
 caf::actor mesh_links::spawn_member(net_collective_args a) {

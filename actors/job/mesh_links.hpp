@@ -58,14 +58,15 @@ struct mesh_links_args {
   std::vector<slow_link_spec> slow_links;  // rings of these mesh ranks send at a cap (fault injection)
   // Set: a data-parallel group in this process whose every rank is on an accelerator reduces
   // there (when dp_on_devices), through the first of these engines that takes those devices
-  // (choose_device_groups; a group across processes with dp_across_processes, through an engine
+  // (choose_device_groups; a group across processes with devices_across_processes, through an engine
   // that spans them, NCCL); otherwise through the host as above. A tensor-parallel group on accelerators always
   // does: its layers' values never leave them.
   // device_of gives a rank's device.
   device_engines engines;
   bool dp_on_devices = true;
-  // --backend nccl: a data-parallel group that spans processes reduces on its GPUs too.
-  bool dp_across_processes = false;
+  // --backend nccl: a data- or tensor-parallel group that spans processes reduces on its GPUs
+  // too.
+  bool devices_across_processes = false;
   std::function<device(int rank)> device_of;
 };
 
@@ -120,11 +121,22 @@ class mesh_links {
   // (published by serves(), like a ring's rendezvous), since the actor messages of
   // device_group's in-process exchange do not cross processes.
   caf::actor spanning_device_member(int id, int member, const std::vector<int>& ranks);
+  // Member `member` of tensor-parallel group `id`, which spans processes, on its accelerator
+  // through the engine chosen for it, the id as above; null where the group is on the host.
+  std::shared_ptr<tp_group> spanning_device_tp_member(int id, int member, const std::vector<int>& ranks);
+  // Where member `member` of process-spanning group `id` gets the group's id from: the first
+  // member makes it with `engine` now and serves it from a key-value store (published by
+  // serves()); the others fetch it from there once apply() says where that is.
+  std::function<std::string()> device_group_id_source(int id, int member,
+                                                      const std::shared_ptr<net::device_group_engine>& engine);
   // The in-process tensor-parallel group `group` (mesh.group_index) on its ranks' accelerators,
   // through its chosen engine; empty when its ranks are on the host. Throws
   // std::invalid_argument naming the group when its ranks are on accelerators and no engine takes
   // them (its layers' collectives have no host path there).
   std::vector<std::shared_ptr<tp_group>> device_tp_group(int group, const std::vector<int>& ranks);
+  // Where tensor-parallel group `group` (mesh.group_index) sums, the mesh's groups checked once
+  // (check_tp_groups_on_devices).
+  const device_group_choice& tp_choice(int group);
   // A member of process-spanning group `id` on the TCP ring, or on Gloo with args.gloo: the
   // group's first member listens (published by serves()), the others wait for its address from
   // apply().

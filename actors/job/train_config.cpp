@@ -235,12 +235,12 @@ void validate(const train_config& c) {
   if (c.kill_server >= 0 && c.consistency == consistency_model::none)
     bad("kill_server is a parameter server's fault: give --consistency bsp, ssp or asp");
   if (c.server_shards < 1) bad("server_shards must be >= 1, got " + std::to_string(c.server_shards));
-  // Over several processes a GPU's buckets and activations cross through host memory; a
-  // tensor-parallel group's sums, inside a layer, have no such path yet.
+  // Over several processes a GPU's buckets and activations may cross through host memory; a
+  // tensor-parallel group's sums, inside a layer, have no such path: they need NCCL.
   for (const device& d : c.devices)
-    if (!d.is_cpu() && c.mesh.processes > 1 && c.mesh.tp > 1)
-      bad("device " + d.to_string() + ": tensor parallelism on GPUs runs in a job of one process for now; this one "
-          "spans " + std::to_string(c.mesh.processes) + " (--nodes)");
+    if (!d.is_cpu() && c.mesh.processes > 1 && c.mesh.tp > 1 && c.backend != net::backend_kind::nccl)
+      bad("device " + d.to_string() + ": tensor parallelism on GPUs over " + std::to_string(c.mesh.processes) +
+          " processes (--nodes) sums its layers' partial results on the GPUs: give --backend nccl");
   if (c.server_processes > 0 && c.consistency == consistency_model::none)
     bad("--servers " + std::to_string(c.server_processes) +
         " starts processes of parameter servers: give --consistency bsp, ssp or asp");

@@ -105,7 +105,7 @@ mesh_links_args links_args(const train_config& cfg, int process, const std::stri
   if (std::any_of(cfg.devices.begin(), cfg.devices.end(), [](const device& d) { return !d.is_cpu(); })) {
     a.engines = engines.empty() ? gpu_group_engines() : engines;
     a.dp_on_devices = device_groups_allowed(cfg);
-    a.dp_across_processes = cfg.backend == net::backend_kind::nccl;
+    a.devices_across_processes = cfg.backend == net::backend_kind::nccl;
     a.device_of = [devices = cfg.devices](int rank) { return device_of_rank(devices, rank); };
   }
   a.mpi = std::move(mpi);

@@ -181,3 +181,31 @@ TEST(DeviceGroups, ATensorParallelGroupNoEngineTakesOrHalfOnTheHostIsRefusedByNa
   expect_refused({}, {gpu(0), gpu(1)}, "none was given");
   EXPECT_NO_THROW(check_tp_groups_on_devices({}, m, [](int) { return cpu; }));
 }
+
+// Across processes (a process per GPU, --backend nccl) a tensor-parallel group sums on its GPUs
+// through an engine that spans processes; one that only meets in a process is refused by name,
+// since the group's layers have no host path on GPUs. Without across_processes the check leaves
+// such groups to the config's own refusal.
+TEST(DeviceGroups, ATensorParallelGroupAcrossProcessesTakesAnEngineThatSpansThemOrIsRefusedByName) {
+  sched::mesh m = mesh_of(1, 1);
+  m.tp = 2;
+  m.processes = 2;
+  const std::vector<device> gpus = {gpu(0), gpu(0)};  // two machines' cuda:0, or --device cuda:0,cuda:1's
+  auto by_rank = [&](int r) { return gpus.at(static_cast<size_t>(r)); };
+  const auto local = fake(), spanning = fake();
+  spanning->set_spans_processes(true);
+  const auto tp = choose_device_groups({local, spanning}, m, by_rank, sched::axis::tp, true);
+  ASSERT_EQ(tp.size(), 1u);
+  EXPECT_TRUE(tp[0].on_devices);
+  EXPECT_EQ(tp[0].engine, spanning);
+  EXPECT_NO_THROW(check_tp_groups_on_devices({local, spanning}, m, by_rank, true));
+  EXPECT_NO_THROW(check_tp_groups_on_devices({local}, m, by_rank, false));
+  try {
+    check_tp_groups_on_devices({local}, m, by_rank, true);
+    FAIL() << "a group across processes took an engine of one process";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("joins the members of one process, and this group spans processes"),
+              std::string::npos)
+        << e.what();
+  }
+}

@@ -49,8 +49,11 @@ class gloo_device_engine final : public net::device_group_engine {
     ++joins_;
     return member;
   }
-  std::unique_ptr<net::group_backend> join_in_stream(const std::string&, int, int, int) override {
-    throw std::logic_error("gloo_device_engine: no tensor-parallel groups (they run in one process)");
+  // The fake GPU's values are written as its work runs, in the stage's calls (the helper's fake
+  // devices launch in the caller, as cuda_queue does), so a member in a stream meets the others
+  // as a plain one does.
+  std::unique_ptr<net::group_backend> join_in_stream(const std::string& id, int rank, int world, int device) override {
+    return join(id, rank, world, device);
   }
   // Gloo's waits end by its own timeout; the tests that use this engine do not fail jobs.
   void abort(const std::string&) override {}

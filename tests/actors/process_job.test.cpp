@@ -387,6 +387,17 @@ TEST(ProcessJob, GpuStagesWithBackendNcclReduceOnTheDevicesAcrossProcessesAndEqu
   expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {4}, "ncclgpt22z2", true, "gpunccl:zero2:");
 }
 
+// --backend nccl with tensor parallelism across processes (a process per GPU, as torchrun
+// launches): each tp group's sums run on the devices through the engine, joined from the stages'
+// threads with the id from the group's store; over 2 processes tp 2 alone, over 4 dp 2 x tp 2
+// (the replicas' buckets through the engine as well). The CPU's bits in one process.
+TEST(ProcessJob, GpuTensorParallelismWithBackendNcclAcrossProcessesEqualsTheCpuInOneProcessBitwise) {
+  if (!troupe::net::backend_built(troupe::net::backend_kind::nccl)) GTEST_SKIP() << "built without NCCL";
+  if (!troupe::net::backend_built(troupe::net::backend_kind::gloo)) GTEST_SKIP() << "built without Gloo (the engine)";
+  expect_mesh_over_processes_bitwise({1, 1, 2, 1}, {2}, "nccltp2", true, "gpunccl:");
+  expect_mesh_over_processes_bitwise({2, 1, 2, 1}, {4}, "nccldptp", true, "gpunccl:");
+}
+
 // The GPT (its activations and their gradients between processes), plain and with ZeRO-2 and
 // ZeRO-3 (the shards and, for ZeRO-3, the units gathered on the host) over 4 processes.
 TEST(ProcessJob, GpuGptPlainZeroTwoAndZeroThreeOverDpByPpAsFourProcessesEqualTheCpuInOneProcessBitwise) {

@@ -221,7 +221,7 @@ TEST_F(config_case, MatmulPrecisionIsReadFromTheFileAndAnUnknownOneIsNamed) {
 
 // Over several processes a GPU job's buckets and activations cross through host memory; a
 // tensor-parallel group's sums have no such path, so tp on GPUs is refused, naming the device.
-TEST(Validate, AGpuJobOverSeveralProcessesIsAcceptedAndWithTensorParallelismRefusedNamingTheDevice) {
+TEST(Validate, AGpuJobOverSeveralProcessesIsAcceptedAndWithTensorParallelismOnlyThroughNccl) {
   train_config c;
   c.devices = {device{device_type::cuda, 0}};
   c.mesh.dp = 2;
@@ -235,8 +235,14 @@ TEST(Validate, AGpuJobOverSeveralProcessesIsAcceptedAndWithTensorParallelismRefu
     FAIL() << "tensor parallelism on GPUs over two processes was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("cuda:0"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("tensor parallelism on GPUs runs in a job of one process"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("tensor parallelism on GPUs over 2 processes"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("give --backend nccl"), std::string::npos) << e.what();
+  }
+  c.backend = net::backend_kind::nccl;
+  if (net::backend_built(net::backend_kind::nccl)) {
+    EXPECT_NO_THROW(validate(c));
+  } else {
+    EXPECT_THROW(validate(c), std::invalid_argument) << "nccl in a build without it";
   }
 }
 

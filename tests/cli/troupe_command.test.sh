@@ -18,8 +18,8 @@ check "info names what reduces data-parallel groups on GPUs" 0 "^gpu data-parall
 check "info names what sums tensor-parallel groups on GPUs" 0 "^gpu tensor-parallel groups: (nccl \(|none \(troupe was built without CUDA\))" -- "$troupe" info
 check "a bad --device exits 2 naming it" 2 "--device: a device is cpu, cpu:K, cuda or cuda:N .*got \"gpu\"" -- \
   "$troupe" train --device gpu
-check "--device cuda with --tp over several processes is refused before any device opens" 2 \
-  "device cuda:0: tensor parallelism on GPUs runs in a job of one process for now; this one spans 2" -- \
+check "--device cuda with --tp over several processes without --backend nccl is refused before any device opens" 2 \
+  "device cuda:0: tensor parallelism on GPUs over 2 processes .* give --backend nccl" -- \
   "$troupe" train --model gpt --device cuda --tp 2 --nodes 2 --max-steps 1
 # One exit code for bad input, whoever finds it (CLI11, the table of tunables, the config reader).
 check "no subcommand exits 2" 2 "subcommand" -- "$troupe"
