@@ -22,10 +22,12 @@ void add_info_command(CLI::App& app, int& exit_code) {
     std::printf("gpus: %s\n", describe_accelerators().c_str());
     const device_engines engines = gpu_group_engines();
     std::printf("gpu data-parallel groups: %s\n",
-                engines.size() > 1 ? "nccl (replicas with a GPU each), the device's own ops (replicas sharing one GPU)"
+                engines.size() > 1 ? "nccl (replicas with a GPU each; across processes with --backend nccl), the device's "
+                                     "own ops (replicas sharing one GPU)"
                                    : "through the host (troupe was built without CUDA)");
     std::printf("gpu tensor-parallel groups: %s\n",
-                engines.size() > 1 ? "nccl (ranks with a GPU each), the device's own ops (ranks sharing one GPU)"
+                engines.size() > 1 ? "nccl (ranks with a GPU each; across processes with --backend nccl), the device's own "
+                                     "ops (ranks sharing one GPU)"
                                    : "none (troupe was built without CUDA)");
     exit_code = 0;
   });
