@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the GPU tests (bench/gpu/tests.list), the GPT step (bench/gpu/gpt_step.cpp) and troupe on this
+# Builds the GPU tests (bench/gpu/tests.list), the GPT step and the attention alone (bench/gpu/gpt_step.cpp,
+# attention_step.cpp) and troupe on this
 # (development) machine for bench/gpu/run.sh to run on a GPU machine that lacks the project's
 # dependencies: the binaries and the shared libraries they need that such a machine has no copy
 # of (OpenBLAS, CAF, spdlog, Cap'n Proto, liburing, CUDA's runtime...), in
@@ -13,7 +14,7 @@ cd "$(dirname "$0")/../.."
 # libraries would only make the pack larger.
 cmake -S . -B build-gpu-pack -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS=-march=x86-64-v3 -DTROUPE_WERROR=ON \
   -DCMAKE_DISABLE_FIND_PACKAGE_Gloo=ON -DCMAKE_DISABLE_FIND_PACKAGE_MPI=ON >/dev/null
-bins="$(grep -v "^#" bench/gpu/tests.list) bench/gpt_step_gpu troupe"
+bins="$(grep -v "^#" bench/gpu/tests.list) bench/gpt_step_gpu bench/attention_step_gpu troupe"
 # shellcheck disable=SC2086
 cmake --build build-gpu-pack -j "${TROUPE_JOBS:-2}" --target $(for b in $bins; do basename "$b"; done)
 # Staged, then one xz archive (.gpu-pack/pack.tar.xz): unpacked, the binaries and OpenBLAS

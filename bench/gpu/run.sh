@@ -10,7 +10,8 @@
 # data-parallel groups, ZeRO shards and tensor-parallel pairs over NCCL in the job);
 # the list is bench/gpu/tests.list; a GPU job over four processes (troupe train --nodes 4
 # --device cuda) against the same job on the CPU; then times troupe's GPT step against PyTorch's on the same GPU
-# (gpt_step.jsonl, and the ratios in the summary). Writes
+# (gpt_step.jsonl, and the ratios in the summary), and the attention alone against PyTorch's
+# (attention.jsonl). Writes
 # under $OUT (default ./gpu-out): gpu.txt (nvidia-smi), build.log, one NAME.log per test binary
 # (its full output), summary.txt (one line a test binary: passed, failed or skipped, and the gtest
 # totals, then each failed case). Exits non-zero when a test fails or nothing ran.
@@ -31,6 +32,7 @@ nvidia-smi >"$out/gpu.txt" 2>&1 || echo "nvidia-smi failed" >>"$out/gpu.txt"
 
 tests=$(grep -v "^#" bench/gpu/tests.list)
 step_bench=bench/gpt_step_gpu
+attention_bench=bench/attention_step_gpu
 cli=troupe
 
 # The CUDA libraries the binaries link (cuBLAS, NCCL): the toolkit's, or those of the Python
@@ -44,7 +46,7 @@ cuda_libs="$(lib_dir libcublas.so.13):$(lib_dir libnccl.so.2)"
 dir=""
 if cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTROUPE_WERROR=ON >"$out/build.log" 2>&1; then
   # shellcheck disable=SC2046
-  if cmake --build build-gpu -j "$(nproc)" --target $(for t in $tests $step_bench $cli; do basename "$t"; done) >>"$out/build.log" 2>&1; then
+  if cmake --build build-gpu -j "$(nproc)" --target $(for t in $tests $step_bench $attention_bench $cli; do basename "$t"; done) >>"$out/build.log" 2>&1; then
     dir=build-gpu
     echo "build: configured and built here (see build.log)" >>"$summary"
   else
@@ -157,6 +159,30 @@ for r in rows:
 PY
   else
     echo "gpt_step (PyTorch): FAILED (gpt_step.log)" >>"$summary"
+    status=1
+  fi
+fi
+# The attention alone against PyTorch's scaled_dot_product_attention on the same shape (GPT-2
+# small's: batch 8, T 1024, 12 heads of 64): forward and backward ms, one JSON line each.
+if [ -n "$dir" ]; then
+  bin=$dir/$attention_bench
+  [ -d "$dir/lib" ] && bin=$dir/$(basename "$attention_bench")
+  : >"$out/attention.jsonl"
+  if LD_LIBRARY_PATH="$dir/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" timeout 120 "$bin" >>"$out/attention.jsonl" 2>"$out/attention.log" &&
+    timeout 120 python3 bench/gpu/attention_torch.py >>"$out/attention.jsonl" 2>>"$out/attention.log"; then
+    python3 - "$out/attention.jsonl" >>"$summary" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ours = next(r for r in rows if r["peer"] == "troupe")
+print(f"attention (troupe fp32): forward {ours['fwd_ms']} ms, backward {ours['bwd_ms']} ms")
+for r in rows:
+    if r["peer"] == "pytorch":
+        print(f"attention ratio: troupe fp32 / PyTorch {r['version']} {r['precision']}: forward "
+              f"{ours['fwd_ms'] / r['fwd_ms']:.2f}, backward {ours['bwd_ms'] / r['bwd_ms']:.2f} "
+              f"(PyTorch {r['fwd_ms']} / {r['bwd_ms']} ms)")
+PY
+  else
+    echo "attention: FAILED (attention.log)" >>"$summary"
     status=1
   fi
 fi
