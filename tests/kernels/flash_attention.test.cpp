@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -27,6 +26,7 @@
 #include "kernels/pipeline_chunk.hpp"
 #include "tests/kernels/fake_gpu.hpp"
 #include "tests/kernels/flash_host.hpp"
+#include "tests/kernels/grad_check.hpp"
 
 namespace troupe {
 namespace {
@@ -40,14 +40,6 @@ struct shape {
            std::to_string(NH);
   }
 };
-
-vec random(size_t n, float lo, float hi, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  vec v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
 
 float max_abs(const vec& v) {
   float m = 0;
@@ -93,7 +85,7 @@ std::vector<double> log_sum_exp(const vec& qkv, const shape& s) {
 void check_forward(const shape& s, int rows, unsigned seed) {
   SCOPED_TRACE(s.name() + " rows " + std::to_string(rows));
   const int64_t hs = s.C / s.NH, C3 = 3 * s.C;
-  const vec qkv = random(static_cast<size_t>(s.B * s.T * C3), -2, 2, seed);
+  const vec qkv = test::random_values(s.B * s.T * C3, seed, -2, 2);
   vec out(static_cast<size_t>(s.B * s.T * s.C)), att(static_cast<size_t>(s.B * s.NH * s.T * s.T));
   ops::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
   vec fout(out.size(), NAN), lse(static_cast<size_t>(s.B * s.NH * s.T), NAN);
@@ -120,8 +112,8 @@ void check_forward(const shape& s, int rows, unsigned seed) {
 void check_backward(const shape& s, int rows, unsigned seed) {
   SCOPED_TRACE(s.name() + " rows " + std::to_string(rows));
   const int64_t C3 = 3 * s.C;
-  const vec qkv = random(static_cast<size_t>(s.B * s.T * C3), -2, 2, seed);
-  const vec dout = random(static_cast<size_t>(s.B * s.T * s.C), -1, 1, seed + 1);
+  const vec qkv = test::random_values(s.B * s.T * C3, seed, -2, 2);
+  const vec dout = test::random_values(s.B * s.T * s.C, seed + 1);
   vec out(static_cast<size_t>(s.B * s.T * s.C)), att(static_cast<size_t>(s.B * s.NH * s.T * s.T)), dqkv(qkv.size());
   ops::attention_forward(out.data(), att.data(), qkv.data(), s.B, s.T, s.C, s.NH);
   ops::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), s.B, s.T, s.C, s.NH);
