@@ -56,7 +56,7 @@ inline int rows_per_block(int64_t hs, int arrays, int scalars) {
   for (int rows : {32, 16, 8})
     if (shared_floats(rows, hs, arrays, scalars) * 4 <= 48 * 1024) return rows;
   throw std::invalid_argument("attention: head size " + std::to_string(hs) +
-                              " leaves no tile of rows within 48 KiB of shared memory (at most 250)");
+                              " leaves no tile of rows within 48 KiB of shared memory (at most 254)");
 }
 
 TROUPE_HD inline float dot(const float* a, const float* b, int64_t n) {
