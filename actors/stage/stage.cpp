@@ -113,8 +113,8 @@ bool receive(stage_state& s, const sched::action& a, bool is_grad) {
   return true;
 }
 
-// True once sent; false while a GPU's copy for a stage in another process is on its way to the
-// host (the send goes at the device's completion, like a compute action's results).
+// True once sent (a GPU's value for a stage in another process: once its copy to the host is
+// asked for; the message goes when the copy is there, and the stage goes on meanwhile).
 bool send(self_ptr self, const sched::action& a, bool is_grad) {
   auto& s = self->state;
   tensor t = take(s, is_grad ? s.grad_out : s.act_out, {a.microbatch, a.chunk},
@@ -130,15 +130,14 @@ bool send(self_ptr self, const sched::action& a, bool is_grad) {
     self->send(to, std::move(m));
     return true;
   }
-  auto host = std::make_shared<tensor>();
-  compute_parts c;
-  c.work = [t, host] { *host = ops_on(t).host_copy(t); };
-  c.finish = [self, to, m = std::move(m), host]() mutable {
-    m.value = std::move(*host);
+  // The link between processes reads host memory: the value leaves the GPU as a pinned copy,
+  // on the queue's copy stream, while the compute enqueued after it runs.
+  s.args.queue->stage_out(t, [to, m = std::move(m)](tensor host) mutable {
+    m.value = std::move(host);
     m.value.freeze();
-    self->send(to, std::move(m));
-  };
-  return run_compute(self, a, std::move(c));
+    caf::anon_send(to, std::move(m));
+  });
+  return true;
 }
 
 // Asks the dispenser which batch the replica's step `step` computes (once per step and run).

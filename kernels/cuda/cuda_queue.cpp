@@ -69,6 +69,24 @@ tensor cuda_queue::stage_in(const tensor& x) {
   return out;
 }
 
+void cuda_queue::stage_out(const tensor& x, std::function<void(tensor)> done) {
+  TROUPE_CUDA_CHECK(cudaSetDevice(gpu_));
+  cudaEvent_t computed = nullptr;
+  TROUPE_CUDA_CHECK(cudaEventCreateWithFlags(&computed, cudaEventDisableTiming));
+  const cudaError_t recorded = cudaEventRecord(computed, stream_);
+  const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(copy_stream_, computed, 0) : recorded;
+  (void)cudaEventDestroy(computed);  // the wait keeps what it needs of it
+  TROUPE_CUDA_CHECK(waited);
+  tensor host;
+  {
+    stream_guard on(copy_stream_);
+    host = to_device(x, device{}, copy_stream_);  // pinned; holds x until the copy is done
+  }
+  auto owned = std::make_unique<std::function<void()>>([host, done = std::move(done)]() mutable { done(host); });
+  TROUPE_CUDA_CHECK(cudaLaunchHostFunc(copy_stream_, run_done, owned.get()));
+  owned.release();  // run_done deletes it
+}
+
 void cuda_queue::enqueue(std::function<void()> work) { launch(work); }
 
 void cuda_queue::launch(const std::function<void()>& launch) {

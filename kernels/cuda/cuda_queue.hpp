@@ -3,7 +3,8 @@
 // before the GPU has run them. A completion is a host function on the same stream
 // (cudaLaunchHostFunc): the driver calls it once everything launched before has run. CUDA
 // forbids CUDA calls inside it, so `done` must only signal (the stage sends itself a message).
-// Inputs from the host come in on a second stream (stage_in), overlapping the compute. The header
+// Inputs from the host come in, and values bound for the host go out, on a second stream
+// (stage_in, stage_out), overlapping the compute. The header
 // names the streams by their opaque struct, so its users need no CUDA headers.
 #pragma once
 
@@ -32,6 +33,9 @@ class cuda_queue final : public device_queue {
   // copy stream's in the caching allocator, so it is written again only once every holder has
   // let go of it, and a holder keeps it until its last reader's completion.
   tensor stage_in(const tensor& x) override;
+  // On the copy stream, after an event on the queue's stream, into pinned memory; `done` runs as
+  // a host function on the copy stream once the copy is there, and x is held until then.
+  void stage_out(const tensor& x, std::function<void(tensor)> done) override;
   bool asynchronous() const override { return true; }
   device where() const override { return {device_type::cuda, gpu_}; }
   // The stream enqueued work launches on (cudaStream_t).
@@ -40,7 +44,7 @@ class cuda_queue final : public device_queue {
  private:
   int gpu_;
   CUstream_st* stream_ = nullptr;
-  CUstream_st* copy_stream_ = nullptr;  // host-to-device traffic (stage_in)
+  CUstream_st* copy_stream_ = nullptr;  // traffic between host and device (stage_in, stage_out)
 };
 
 }  // namespace troupe::cuda

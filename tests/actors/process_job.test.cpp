@@ -366,7 +366,7 @@ TEST(ProcessJob, ZeroThreeGptWithTheOptimizerOnNvmeOverDpByTpAsTwoProcessesEqual
 
 // GPU stages over processes (fake GPUs launching in the stages' calls, as cuda_queue does): the
 // data-parallel buckets cross through pinned host memory and the TCP rings; as 4 processes each
-// activation and its gradient leave a GPU as a host copy made on the stage's stream (the link
+// activation and its gradient leave a GPU as a host copy (device_queue::stage_out; the link
 // between processes reads host memory, and refuses a device tensor). The CPU's one-process
 // parameters bit for bit, its losses to rounding.
 TEST(ProcessJob, GpuStagesOverDpAndDpByPpAsTwoAndFourProcessesEqualTheCpuInOneProcessBitwise) {

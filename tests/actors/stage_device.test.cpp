@@ -46,6 +46,31 @@ std::vector<std::shared_ptr<fake_device>> devices_for(const train_config& cfg) {
 
 }  // namespace
 
+// device_queue::stage_out's stream-ordered default (what a fake GPU, and any queue without a copy
+// stream of its own, does): the copy sees what the work enqueued before it wrote, and its `done`
+// waits for the queue as a completion does, here while the fake holds its completions.
+TEST(StageOnAsynchronousDevice, AValueStagedOutIsWhatTheEarlierWorkWroteAndArrivesOnlyWithTheQueue) {
+  fake_ops();
+  fake_device gpu(fake_gpu);  // its work runs on its own thread, in order
+  const device_ops& k = ops_for(fake_gpu);
+  tensor x = k.empty({4});
+  gpu.enqueue([&] {
+    const std::vector<float> v{1, 2, 3, 4};
+    k.copy_floats(f32_out(x), v.data(), 4);
+  });
+  gpu.hold_completions();
+  std::promise<tensor> out;
+  gpu.stage_out(x, [&](tensor host) { out.set_value(std::move(host)); });
+  ASSERT_TRUE(gpu.wait_until_holding(std::chrono::seconds(10)));
+  auto arrived = out.get_future();
+  EXPECT_EQ(arrived.wait_for(std::chrono::milliseconds(200)), std::future_status::timeout) << "done came before the queue";
+  gpu.release_completions();
+  ASSERT_EQ(arrived.wait_for(std::chrono::seconds(10)), std::future_status::ready);
+  const tensor host = arrived.get();
+  EXPECT_TRUE(host.where().is_cpu());
+  EXPECT_EQ(host.to_vector(), (std::vector<float>{1, 2, 3, 4}));
+}
+
 TEST(StageOnAsynchronousDevice, OneSchedulerThreadStillAnswersWhileTheDeviceHoldsACompletionThenTheStepCompletes) {
   train_config cfg = tiny_mesh_config("mlp", "sgd", 1, 2, 1, 4);  // two stages, 1F1B, 4 microbatches
   cfg.max_steps = 2;

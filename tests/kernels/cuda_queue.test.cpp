@@ -1,17 +1,20 @@
 // cuda_queue on a GPU: when_done fires, from the driver's thread, only once what the work
 // launched has run: the 64 MiB memset and copy back to the host are complete when the
 // completion arrives, and completions come in the order they were asked for; inputs staged in on
-// its copy stream are complete for what its stream runs next. Without a device the binary exits
+// its copy stream are complete for what its stream runs next, and values staged out on it arrive
+// without waiting for what its stream runs after. Without a device the binary exits
 // 77 (skipped).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "kernels/cuda/check.hpp"
@@ -95,6 +98,41 @@ TEST(CudaQueue, StagedInputsAreTheCallsValuesAndTheQueuesStreamSeesThemComplete)
   ASSERT_EQ(done.get_future().wait_for(kPatience), std::future_status::ready);
   EXPECT_EQ(back, values);
   EXPECT_EQ(q.stage_in(on_gpu).raw(), on_gpu.raw()) << "a tensor on the device already is itself";
+}
+
+// stage_out: the copy to the host runs on the copy stream after what the queue's stream ran
+// before it, and does not wait for what that stream runs after: with the stream held by a host
+// function launched after the call, the copy still arrives, with the values written before.
+namespace {
+void CUDART_CB hold_until_open(void* open) {
+  const auto until = std::chrono::steady_clock::now() + kPatience;  // never hang the suite
+  while (!static_cast<std::atomic<bool>*>(open)->load() && std::chrono::steady_clock::now() < until)
+    std::this_thread::yield();
+}
+}  // namespace
+
+TEST(CudaQueue, AValueStagedOutArrivesWithTheValuesWrittenBeforeWhileTheStreamIsHeldAfter) {
+  const device_ops& k = cuda::install_cuda_ops(0);
+  cuda::cuda_queue q(0);
+  const int64_t n = int64_t{1} << 22;
+  std::vector<float> values(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = static_cast<float>(i % 977);
+  tensor x;
+  q.launch([&] {
+    x = k.empty({n});
+    k.copy_floats(f32_out(x), values.data(), n);
+  });
+  std::promise<tensor> out;
+  q.stage_out(x, [&](tensor host) { out.set_value(std::move(host)); });
+  std::atomic<bool> open{false};
+  ASSERT_EQ(cudaLaunchHostFunc(q.stream(), hold_until_open, &open), cudaSuccess);
+  auto arrived = out.get_future();
+  const bool while_held = arrived.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  open = true;
+  ASSERT_TRUE(while_held) << "the copy out waited for work launched after it";
+  const tensor host = arrived.get();
+  EXPECT_TRUE(host.where().is_cpu());
+  EXPECT_EQ(host.to_vector(), values);
 }
 
 #define TROUPE_GPU_TEST_BINARY "kernels_cuda_queue_test"
