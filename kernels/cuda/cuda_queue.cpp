@@ -22,6 +22,16 @@ void CUDART_CB run_done(void* p) noexcept {
   (*done)();
 }
 
+// What `waits` runs from now on comes after what `first` was given so far (an event between them).
+void wait_for(cudaStream_t waits, cudaStream_t first) {
+  cudaEvent_t reached = nullptr;
+  TROUPE_CUDA_CHECK(cudaEventCreateWithFlags(&reached, cudaEventDisableTiming));
+  const cudaError_t recorded = cudaEventRecord(reached, first);
+  const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(waits, reached, 0) : recorded;
+  (void)cudaEventDestroy(reached);  // the wait keeps what it needs of it
+  TROUPE_CUDA_CHECK(waited);
+}
+
 }  // namespace
 
 cuda_queue::cuda_queue(int gpu) : gpu_(gpu) {
@@ -59,24 +69,14 @@ tensor cuda_queue::stage_in(const tensor& x) {
     stream_guard on(copy_stream_);  // the result's block: the copy stream's
     out = to_device(pinned, where(), copy_stream_);  // holds the pinned copy until it is done
   }
-  cudaEvent_t copied = nullptr;
-  TROUPE_CUDA_CHECK(cudaEventCreateWithFlags(&copied, cudaEventDisableTiming));
-  const cudaError_t recorded = cudaEventRecord(copied, copy_stream_);
-  const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(stream_, copied, 0) : recorded;
-  (void)cudaEventDestroy(copied);  // the wait keeps what it needs of it
-  TROUPE_CUDA_CHECK(waited);
+  wait_for(stream_, copy_stream_);
   out.freeze();
   return out;
 }
 
 void cuda_queue::stage_out(const tensor& x, std::function<void(tensor)> done) {
   TROUPE_CUDA_CHECK(cudaSetDevice(gpu_));
-  cudaEvent_t computed = nullptr;
-  TROUPE_CUDA_CHECK(cudaEventCreateWithFlags(&computed, cudaEventDisableTiming));
-  const cudaError_t recorded = cudaEventRecord(computed, stream_);
-  const cudaError_t waited = recorded == cudaSuccess ? cudaStreamWaitEvent(copy_stream_, computed, 0) : recorded;
-  (void)cudaEventDestroy(computed);  // the wait keeps what it needs of it
-  TROUPE_CUDA_CHECK(waited);
+  wait_for(copy_stream_, stream_);
   tensor host;
   {
     stream_guard on(copy_stream_);
