@@ -2,9 +2,10 @@
 // between GPUs), for the collective actor that drives one member of a data-parallel group, or the
 // stage whose layers call a tensor-parallel one. A group is made in two moves, as NCCL's own are:
 // its first member makes an id, which travels to the others as plain bytes (an actor message, or,
-// across processes, the group's key-value store), and then every member joins with it. A joined member is a group_backend
-// whose pointers are the device's memory; join's calls return once their result is in place, so
-// only the member's own thread ever waits for the device; join_in_stream's are stream-ordered.
+// across processes, the group's key-value store), and then every member joins with it. A joined
+// member is a group_backend whose pointers are the device's memory; join's calls return once
+// their result is in place, so only the member's own thread ever waits for the device;
+// join_in_stream's are stream-ordered.
 // No CAF here.
 #pragma once
 

@@ -1,8 +1,9 @@
 // The implementations of kernels/tp_group.hpp: ranks of one process meeting in memory
 // (local_tp_group), ranks on accelerators (make_device_tp_group in one process,
 // spanning_device_tp_member across processes, over a device_group_engine), and a member of a
-// group that spans processes, over any net::group_backend (the TCP ring or MPI). Both sum in the ring's order (troupe::ring): segment j is added up
-// x[j+1] + x[j+2] + ... + x[j], so a job gives the same bits in one process as over the TCP ring.
+// group that spans processes, over any net::group_backend (the TCP ring or MPI). Both sum in the
+// ring's order (troupe::ring): segment j is added up x[j+1] + x[j+2] + ... + x[j], so a job gives
+// the same bits in one process as over the TCP ring.
 #pragma once
 
 #include <functional>

@@ -79,6 +79,24 @@ TROUPE_HD void load_keys(const Block& blk, float* k, float* v, const float* base
   });
 }
 
+// The tile of queries from t0 into the block's q and dy rows, with their log-sum-exps and D
+// (zeros past T; D from `D`, or 0 where it is still to be summed: D null), one row a thread.
+template <class Block>
+TROUPE_HD void load_queries(const Block& blk, float* q, float* dy, float* ls, float* dd, const float* base,
+                            const float* dout, const float* lse, const float* D, dims d, int64_t bh, int64_t t0) {
+  const int64_t hs = d.hs(), P = pitch(hs), C3 = 3 * d.C, b = bh / d.NH, h = bh % d.NH;
+  blk.each([&](int64_t r) {
+    const int64_t t = t0 + r;
+    const bool in = t < d.T;
+    for (int64_t i = 0; i < hs; ++i) {
+      q[r * P + i] = in ? base[t * C3 + i] : 0.0f;
+      dy[r * P + i] = in ? dout[(b * d.T + t) * d.C + h * hs + i] : 0.0f;
+    }
+    ls[r] = in ? lse[bh * d.T + t] : 0.0f;
+    dd[r] = in && D ? D[bh * d.T + t] : 0.0f;
+  });
+}
+
 // Forward for query tile `tile` of head bh = b * NH + h: out (B, T, C) and lse (B * NH, T),
 // P_tj = exp(scale q_t . k_j - lse_t) for j <= t.
 template <class Block>
@@ -141,15 +159,9 @@ TROUPE_HD void query_grad_block(const Block& blk, float* smem, float* dqkv, floa
   float *q = smem, *dy = q + R * P, *dq = dy + R * P, *k = dq + R * P, *v = k + R * P, *ls = v + R * P,
         *dd = ls + R;
   const float scale = 1.0f / sqrtf(static_cast<float>(hs));
+  load_queries(blk, q, dy, ls, dd, base, dout, lse, nullptr, d, bh, t0);
   blk.each([&](int64_t r) {
-    const int64_t t = t0 + r;
-    for (int64_t i = 0; i < hs; ++i) {
-      q[r * P + i] = t < d.T ? base[t * C3 + i] : 0.0f;
-      dy[r * P + i] = t < d.T ? dout[(b * d.T + t) * d.C + h * hs + i] : 0.0f;
-      dq[r * P + i] = 0.0f;
-    }
-    ls[r] = t < d.T ? lse[bh * d.T + t] : 0.0f;
-    dd[r] = 0.0f;
+    for (int64_t i = 0; i < hs; ++i) dq[r * P + i] = 0.0f;
   });
   // Pass 0 sums D, pass 1 the query gradient dq_t = scale sum_j P_tj (dP_tj - D_t) k_j.
   for (int pass = 0; pass < 2; ++pass)
@@ -191,26 +203,14 @@ TROUPE_HD void key_grad_block(const Block& blk, float* smem, float* dqkv, const 
   float *k = smem, *v = k + R * P, *dk = v + R * P, *dv = dk + R * P, *q = dv + R * P, *dy = q + R * P,
         *ls = dy + R * P, *dd = ls + R;
   const float scale = 1.0f / sqrtf(static_cast<float>(hs));
+  load_keys(blk, k, v, base, d, j0);  // this block's own keys, for its whole walk
   blk.each([&](int64_t r) {
-    const int64_t j = j0 + r;
-    for (int64_t i = 0; i < hs; ++i) {
-      k[r * P + i] = j < d.T ? base[j * C3 + d.C + i] : 0.0f;
-      v[r * P + i] = j < d.T ? base[j * C3 + 2 * d.C + i] : 0.0f;
-      dk[r * P + i] = dv[r * P + i] = 0.0f;
-    }
+    for (int64_t i = 0; i < hs; ++i) dk[r * P + i] = dv[r * P + i] = 0.0f;
   });
   const int64_t tiles = (d.T + R - 1) / R;
   for (int64_t qt = tile; qt < tiles; ++qt) {  // causal: no query before the tile's first key
     const int64_t t0 = qt * R;
-    blk.each([&](int64_t r) {
-      const int64_t t = t0 + r;
-      for (int64_t i = 0; i < hs; ++i) {
-        q[r * P + i] = t < d.T ? base[t * C3 + i] : 0.0f;
-        dy[r * P + i] = t < d.T ? dout[(b * d.T + t) * d.C + h * hs + i] : 0.0f;
-      }
-      ls[r] = t < d.T ? lse[bh * d.T + t] : 0.0f;
-      dd[r] = t < d.T ? D[bh * d.T + t] : 0.0f;
-    });
+    load_queries(blk, q, dy, ls, dd, base, dout, lse, D, d, bh, t0);
     blk.each([&](int64_t r) {
       const int64_t j = j0 + r;
       if (j >= d.T) return;

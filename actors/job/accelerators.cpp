@@ -55,10 +55,6 @@ rank_devices open_rank_devices(const train_config& cfg, const std::vector<int>& 
   };
 }
 
-bool device_groups_allowed(const train_config& cfg) {
-  return cfg.zero <= 2 && optimizer_offload(cfg) == offload_target::none && params_offload(cfg) == offload_target::none;
-}
-
 namespace {
 
 // A GPU an exclusive engine's group engaged: the group's axis and index, for the reason given to

@@ -33,11 +33,6 @@ using device_engines = std::vector<std::shared_ptr<net::device_group_engine>>;
 // (its join_in_stream enqueues on the stage's stream: kernels/cuda's current_stream).
 device_engines gpu_group_engines();
 
-// Whether a job's settings let its data-parallel groups reduce on their devices: plain data
-// parallelism, and ZeRO 1 and 2 without offload (their shards then live on the devices too). An
-// offloaded shard and ZeRO-3's gathered units live on the host, so their buckets meet there.
-bool device_groups_allowed(const train_config& cfg);
-
 // Where each group of the mesh along `axis` (data- or tensor-parallel) reduces, by group index
 // (mesh.group_index): through the first of `engines` that takes its members' devices, when every
 // member is on an accelerator (a group that spans processes only when across_processes,

@@ -58,9 +58,9 @@ struct mesh_links_args {
   std::vector<slow_link_spec> slow_links;  // rings of these mesh ranks send at a cap (fault injection)
   // Set: a data-parallel group in this process whose every rank is on an accelerator reduces
   // there (when dp_on_devices), through the first of these engines that takes those devices
-  // (choose_device_groups; a group across processes with devices_across_processes, through an engine
-  // that spans them, NCCL); otherwise through the host as above. A tensor-parallel group on accelerators always
-  // does: its layers' values never leave them.
+  // (choose_device_groups; a group across processes with devices_across_processes, through an
+  // engine that spans them, NCCL); otherwise through the host as above. A tensor-parallel group on
+  // accelerators always does: its layers' values never leave them.
   // device_of gives a rank's device.
   device_engines engines;
   bool dp_on_devices = true;

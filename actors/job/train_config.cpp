@@ -210,7 +210,7 @@ void validate(const train_config& c) {
       bool on_gpus = !c.devices.empty();
       for (const device& d : c.devices) on_gpus = on_gpus && !d.is_cpu();
       if (!on_gpus) bad("backend nccl reduces on GPUs: give every rank one (--device cuda, or a cuda:N list)");
-      if (c.zero >= 3 || optimizer_offload(c) != offload_target::none || params_offload(c) != offload_target::none)
+      if (!device_groups_allowed(c))
         bad("backend nccl: " + std::string(c.zero >= 3 ? "ZeRO-3" : "offloading") +
             " keeps the shard on the host, so its groups reduce there; use --backend tcp, mpi or gloo");
     }
@@ -336,6 +336,10 @@ const char* to_string(offload_what w) {
 
 offload_target params_offload(const train_config& c) {
   return c.offload == offload_what::params || c.offload == offload_what::both ? c.offload_to : offload_target::none;
+}
+
+bool device_groups_allowed(const train_config& cfg) {
+  return cfg.zero <= 2 && optimizer_offload(cfg) == offload_target::none && params_offload(cfg) == offload_target::none;
 }
 
 offload_target optimizer_offload(const train_config& c) {

@@ -232,6 +232,10 @@ offload_target optimizer_offload(const train_config& cfg);
 // nvme. In fp32 training the segments are the optimizer's master copy, so it moves with them; the
 // optimizer's state stays where optimizer_offload says.
 offload_target params_offload(const train_config& cfg);
+// Whether a job's settings let its data-parallel groups reduce on their devices: plain data
+// parallelism, and ZeRO 1 and 2 without offload (their shards then live on the devices too). An
+// offloaded shard and ZeRO-3's gathered units live on the host, so their buckets meet there.
+bool device_groups_allowed(const train_config& cfg);
 
 // Held-out evaluation: which samples, and how many go through one forward pass. The samples are
 // the first eval_max_batches x eval_batch_size of the held-out set (all of it when
