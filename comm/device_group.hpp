@@ -9,13 +9,31 @@
 // No CAF here.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "comm/collective_backend.hpp"
 
 namespace troupe::net {
+
+// One direction of a pipeline link between two accelerators in different processes (NCCL send
+// and receive between the two GPUs): what the sending end sends, the receiving end receives, in
+// the order sent. Each call enqueues the transfer on the link's own stream and returns; `done`
+// runs once the bytes have left (send: the buffer may be reused) or arrived (recv), with the
+// engine's reason when the link failed instead, from any thread, and must only signal (send a
+// message). One direction per link, because a send is matched with the receive posted in the same
+// place of the peer's order: two ends that both sent first would wait for each other.
+class device_link {
+ public:
+  using done_fn = std::function<void(std::optional<std::string> error)>;
+  virtual ~device_link() = default;
+  virtual void send(const void* data, size_t bytes, done_fn done) = 0;
+  virtual void recv(void* data, size_t bytes, done_fn done) = 0;
+};
 
 class device_group_engine {
  public:
@@ -44,6 +62,13 @@ class device_group_engine {
   // whose members meet on the host waits for the caller's stream and for its peers (the stage's
   // thread waits then, as a CPU stage's does for its tensor-parallel peers).
   virtual std::unique_ptr<group_backend> join_in_stream(const std::string& id, int rank, int world, int device) = 0;
+  // One end of a link between two accelerators (device_link), made as a group of two is: the
+  // sending end makes the id and is member 0. Collective: returns once both ends have joined.
+  // Null from an engine that has no links (its members meet in one process, where tensors pass
+  // by handle).
+  virtual std::unique_ptr<device_link> join_link(const std::string& /*id*/, bool /*sender*/, int /*device*/) {
+    return nullptr;
+  }
   // Ends every wait of every member it joined so far, now and later, with net_error naming
   // `why`: the job has failed, and a peer it waits for may never come. From any thread. Groups
   // joined afterwards (a restarted job's) are not affected.

@@ -32,6 +32,7 @@ ncclDataType_t nccl_type(element_type t) {
     case element_type::f32: return ncclFloat32;
     case element_type::bf16: return ncclBfloat16;
     case element_type::f16: return ncclFloat16;
+    case element_type::u8: return ncclUint8;
   }
   throw std::invalid_argument("nccl: unknown element type");
 }
@@ -98,7 +99,15 @@ void per_segment(ncclComm_t comm, void* data, int64_t n, int world, element_type
 
 }  // namespace
 
-size_t size_of(element_type t) { return t == element_type::f32 ? 4 : 2; }
+size_t size_of(element_type t) {
+  switch (t) {
+    case element_type::f32: return 4;
+    case element_type::bf16:
+    case element_type::f16: return 2;
+    case element_type::u8: return 1;
+  }
+  return 1;
+}
 
 nccl_id make_nccl_id() {
   ncclUniqueId raw;
@@ -213,6 +222,12 @@ void nccl_group::synchronize(cudaStream_t stream) {
   check(e, "cudaStreamSynchronize");
 }
 
+std::optional<std::string> nccl_group::aborted_why() const {
+  std::lock_guard<std::mutex> lock(why_mu_);
+  if (!aborted_) return std::nullopt;
+  return why_;
+}
+
 void nccl_group::abort(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(why_mu_);
@@ -296,6 +311,50 @@ class nccl_stream_member final : public group_backend {
 
 namespace {
 
+// One direction of a pipeline pair: member 0 sends, member 1 receives, on the link's own stream,
+// so a transfer waits for nothing but its peer. Completion is a host function on that stream;
+// an abort lets the stream run on, so the function checks the group and reports it.
+class nccl_link final : public device_link {
+ public:
+  nccl_link(std::shared_ptr<nccl_group> g, bool sender) : g_(std::move(g)), peer_(sender ? 1 : 0) {
+    on_device here(g_->device());
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  }
+  ~nccl_link() override {
+    if (stream_) cudaStreamDestroy(stream_);  // returns at once; what is pending still completes
+  }
+  nccl_link(const nccl_link&) = delete;
+  nccl_link& operator=(const nccl_link&) = delete;
+  void send(const void* data, size_t bytes, done_fn done) override {
+    g_->send(data, static_cast<int64_t>(bytes), element_type::u8, peer_, stream_);
+    when_done(std::move(done));
+  }
+  void recv(void* data, size_t bytes, done_fn done) override {
+    g_->recv(data, static_cast<int64_t>(bytes), element_type::u8, peer_, stream_);
+    when_done(std::move(done));
+  }
+
+ private:
+  struct pending {
+    done_fn done;
+    std::shared_ptr<nccl_group> group;
+  };
+  static void CUDART_CB finished(void* p) {
+    std::unique_ptr<pending> w(static_cast<pending*>(p));
+    w->done(w->group->aborted_why());
+  }
+  void when_done(done_fn done) {
+    on_device here(g_->device());
+    auto w = std::make_unique<pending>(pending{std::move(done), g_});
+    check(cudaLaunchHostFunc(stream_, &nccl_link::finished, w.get()), "cudaLaunchHostFunc");
+    w.release();  // finished() owns it now
+  }
+
+  std::shared_ptr<nccl_group> g_;
+  int peer_;
+  cudaStream_t stream_ = nullptr;
+};
+
 class nccl_engine_impl final : public device_group_engine {
  public:
   explicit nccl_engine_impl(std::function<cudaStream_t()> caller_stream) : caller_stream_(std::move(caller_stream)) {}
@@ -328,6 +387,9 @@ class nccl_engine_impl final : public device_group_engine {
     if (!caller_stream_)
       throw std::logic_error("nccl engine: made without a way to find the caller's stream (nccl_engine's argument)");
     return std::make_unique<nccl_stream_member>(made(id, rank, world, device), caller_stream_);
+  }
+  std::unique_ptr<device_link> join_link(const std::string& id, bool sender, int device) override {
+    return std::make_unique<nccl_link>(made(id, sender ? 0 : 1, 2, device), sender);
   }
 
  private:

@@ -23,6 +23,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "comm/collective_backend.hpp"
@@ -39,7 +40,8 @@ nccl_id make_nccl_id();
 std::string to_bytes(const nccl_id& id);
 nccl_id nccl_id_from_bytes(const std::string& bytes);
 
-enum class element_type { f32, bf16, f16 };
+// u8: plain bytes, for point to point only (a pipeline link moves any dtype as bytes).
+enum class element_type { f32, bf16, f16, u8 };
 size_t size_of(element_type t);
 
 class nccl_group {
@@ -74,6 +76,8 @@ class nccl_group {
   // From any thread, as a watchdog would, while another is inside an operation or synchronize()
   // (ncclCommAbort is made for that); the communicator is not touched again afterwards.
   void abort(const std::string& why = "aborted");
+  // Why the group was aborted; nullopt while it is live.
+  std::optional<std::string> aborted_why() const;
 
  private:
   void live(const char* call) const;  // throws net_error once aborted
@@ -93,7 +97,9 @@ std::unique_ptr<group_backend> nccl_backend(std::shared_ptr<nccl_group> group);
 // NCCL as the job's engine for groups on GPUs: its id is nccl_id's bytes, a joined member is
 // nccl_backend over an nccl_group (join_in_stream's enqueues on caller_stream(), the calling
 // thread's current stream, and returns), it refuses a group with two members on one GPU, and its
-// abort aborts every communicator it made. Without caller_stream, join_in_stream throws.
+// abort aborts every communicator it made. Without caller_stream, join_in_stream throws. Its links
+// (join_link) are communicators of two, one per direction of a pipeline pair, each with a stream
+// of its own, as PyTorch's pairwise send/recv communicators are.
 std::shared_ptr<device_group_engine> nccl_engine(std::function<cudaStream_t()> caller_stream = {});
 
 }  // namespace troupe::net

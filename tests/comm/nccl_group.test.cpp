@@ -8,7 +8,10 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <future>
 #include <memory>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -254,6 +257,53 @@ TEST(NcclGroup, TheEnginesMembersJoinWithOneIdAndAllReduceTheirDevicesFloats) {
     EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "member " << r;
     ASSERT_EQ(got[static_cast<size_t>(r)].size(), 10u) << "member " << r;
     for (int64_t i = 0; i < 10; ++i) EXPECT_EQ(got[static_cast<size_t>(r)][static_cast<size_t>(i)], reduced(world, i, reduce_op::sum));
+  }
+}
+
+// The engine's links, one per direction of a pipeline pair, each end on its own thread: both ends
+// send before they receive (1F1B's steady state: an activation forward while a gradient comes
+// back), which over one communicator would wait forever; every byte of both arrives, and each
+// completion comes back as a callback.
+TEST(NcclGroup, TheEnginesLinksCarryBothDirectionsOfAPipelinePairAtOnce) {
+  const int world = device_count();
+  if (world < 2) GTEST_SKIP() << "NCCL takes one member per GPU: a link needs 2 GPUs, the machine has " << world;
+  const std::shared_ptr<device_group_engine> engine = nccl_engine();
+  const std::string forward_id = engine->make_id(), backward_id = engine->make_id();
+  const int64_t n = 3 << 20;  // bytes: far above NCCL's eager buffers, so a send waits for its receive
+  std::vector<std::vector<float>> got(2);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> threads;
+  for (int end = 0; end < 2; ++end)
+    threads.emplace_back([&, end] {
+      try {
+        // End 0 sends forward and receives backward; end 1 the other way round. Both join the
+        // forward link first (a join returns once both ends are in), then the backward one.
+        std::unique_ptr<device_link> out, in;
+        if (end == 0) {
+          out = engine->join_link(forward_id, true, 0);
+          in = engine->join_link(backward_id, false, 0);
+        } else {
+          in = engine->join_link(forward_id, false, 1);
+          out = engine->join_link(backward_id, true, 1);
+        }
+        ASSERT_TRUE(out && in);
+        cudaSetDevice(end);
+        device_buffer mine(input(end, 2, n / 4), element_type::f32), theirs(std::vector<float>(n / 4, 0.0f), element_type::f32);
+        std::promise<std::optional<std::string>> sent, received;
+        out->send(mine.p, static_cast<size_t>(n), [&](std::optional<std::string> e) { sent.set_value(e); });
+        in->recv(theirs.p, static_cast<size_t>(n), [&](std::optional<std::string> e) { received.set_value(e); });
+        const auto s = sent.get_future().get(), r = received.get_future().get();
+        if (s) throw std::runtime_error("send: " + *s);
+        if (r) throw std::runtime_error("recv: " + *r);
+        got[static_cast<size_t>(end)] = theirs.to_host();
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(end)] = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int end = 0; end < 2; ++end) {
+    EXPECT_EQ(errors[static_cast<size_t>(end)], "") << "end " << end;
+    EXPECT_EQ(got[static_cast<size_t>(end)], input(1 - end, 2, n / 4)) << "end " << end << " got the other's floats";
   }
 }
 
