@@ -68,6 +68,10 @@ struct mesh_links_args {
   // too.
   bool devices_across_processes = false;
   std::function<device(int rank)> device_of;
+  // Set: whether rank `from`'s pipeline tensors reach rank `to`, in another process, over a link
+  // between their devices (pipeline_on_device_link) through the first of `engines` that spans
+  // processes; else over the host transport.
+  std::function<bool(int from, int to)> device_link;
 };
 
 // A rank's member of its data-parallel group, and where that group reduces: on the ranks'
@@ -146,6 +150,11 @@ class mesh_links {
   // A member of process-spanning group `id` that a stage's own thread drives (tensor-parallel,
   // ZeRO-3 parameters): MPI's, or a ring or Gloo member connecting on a thread of its own.
   std::shared_ptr<tp_group> remote_group_member(int id, int member, int size, int rank);
+  // Local rank r's ends of the device links with rank q in another process (r's sending end of
+  // r -> q, its receiving end of q -> r, both detached actors), the receiving end registered for
+  // the transport's announcements; returns the sending end, r's peer for q. Throws
+  // std::invalid_argument when no engine spans processes.
+  caf::actor link_ends(int r, int q, const caf::actor& stage, const caf::actor& host_proxy, const caf::actor& coordinator);
 
   caf::actor_system& sys_;
   job_plan plan_;
@@ -171,11 +180,13 @@ class mesh_links {
   std::vector<std::shared_ptr<net::ring_interrupt>> interrupts_;
   std::shared_ptr<net::p2p_transport> transport_;
   std::map<int, caf::actor> proxies_;  // remote rank -> its proxy
+  std::vector<std::pair<int, caf::actor>> link_senders_;  // (remote rank, the sending end of a device link to it)
   // Where received tensors go. Shared with the transport's callbacks, which run on its thread and
   // may outlive this object by a moment.
   struct receiver {
     std::mutex mu;
     std::map<int, caf::actor> local;  // local rank -> its stage
+    std::map<std::pair<int, int>, caf::actor> device_in;  // (remote, local rank) -> receiving end of their device link
     caf::actor coordinator;
     void deliver(int from_process, const wire::tensor_meta& meta, std::vector<uint8_t> bytes);
     void refuse(int from_process, const std::string& why);

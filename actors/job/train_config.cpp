@@ -342,6 +342,11 @@ bool device_groups_allowed(const train_config& cfg) {
   return cfg.zero <= 2 && optimizer_offload(cfg) == offload_target::none && params_offload(cfg) == offload_target::none;
 }
 
+bool pipeline_on_device_link(const train_config& cfg, int from, int to) {
+  return cfg.backend == net::backend_kind::nccl && cfg.mesh.process_of(from) != cfg.mesh.process_of(to) &&
+         !device_of_rank(cfg, from).is_cpu() && !device_of_rank(cfg, to).is_cpu();
+}
+
 offload_target optimizer_offload(const train_config& c) {
   return c.offload == offload_what::optimizer || c.offload == offload_what::both ? c.offload_to : offload_target::none;
 }

@@ -236,6 +236,11 @@ offload_target params_offload(const train_config& cfg);
 // parallelism, and ZeRO 1 and 2 without offload (their shards then live on the devices too). An
 // offloaded shard and ZeRO-3's gathered units live on the host, so their buckets meet there.
 bool device_groups_allowed(const train_config& cfg);
+// Whether rank `from`'s pipeline tensors reach rank `to` over a link between their GPUs (NCCL
+// send and receive), announced on the host transport: --backend nccl, both on GPUs, in different
+// processes. Otherwise a GPU's tensor for another process crosses as a pinned host copy. The
+// one rule the stages and the job's links both follow.
+bool pipeline_on_device_link(const train_config& cfg, int from, int to);
 
 // Held-out evaluation: which samples, and how many go through one forward pass. The samples are
 // the first eval_max_batches x eval_batch_size of the held-out set (all of it when

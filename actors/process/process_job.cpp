@@ -107,6 +107,7 @@ mesh_links_args links_args(const train_config& cfg, int process, const std::stri
     a.dp_on_devices = device_groups_allowed(cfg);
     a.devices_across_processes = cfg.backend == net::backend_kind::nccl;
     a.device_of = [devices = cfg.devices](int rank) { return device_of_rank(devices, rank); };
+    a.device_link = [cfg](int from, int to) { return pipeline_on_device_link(cfg, from, to); };
   }
   a.mpi = std::move(mpi);
   a.gloo = cfg.backend == net::backend_kind::gloo;

@@ -113,8 +113,9 @@ bool receive(stage_state& s, const sched::action& a, bool is_grad) {
   return true;
 }
 
-// True once sent (a GPU's value for a stage in another process: once its copy to the host is
-// asked for; the message goes when the copy is there, and the stage goes on meanwhile).
+// True once sent (a GPU's value for a stage in another process: once its copy to the host, or
+// the device's completion of what made it, is asked for; the message goes then, and the stage
+// goes on meanwhile).
 bool send(self_ptr self, const sched::action& a, bool is_grad) {
   auto& s = self->state;
   tensor t = take(s, is_grad ? s.grad_out : s.act_out, {a.microbatch, a.chunk},
@@ -124,10 +125,15 @@ bool send(self_ptr self, const sched::action& a, bool is_grad) {
   const int32_t boundary = sched::key_of(s.args.plan, a).boundary;
   const auto to = caf::actor_cast<caf::actor>(s.peers.at(static_cast<size_t>(a.peer)));
   pipeline_tensor_msg m{s.step, is_grad, a.microbatch, boundary, t};
-  const bool elsewhere = static_cast<size_t>(a.peer) < s.args.peer_elsewhere.size() &&
-                         s.args.peer_elsewhere[static_cast<size_t>(a.peer)];
-  if (t.where().is_cpu() || !elsewhere) {
+  const peer_route route = static_cast<size_t>(a.peer) < s.args.peer_routes.size()
+                               ? s.args.peer_routes[static_cast<size_t>(a.peer)]
+                               : peer_route::here;
+  if (t.where().is_cpu() || route == peer_route::here) {
     self->send(to, std::move(m));
+    return true;
+  }
+  if (route == peer_route::device_link) {  // the link's stream reads it once it is complete
+    s.args.queue->when_done([to, m = std::move(m)]() mutable { caf::anon_send(to, std::move(m)); });
     return true;
   }
   // The link between processes reads host memory: the value leaves the GPU as a pinned copy,

@@ -5,13 +5,20 @@
 // member's make_id serves a key-value store (kept by the engine, in that member's process) and
 // names its address; every member connects there and Gloo meets through it. Counts its joins, so
 // a process can tell its groups reduced through it. Needs Gloo (refuses every group without it).
+// Its pipeline links (join_link) need no Gloo: the sending end's store carries each transfer as a
+// key the receiving end takes, in order, on a thread of the end's own standing for NCCL's stream;
+// it counts the bytes its sending ends moved.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "comm/collective_backend.hpp"
@@ -20,6 +27,93 @@
 #include "comm/kv_store.hpp"
 
 namespace troupe::test {
+
+// One end of a link: transfer i is key "t<i>" of the sending end's store.
+class kv_link final : public net::device_link {
+ public:
+  kv_link(std::unique_ptr<net::kv_store> store, std::atomic<int64_t>& sent)
+      : store_(std::move(store)), sent_(sent), thread_([this] { run(); }) {}
+  ~kv_link() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    wake_.notify_all();
+    thread_.join();
+  }
+  kv_link(const kv_link&) = delete;
+  kv_link& operator=(const kv_link&) = delete;
+  void send(const void* data, size_t bytes, done_fn done) override {
+    push({true, const_cast<void*>(data), bytes, std::move(done)});
+  }
+  void recv(void* data, size_t bytes, done_fn done) override { push({false, data, bytes, std::move(done)}); }
+
+ private:
+  struct transfer {
+    bool send;
+    void* data;
+    size_t bytes;
+    done_fn done;
+  };
+  void push(transfer t) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(std::move(t));
+    }
+    wake_.notify_all();
+  }
+  bool stopped() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return stop_;
+  }
+  void run() {
+    for (uint64_t i = 0;; ++i) {
+      transfer t;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        wake_.wait(lock, [this] { return stop_ || !queue_.empty(); });
+        if (stop_) return;
+        t = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      const std::string key = "t" + std::to_string(i);
+      try {
+        if (t.send) {
+          const auto* p = static_cast<const char*>(t.data);
+          store_->set(key, std::vector<char>(p, p + t.bytes));
+          sent_ += static_cast<int64_t>(t.bytes);
+          t.done(std::nullopt);
+          continue;
+        }
+        std::vector<char> got;
+        for (bool have = false; !have;) {  // short waits, so the end's destructor is never held long
+          if (stopped()) return;
+          try {
+            got = store_->get(key, 200);
+            have = true;
+          } catch (const net::net_error&) {
+          }
+        }
+        if (got.size() != t.bytes) {
+          t.done("kv_link: " + std::to_string(got.size()) + " bytes arrived for a receive of " + std::to_string(t.bytes));
+          continue;
+        }
+        std::memcpy(t.data, got.data(), got.size());
+        t.done(std::nullopt);
+      } catch (const std::exception& e) {
+        t.done(std::string("kv_link: ") + e.what());
+      }
+    }
+  }
+
+  std::unique_ptr<net::kv_store> store_;
+  std::atomic<int64_t>& sent_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<transfer> queue_;
+  bool stop_ = false;
+  std::thread thread_;  // last: it starts once the rest is in place
+};
 
 class gloo_device_engine final : public net::device_group_engine {
  public:
@@ -55,9 +149,17 @@ class gloo_device_engine final : public net::device_group_engine {
   std::unique_ptr<net::group_backend> join_in_stream(const std::string& id, int rank, int world, int device) override {
     return join(id, rank, world, device);
   }
+  std::unique_ptr<net::device_link> join_link(const std::string& id, bool sender, int) override {
+    const auto colon = id.rfind(':');
+    if (colon == std::string::npos) throw std::invalid_argument("gloo_device_engine: not an id: " + id);
+    const auto port = static_cast<uint16_t>(std::stoi(id.substr(colon + 1)));
+    return std::make_unique<kv_link>(net::kv_connect(id.substr(0, colon), port, kSecret, sender ? 0u : 1u, 30000),
+                                     link_bytes_);
+  }
   // Gloo's waits end by its own timeout; the tests that use this engine do not fail jobs.
   void abort(const std::string&) override {}
   int joins() const { return joins_; }
+  int64_t link_bytes() const { return link_bytes_; }  // sent over its links, by this process
 
  private:
   static constexpr const char* kSecret = "gloo-device-engine";
@@ -65,6 +167,7 @@ class gloo_device_engine final : public net::device_group_engine {
   std::mutex mu_;
   std::vector<std::shared_ptr<net::kv_server>> stores_;  // the groups whose first member is here
   std::atomic<int> joins_{0};
+  std::atomic<int64_t> link_bytes_{0};
 };
 
 }  // namespace troupe::test

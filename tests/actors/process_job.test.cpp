@@ -398,6 +398,19 @@ TEST(ProcessJob, GpuTensorParallelismWithBackendNcclAcrossProcessesEqualsTheCpuI
   expect_mesh_over_processes_bitwise({2, 1, 2, 1}, {4}, "nccldptp", true, "gpunccl:");
 }
 
+// --backend nccl with the pipeline across processes: each pair of stages passes its activations
+// and their gradients over the engine's links between the fake GPUs (a link per direction, the
+// id and every tensor announced on the host transport), for the MLP and the GPT over 2 processes,
+// and for dp 2 x pp 2 over 4 with the replicas' buckets through the engine too. The helper fails
+// unless the links carried bytes; the results are the CPU's in one process.
+TEST(ProcessJob, GpuPipelineWithBackendNcclPassesItsTensorsOverDeviceLinksAcrossProcessesAndEqualsTheCpu) {
+  if (!troupe::net::backend_built(troupe::net::backend_kind::nccl)) GTEST_SKIP() << "built without NCCL";
+  if (!troupe::net::backend_built(troupe::net::backend_kind::gloo)) GTEST_SKIP() << "built without Gloo (the engine)";
+  expect_mesh_over_processes_bitwise({1, 2, 1, 1}, {2}, "ncclpp2", false, "gpunccl:");
+  expect_mesh_over_processes_bitwise({1, 2, 1, 1}, {2}, "ncclgptpp2", true, "gpunccl:");
+  expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {4}, "ncclgpt22", true, "gpunccl:");
+}
+
 // The GPT (its activations and their gradients between processes), plain and with ZeRO-2 and
 // ZeRO-3 (the shards and, for ZeRO-3, the units gathered on the host) over 4 processes.
 TEST(ProcessJob, GpuGptPlainZeroTwoAndZeroThreeOverDpByPpAsFourProcessesEqualTheCpuInOneProcessBitwise) {

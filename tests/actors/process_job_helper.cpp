@@ -11,7 +11,8 @@
 // also prints "PARAMS <hash>" of the final parameters. A "gpu:" variant puts every rank of its
 // process on a fake GPU and fails unless the layers ran there with the device's memory; a
 // "gpunccl:" one (--backend nccl) fails unless its data-parallel groups reduced on the devices,
-// through Gloo standing for NCCL (gloo_device_engine.hpp).
+// through Gloo standing for NCCL (gloo_device_engine.hpp), and, where its pipeline spans
+// processes, unless its stages' tensors crossed the engine's links between the devices.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -85,6 +86,11 @@ int main(int argc, char** argv) {
     if (devices.nccl && cfg.mesh.dp > 1 && troupe::net::backend_built(troupe::net::backend_kind::gloo) &&
         engine->joins() == 0)
       throw std::runtime_error("no data-parallel group reduced its buckets on the fake GPUs");
+    bool pipeline_elsewhere = false;
+    for (int r : cfg.mesh.ranks_of_process(cfg.process.index))
+      pipeline_elsewhere = pipeline_elsewhere || (cfg.mesh.pp > 1 && cfg.mesh.group_spans_processes(troupe::sched::axis::pp, r));
+    if (devices.nccl && pipeline_elsewhere && engine->link_bytes() == 0)
+      throw std::runtime_error("no pipeline tensor crossed a link between the fake GPUs");
     if (::testing::UnitTest::GetInstance()->ad_hoc_test_result().Failed())
       throw std::runtime_error("an op on the fake GPU got a pointer outside its memory (see stderr)");
     for (double l : s.losses) std::printf("LOSS %a\n", l);
