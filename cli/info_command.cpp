@@ -29,6 +29,10 @@ void add_info_command(CLI::App& app, int& exit_code) {
                 engines.size() > 1 ? "nccl (ranks with a GPU each; across processes with --backend nccl), the device's own "
                                      "ops (ranks sharing one GPU)"
                                    : "none (troupe was built without CUDA)");
+    std::printf("gpu pipeline stages in other processes: %s\n",
+                engines.size() > 1 ? "nccl send/recv between the GPUs with --backend nccl, else pinned host copies over "
+                                     "the point-to-point transport"
+                                   : "pinned host copies over the point-to-point transport (troupe was built without CUDA)");
     exit_code = 0;
   });
 }

@@ -4,7 +4,9 @@
 // Gloo context), its member of its tensor-parallel group (an in-process tp group, else a ring, MPI
 // or Gloo member the stage's own thread drives), and for each replica: its pipeline peers (the
 // local stage, or a proxy that carries activations and their gradients to another process over
-// the point-to-point transport, framed and checksummed).
+// the point-to-point transport, framed and checksummed; between GPUs with --backend nccl, the
+// sending end of a device link, whose bytes go GPU to GPU and whose announcements go on that
+// transport).
 // A job held in one process and each process of a multi-process job wire their ranks the same
 // way; across processes the addresses come from the job hub (mesh_addresses) before training
 // starts. Include only from actors/ (CAF).

@@ -96,7 +96,7 @@ over_processes() {
   gpu_flags=("$@")
   local bin=$dir/$cli
   [ -d "$dir/lib" ] && bin=$dir/$(basename "$cli")
-  local job=(train --model gpt --corpus README.md --dp 2 --micro-batches 2 --max-steps 20 --batch-size 8)
+  local job=(train --model gpt --corpus README.md --micro-batches 2 --max-steps 20 --batch-size 8)
   local log=$out/$name.log
   : >"$log"
   if LD_LIBRARY_PATH="$dir/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" timeout 120 "$bin" "${job[@]}" "${flags[@]}" --out "$out/$name-cpu" >>"$log" 2>&1 &&
@@ -119,13 +119,15 @@ PY
 if [ -n "$dir" ]; then
   # dp 2 x pp 2 over four processes, every rank on cuda:0: the buckets through pinned host memory
   # and the TCP rings, the activations and their gradients between processes as host copies.
-  over_processes nodes --pp 2 --nodes 4 -- --device cuda
+  over_processes nodes --dp 2 --pp 2 --nodes 4 -- --device cuda
   # With two GPUs or more, --backend nccl: the replicas' buckets reduced on the GPUs by an NCCL
-  # communicator across the two processes.
+  # communicator across the two processes; then the two stages of a pipeline in two processes,
+  # their activations and gradients over NCCL links between the GPUs.
   if [ "$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')" -ge 2 ]; then
-    over_processes nccl --nodes 2 -- --backend nccl --device cuda:0,cuda:1
+    over_processes nccl --dp 2 --nodes 2 -- --backend nccl --device cuda:0,cuda:1
+    over_processes ncclpp --pp 2 --nodes 2 -- --backend nccl --device cuda:0,cuda:1
   else
-    echo "nccl: --backend nccl over two processes needs two GPUs: not run" >>"$summary"
+    echo "nccl, ncclpp: --backend nccl over two processes needs two GPUs: not run" >>"$summary"
   fi
 fi
 # The GPT step against PyTorch's on the same GPU (bench/gpu/gpt_step.cpp, gpt_step_torch.py):

@@ -118,7 +118,9 @@ class kv_link final : public net::device_link {
 class gloo_device_engine final : public net::device_group_engine {
  public:
   // With a refusal: refuses every group with it, so they reduce through the host.
-  explicit gloo_device_engine(std::string refusal = {}) : refusal_(std::move(refusal)) {}
+  // Without links: join_link gives none, as an engine that has no links between devices.
+  explicit gloo_device_engine(std::string refusal = {}, bool links = true)
+      : refusal_(std::move(refusal)), links_(links) {}
   std::string name() const override { return "gloo-devices"; }
   std::string refuses(const std::vector<int>&) const override {
     if (!refusal_.empty()) return refusal_;
@@ -150,6 +152,7 @@ class gloo_device_engine final : public net::device_group_engine {
     return join(id, rank, world, device);
   }
   std::unique_ptr<net::device_link> join_link(const std::string& id, bool sender, int) override {
+    if (!links_) return nullptr;
     const auto colon = id.rfind(':');
     if (colon == std::string::npos) throw std::invalid_argument("gloo_device_engine: not an id: " + id);
     const auto port = static_cast<uint16_t>(std::stoi(id.substr(colon + 1)));
@@ -164,6 +167,7 @@ class gloo_device_engine final : public net::device_group_engine {
  private:
   static constexpr const char* kSecret = "gloo-device-engine";
   std::string refusal_;
+  bool links_ = true;
   std::mutex mu_;
   std::vector<std::shared_ptr<net::kv_server>> stores_;  // the groups whose first member is here
   std::atomic<int> joins_{0};

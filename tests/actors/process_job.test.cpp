@@ -411,6 +411,25 @@ TEST(ProcessJob, GpuPipelineWithBackendNcclPassesItsTensorsOverDeviceLinksAcross
   expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {4}, "ncclgpt22", true, "gpunccl:");
 }
 
+// A pipeline link that cannot be joined (an engine without links) fails the job naming the link
+// and the reason, in both processes, and both end, rather than waiting for tensors that never come.
+TEST(ProcessJob, APipelineDeviceLinkThatCannotBeJoinedFailsTheJobNamingTheLinkAndEveryProcessEnds) {
+  if (!troupe::net::backend_built(troupe::net::backend_kind::nccl)) GTEST_SKIP() << "built without NCCL";
+  const std::string dir = temp_dir("nolinks");
+  process_group g;
+  const int fd = g.spawn(rank_args(0, 2, "127.0.0.1", 0, "s3cret", dir, 4, 3.0, 0, "gpunolinks:dp1.pp2.tp1"), true);
+  const int port = g.read_port(fd, 20000);
+  ASSERT_GT(port, 0) << "rank 0 did not start";
+  g.spawn(rank_args(1, 2, "127.0.0.1", port, "s3cret", dir, 4, 3.0, 0, "gpunolinks:dp1.pp2.tp1"));
+  const auto t0 = clock_type::now();
+  const std::string out = read_all_output(fd, 30000, "FAILED");
+  EXPECT_NE(out.find("pipeline link from rank 0 to rank 1: joining it failed: gloo-devices has no links between devices"),
+            std::string::npos)
+      << out;
+  const reaped r = reap(g.pids(), {0, 1}, t0, std::chrono::seconds(30));
+  for (size_t i = 0; i < 2; ++i) EXPECT_EQ(r.code[i], 1) << "process " << i;
+}
+
 // The GPT (its activations and their gradients between processes), plain and with ZeRO-2 and
 // ZeRO-3 (the shards and, for ZeRO-3, the units gathered on the host) over 4 processes.
 TEST(ProcessJob, GpuGptPlainZeroTwoAndZeroThreeOverDpByPpAsFourProcessesEqualTheCpuInOneProcessBitwise) {

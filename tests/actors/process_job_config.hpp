@@ -71,6 +71,9 @@ struct job_variant {
   // "gpunccl:": the same with --backend nccl, the data-parallel groups across processes reducing
   // on the fake GPUs through tests/actors/gloo_device_engine.hpp (Gloo standing for NCCL).
   bool nccl = false;
+  // "gpunolinks:": "gpunccl:" with an engine that has no links between devices, so a pipeline
+  // across processes cannot join one (the failure's path).
+  bool no_links = false;
 };
 // "nameN:" at the front of `text`: N, and the prefix removed; -1 otherwise.
 inline int take_number(std::string& text, const std::string& name) {
@@ -99,6 +102,9 @@ inline job_variant take_variant(std::string& text) {
     } else if (text.rfind("gpunccl:", 0) == 0) {
       v.fake_gpu = v.nccl = true;
       text = text.substr(8);
+    } else if (text.rfind("gpunolinks:", 0) == 0) {
+      v.fake_gpu = v.nccl = v.no_links = true;
+      text = text.substr(11);
     } else if (text.rfind("bsp:", 0) == 0) {
       v.bsp = true;
       text = text.substr(4);

@@ -69,7 +69,7 @@ int main(int argc, char** argv) {
   };
   troupe::job_extras extras;
   std::vector<std::shared_ptr<troupe::test::fake_device>> gpus;
-  const auto engine = std::make_shared<troupe::test::gloo_device_engine>();
+  const auto engine = std::make_shared<troupe::test::gloo_device_engine>("", !devices.no_links);
   if (fake_gpu) {
     troupe::test::fake_ops();
     for (int r = 0; r < cfg.mesh.ranks(); ++r)
@@ -86,10 +86,11 @@ int main(int argc, char** argv) {
     if (devices.nccl && cfg.mesh.dp > 1 && troupe::net::backend_built(troupe::net::backend_kind::gloo) &&
         engine->joins() == 0)
       throw std::runtime_error("no data-parallel group reduced its buckets on the fake GPUs");
-    bool pipeline_elsewhere = false;
-    for (int r : cfg.mesh.ranks_of_process(cfg.process.index))
-      pipeline_elsewhere = pipeline_elsewhere || (cfg.mesh.pp > 1 && cfg.mesh.group_spans_processes(troupe::sched::axis::pp, r));
-    if (devices.nccl && pipeline_elsewhere && engine->link_bytes() == 0)
+    bool pipeline_elsewhere = false;  // a server process (--servers) holds no rank
+    if (devices.nccl && cfg.process.index < cfg.mesh.processes)
+      for (int r : cfg.mesh.ranks_of_process(cfg.process.index))
+        pipeline_elsewhere = pipeline_elsewhere || (cfg.mesh.pp > 1 && cfg.mesh.group_spans_processes(troupe::sched::axis::pp, r));
+    if (pipeline_elsewhere && engine->link_bytes() == 0)
       throw std::runtime_error("no pipeline tensor crossed a link between the fake GPUs");
     if (::testing::UnitTest::GetInstance()->ad_hoc_test_result().Failed())
       throw std::runtime_error("an op on the fake GPU got a pointer outside its memory (see stderr)");
