@@ -45,9 +45,8 @@ bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index
 }
 
 // Bucket b's values, cut out of the chunk's gradients: ZeRO-2 hands the bucket's own storage
-// over (the rank keeps no full gradients; on a GPU whose group reduces on the host it is copied
-// there and freed);
-// otherwise they are copied (to the host, or on_device for a group that reduces there), since the
+// over (the rank keeps no full gradients; with !on_device a GPU's is copied to the host here and
+// freed); otherwise they are copied (to the host, or, on_device, into device memory), since the
 // stack keeps its summed values. Runs where the chunk's backward runs; a GPU's copy is enqueued:
 // the bucket may leave once its queue is there.
 tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t b, bool partitioned, bool on_device,
@@ -122,22 +121,28 @@ layer_stack::layer_done_fn bucket_poster(self_ptr self, int chunk) {
   const caf::actor_addr stage = self->address();
   std::shared_ptr<pipeline_chunk> owner = s.chunks[static_cast<size_t>(chunk)];
   auto next = std::make_shared<size_t>(0);
-  // On a GPU the bucket's copy is enqueued: it is posted when the queue gets there, so the group
-  // reads it complete.
-  std::shared_ptr<device_queue> after_copy = on_accelerator(s) ? s.args.queue : nullptr;
+  // On a GPU the bucket is cut on the device, on its stream, and posted when the queue gets
+  // there, so the group reads it complete. One bound for the host leaves on the queue's copy
+  // stream (stage_out): backward goes on with the layers below while it crosses.
+  std::shared_ptr<device_queue> gpu = on_accelerator(s) ? s.args.queue : nullptr;
   return [stage, owner, list = s.args.buckets[static_cast<size_t>(chunk)], partitioned = grads_partitioned(s),
           on_device = s.args.buckets_on_device, memory = s.args.memory, step = s.step, chunk, next,
-          after_copy](size_t layer) {
+          gpu](size_t layer) {
     while (*next < list.size() && list[*next].first_layer == static_cast<int64_t>(layer)) {
       const size_t b = (*next)++;
-      tensor part = cut_bucket(owner->stack(), list[b], b, partitioned, on_device, memory);
-      auto post = [stage, step, chunk, b, part = std::move(part)]() mutable {
+      tensor part = cut_bucket(owner->stack(), list[b], b, partitioned, on_device || gpu, memory);
+      auto post = [stage, step, chunk, b](tensor part) {
         if (auto to = caf::actor_cast<caf::actor>(stage))
           caf::anon_send(to, bucket_ready_atom::value, step, static_cast<int32_t>(chunk), static_cast<uint64_t>(b),
                          std::move(part));
       };
-      if (after_copy) after_copy->when_done(std::move(post));
-      else post();
+      if (!gpu) post(std::move(part));
+      else if (on_device) gpu->when_done([post, part = std::move(part)]() mutable { post(std::move(part)); });
+      else
+        gpu->stage_out(part, [post](tensor host) {
+          host.freeze();
+          post(std::move(host));
+        });
     }
   };
 }

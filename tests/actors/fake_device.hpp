@@ -64,6 +64,18 @@ class fake_device final : public device_queue {
     std::lock_guard<std::mutex> lock(mu_);
     return staged_;
   }
+  // The queue's own order (device_queue's), counted: what left for the host through stage_out.
+  void stage_out(const tensor& x, std::function<void(tensor)> done) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++staged_out_;
+    }
+    device_queue::stage_out(x, std::move(done));
+  }
+  int64_t staged_out() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return staged_out_;
+  }
 
   // From now on the next completion waits (with everything after it) until released.
   void hold_completions() {
@@ -133,7 +145,7 @@ class fake_device final : public device_queue {
   std::condition_variable cv_;
   std::deque<item> todo_;
   bool holding_ = false, held_ = false, stopping_ = false;
-  int64_t completions_ = 0, staged_ = 0;
+  int64_t completions_ = 0, staged_ = 0, staged_out_ = 0;
   std::thread worker_;  // last: it starts once the rest is built
 };
 

@@ -322,7 +322,9 @@ TEST(StageOnAnAccelerator, Bf16MatmulsReachEveryStageAndMatchTheCpuBitwiseAndFp3
 // ZeRO 1 and 2 on a GPU keep the shard (master copy and state) and, for zero 2, the gradient
 // segments in host memory: the device's ledger holds the parameters, the gradients (zero 2: the
 // buckets backward fills) and no optimizer state, as the memory plan predicts for such a rank.
-TEST(StageOnAnAccelerator, ZeroOneAndTwoKeepTheShardOffTheDeviceAsTheMemoryPlanPredicts) {
+// Every bucket leaves the device through the queue's stage_out (on a GPU, its copy stream, so
+// backward goes on meanwhile): once per bucket and step on each rank.
+TEST(StageOnAnAccelerator, ZeroOneAndTwoKeepTheShardOffTheDeviceAsTheMemoryPlanPredictsTheBucketsLeavingByStageOut) {
   for (int zero : {1, 2}) {
     SCOPED_TRACE("zero " + std::to_string(zero));
     train_config cfg = tiny_mesh_config("mlp", "adamw", 2, 1, 1, 1);
@@ -337,7 +339,11 @@ TEST(StageOnAnAccelerator, ZeroOneAndTwoKeepTheShardOffTheDeviceAsTheMemoryPlanP
     const train_summary run = run_training(cfg, extras);
     const job_plan plan = plan_job(cfg, prepare_job(cfg));
     ASSERT_EQ(run.peak_memory.size(), 2u);
+    const auto buckets = static_cast<int64_t>(plan.buckets.at(0).at(0).size());
+    ASSERT_GT(buckets, 1);
     for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(devices[static_cast<size_t>(r)]->staged_out(), buckets * static_cast<int64_t>(run.losses.size()))
+          << "rank " << r;
       const memory_figures want = predicted_model_states(cfg, plan, r, {engine});
       const memory_figures& got = run.peak_memory[static_cast<size_t>(r)];
       EXPECT_EQ(want.of(memory_kind::optimizer_state), 0);
