@@ -109,9 +109,11 @@ void layer_stack::set_unit_params(size_t u, tensor values) {
   bind_unit(u);
 }
 
-void layer_stack::release_unit_params(size_t u) {
+tensor layer_stack::take_unit_params(size_t u) {
+  tensor out = std::move(units_.at(u).params);
   units_.at(u).params = tensor();
   bind_unit(u);
+  return out;
 }
 
 void layer_stack::check_params(size_t layer) const {

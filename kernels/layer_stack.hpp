@@ -88,7 +88,9 @@ class layer_stack {
   int64_t unit_size(size_t u) const;  // parameters (and gradients) of unit u
   int64_t unit_offset(size_t u) const { return offsets_.at(units_.at(u).first); }  // in the unsplit layout
   void set_unit_params(size_t u, tensor values);
-  void release_unit_params(size_t u);
+  void release_unit_params(size_t u) { take_unit_params(u); }
+  // release_unit_params, handing the values over (to keep until the device is done reading them).
+  tensor take_unit_params(size_t u);
   bool has_unit_params(size_t u) const { return !units_.at(u).params.empty(); }
 
   // x (and dy below) may be on another device (a batch from the host): copied to where() first.

@@ -62,10 +62,11 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
   const int64_t in_flight = cfg.micro_batches > 1 ? psi : largest_bucket_bytes(plan, rank);
   if (cfg.zero >= 3) {  // its segments (updated in place; off the device when offloaded), and the units gathered at most
     // A GPU rank's group gathers on the host, which keeps its segments and its shard: on the GPU
-    // are only the unit in use and the next one copied in, and the buckets in flight.
+    // are only the unit in use and those prefetched (copied in as they are gathered), and the
+    // buckets in flight.
     const bool on_gpu = !device_of_rank(cfg, rank).is_cpu();
     const int64_t segments = params_offload(cfg) == offload_target::none && !on_gpu ? shard : 0;
-    const int64_t units = on_gpu ? 2 : cfg.prefetch + 1;
+    const int64_t units = cfg.prefetch + 1;
     set(memory_kind::parameters, segments + units * largest_bucket_bytes(plan, rank));
     set(memory_kind::gradients, (on_gpu ? 0 : shard) + in_flight);
     set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none && !on_gpu ? k * shard : 0);

@@ -7,10 +7,12 @@
 
 namespace troupe {
 
-param_fetcher::param_fetcher(std::shared_ptr<tp_group> group, int depth, std::shared_ptr<storage::segment_file> file)
+param_fetcher::param_fetcher(std::shared_ptr<tp_group> group, int depth, std::shared_ptr<storage::segment_file> file,
+                             place_fn place)
     : group_(std::move(group)),
       depth_(static_cast<size_t>(std::max(1, depth))),
       file_(std::move(file)),
+      place_(std::move(place)),
       worker_([this] { run(); }) {}
 
 param_fetcher::~param_fetcher() {
@@ -93,6 +95,8 @@ void param_fetcher::run() {
         r.source = tensor();  // the segments may be updated in place once every unit has them
       }
       group_->all_gather(full.data(), r.count);
+      full.freeze();
+      if (place_) full = place_(std::move(full));
     } catch (const std::exception& e) {
       std::lock_guard<std::mutex> lock(mu_);
       error_ = keep.empty() ? std::string("the all-gather of parameter unit ") + std::to_string(r.unit) + " of chunk " +
@@ -101,7 +105,6 @@ void param_fetcher::run() {
       cv_.notify_all();
       return;
     }
-    full.freeze();
     std::lock_guard<std::mutex> lock(mu_);
     ready_.emplace_back(std::move(r), std::move(full));
     cv_.notify_all();

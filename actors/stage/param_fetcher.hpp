@@ -5,11 +5,13 @@
 // row), so their blocking all-gathers meet. With the parameters offloaded to NVMe
 // (ZeRO-Infinity), the rank's segments live in a segment_file that this thread alone drives: it
 // writes each step's updated segments there and reads every unit's segment back just before its
-// gather, so the reads run `depth` units ahead of use, in the schedule's order. No CAF.
+// gather, so the reads run `depth` units ahead of use, in the schedule's order. On a GPU each
+// gathered unit is placed on the device as it arrives, so its copy overlaps compute too. No CAF.
 #pragma once
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -34,9 +36,14 @@ class param_fetcher {
     tensor source;
     int64_t at = 0;
   };
+  // Where a gathered unit goes before it waits to be taken: a GPU stage's device, copied in on its
+  // queue's copy stream (device_queue::stage_in) while the units before it compute. Called on
+  // the fetcher's thread; a throw fails the unit as its gather's failure would.
+  using place_fn = std::function<tensor(tensor gathered)>;
   // depth >= 1: gathered units waiting to be taken, at most. `file`: where the segments live
-  // between uses (null: in the requests' `source`).
-  param_fetcher(std::shared_ptr<tp_group> group, int depth, std::shared_ptr<storage::segment_file> file = nullptr);
+  // between uses (null: in the requests' `source`). `place`: null keeps them on the host.
+  param_fetcher(std::shared_ptr<tp_group> group, int depth, std::shared_ptr<storage::segment_file> file = nullptr,
+                place_fn place = {});
   ~param_fetcher();
   param_fetcher(const param_fetcher&) = delete;
   param_fetcher& operator=(const param_fetcher&) = delete;
@@ -59,6 +66,7 @@ class param_fetcher {
   std::shared_ptr<tp_group> group_;
   size_t depth_;
   std::shared_ptr<storage::segment_file> file_;  // used by the worker thread only
+  place_fn place_;
   tensor to_keep_;                               // segments not written to file_ yet
   std::mutex mu_;
   std::condition_variable cv_;

@@ -537,7 +537,14 @@ caf::behavior stage(self_ptr self, stage_args args) {
       st.args.host_memory->charge(st.param_shard, st.args.param_file ? memory_kind::buffers : memory_kind::parameters);
     else if (const auto& ledger = shard_ledger(st))
       ledger->charge(st.param_shard, memory_kind::parameters);
-    st.fetcher = std::make_shared<param_fetcher>(st.args.dp_group, st.args.prefetch, st.args.param_file);
+    param_fetcher::place_fn place;
+    if (on_accelerator(st) && is_asynchronous(st.args.queue))  // prefetched into device memory, counted there
+      place = [queue = st.args.queue, memory = st.args.memory](tensor unit) {
+        tensor on = queue->stage_in(unit);
+        if (memory) memory->charge(on, memory_kind::parameters);
+        return on;
+      };
+    st.fetcher = std::make_shared<param_fetcher>(st.args.dp_group, st.args.prefetch, st.args.param_file, std::move(place));
     for (size_t c = 0; c < st.chunks.size(); ++c) {
       st.chunks[c]->stack().split_params();
       stream_params(self, c);

@@ -228,12 +228,16 @@ std::vector<param_fetcher::request> fetch_order(const stage_state& s) {
 // The stage's hooks into its chunks: a unit's parameters arrive before its first layer runs
 // (in the walk's direction) and go after its last. They run where the chunk computes (on an
 // asynchronous device, its thread), so they hold the chunk and the fetcher, not the stage. On a
-// GPU the unit is gathered on the host (the group meets there) and copied in on the stage's
-// stream, just before its first layer; released, its block goes back to that stream's cache.
+// GPU the unit is gathered on the host (the group meets there) and the fetcher copies it in on
+// the queue's copy stream as it arrives (its place function, stage.cpp), ahead of use. Its block
+// belongs to that stream's cache, which would hand it to the next unit's copy at once: released,
+// it is kept until the device has run the layers that read it, counted as a buffer meanwhile.
 void stream_params(self_ptr self, size_t c) {
   auto& s = self->state;
   pipeline_chunk* chunk = s.chunks[c].get();  // the hooks live in the chunk: it outlives them
   std::shared_ptr<param_fetcher> fetcher = s.fetcher;
+  std::shared_ptr<device_queue> gpu = on_accelerator(s) && is_asynchronous(s.args.queue) ? s.args.queue : nullptr;
+  std::shared_ptr<device_memory> memory = s.args.memory;
   auto entry = [chunk](size_t u, bool forward) {
     return forward ? chunk->stack().unit_layers(u).first : chunk->stack().unit_layers(u).second;
   };
@@ -249,10 +253,13 @@ void stream_params(self_ptr self, size_t c) {
         }
         chunk->stack().set_unit_params(static_cast<size_t>(u), std::move(values));
       },
-      [chunk, entry](size_t layer, bool forward) {
+      [chunk, entry, gpu, memory](size_t layer, bool forward) {
         const int u = chunk->stack().unit_of(layer);
         if (u < 0 || layer != entry(static_cast<size_t>(u), !forward)) return;
-        chunk->stack().release_unit_params(static_cast<size_t>(u));
+        tensor used = chunk->stack().take_unit_params(static_cast<size_t>(u));
+        if (!gpu || used.empty()) return;
+        if (memory) memory->recharge(used, memory_kind::buffers);
+        gpu->when_done([used = std::move(used)] {});  // let go from the driver's thread: no CUDA call
       });
 }
 

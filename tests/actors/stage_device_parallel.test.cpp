@@ -106,8 +106,9 @@ TEST(StageOnAnAccelerator, ATensorParallelGroupHalfOnTheHostIsRefusedNamingIt) {
 
 // ZeRO-3 on a GPU: the data-parallel group gathers each unit on the host, where the rank's
 // segments and its optimizer shard stay (as DeepSpeed's ZeRO-3 with parameters and optimizer
-// offloaded to the CPU), and the stage copies the unit in on its stream just before the unit's
-// first layer; the buckets are reduce-scattered through pinned host memory. The launches run in
+// offloaded to the CPU), and the fetcher stages each unit onto the device as it is gathered (the
+// queue's stage_in: on a GPU, its copy stream), ahead of the unit's first layer, every F and B
+// of every microbatch once per unit; the buckets are reduce-scattered through pinned host memory. The launches run in
 // the stages' own calls on one scheduler thread, as cuda_queue's do, so a stage that waited for
 // a gather on the scheduler would stall the partner it waits for. Bitwise the CPU's ZeRO-3 job;
 // the device's ledger holds no optimizer state and no more parameters and gradients than the
@@ -140,6 +141,10 @@ TEST(StageOnAnAccelerator, ZeroThreeGathersEachUnitOnTheHostAndCopiesItInBitwise
     const job_plan plan = plan_job(cfg, prepare_job(cfg));
     ASSERT_EQ(gpu.peak_memory.size(), static_cast<size_t>(cfg.mesh.ranks()));
     for (int r = 0; r < cfg.mesh.ranks(); ++r) {
+      const sched::mesh_coords at = cfg.mesh.coords_of(r);
+      const auto units = static_cast<int64_t>(plan.buckets.at(plan.slot(at.pp, at.tp)).at(0).size());
+      EXPECT_GE(devices[static_cast<size_t>(r)]->staged(), kSteps * 2 * cfg.micro_batches * units)
+          << "rank " << r << ": every unit of every F and B staged in";
       const memory_figures want = predicted_model_states(cfg, plan, r);
       const memory_figures& got = gpu.peak_memory[static_cast<size_t>(r)];
       EXPECT_EQ(want.of(memory_kind::optimizer_state), 0);
