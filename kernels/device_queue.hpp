@@ -37,7 +37,7 @@ class device_queue {
   // (pinned for a GPU), after everything enqueued or launched before; `done` gets the copy once it
   // is complete, from any thread, and must only signal (send a message). x is kept until then.
   // The default copies in the queue's own order (enqueue, then when_done); cuda_queue copies on
-  // its copy stream, so the compute enqueued after goes on meanwhile.
+  // its download stream, so the compute enqueued after goes on meanwhile.
   virtual void stage_out(const tensor& x, std::function<void(tensor)> done);
   // True when enqueue returns before the work has completed: the caller must wait for when_done.
   virtual bool asynchronous() const = 0;

@@ -37,7 +37,7 @@ class param_fetcher {
     int64_t at = 0;
   };
   // Where a gathered unit goes before it waits to be taken: a GPU stage's device, copied in on its
-  // queue's copy stream (device_queue::stage_in) while the units before it compute. Called on
+  // queue's upload stream (device_queue::stage_in) while the units before it compute. Called on
   // the fetcher's thread; a throw fails the unit as its gather's failure would.
   using place_fn = std::function<tensor(tensor gathered)>;
   // depth >= 1: gathered units waiting to be taken, at most. `file`: where the segments live

@@ -229,7 +229,7 @@ std::vector<param_fetcher::request> fetch_order(const stage_state& s) {
 // (in the walk's direction) and go after its last. They run where the chunk computes (on an
 // asynchronous device, its thread), so they hold the chunk and the fetcher, not the stage. On a
 // GPU the unit is gathered on the host (the group meets there) and the fetcher copies it in on
-// the queue's copy stream as it arrives (its place function, stage.cpp), ahead of use. Its block
+// the queue's upload stream as it arrives (its place function, stage.cpp), ahead of use. Its block
 // belongs to that stream's cache, which would hand it to the next unit's copy at once: released,
 // it is kept until the device has run the layers that read it, counted as a buffer meanwhile.
 void stream_params(self_ptr self, size_t c) {

@@ -36,25 +36,25 @@ void wait_for(cudaStream_t waits, cudaStream_t first) {
 
 cuda_queue::cuda_queue(int gpu) : gpu_(gpu) {
   TROUPE_CUDA_CHECK(cudaSetDevice(gpu_));
-  cudaStream_t s = nullptr, c = nullptr;
-  // Non-blocking: the legacy default stream, which other code may use, never serializes with them.
-  TROUPE_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  stream_ = s;
-  const cudaError_t e = cudaStreamCreateWithFlags(&c, cudaStreamNonBlocking);
-  if (e != cudaSuccess) {
-    (void)cudaStreamDestroy(s);
+  cudaStream_t made[3] = {nullptr, nullptr, nullptr};
+  for (cudaStream_t& s : made) {
+    // Non-blocking: the legacy default stream, which other code may use, never serializes with them.
+    const cudaError_t e = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    if (e == cudaSuccess) continue;
+    for (cudaStream_t m : made)
+      if (m) (void)cudaStreamDestroy(m);
     TROUPE_CUDA_CHECK(e);
   }
-  copy_stream_ = c;
+  stream_ = made[0];
+  in_stream_ = made[1];
+  out_stream_ = made[2];
 }
 
 cuda_queue::~cuda_queue() {
   // Errors are ignored here: a destructor cannot report them, and the streams go either way.
   if (cudaSetDevice(gpu_) == cudaSuccess) {
-    (void)cudaStreamSynchronize(copy_stream_);
-    (void)cudaStreamSynchronize(stream_);
-    (void)cudaStreamDestroy(copy_stream_);
-    (void)cudaStreamDestroy(stream_);
+    for (cudaStream_t s : {out_stream_, in_stream_, stream_}) (void)cudaStreamSynchronize(s);
+    for (cudaStream_t s : {out_stream_, in_stream_, stream_}) (void)cudaStreamDestroy(s);
   }
 }
 
@@ -66,24 +66,24 @@ tensor cuda_queue::stage_in(const tensor& x) {
   if (x.nbytes() > 0) std::memcpy(pinned.raw(), x.raw(), static_cast<size_t>(x.nbytes()));
   tensor out;
   {
-    stream_guard on(copy_stream_);  // the result's block: the copy stream's
-    out = to_device(pinned, where(), copy_stream_);  // holds the pinned copy until it is done
+    stream_guard on(in_stream_);  // the result's block: the upload stream's
+    out = to_device(pinned, where(), in_stream_);  // holds the pinned copy until it is done
   }
-  wait_for(stream_, copy_stream_);
+  wait_for(stream_, in_stream_);
   out.freeze();
   return out;
 }
 
 void cuda_queue::stage_out(const tensor& x, std::function<void(tensor)> done) {
   TROUPE_CUDA_CHECK(cudaSetDevice(gpu_));
-  wait_for(copy_stream_, stream_);
+  wait_for(out_stream_, stream_);
   tensor host;
   {
-    stream_guard on(copy_stream_);
-    host = to_device(x, device{}, copy_stream_);  // pinned; holds x until the copy is done
+    stream_guard on(out_stream_);
+    host = to_device(x, device{}, out_stream_);  // pinned; holds x until the copy is done
   }
   auto owned = std::make_unique<std::function<void()>>([host, done = std::move(done)]() mutable { done(host); });
-  TROUPE_CUDA_CHECK(cudaLaunchHostFunc(copy_stream_, run_done, owned.get()));
+  TROUPE_CUDA_CHECK(cudaLaunchHostFunc(out_stream_, run_done, owned.get()));
   owned.release();  // run_done deletes it
 }
 

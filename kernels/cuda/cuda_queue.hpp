@@ -3,8 +3,9 @@
 // before the GPU has run them. A completion is a host function on the same stream
 // (cudaLaunchHostFunc): the driver calls it once everything launched before has run. CUDA
 // forbids CUDA calls inside it, so `done` must only signal (the stage sends itself a message).
-// Inputs from the host come in, and values bound for the host go out, on a second stream
-// (stage_in, stage_out), overlapping the compute. The header
+// Inputs from the host come in, and values bound for the host go out, on streams of their own
+// (stage_in, stage_out), one per direction, overlapping the compute and each other (a GPU has a
+// copy engine per direction; on one stream an upload would wait behind a download). The header
 // names the streams by their opaque struct, so its users need no CUDA headers.
 #pragma once
 
@@ -28,13 +29,13 @@ class cuda_queue final : public device_queue {
   void when_done(std::function<void()> done) override;
   // Launches are enqueued work already: both run now, with this queue's stream current.
   void launch(const std::function<void()>& launch) override;
-  // On a second stream of the queue's GPU (the copy stream), from a pinned copy of x; the
-  // queue's stream waits for it (an event) before what comes after. The result's block is the
-  // copy stream's in the caching allocator, so it is written again only once every holder has
-  // let go of it, and a holder keeps it until its last reader's completion.
+  // On the queue's upload stream, from a pinned copy of x; the queue's stream waits for it (an
+  // event) before what comes after. The result's block is the upload stream's in the caching
+  // allocator, so it is written again only once every holder has let go of it, and a holder keeps
+  // it until its last reader's completion. From any thread (a ZeRO-3 stage's fetcher calls it).
   tensor stage_in(const tensor& x) override;
-  // On the copy stream, after an event on the queue's stream, into pinned memory; `done` runs as
-  // a host function on the copy stream once the copy is there, and x is held until then.
+  // On the download stream, after an event on the queue's stream, into pinned memory; `done` runs
+  // as a host function there once the copy is there, and x is held until then.
   void stage_out(const tensor& x, std::function<void(tensor)> done) override;
   bool asynchronous() const override { return true; }
   device where() const override { return {device_type::cuda, gpu_}; }
@@ -44,7 +45,8 @@ class cuda_queue final : public device_queue {
  private:
   int gpu_;
   CUstream_st* stream_ = nullptr;
-  CUstream_st* copy_stream_ = nullptr;  // traffic between host and device (stage_in, stage_out)
+  CUstream_st* in_stream_ = nullptr;   // host to device (stage_in)
+  CUstream_st* out_stream_ = nullptr;  // device to host (stage_out)
 };
 
 }  // namespace troupe::cuda
