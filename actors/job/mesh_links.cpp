@@ -167,6 +167,25 @@ void report(const caf::actor& coordinator, int rank, const std::string& what) {
   caf::anon_send(coordinator, pipeline_failure{rank, what});
 }
 
+std::string link_name(int from, int to) {
+  return "pipeline link from rank " + std::to_string(from) + " to rank " + std::to_string(to);
+}
+
+// One end of the device link from -> to, joined with the id `id` gives (the sending end makes
+// it there and sends it on); null, with the failure reported as its rank's, when it cannot be.
+std::shared_ptr<net::device_link> join_end(net::device_group_engine& engine, bool sender, int device_index, int from,
+                                           int to, const caf::actor& coordinator,
+                                           const std::function<std::string()>& id) {
+  try {
+    std::shared_ptr<net::device_link> link = engine.join_link(id(), sender, device_index);
+    if (!link) throw std::runtime_error(engine.name() + " has no links between devices");
+    return link;
+  } catch (const std::exception& e) {
+    report(coordinator, sender ? from : to, link_name(from, to) + ": joining it failed: " + e.what());
+    return nullptr;
+  }
+}
+
 // The sending end of the device link from a local stage to one in another process (one per
 // pair and direction: a link's sends and receives are matched in order). Detached: joining the
 // link waits for its other end. Once the transport's address is known it makes the link's id,
@@ -188,8 +207,7 @@ struct link_sender_state {
 
 void send_on_link(caf::stateful_actor<link_sender_state>* self, pipeline_tensor_msg m) {
   auto& s = self->state;
-  const std::string where = "pipeline link from rank " + std::to_string(s.from_rank) + " to rank " +
-                            std::to_string(s.to_rank) + " on " + s.engine->name();
+  const std::string where = link_name(s.from_rank, s.to_rank) + " on " + s.engine->name();
   wire::tensor_meta meta;
   meta.tensor_id = s.next_id++;
   meta.name = device_wire_name(m, s.from_rank, s.to_rank);
@@ -208,7 +226,7 @@ void send_on_link(caf::stateful_actor<link_sender_state>* self, pipeline_tensor_
 
 void join_sending_end(caf::stateful_actor<link_sender_state>* self) {
   auto& s = self->state;
-  try {
+  s.link = join_end(*s.engine, true, s.device_index, s.from_rank, s.to_rank, s.coordinator, [&s] {
     const std::string id = s.engine->make_id();
     wire::tensor_meta meta;
     meta.tensor_id = s.next_id++;
@@ -218,13 +236,9 @@ void join_sending_end(caf::stateful_actor<link_sender_state>* self) {
     auto bytes = std::make_shared<const std::string>(id);  // until the transport has written it
     s.transport->send(s.to_process, s.host, s.port, std::move(meta), bytes->data(), bytes->size(),
                       [bytes](std::optional<std::string>) {});  // a failed send fails the join's peer
-    s.link = s.engine->join_link(id, true, s.device_index);
-    if (!s.link) throw std::runtime_error(s.engine->name() + " has no links between devices");
-  } catch (const std::exception& e) {
-    report(s.coordinator, s.from_rank, "pipeline link from rank " + std::to_string(s.from_rank) + " to rank " +
-                                            std::to_string(s.to_rank) + ": joining it failed: " + e.what());
-    return;
-  }
+    return id;
+  });
+  if (!s.link) return;
   for (auto& m : s.waiting) send_on_link(self, std::move(m));
   s.waiting.clear();
 }
@@ -269,9 +283,7 @@ void receive_on_link(caf::stateful_actor<link_receiver_state>* self, pipeline_te
                [m = std::move(m), stage = s.stage, coordinator = s.coordinator, from = s.from_rank, to = s.to_rank,
                 engine = s.engine->name()](std::optional<std::string> err) mutable {
                  if (err) {
-                   if (*err != "stopped")
-                     report(coordinator, to, "pipeline link from rank " + std::to_string(from) + " to rank " +
-                                                 std::to_string(to) + " on " + engine + ": " + *err);
+                   if (*err != "stopped") report(coordinator, to, link_name(from, to) + " on " + engine + ": " + *err);
                    return;
                  }
                  m.value.freeze();
@@ -290,14 +302,8 @@ caf::behavior pipeline_link_receiver(caf::stateful_actor<link_receiver_state>* s
       [self](link_id_atom, const std::string& id) {
         auto& s = self->state;
         if (s.link) return;
-        try {
-          s.link = s.engine->join_link(id, false, s.where.index);
-          if (!s.link) throw std::runtime_error(s.engine->name() + " has no links between devices");
-        } catch (const std::exception& e) {
-          report(s.coordinator, s.to_rank, "pipeline link from rank " + std::to_string(s.from_rank) + " to rank " +
-                                               std::to_string(s.to_rank) + ": joining it failed: " + e.what());
-          return;
-        }
+        s.link = join_end(*s.engine, false, s.where.index, s.from_rank, s.to_rank, s.coordinator, [&id] { return id; });
+        if (!s.link) return;
         for (auto& m : s.waiting) receive_on_link(self, std::move(m));
         s.waiting.clear();
       },
@@ -696,8 +702,7 @@ caf::actor mesh_links::link_ends(int r, int q, const caf::actor& stage, const ca
       break;
     }
   if (!engine)
-    throw std::invalid_argument("pipeline link from rank " + std::to_string(r) + " to rank " + std::to_string(q) +
-                                ": no engine for links between devices in different processes");
+    throw std::invalid_argument(link_name(r, q) + ": no engine for links between devices in different processes");
   const device here = args_.device_of(r);
   spdlog::info("pipeline ranks {} ({}) and {} pass their tensors over links between the devices through {}, across "
                "processes", r, here.to_string(), q, engine->name());

@@ -9,7 +9,8 @@
 # bf16, tensor parallelism alone and in dp x tp and pp x tp meshes; with two GPUs or more,
 # data-parallel groups, ZeRO shards and tensor-parallel pairs over NCCL in the job);
 # the list is bench/gpu/tests.list; a GPU job over four processes (troupe train --nodes 4
-# --device cuda) against the same job on the CPU; then times troupe's GPT step against PyTorch's on the same GPU
+# --device cuda) against the same job on the CPU, and with two GPUs or more --backend nccl jobs
+# over two (dp 2 reducing on the GPUs, pp 2 passing its tensors over NCCL links); then times troupe's GPT step against PyTorch's on the same GPU
 # (gpt_step.jsonl, and the ratios in the summary), and the attention alone against PyTorch's
 # (attention.jsonl). Writes
 # under $OUT (default ./gpu-out): gpu.txt (nvidia-smi), build.log, one NAME.log per test binary

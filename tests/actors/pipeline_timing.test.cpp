@@ -86,9 +86,11 @@ TEST(PipelineTiming, MeasuredOneFOneBStepAgreesWithTheRanksClocksAndIsWithinTwen
   attempt a;
   for (int tries = 0; tries < 3; ++tries) {
     a = run_once();
-    if (std::abs(a.measured - a.simulated) <= 0.2 * a.simulated) break;
+    if (std::abs(a.measured - a.simulated) <= 0.2 * a.simulated &&
+        std::abs(a.measured - a.rank_seconds) <= 0.1 * a.rank_seconds)
+      break;
     std::cout << "attempt " << tries << ": measured " << a.measured << " s, simulated " << a.simulated
-              << " s (machine busy?), again\n";
+              << " s, the ranks' clocks " << a.rank_seconds << " s (machine busy?), again\n";
   }
   const sched::timeline& t = a.steps[median_step(a.steps)];
   const bubble_stats m = measure_bubble(t);
