@@ -13,6 +13,21 @@ namespace troupe::stage_detail {
 
 namespace {
 
+// `count` floats of `values` into dst on `where`. A GPU takes host values through its queue's
+// upload stream (stage_in) and copies them from there on its own stream, the staged block kept
+// until the device has read it (the upload stream's cache would hand it out again at once); other
+// values are copied on the stage's stream.
+void copy_floats_in(stage_state& s, const device& where, float* dst, const tensor& values, int64_t count) {
+  const device_ops& k = ops_for(where);
+  if (where.is_cpu() || !values.where().is_cpu() || !is_asynchronous(s.args.queue)) {
+    launch(s, [&] { k.copy_floats(dst, f32(values), count); });
+    return;
+  }
+  const tensor in = s.args.queue->stage_in(values);
+  launch(s, [&] { k.copy_floats(dst, f32(in), count); });
+  s.args.queue->when_done([in] {});
+}
+
 // Bucket b of local chunk c has its reduced values back: they replace the local gradients.
 // False when the answer is wrong and the stage failed.
 bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index, double sent, collective_result& r) {
@@ -33,9 +48,9 @@ bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index
     const float* segment = s.args.buckets_on_device ? sum + piece.in_bucket : sum;
     launch(s, [&] { ops_for(shard_device(s)).copy_floats(f32_out(s.shard_grads) + piece.at_shard, segment, piece.count); });
   } else {
-    // On a GPU, copied in on the device's stream, before anything the stage launches next.
+    // On a GPU, in on the device's stream, before anything the stage launches next.
     layer_stack& stack = s.chunks[static_cast<size_t>(chunk)]->stack();
-    launch(s, [&] { ops_for(stack.where()).copy_floats(f32_out(stack.grads()) + bucket.offset, sum, bucket.count); });
+    copy_floats_in(s, stack.where(), f32_out(stack.grads()) + bucket.offset, r.data, bucket.count);
   }
   s.record.buckets.push_back(index);
   s.record.bucket_sent.push_back(sent);
@@ -196,10 +211,9 @@ void request_gather(self_ptr self, int64_t step, size_t i, tensor part) {
         if (r.data.numel() != bucket.count)
           return fail(self, at_cursor(s) + "the all-gather of bucket " + std::to_string(i) + " returned " +
                                 std::to_string(r.data.numel()) + " values for a bucket of " + std::to_string(bucket.count));
-        const float* v = f32(r.data);
         layer_stack& stack = s.chunks[static_cast<size_t>(p.chunk)]->stack();
-        // On a GPU, copied in on the stage's stream, before the next step's forward reads it.
-        launch(s, [&] { ops_for(stack.where()).copy_floats(f32_out(stack.params()) + bucket.offset, v, bucket.count); });
+        // On a GPU, in on the stage's stream, before the next step's forward reads it.
+        copy_floats_in(s, stack.where(), f32_out(stack.params()) + bucket.offset, r.data, bucket.count);
         if (--s.gathers_pending == 0) s.opt = stage_state::opt_phase::done;
         advance_after_message(self);
       });

@@ -258,10 +258,21 @@ TEST_P(StageOnAnAcceleratorMatchesTheCpu, SameFinalParametersBitwiseAndLossesToF
     EXPECT_EQ(fake_ops().calls("optimizer_step") - updates, 0);
   }
   for (const auto& d : devices) EXPECT_GE(d->completions(), 2 * kSteps);
-  // Each replica's first stage took every microbatch's inputs onto the device as its batch came.
+  // Each replica's first stage took every microbatch's inputs onto the device as its batch came,
+  // and every rank each step's host values through the upload stream: its all-reduced buckets
+  // (zero 0 and 1) and its all-gathered parameters (zero 1 and 2); ZeRO-2's reduce-scattered
+  // segments stay on the host with the shard.
   const int64_t M = cfg.micro_batches;
-  for (size_t r = 0; r < devices.size(); ++r)
-    EXPECT_EQ(devices[r]->staged(), r % static_cast<size_t>(c.pp) == 0 ? kSteps * M : 0) << "rank " << r;
+  const job_plan plan = plan_job(cfg, prepare_job(cfg));
+  for (size_t r = 0; r < devices.size(); ++r) {
+    const sched::mesh_coords at = cfg.mesh.coords_of(static_cast<int>(r));
+    int64_t buckets = 0;
+    for (const auto& chunk : plan.buckets.at(plan.slot(at.pp, at.tp))) buckets += static_cast<int64_t>(chunk.size());
+    if (cfg.mesh.dp == 1) buckets = 0;
+    const int64_t per_step = buckets * ((c.zero <= 1 ? 1 : 0) + (c.zero >= 1 ? 1 : 0));
+    EXPECT_EQ(devices[r]->staged(), (r % static_cast<size_t>(c.pp) == 0 ? kSteps * M : 0) + kSteps * per_step)
+        << "rank " << r;
+  }
 }
 
 namespace {
