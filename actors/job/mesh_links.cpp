@@ -23,49 +23,39 @@ namespace {
 using address_atom = caf::atom_constant<caf::atom("p2paddr")>;
 
 // A tensor's identity on the wire: what pipeline_tensor_msg carries besides the values, and the
-// rank it is for. The decoder accepts exactly what the encoder writes.
-std::string wire_name(const pipeline_tensor_msg& m, int to_rank) {
-  return "pp s=" + std::to_string(m.step) + " g=" + (m.is_grad ? "1" : "0") + " m=" + std::to_string(m.microbatch) +
-         " b=" + std::to_string(m.boundary) + " to=" + std::to_string(to_rank);
+// rank it is for. Over a device link (pipeline_on_device_link, from_rank >= 0) a tensor's bytes go
+// GPU to GPU and the host transport carries its announcement, in the order the link carries the
+// bytes: a name of its own with the sender too, the dtype and, after a leading 0, the shape (a
+// tensor of no element, so the frame carries no payload). Before the first, the link's id, as
+// bytes (link_id_wire_name). The decoders accept exactly what the encoders write.
+std::string wire_name(const pipeline_tensor_msg& m, int to_rank, int from_rank = -1) {
+  std::string out = std::string(from_rank < 0 ? "pp" : "ppd") + " s=" + std::to_string(m.step) +
+                    " g=" + (m.is_grad ? "1" : "0") + " m=" + std::to_string(m.microbatch) +
+                    " b=" + std::to_string(m.boundary);
+  if (from_rank >= 0) out += " from=" + std::to_string(from_rank);
+  return out + " to=" + std::to_string(to_rank);
 }
 
-bool parse_wire_name(const std::string& name, pipeline_tensor_msg& m, int& to_rank) {
+enum class wire_kind { none, host, announced };
+wire_kind parse_wire_name(const std::string& name, pipeline_tensor_msg& m, int& from_rank, int& to_rank) {
   long long step = 0;
-  int grad = 0, mb = 0, boundary = 0, to = 0, used = 0;
-  if (std::sscanf(name.c_str(), "pp s=%lld g=%d m=%d b=%d to=%d%n", &step, &grad, &mb, &boundary, &to, &used) != 5 ||
-      static_cast<size_t>(used) != name.size() || (grad != 0 && grad != 1))
-    return false;
-  m.step = step;
-  m.is_grad = grad == 1;
-  m.microbatch = mb;
-  m.boundary = boundary;
-  to_rank = to;
-  return wire_name(m, to) == name;  // one spelling only
-}
-
-// Over a device link (pipeline_on_device_link) a tensor's bytes go GPU to GPU; the host transport
-// carries its announcement, in the order the link carries the bytes: the same identity and the
-// sender, with the dtype and, after a leading 0, the shape (a tensor of no element, so the frame
-// carries no payload). Before the first, the link's id, as bytes.
-std::string device_wire_name(const pipeline_tensor_msg& m, int from_rank, int to_rank) {
-  return "ppd s=" + std::to_string(m.step) + " g=" + (m.is_grad ? "1" : "0") + " m=" + std::to_string(m.microbatch) +
-         " b=" + std::to_string(m.boundary) + " from=" + std::to_string(from_rank) + " to=" + std::to_string(to_rank);
-}
-
-bool parse_device_wire_name(const std::string& name, pipeline_tensor_msg& m, int& from_rank, int& to_rank) {
-  long long step = 0;
-  int grad = 0, mb = 0, boundary = 0, from = 0, to = 0, used = 0;
-  if (std::sscanf(name.c_str(), "ppd s=%lld g=%d m=%d b=%d from=%d to=%d%n", &step, &grad, &mb, &boundary, &from, &to,
-                  &used) != 6 ||
-      static_cast<size_t>(used) != name.size() || (grad != 0 && grad != 1))
-    return false;
+  int grad = 0, mb = 0, boundary = 0, from = -1, to = 0, used = 0;
+  const bool announced = name.rfind("ppd ", 0) == 0;
+  const int fields =
+      announced ? std::sscanf(name.c_str(), "ppd s=%lld g=%d m=%d b=%d from=%d to=%d%n", &step, &grad, &mb, &boundary,
+                              &from, &to, &used)
+                : std::sscanf(name.c_str(), "pp s=%lld g=%d m=%d b=%d to=%d%n", &step, &grad, &mb, &boundary, &to, &used);
+  if (fields != (announced ? 6 : 5) || static_cast<size_t>(used) != name.size() || (grad != 0 && grad != 1) ||
+      (announced && from < 0))
+    return wire_kind::none;
   m.step = step;
   m.is_grad = grad == 1;
   m.microbatch = mb;
   m.boundary = boundary;
   from_rank = from;
   to_rank = to;
-  return device_wire_name(m, from, to) == name;
+  if (wire_name(m, to, from) != name) return wire_kind::none;  // one spelling only
+  return announced ? wire_kind::announced : wire_kind::host;
 }
 
 std::string link_id_wire_name(int from_rank, int to_rank) {
@@ -210,7 +200,7 @@ void send_on_link(caf::stateful_actor<link_sender_state>* self, pipeline_tensor_
   const std::string where = link_name(s.from_rank, s.to_rank) + " on " + s.engine->name();
   wire::tensor_meta meta;
   meta.tensor_id = s.next_id++;
-  meta.name = device_wire_name(m, s.from_rank, s.to_rank);
+  meta.name = wire_name(m, s.to_rank, s.from_rank);
   meta.type = wire_dtype(m.value.type());
   meta.shape = m.value.shape();
   meta.shape.insert(meta.shape.begin(), 0);
@@ -338,8 +328,9 @@ void mesh_links::receiver::deliver(int from, const wire::tensor_meta& meta, std:
   int to = -1, from_rank = -1;
   caf::actor stage;
   const bool link_id = parse_link_id_wire_name(meta.name, from_rank, to);
-  const bool announced = !link_id && parse_device_wire_name(meta.name, m, from_rank, to);
-  if (!link_id && !announced && !parse_wire_name(meta.name, m, to))
+  const wire_kind kind = link_id ? wire_kind::none : parse_wire_name(meta.name, m, from_rank, to);
+  const bool announced = kind == wire_kind::announced;
+  if (!link_id && kind == wire_kind::none)
     return refuse(from, "a tensor named \"" + meta.name + "\" is no pipeline tensor");
   {
     std::lock_guard<std::mutex> lock(mu);
