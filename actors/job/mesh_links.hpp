@@ -3,10 +3,9 @@
 // the whole group lives here, else a net_collective on the group's TCP ring, MPI communicator or
 // Gloo context), its member of its tensor-parallel group (an in-process tp group, else a ring, MPI
 // or Gloo member the stage's own thread drives), and for each replica: its pipeline peers (the
-// local stage, or a proxy that carries activations and their gradients to another process over
-// the point-to-point transport, framed and checksummed; between GPUs with --backend nccl, the
-// sending end of a device link, whose bytes go GPU to GPU and whose announcements go on that
-// transport).
+// local stage, or what carries activations and their gradients to another process:
+// pipeline_links.hpp's proxy over the point-to-point transport or, between GPUs with --backend
+// nccl, the sending end of a device link).
 // A job held in one process and each process of a multi-process job wire their ranks the same
 // way; across processes the addresses come from the job hub (mesh_addresses) before training
 // starts. Include only from actors/ (CAF).
@@ -24,13 +23,12 @@
 
 #include "actors/job/accelerators.hpp"
 #include "actors/job/job_plan.hpp"
+#include "actors/job/pipeline_links.hpp"
 #include "actors/messages.hpp"
 #include "actors/process/net_actors.hpp"
 #include "comm/device_group.hpp"
 #include "comm/mpi_groups.hpp"
-#include "comm/p2p_transport.hpp"
 #include "comm/tcp_ring.hpp"
-#include "comm/wire_frame.hpp"
 
 namespace troupe {
 
@@ -185,15 +183,7 @@ class mesh_links {
   std::vector<std::pair<int, caf::actor>> link_senders_;  // (remote rank, the sending end of a device link to it)
   // Where received tensors go. Shared with the transport's callbacks, which run on its thread and
   // may outlive this object by a moment.
-  struct receiver {
-    std::mutex mu;
-    std::map<int, caf::actor> local;  // local rank -> its stage
-    std::map<std::pair<int, int>, caf::actor> device_in;  // (remote, local rank) -> receiving end of their device link
-    caf::actor coordinator;
-    void deliver(int from_process, const wire::tensor_meta& meta, std::vector<uint8_t> bytes);
-    void refuse(int from_process, const std::string& why);
-  };
-  std::shared_ptr<receiver> receiver_ = std::make_shared<receiver>();
+  std::shared_ptr<pipeline_receiver> receiver_ = std::make_shared<pipeline_receiver>();
   std::vector<caf::actor> actors_, detached_, collectives_;
 };
 
