@@ -27,6 +27,7 @@
 #include "tests/kernels/fake_gpu.hpp"
 #include "tests/kernels/flash_host.hpp"
 #include "tests/kernels/grad_check.hpp"
+#include "tests/kernels/gpt_spec.hpp"
 
 namespace troupe {
 namespace {
@@ -164,16 +165,7 @@ TEST(FlashAttention, TilesTakeTheMostRowsThatFitABlocksSharedMemory) {
 // probabilities less the log-sum-exps; selective recomputation then rebuilds the log-sum-exps.
 constexpr int64_t B = 3, T = 9, C = 16, H = 2, L = 2, V = 13;
 
-model_spec gpt() {
-  model_spec s;
-  s.kind = "gpt";
-  s.vocab = V;
-  s.context = T;
-  s.channels = C;
-  s.heads = H;
-  s.blocks = L;
-  return s;
-}
+model_spec gpt() { return test::gpt_spec(V, T, C, H, L); }
 
 struct run {
   vec grads;

@@ -11,20 +11,12 @@
 #include "kernels/model.hpp"
 #include "kernels/train_step.hpp"
 #include "tests/kernels/grad_check.hpp"
+#include "tests/kernels/gpt_spec.hpp"
 
 namespace troupe {
 namespace {
 
-model_spec small_gpt() {
-  model_spec s;
-  s.kind = "gpt";
-  s.vocab = 7;
-  s.context = 6;
-  s.channels = 8;
-  s.heads = 2;
-  s.blocks = 2;
-  return s;
-}
+model_spec small_gpt() { return test::gpt_spec(7, 6, 8, 2, 2); }
 
 model_spec small_mlp() {
   model_spec s;

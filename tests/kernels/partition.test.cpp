@@ -9,6 +9,7 @@
 #include "kernels/model.hpp"
 #include "kernels/partition.hpp"
 #include "kernels/pipeline_chunk.hpp"
+#include "tests/kernels/gpt_spec.hpp"
 
 using namespace troupe;
 
@@ -32,16 +33,7 @@ tensor random_tensor(shape_t shape, uint64_t seed) {
   return t;
 }
 
-model_spec small_gpt() {
-  model_spec s;
-  s.kind = "gpt";
-  s.vocab = 7;
-  s.context = 4;
-  s.channels = 8;
-  s.heads = 2;
-  s.blocks = 2;
-  return s;
-}
+model_spec small_gpt() { return test::gpt_spec(7, 4, 8, 2, 2); }
 
 }  // namespace
 

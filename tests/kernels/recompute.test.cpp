@@ -15,22 +15,14 @@
 #include "kernels/model.hpp"
 #include "kernels/pipeline_chunk.hpp"
 #include "tests/kernels/grad_check.hpp"
+#include "tests/kernels/gpt_spec.hpp"
 
 namespace troupe {
 namespace {
 
 constexpr int64_t B = 3, T = 5, C = 8, H = 2, L = 3, V = 7;
 
-model_spec gpt() {
-  model_spec s;
-  s.kind = "gpt";
-  s.vocab = V;
-  s.context = T;
-  s.channels = C;
-  s.heads = H;
-  s.blocks = L;
-  return s;
-}
+model_spec gpt() { return test::gpt_spec(V, T, C, H, L); }
 
 tensor tokens(uint64_t seed) {
   tensor t({B, T});
