@@ -53,9 +53,8 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       if (st.rank == at.dp && at.pp == 0) a.straggler = st;
     a.buckets = plan.buckets.at(plan.slot(at.pp, at.tp));
     for (int q : plan.mesh.group(sched::axis::pp, rank))
-      a.peer_routes.push_back(plan.mesh.process_of(q) == plan.mesh.process_of(rank) ? peer_route::here
-                              : pipeline_on_device_link(cfg, rank, q)                ? peer_route::device_link
-                                                                                     : peer_route::host);
+      a.peer_over_host.push_back(plan.mesh.process_of(q) != plan.mesh.process_of(rank) &&
+                                 !pipeline_on_device_link(cfg, rank, q));
     a.loader = loader->second;
     const rank_collective dp = collective(rank);
     a.collective = dp.actor;

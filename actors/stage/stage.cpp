@@ -113,9 +113,9 @@ bool receive(stage_state& s, const sched::action& a, bool is_grad) {
   return true;
 }
 
-// True once sent (a GPU's value for a stage in another process: once its copy to the host, or
-// the device's completion of what made it, is asked for; the message goes then, and the stage
-// goes on meanwhile).
+// True once sent (a GPU's value for a stage in another process over the host transport: once its
+// copy to the host is asked for; the message goes when the copy is there, and the stage goes on
+// meanwhile).
 bool send(self_ptr self, const sched::action& a, bool is_grad) {
   auto& s = self->state;
   tensor t = take(s, is_grad ? s.grad_out : s.act_out, {a.microbatch, a.chunk},
@@ -125,15 +125,12 @@ bool send(self_ptr self, const sched::action& a, bool is_grad) {
   const int32_t boundary = sched::key_of(s.args.plan, a).boundary;
   const auto to = caf::actor_cast<caf::actor>(s.peers.at(static_cast<size_t>(a.peer)));
   pipeline_tensor_msg m{s.step, is_grad, a.microbatch, boundary, t};
-  const peer_route route = static_cast<size_t>(a.peer) < s.args.peer_routes.size()
-                               ? s.args.peer_routes[static_cast<size_t>(a.peer)]
-                               : peer_route::here;
-  if (t.where().is_cpu() || route == peer_route::here) {
+  const bool over_host = static_cast<size_t>(a.peer) < s.args.peer_over_host.size() &&
+                         s.args.peer_over_host[static_cast<size_t>(a.peer)];
+  // In the process, or to a device link's sending end, the tensor goes as it is: the action that
+  // made it has completed (the cursor waited for that), so any stream may read it.
+  if (t.where().is_cpu() || !over_host) {
     self->send(to, std::move(m));
-    return true;
-  }
-  if (route == peer_route::device_link) {  // the link's stream reads it once it is complete
-    s.args.queue->when_done([to, m = std::move(m)]() mutable { caf::anon_send(to, std::move(m)); });
     return true;
   }
   // The link between processes reads host memory: the value leaves the GPU as a pinned copy,
@@ -538,8 +535,8 @@ caf::behavior stage(self_ptr self, stage_args args) {
     else if (const auto& ledger = shard_ledger(st))
       ledger->charge(st.param_shard, memory_kind::parameters);
     param_fetcher::place_fn place;
-    if (on_accelerator(st) && is_asynchronous(st.args.queue))  // prefetched into device memory, counted there
-      place = [queue = st.args.queue, memory = st.args.memory](tensor unit) {
+    if (auto gpu = gpu_queue(st))  // prefetched into device memory, counted there
+      place = [queue = std::move(gpu), memory = st.args.memory](tensor unit) {
         tensor on = queue->stage_in(unit);
         if (memory) memory->charge(on, memory_kind::parameters);
         return on;

@@ -22,13 +22,6 @@ namespace troupe {
 // coordinator -> stage, once after spawning: the stages of its replica, indexed by pipeline stage.
 using peers_atom = caf::atom_constant<caf::atom("pp_peers")>;
 
-// How a stage's pipeline tensors reach a peer stage. here: in the process, by handle. host: in
-// another process over the host transport, which reads host memory, so a GPU's tensor goes as a
-// copy in pinned memory made on the stage's copy stream. device_link: in another process, from
-// GPU to GPU (pipeline_on_device_link): the device tensor itself goes, once the device has
-// completed what made it, to the link's sending end.
-enum class peer_route : uint8_t { here, host, device_link };
-
 struct stage_args {
   int rank = 0;                           // mesh rank (reports and failures name it)
   int stage = 0;                          // its pipeline coordinate: the row of `plan` it runs
@@ -46,8 +39,11 @@ struct stage_args {
   // lowest layer, and R waits for all of them. No collective: R is the identity (one replica).
   std::vector<std::vector<grad_bucket>> buckets;
   caf::actor loader, optimizer, collective;
-  // By pipeline stage of its replica: how what this stage sends reaches it (peer_route).
-  std::vector<peer_route> peer_routes;
+  // By pipeline stage of its replica: whether what this stage sends it crosses the host transport
+  // (a stage in another process, unless a device link joins their GPUs: pipeline_on_device_link),
+  // which reads host memory, so a GPU's tensor goes as a copy in pinned memory made on the queue's
+  // download stream. Otherwise the tensor itself goes (to the stage, or the link's sending end).
+  std::vector<bool> peer_over_host;
   // The collective reduces on the rank's accelerator (NCCL): each bucket is cut into device memory
   // and handed over, and its sums come back there. Otherwise a GPU's buckets go through pinned
   // host memory.

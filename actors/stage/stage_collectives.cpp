@@ -19,13 +19,14 @@ namespace {
 // values are copied on the stage's stream.
 void copy_floats_in(stage_state& s, const device& where, float* dst, const tensor& values, int64_t count) {
   const device_ops& k = ops_for(where);
-  if (where.is_cpu() || !values.where().is_cpu() || !is_asynchronous(s.args.queue)) {
+  const std::shared_ptr<device_queue> gpu = gpu_queue(s);
+  if (!gpu || where.is_cpu() || !values.where().is_cpu()) {
     launch(s, [&] { k.copy_floats(dst, f32(values), count); });
     return;
   }
-  const tensor in = s.args.queue->stage_in(values);
+  const tensor in = gpu->stage_in(values);
   launch(s, [&] { k.copy_floats(dst, f32(in), count); });
-  s.args.queue->when_done([in] {});
+  gpu->when_done([in] {});
 }
 
 // Bucket b of local chunk c has its reduced values back: they replace the local gradients.
@@ -139,7 +140,7 @@ layer_stack::layer_done_fn bucket_poster(self_ptr self, int chunk) {
   // On a GPU the bucket is cut on the device, on its stream, and posted when the queue gets
   // there, so the group reads it complete. One bound for the host leaves on the queue's copy
   // stream (stage_out): backward goes on with the layers below while it crosses.
-  std::shared_ptr<device_queue> gpu = on_accelerator(s) ? s.args.queue : nullptr;
+  std::shared_ptr<device_queue> gpu = gpu_queue(s);
   return [stage, owner, list = s.args.buckets[static_cast<size_t>(chunk)], partitioned = grads_partitioned(s),
           on_device = s.args.buckets_on_device, memory = s.args.memory, step = s.step, chunk, next,
           gpu](size_t layer) {
@@ -250,7 +251,7 @@ void stream_params(self_ptr self, size_t c) {
   auto& s = self->state;
   pipeline_chunk* chunk = s.chunks[c].get();  // the hooks live in the chunk: it outlives them
   std::shared_ptr<param_fetcher> fetcher = s.fetcher;
-  std::shared_ptr<device_queue> gpu = on_accelerator(s) && is_asynchronous(s.args.queue) ? s.args.queue : nullptr;
+  std::shared_ptr<device_queue> gpu = gpu_queue(s);
   std::shared_ptr<device_memory> memory = s.args.memory;
   auto entry = [chunk](size_t u, bool forward) {
     return forward ? chunk->stack().unit_layers(u).first : chunk->stack().unit_layers(u).second;

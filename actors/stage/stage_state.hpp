@@ -123,6 +123,11 @@ inline device compute_device(const stage_args& a) {
 // Parameter servers under ssp and asp: the batch dispenser says which batch each step computes.
 inline bool dispensing(const stage_state& s) { return static_cast<bool>(s.args.dispenser); }
 inline bool on_accelerator(const stage_state& s) { return !compute_device(s.args).is_cpu(); }
+// The stage's queue when it is an asynchronous GPU's, whose copies between host and device go on
+// the queue's own copy streams (stage_in, stage_out); null for a stage on the host.
+inline std::shared_ptr<device_queue> gpu_queue(const stage_state& s) {
+  return on_accelerator(s) && is_asynchronous(s.args.queue) ? s.args.queue : nullptr;
+}
 // Runs the stage's own device bookkeeping between actions (device_queue::launch); in line on the host.
 inline void launch(stage_state& s, const std::function<void()>& f) {
   if (s.args.queue) s.args.queue->launch(f);
