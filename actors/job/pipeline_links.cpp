@@ -83,6 +83,10 @@ std::optional<dtype> tensor_dtype(wire::dtype d) {
   return std::nullopt;
 }
 
+void report(const caf::actor& coordinator, int rank, const std::string& what) {
+  caf::anon_send(coordinator, pipeline_failure{rank, what});
+}
+
 struct proxy_state {
   int to_rank = 0, to_process = 0;
   std::shared_ptr<net::p2p_transport> transport;
@@ -98,9 +102,9 @@ void forward(caf::stateful_actor<proxy_state>* self, pipeline_tensor_msg m) {
   auto& s = self->state;
   if (!m.value.where().is_cpu()) {
     // The transport reads host memory: a GPU stage sends a stage elsewhere a host copy (stage.cpp).
-    caf::anon_send(s.coordinator, pipeline_failure{s.to_rank, "pipeline link to rank " + std::to_string(s.to_rank) +
-                                                                  ": a tensor on " + m.value.where().to_string() +
-                                                                  " cannot cross the host transport"});
+    report(s.coordinator, s.to_rank,
+           "pipeline link to rank " + std::to_string(s.to_rank) + ": a tensor on " + m.value.where().to_string() +
+               " cannot cross the host transport");
     return;
   }
   wire::tensor_meta meta;
@@ -113,8 +117,7 @@ void forward(caf::stateful_actor<proxy_state>* self, pipeline_tensor_msg m) {
   s.transport->send(s.to_process, s.host, s.port, std::move(meta), keep.raw(), bytes,
                     [keep, coordinator = s.coordinator, to = s.to_rank](std::optional<std::string> err) {
                       if (err && *err != "stopped")
-                        caf::anon_send(coordinator, pipeline_failure{to, "pipeline link to rank " + std::to_string(to) +
-                                                                             ": " + *err});
+                        report(coordinator, to, "pipeline link to rank " + std::to_string(to) + ": " + *err);
                     });
 }
 
@@ -142,10 +145,6 @@ caf::behavior pipeline_proxy(caf::stateful_actor<proxy_state>* self, int to_rank
 }
 
 using link_id_atom = caf::atom_constant<caf::atom("linkid")>;
-
-void report(const caf::actor& coordinator, int rank, const std::string& what) {
-  caf::anon_send(coordinator, pipeline_failure{rank, what});
-}
 
 std::string link_name(int from, int to) {
   return "pipeline link from rank " + std::to_string(from) + " to rank " + std::to_string(to);
@@ -180,6 +179,7 @@ struct link_sender_state {
   std::string host;
   uint16_t port = 0;
   uint64_t next_id = uint64_t{1} << 63;  // apart from the host proxy's ids on the same connection
+  std::string label;  // "pipeline link from rank R to rank Q on ENGINE", for its failures
   std::shared_ptr<net::device_link> link;
   std::vector<pipeline_tensor_msg> waiting;  // handed over before the link was joined
   static inline const char* name = "pipeline_link_sender";
@@ -187,15 +187,14 @@ struct link_sender_state {
 
 void send_on_link(caf::stateful_actor<link_sender_state>* self, pipeline_tensor_msg m) {
   auto& s = self->state;
-  const std::string where = link_name(s.from_rank, s.to_rank) + " on " + s.engine->name();
   wire::tensor_meta meta;
   meta.tensor_id = s.next_id++;
   meta.name = wire_name(m, s.to_rank, s.from_rank);
   meta.type = wire_dtype(m.value.type());
   meta.shape = m.value.shape();
   meta.shape.insert(meta.shape.begin(), 0);
-  auto failed = [coordinator = s.coordinator, to = s.to_rank, where](std::optional<std::string> err) {
-    if (err && *err != "stopped") report(coordinator, to, where + ": " + *err);
+  auto failed = [coordinator = s.coordinator, to = s.to_rank, label = s.label](std::optional<std::string> err) {
+    if (err && *err != "stopped") report(coordinator, to, label + ": " + *err);
   };
   s.transport->send(s.to_process, s.host, s.port, std::move(meta), nullptr, 0, failed);
   const tensor keep = m.value;  // until the link has read it
@@ -308,6 +307,7 @@ caf::actor spawn_link_sender(caf::actor_system& sys, const device_link_end& end,
   s.engine = end.engine;
   s.host_proxy = std::move(host_proxy);
   s.coordinator = end.coordinator;
+  s.label = link_name(end.from_rank, end.to_rank) + " on " + end.engine->name();
   return sys.spawn<caf::detached>(pipeline_link_sender, std::move(s));
 }
 
