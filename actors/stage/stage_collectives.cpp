@@ -1,5 +1,6 @@
-// stage_collectives: a stage's traffic with its data-parallel group. Gradient buckets go to the
-// collective as backward produces them (reduced or, ZeRO-2 and 3, reduce-scattered); ZeRO's
+// stage_collectives: a stage's traffic with its data-parallel group, for its reducer and its
+// parameter source (stage_strategies.hpp). Gradient buckets go to the collective as backward
+// produces them (reduced or, ZeRO-2 and 3, reduce-scattered); ZeRO's
 // updated parameters come back as all-gathers; ZeRO-3's units stream through the param_fetcher
 // in the order the schedule row uses them.
 #include <algorithm>
@@ -31,12 +32,13 @@ void copy_floats_in(stage_state& s, const device& where, float* dst, const tenso
 
 // Bucket b of local chunk c has its reduced values back: they replace the local gradients.
 // False when the answer is wrong and the stage failed.
-bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index, double sent, collective_result& r) {
+bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index, double sent, collective_result& r,
+                 bool partitioned) {
   auto& s = self->state;
   if (step != s.step) return false;  // a late answer for a step that failed: the job is stopping
   const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(chunk)][b];
   const float* sum = f32(r.data);  // on the device when its group reduces there
-  if (grads_partitioned(s)) {  // this rank's segment goes into the shard's gradients
+  if (partitioned) {  // this rank's segment goes into the shard's gradients
     const shard_piece& piece = s.pieces.at(static_cast<size_t>(index));
     // A group on the devices reduces the bucket in place and hands all of it back; the host's
     // hands back the segment alone.
@@ -60,6 +62,8 @@ bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index
   return true;
 }
 
+}  // namespace
+
 // Bucket b's values, cut out of the chunk's gradients: ZeRO-2 hands the bucket's own storage
 // over (the rank keeps no full gradients; with !on_device a GPU's is copied to the host here and
 // freed); otherwise they are copied (to the host, or, on_device, into device memory), since the
@@ -82,9 +86,7 @@ tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t b, bool 
   return part;
 }
 
-}  // namespace
-
-void launch_bucket(self_ptr self, int chunk, size_t b, tensor part) {
+void launch_bucket(self_ptr self, int chunk, size_t b, tensor part, bool partitioned) {
   auto& s = self->state;
   int32_t first_index = 0;  // buckets are numbered over the stage's chunks, chunk 0 first
   for (int c = 0; c < chunk; ++c) first_index += static_cast<int32_t>(s.args.buckets[static_cast<size_t>(c)].size());
@@ -93,74 +95,22 @@ void launch_bucket(self_ptr self, int chunk, size_t b, tensor part) {
   const double sent = now_seconds();
   const int64_t step = s.step;
   ++s.buckets_pending;
-  const auto op = grads_partitioned(s) ? ring::op_kind::reduce_scatter_sum : ring::op_kind::all_reduce_sum;
+  const auto op = partitioned ? ring::op_kind::reduce_scatter_sum : ring::op_kind::all_reduce_sum;
   self->request(s.args.collective, caf::infinite,
                 collective_request{step * s.seqs_per_step + index, static_cast<int32_t>(op), 0, bucket.count,
                                    std::move(part)})
-      .then([self, step, chunk, b, index, sent](collective_result& r) {
+      .then([self, step, chunk, b, index, sent, partitioned](collective_result& r) {
         auto& s = self->state;
         // The sums replace gradients the device may still be adding lower layers' into: they wait
         // for its completion (after_device), and the cursor's advance goes on from there.
-        if (s.on_device && !grads_partitioned(s)) {
+        if (s.on_device && !partitioned) {
           s.after_device.push_back([self, step, chunk, b, index, sent, r]() mutable {
-            bucket_done(self, step, chunk, b, index, sent, r);
+            bucket_done(self, step, chunk, b, index, sent, r, false);
           });
           return;
         }
-        if (bucket_done(self, step, chunk, b, index, sent, r)) advance_after_message(self);
+        if (bucket_done(self, step, chunk, b, index, sent, r, partitioned)) advance_after_message(self);
       });
-}
-
-// The hook for a chunk's last weight-gradient action: every bucket whose lowest layer is done
-// goes to the collective at once, while backward continues with the layers below.
-layer_stack::layer_done_fn bucket_launcher(self_ptr self, int chunk) {
-  auto& s = self->state;
-  if (!s.args.collective || s.args.buckets[static_cast<size_t>(chunk)].empty()) return nullptr;
-  auto next = std::make_shared<size_t>(0);
-  return [self, chunk, next](size_t layer) {
-    auto& s = self->state;
-    const auto& list = s.args.buckets[static_cast<size_t>(chunk)];
-    // Buckets become ready in order: bucket k's lowest layer is above bucket k+1's.
-    while (*next < list.size() && list[*next].first_layer == static_cast<int64_t>(layer)) {
-      const size_t b = (*next)++;
-      layer_stack& stack = s.chunks[static_cast<size_t>(chunk)]->stack();
-      launch_bucket(self, chunk, b,
-                    cut_bucket(stack, list[b], b, grads_partitioned(s), s.args.buckets_on_device, s.args.memory));
-    }
-  };
-}
-
-layer_stack::layer_done_fn bucket_poster(self_ptr self, int chunk) {
-  auto& s = self->state;
-  if (!s.args.collective || s.args.buckets[static_cast<size_t>(chunk)].empty()) return nullptr;
-  // Everything the device's thread needs, taken now: it never reads the stage's state.
-  const caf::actor_addr stage = self->address();
-  std::shared_ptr<pipeline_chunk> owner = s.chunks[static_cast<size_t>(chunk)];
-  auto next = std::make_shared<size_t>(0);
-  // On a GPU the bucket is cut on the device, on its stream, and posted when the queue gets
-  // there, so the group reads it complete. One bound for the host leaves on the queue's copy
-  // stream (stage_out): backward goes on with the layers below while it crosses.
-  std::shared_ptr<device_queue> gpu = gpu_queue(s);
-  return [stage, owner, list = s.args.buckets[static_cast<size_t>(chunk)], partitioned = grads_partitioned(s),
-          on_device = s.args.buckets_on_device, memory = s.args.memory, step = s.step, chunk, next,
-          gpu](size_t layer) {
-    while (*next < list.size() && list[*next].first_layer == static_cast<int64_t>(layer)) {
-      const size_t b = (*next)++;
-      tensor part = cut_bucket(owner->stack(), list[b], b, partitioned, on_device || gpu, memory);
-      auto post = [stage, step, chunk, b](tensor part) {
-        if (auto to = caf::actor_cast<caf::actor>(stage))
-          caf::anon_send(to, bucket_ready_atom::value, step, static_cast<int32_t>(chunk), static_cast<uint64_t>(b),
-                         std::move(part));
-      };
-      if (!gpu) post(std::move(part));
-      else if (on_device) gpu->when_done([post, part = std::move(part)]() mutable { post(std::move(part)); });
-      else
-        gpu->stage_out(part, [post](tensor host) {
-          host.freeze();
-          post(std::move(host));
-        });
-    }
-  };
 }
 
 // ZeRO: the shard's updated segments are back. Every bucket is all-gathered from the segments

@@ -50,12 +50,7 @@ compute_parts gradients_out(self_ptr self, int64_t n) {
     h.freeze();
     for (const auto& o : s.args.observers) self->send(o, observed_gradients{s.args.rank, s.step, h});
     gradients_msg push{s.step, 0, s.args.host_gradients ? std::move(h) : std::move(g), s.args.dp_rank};
-    if (dispensing(s)) {
-      const int64_t next = s.units.unit(s.step + 1);
-      push.unit = s.units.unit(s.step);
-      push.next_round = next >= 0 ? next / s.args.dp_size : s.units.until();
-      push.fresh = next < 0;
-    }
+    s.batches_in->label(s, push);
     self->send(s.args.optimizer, std::move(push));
     s.opt = stage_state::opt_phase::sent;
   };
@@ -77,11 +72,11 @@ void cut_segments(const std::vector<std::shared_ptr<pipeline_chunk>>& chunks,
 }
 }  // namespace
 
-compute_parts shard_gradients_out(self_ptr self) {
+compute_parts shard_gradients_out(self_ptr self, bool partitioned) {
   auto& s = self->state;
   auto grads = std::make_shared<tensor>();
   compute_parts c;
-  if (!grads_partitioned(s)) {
+  if (!partitioned) {
     c.work = [chunks = s.chunks, buckets = s.args.buckets, pieces = s.pieces, where = compute_device(s.args),
               on_device = !shard_device(s).is_cpu(), ledger = shard_ledger(s), grads] {
       const device_ops& k = ops_for(where);

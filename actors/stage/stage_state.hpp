@@ -1,6 +1,7 @@
 // The state of one stage actor and what the files of its implementation share (stage.cpp: the
-// interpreter of its schedule row; stage_collectives.cpp: its traffic with its data-parallel
-// group). Include only from actors/stage/*.cpp.
+// interpreter of its schedule row; stage_setup.cpp: its chunks and strategies; the strategies,
+// stage_strategies.hpp; stage_collectives.cpp: its traffic with its data-parallel group).
+// Include only from actors/stage/*.cpp.
 #pragma once
 
 #include <caf/all.hpp>
@@ -16,10 +17,11 @@
 #include <utility>
 #include <vector>
 
-#include "actors/stage/dispensed_steps.hpp"
 #include "actors/stage/param_fetcher.hpp"
 #include "actors/stage/stage.hpp"
+#include "actors/stage/stage_strategies.hpp"
 #include "comm/tp_groups.hpp"
+#include "kernels/loss.hpp"
 #include "kernels/pipeline_chunk.hpp"
 
 namespace troupe::stage_detail {
@@ -94,8 +96,6 @@ struct stage_state {
   std::vector<std::vector<storage::value_run>> chunk_runs;
   std::vector<storage::value_run> shard_runs;
   bool straggled = false;
-  dispensed_steps units;  // with a dispenser: this run's grants
-  int64_t next_step = 0;  // with a dispenser: the replica's next step (its own count, over runs)
   enum class opt_phase { idle, sent, done } opt = opt_phase::idle;
   stage_step_record record;  // what the step reports
   std::shared_ptr<net::timed_tp_group> tp_clock;  // args.tp, timed (tp > 1)
@@ -105,6 +105,19 @@ struct stage_state {
   // chunks the device is reading (run on the stage's thread right after that action's finish).
   std::optional<device_action> on_device;
   std::vector<std::function<void()>> after_device;
+  // What the stage is, chosen once at set-up (stage_setup.cpp, stage_strategies.hpp).
+  std::unique_ptr<executor> exec;
+  std::unique_ptr<gradient_reducer> reducer;
+  std::unique_ptr<param_source> params;
+  std::unique_ptr<batch_source> batches_in;
+  // The last model chunk's loss over its logits (run where the forward computes: it holds what it
+  // needs, a tensor-parallel group included), and whether this rank's loss is the one reported
+  // (every tp rank holds the same: the first reports it, so the job counts it once).
+  std::function<loss_result(const tensor& logits, const std::vector<int32_t>& targets, float grad_scale)> loss;
+  bool reports_loss = true;
+  // The stage's inputs go onto this device as each batch arrives (an accelerator's stage with
+  // model chunk 0); null: they stay on the host.
+  std::shared_ptr<device_queue> input_queue;
   static inline const char* name = "stage";
 };
 
@@ -114,14 +127,11 @@ inline const std::vector<sched::action>& row(const stage_state& s) {
   return s.args.plan.stages[static_cast<size_t>(s.args.stage)];
 }
 
-inline bool zero_on(const stage_state& s) { return !s.pieces.empty(); }
 // Where the stage's chunks hold their parameters, gradients and activations: its queue's device
 // when that is not the host (a GPU), else the host (every CPU queue computes on host memory).
 inline device compute_device(const stage_args& a) {
   return a.queue && !a.queue->where().is_cpu() ? a.queue->where() : device{};
 }
-// Parameter servers under ssp and asp: the batch dispenser says which batch each step computes.
-inline bool dispensing(const stage_state& s) { return static_cast<bool>(s.args.dispenser); }
 inline bool on_accelerator(const stage_state& s) { return !compute_device(s.args).is_cpu(); }
 // The stage's queue when it is an asynchronous GPU's, whose copies between host and device go on
 // the queue's own copy streams (stage_in, stage_out); null for a stage on the host.
@@ -141,15 +151,12 @@ inline device shard_device(const stage_state& s) { return s.args.buckets_on_devi
 inline const std::shared_ptr<device_memory>& shard_ledger(const stage_state& s) {
   return on_accelerator(s) && shard_device(s).is_cpu() ? s.args.host_memory : s.args.memory;
 }
-inline bool grads_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 2; }
-inline bool params_partitioned(const stage_state& s) { return zero_on(s) && s.args.zero >= 3; }
+
+// Seconds the stage spent in its tensor-parallel collectives so far (0 without a tp group).
+inline double tp_seconds(const stage_state& s) { return s.tp_clock ? s.tp_clock->seconds() : 0; }
 
 inline int model_chunk_of(const stage_state& s, int chunk) { return sched::model_chunk(s.args.plan, s.args.stage, chunk); }
 inline int last_model_chunk(const stage_state& s) { return sched::num_model_chunks(s.args.plan) - 1; }
-// An accelerator's stage that runs model chunk 0 takes its inputs onto the device ahead.
-inline bool stages_inputs(const stage_state& s) {
-  return on_accelerator(s) && sched::stage_of(s.args.plan, 0) == s.args.stage;
-}
 inline bool needs_batch(const stage_state& s) {
   for (int c = 0; c < s.args.plan.virtual_stages; ++c) {
     const int k = model_chunk_of(s, c);
@@ -169,23 +176,28 @@ inline std::string at_cursor(const stage_state& s) {
 // that just arrived runs if it can (a failure there ends the stage the same way).
 void fail(self_ptr self, const std::string& why);
 void advance_after_message(self_ptr self);
+// The step begins: the cursor at the row's start, the chunks' gradients zeroed, its strategies told.
+void begin_step(self_ptr self, int64_t step);
+// Throws the refusal of the action at the cursor.
+[[noreturn]] void refuse(const stage_state& s, const std::string& why);
 
-// stage_device.cpp.
-// A compute action cut in two: `work` is what the device runs (the chunk's math and, inside it,
-// its tensor-parallel collectives), touching only what it captured; `finish` hands the results
-// on, on the stage's thread, once the work has completed.
-struct compute_parts {
-  std::function<void()> work;
-  std::function<void()> finish;
-};
+// stage_setup.cpp: the stage's chunks built from its args and its strategies chosen; the shard
+// handed its first values.
+void set_up(self_ptr self, stage_args args);
+// Whether the stage keeps a thread of its own (a detached actor).
+bool needs_own_thread(const stage_args& args);
 
-// Synchronous device (none, or the CPU): both parts now, in line, as the action always ran (true).
-// Asynchronous: the work is enqueued, and the action waits, like a receive, for the message the
-// queue's completion sends (device_done_atom); meanwhile the stage answers other messages (false).
-bool run_compute(self_ptr self, const sched::action& a, compute_parts c);
-// The device's action at the cursor: still running (false), or completed: its results are
-// handed on, then what waited for the chunks to be free.
-bool complete_on_device(self_ptr self);
+// stage_pipeline.cpp: its traffic with the other stages of its pipeline. A receive is true once
+// the message is there (else waiting_for says which); a send is true once sent (a GPU's value
+// for a stage in another process: once its copy to the host is asked for).
+bool receive(stage_state& s, const sched::action& a, bool is_grad);
+bool send(self_ptr self, const sched::action& a, bool is_grad);
+tensor take(stage_state& s, std::map<slot, tensor>& from, slot key, const std::string& what);
+
+// batch_sources.cpp: the current step's microbatches are there (false: waiting_for says why); a
+// batch that arrives for a later step is kept (on an accelerator, staged onto it).
+bool have_batch(stage_state& s);
+void keep_batch(stage_state& s, int64_t step, batch b);
 
 // stage_params.cpp: the stage's side of its optimizer shard.
 // The chunks' gradients (grads) or parameters (n in all) laid end to end on `where`. Touches only
@@ -196,10 +208,10 @@ tensor end_to_end(const std::vector<std::shared_ptr<pipeline_chunk>>& chunks, co
 // sends them to the optimizer shard and any observers.
 compute_parts gradients_out(self_ptr self, int64_t n);
 // ZeRO's O: this rank's segments of the reduced gradients, to its shard (on shard_device).
-// ZeRO-2's reduce-scatters wrote them there already; ZeRO-1's are cut out of the chunks'
-// gradients (on a GPU, copied by the work, to pinned memory for a shard on the host; sent once
-// the device is done).
-compute_parts shard_gradients_out(self_ptr self);
+// Partitioned (ZeRO-2 and 3), the reduce-scatters wrote them there already; ZeRO-1's are cut out
+// of the chunks' gradients (on a GPU, copied by the work, to pinned memory for a shard on the
+// host; sent once the device is done).
+compute_parts shard_gradients_out(self_ptr self, bool partitioned);
 // ZeRO: this rank's segments of the chunks' parameters, on shard_device (the shard's start).
 tensor shard_params(stage_state& s);
 // The shard's parameters into the chunks: adopted when they are the one chunk's and on its
@@ -215,14 +227,12 @@ void restore_shard(self_ptr self, tensor initial);
 caf::result<checkpoint_part> write_checkpoint(self_ptr self, const checkpoint_order& o);
 
 // stage_collectives.cpp.
-// The hook for a chunk's last weight-gradient action, or null when the chunk reduces nothing.
-layer_stack::layer_done_fn bucket_launcher(self_ptr self, int chunk);
-// The same for a backward on an asynchronous device: it runs on the device's thread, so it only
-// cuts each bucket out of the chunk (the device's while the action is pending) and posts it to
-// the stage (bucket_ready_atom), whose handler calls launch_bucket.
-layer_stack::layer_done_fn bucket_poster(self_ptr self, int chunk);
-// Sends bucket b of local chunk c (its values cut out) to the collective, on the stage's thread.
-void launch_bucket(self_ptr self, int chunk, size_t b, tensor part);
+// Bucket b's values, cut out of the chunk's gradients, where the hook runs (see the definition).
+tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t b, bool partitioned, bool on_device,
+                  const std::shared_ptr<device_memory>& memory);
+// Sends bucket b of local chunk c (its values cut out) to the collective, on the stage's thread:
+// all-reduced, or reduce-scattered (partitioned).
+void launch_bucket(self_ptr self, int chunk, size_t b, tensor part, bool partitioned);
 // ZeRO: the shard's updated segments are back; the buckets are all-gathered from them. For a
 // group on the devices each bucket's segment is first copied into a bucket-sized buffer on the
 // stage's stream, and posted (gather_ready_atom) once the copy is done, whose handler calls

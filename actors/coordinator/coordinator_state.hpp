@@ -1,0 +1,73 @@
+// The coordinator's state and what the files of its implementation share: coordinator.cpp
+// (its messages, the job's start and end), step_clock.cpp (ordering runs of steps, each step's
+// loss in rank order), checkpoint_commit.cpp, evaluation_gather.cpp, watchdog.cpp and, for
+// dispensed batches, push_rounds.hpp. Include only from actors/coordinator/*.cpp.
+#pragma once
+
+#include <caf/all.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "actors/actors.hpp"
+#include "actors/coordinator/push_rounds.hpp"
+
+namespace troupe::coordinator_detail {
+
+using clock_type = std::chrono::steady_clock;
+
+struct coordinator_state {
+  coordinator_args args;
+  std::vector<caf::actor> stages;  // by mesh rank
+  caf::actor evaluator;
+  std::vector<caf::actor> members;
+  std::map<int64_t, std::vector<stage_step_record>> reports;  // by step: the ranks reported so far
+  clock_type::time_point step_start;
+  std::deque<clock_type::time_point> recent;  // when the last few steps ended (rate window)
+  clock_type::time_point last_progress = clock_type::now();
+  int64_t polled = -1;  // actions completed over all stages at the watchdog's last poll (-1: none since a step)
+  bool polling = false;
+  std::vector<caf::actor> collectives;  // dumped into a watchdog report
+  bool finishing = false;
+  int64_t until = 0;            // the end of the run of steps last ordered
+  int checkpoints_writing = 0;  // ordered, not yet committed
+  bool finish_when_saved = false;
+  std::unique_ptr<push_rounds> rounds;  // dispensed batches: replica steps counted into rounds
+  std::vector<stage_step_record> latest;  // dispensed batches: each rank's traced step, by rank
+  std::string symptom;  // a member that died of asking a dead actor: reported unless the cause comes soon
+  static inline const char* name = "coordinator";
+};
+
+using self_ptr = caf::stateful_actor<coordinator_state>*;
+
+// coordinator.cpp: the members are told to stop (and the coordinator quits: finish). The first
+// reason the job stopped is the one reported; later ones are consequences.
+void stop_members(self_ptr self);
+void finish(self_ptr self);
+void fail(self_ptr self, const std::string& why, bool own);
+
+// step_clock.cpp.
+void order_steps(self_ptr self, int64_t step);
+void stage_reported(self_ptr self, stage_step_record& r);
+void replica_reported(self_ptr self, stage_step_record& r);
+
+// checkpoint_commit.cpp.
+bool saves_after(const coordinator_state& s, int64_t steps_done);
+void finish_when_saved(self_ptr self);
+void checkpoint(self_ptr self, int64_t step);
+
+// evaluation_gather.cpp: the first replica's parameters to the evaluator, which evaluates epoch.
+void evaluate(self_ptr self, int64_t epoch);
+
+// watchdog.cpp.
+using watchdog_atom = caf::atom_constant<caf::atom("watchdog")>;
+using settle_atom = caf::atom_constant<caf::atom("settle")>;  // the grace after a symptom is over
+std::chrono::milliseconds watchdog_period(double seconds);
+void watch(self_ptr self);
+
+}  // namespace troupe::coordinator_detail

@@ -1,0 +1,88 @@
+// gradient_reducers: how a stage's gradients are reduced over its data-parallel group before its
+// optimizer shard reads them. None (one replica, or a parameter server's client, whose server
+// sums the pushes); every bucket all-reduced as backward produces it; or ZeRO's, whose shard
+// takes this rank's segments only. The bucket traffic itself is stage_collectives.cpp's.
+#include <memory>
+#include <utility>
+
+#include "actors/stage/stage_state.hpp"
+#include "kernels/device_ops.hpp"
+
+namespace troupe::stage_detail {
+
+void gradient_reducer::launch(self_ptr self, int, size_t, tensor) {
+  refuse(self->state, "a gradient bucket was cut, but the stage reduces no buckets");
+}
+
+namespace {
+
+class none : public gradient_reducer {
+ public:
+  compute_parts gradients_out(self_ptr self, int64_t n) override { return stage_detail::gradients_out(self, n); }
+};
+
+// Every bucket whose lowest layer is done goes to the collective at once, while backward goes on
+// with the layers below; R waits for all of them.
+class buckets : public gradient_reducer {
+ public:
+  explicit buckets(bool partitioned) : partitioned_(partitioned) {}
+
+  layer_stack::layer_done_fn bucket_hook(self_ptr self, int chunk) override {
+    auto& s = self->state;
+    const auto& list = s.args.buckets[static_cast<size_t>(chunk)];
+    if (list.empty()) return nullptr;
+    // Everything the hook needs, taken now: on an asynchronous device it runs on the device's
+    // thread and never reads the stage's state. On a GPU the bucket is cut in device memory.
+    bucket_delivery deliver = s.exec->from_backward(self, chunk, [self, chunk, partitioned = partitioned_](size_t b, tensor part) {
+      launch_bucket(self, chunk, b, std::move(part), partitioned);
+    });
+    return [owner = s.chunks[static_cast<size_t>(chunk)], list, partitioned = partitioned_,
+            on_device = s.args.buckets_on_device || gpu_queue(s) != nullptr, memory = s.args.memory,
+            next = std::make_shared<size_t>(0), deliver = std::move(deliver)](size_t layer) {
+      // Buckets become ready in order: bucket k's lowest layer is above bucket k+1's.
+      while (*next < list.size() && list[*next].first_layer == static_cast<int64_t>(layer)) {
+        const size_t b = (*next)++;
+        deliver(b, cut_bucket(owner->stack(), list[b], b, partitioned, on_device, memory));
+      }
+    };
+  }
+
+  void launch(self_ptr self, int chunk, size_t b, tensor part) override {
+    launch_bucket(self, chunk, b, std::move(part), partitioned_);
+  }
+
+  bool reduced(self_ptr self) override {
+    auto& s = self->state;
+    if (s.buckets_pending == 0) return true;
+    s.waiting_for = "the all-reduce of " + std::to_string(s.buckets_pending) +
+                    " gradient bucket(s) over its data-parallel group";
+    return false;
+  }
+
+  compute_parts gradients_out(self_ptr self, int64_t n) override { return stage_detail::gradients_out(self, n); }
+
+ protected:
+  bool partitioned_;
+};
+
+class zero : public buckets {
+ public:
+  using buckets::buckets;
+
+  void begin_step(self_ptr self) override {
+    if (!partitioned_) return;
+    auto& s = self->state;  // every segment is written by its bucket's reduce-scatter
+    stage_detail::launch(s, [&] { s.shard_grads = ops_for(shard_device(s)).empty({shard_size(s.pieces)}); });
+    if (const auto& ledger = shard_ledger(s)) ledger->charge(s.shard_grads, memory_kind::gradients);
+  }
+
+  compute_parts gradients_out(self_ptr self, int64_t) override { return shard_gradients_out(self, partitioned_); }
+};
+
+}  // namespace
+
+std::unique_ptr<gradient_reducer> no_reduction() { return std::make_unique<none>(); }
+std::unique_ptr<gradient_reducer> bucket_all_reduce() { return std::make_unique<buckets>(false); }
+std::unique_ptr<gradient_reducer> zero_reduce(bool partitioned) { return std::make_unique<zero>(partitioned); }
+
+}  // namespace troupe::stage_detail

@@ -1,0 +1,151 @@
+// param_sources: where a stage's parameters come from. Its own chunks' buffers, replaced by each
+// update of its optimizer shard; ZeRO-1 and 2, this rank's segments updated by its shard and
+// every bucket all-gathered back; ZeRO-3, only the segments kept, each unit gathered right before
+// its first layer runs and dropped after its last (param_fetcher, stage_collectives.cpp).
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "actors/stage/stage_state.hpp"
+#include "kernels/device_ops.hpp"
+
+namespace troupe::stage_detail {
+
+bool param_source::fetch(self_ptr self, const sched::action& a) {
+  refuse(self->state, sched::to_string(a.kind) + " needs ZeRO-3 (--zero 3 over a data-parallel group)");
+}
+bool param_source::release(self_ptr self, const sched::action& a) { return fetch(self, a); }
+
+namespace {
+
+// A copy of local chunk c's parameters on the host, which the shard no longer writes.
+void copy_whole(stage_state& s, size_t c, pipeline_params_msg& out) {
+  tensor p;
+  if (on_accelerator(s)) launch(s, [&] { p = on_host(s.chunks[c]->stack().params()); });
+  else p = s.chunks[c]->stack().params().clone();
+  p.freeze();
+  out.params.push_back(std::move(p));
+}
+
+class own : public param_source {
+ public:
+  tensor initial(self_ptr self, int64_t n) override {
+    auto& s = self->state;
+    // One chunk: the shard's master copy is the stack's own buffer (frozen: neither writes it
+    // again), so the rank holds its parameters once.
+    if (s.chunks.size() == 1) return s.chunks[0]->stack().params();
+    tensor out;
+    launch(s, [&] { out = end_to_end(s.chunks, compute_device(s.args), n, false); });
+    return out;
+  }
+  void updated(self_ptr self, const params_msg& m) override {
+    auto& s = self->state;
+    if (s.on_device) {  // the device reads these parameters now: they change once it is done
+      s.after_device.push_back([self, m] {
+        adopt_params(self->state, m);
+        if (m.step >= 0) self->state.opt = stage_state::opt_phase::done;
+      });
+      return;
+    }
+    adopt_params(s, m);
+    if (m.step < 0) return;  // the shard's initial copy
+    s.opt = stage_state::opt_phase::done;
+    advance_after_message(self);
+  }
+  void copy_out(self_ptr self, size_t c, pipeline_params_msg& out) override { copy_whole(self->state, c, out); }
+};
+
+class gathered : public param_source {
+ public:
+  tensor initial(self_ptr self, int64_t) override { return shard_params(self->state); }
+  void updated(self_ptr self, const params_msg& m) override {
+    if (m.step >= 0) gather_params(self, m);
+  }
+  void copy_out(self_ptr self, size_t c, pipeline_params_msg& out) override { copy_whole(self->state, c, out); }
+};
+
+class fetched : public param_source {
+ public:
+  tensor initial(self_ptr self, int64_t) override {
+    auto& s = self->state;
+    // The whole stage was built (its init needs every layer); from here on it keeps its segments.
+    tensor segments = shard_params(s);
+    segments.freeze();
+    s.param_shard = segments;
+    // Offloaded, the segments are the host's (to NVMe, only until the fetcher has written them);
+    // a GPU's are too, as its shard is (its group gathers on the host).
+    if (s.args.params_offloaded && s.args.host_memory)
+      s.args.host_memory->charge(s.param_shard, s.args.param_file ? memory_kind::buffers : memory_kind::parameters);
+    else if (const auto& ledger = shard_ledger(s))
+      ledger->charge(s.param_shard, memory_kind::parameters);
+    param_fetcher::place_fn place;
+    if (auto gpu = gpu_queue(s))  // prefetched into device memory, counted there
+      place = [queue = std::move(gpu), memory = s.args.memory](tensor unit) {
+        tensor on = queue->stage_in(unit);
+        if (memory) memory->charge(on, memory_kind::parameters);
+        return on;
+      };
+    s.fetcher = std::make_shared<param_fetcher>(s.args.dp_group, s.args.prefetch, s.args.param_file, std::move(place));
+    for (size_t c = 0; c < s.chunks.size(); ++c) {
+      s.chunks[c]->stack().split_params();
+      stream_params(self, c);
+    }
+    return segments;
+  }
+
+  void begin_step(self_ptr self) override {
+    auto& s = self->state;
+    // From here the gathers hold the segments; once the last is done the optimizer shard is
+    // their only holder and updates them in place.
+    if (s.fetcher->has_file()) s.fetcher->keep(s.param_shard);  // this step's segments, read back unit by unit
+    s.fetcher->begin_step(fetch_order(s));
+    s.param_shard = tensor();
+  }
+
+  bool fetch(self_ptr, const sched::action&) override { return true; }  // the units stream in as the actions reach them
+
+  bool release(self_ptr self, const sched::action& a) override {
+    auto& s = self->state;
+    const layer_stack& stack = s.chunks.at(static_cast<size_t>(a.chunk))->stack();
+    for (size_t u = 0; u < stack.num_units(); ++u)
+      if (stack.has_unit_params(u)) refuse(s, "unit " + std::to_string(u) + " of the chunk still holds its parameters");
+    return true;
+  }
+
+  void updated(self_ptr self, const params_msg& m) override {  // the updated segments are all the stage keeps
+    auto& s = self->state;
+    if (m.step < 0) return;
+    s.param_shard = m.params;
+    s.opt = stage_state::opt_phase::done;
+    advance_after_message(self);
+  }
+
+  // Only this rank's segments, where they sit in the chunk; the coordinator puts the replicas'
+  // answers together.
+  void copy_out(self_ptr self, size_t c, pipeline_params_msg& out) override {
+    auto& s = self->state;
+    if (s.param_shard.empty())
+      throw std::logic_error("rank " + std::to_string(s.args.rank) + ": parameters asked for during a step");
+    tensor p({s.chunks[c]->stack().num_params()});
+    std::vector<int64_t> runs;
+    for (const shard_piece& piece : s.pieces) {
+      if (piece.chunk != static_cast<int>(c) || piece.count == 0) continue;
+      const int64_t at = s.args.buckets[c][piece.bucket].offset + piece.in_bucket;
+      const float* from = std::as_const(s.param_shard).data() + piece.at_shard;
+      std::copy(from, from + piece.count, p.data() + at);
+      runs.push_back(at);
+      runs.push_back(piece.count);
+    }
+    p.freeze();
+    out.params.push_back(std::move(p));
+    out.owned.push_back(std::move(runs));
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<param_source> own_params() { return std::make_unique<own>(); }
+std::unique_ptr<param_source> zero_gathered_params() { return std::make_unique<gathered>(); }
+std::unique_ptr<param_source> zero_fetched_params() { return std::make_unique<fetched>(); }
+
+}  // namespace troupe::stage_detail
