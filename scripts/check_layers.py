@@ -39,7 +39,7 @@ ACTOR_LAYERS = [
     # wiring a mesh's actors across devices and processes (the job hub joins the processes)
     ["job/pipeline_links", "job/mesh_links", "job/mesh_job", "process/net_hub"],
     # running a job: the runners and the actor system's configuration
-    ["job/runtime_config", "job/training_job", "process/process_job"],
+    ["job/runtime_config", "job/training_job", "process/process_job", "process/process_parts", "process/process_plumbing"],
     # measuring the machine by running jobs on it (--forecast's calibration)
     ["job/machine_calibration"],
 ]

@@ -61,6 +61,11 @@ class gathered : public param_source {
   void updated(self_ptr self, const params_msg& m) override {
     if (m.step >= 0) gather_params(self, m);
   }
+  std::string awaited(const stage_state& s) const override {
+    if (s.gathers_pending == 0) return param_source::awaited(s);
+    return "the all-gather of " + std::to_string(s.gathers_pending) +
+           " bucket(s) of updated parameters over its data-parallel group";
+  }
   void copy_out(self_ptr self, size_t c, pipeline_params_msg& out) override { copy_whole(self->state, c, out); }
 };
 

@@ -130,9 +130,7 @@ bool execute(self_ptr self, const sched::action& a) {
           return false;
         }
       }
-      s.waiting_for = s.gathers_pending > 0 ? "the all-gather of " + std::to_string(s.gathers_pending) +
-                                                  " bucket(s) of updated parameters over its data-parallel group"
-                                            : "the updated parameters from its optimizer shard";
+      s.waiting_for = s.params->awaited(s);
       return false;
     }
   }

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "actors/messages.hpp"
@@ -91,6 +92,8 @@ class param_source {
   virtual bool release(self_ptr self, const sched::action& a);
   // The shard's answer: its initial copy (step -1) or a step's update.
   virtual void updated(self_ptr self, const params_msg& m) = 0;
+  // What O waits for once the gradients are gone.
+  virtual std::string awaited(const stage_state&) const { return "the updated parameters from its optimizer shard"; }
   // Local chunk c's parameters for the coordinator (evaluation, export), into `out`.
   virtual void copy_out(self_ptr self, size_t c, pipeline_params_msg& out) = 0;
 };

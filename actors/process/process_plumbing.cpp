@@ -1,0 +1,189 @@
+// process_plumbing: what every process of a multi-process job sets up before its runner body
+// (process_job.cpp) runs: its actor system's configuration, its data-plane links' options, its
+// MPI communicators, and, for a process other than 0, its admission to the job through the gate.
+#include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+
+#include "actors/job/runtime_config.hpp"
+#include "actors/process/process_parts.hpp"
+#include "comm/net_gate.hpp"
+#include "comm/tcp_auth.hpp"
+
+namespace troupe {
+
+namespace {
+
+// A user's schedule by name and a fingerprint (FNV-1a of its text form): two processes that read
+// different schedule files under one name are refused at join, not left to deadlock mid-step.
+std::string describe_schedule(const train_config& c) {
+  if (c.user_schedule.stages.empty()) return c.schedule;
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char ch : sched::to_string(c.user_schedule)) h = (h ^ ch) * 1099511628211ull;
+  return fmt::format("{}#{:016x}", c.user_schedule.name, h);
+}
+
+}  // namespace
+
+std::string describe_for_join(const train_config& c, const prepared_job& job) {
+  return fmt::format("{}; {} lr {} wd {} momentum {} betas {},{} eps {}; batch {} seed {} steps {}; buckets {} MiB; "
+                     "mesh {}{}; recompute {}; matmul {}; schedule {} M {} v {}; backend {}; eval {}x{}; "
+                     "servers {} s{} x{} in {} processes",
+                     describe(job.model), c.optim.kind, c.optim.lr, c.optim.weight_decay, c.optim.momentum,
+                     c.optim.beta1, c.optim.beta2, c.optim.eps, c.batch_size, c.seed, job.total_steps, c.bucket_mb,
+                     sched::to_string(c.mesh), c.sequence_parallel ? " sp" : "", to_string(c.recompute), to_string(c.matmul),
+                     describe_schedule(c),
+                     c.micro_batches, c.virtual_stages, net::to_string(c.backend), c.eval_batch_size,
+                     c.eval_max_batches, to_string(c.consistency), c.staleness, c.server_shards, c.server_processes);
+}
+
+namespace process_detail {
+
+void configure(caf::actor_system_config& sys_cfg, const process_config& p) {
+  configure_runtime(sys_cfg);
+  sys_cfg.load<caf::io::middleman>();
+  if (use_tls(p)) {
+    sys_cfg.load<caf::openssl::manager>();
+    sys_cfg.set("openssl.certificate", p.tls_cert);
+    sys_cfg.set("openssl.key", p.tls_key);
+    sys_cfg.set("openssl.cafile", p.tls_ca);
+  }
+}
+
+net::ring_options ring_options_for(const process_config& p) {
+  net::ring_options o;
+  // Twice the peer timeout: the hubs' pings name a silent rank first; the ring only unblocks.
+  o.io_timeout_ms = static_cast<int>(2 * to_ms(p.peer_timeout_seconds).count());
+  o.rendezvous.timeout_ms = static_cast<int>(to_ms(p.join_timeout_seconds).count());
+  return o;
+}
+
+mesh_links_args links_args(const train_config& cfg, int process, const std::string& local_host,
+                           std::shared_ptr<net::mpi_groups> mpi, const device_engines& engines) {
+  const process_config& pc = cfg.process;
+  mesh_links_args a;
+  // Ranks on GPUs (--device): a data-parallel group of them in this process reduces on the
+  // devices, and one across processes too with --backend nccl (NCCL refuses a GPU that two
+  // processes name, so it is asked for, not assumed: on one GPU the processes share, the groups
+  // meet on the host). Every process derives every rank's device from the one --device list, so
+  // all choose alike.
+  if (std::any_of(cfg.devices.begin(), cfg.devices.end(), [](const device& d) { return !d.is_cpu(); })) {
+    a.engines = engines.empty() ? gpu_group_engines() : engines;
+    a.dp_on_devices = device_groups_allowed(cfg);
+    a.devices_across_processes = cfg.backend == net::backend_kind::nccl;
+    a.device_of = [devices = cfg.devices](int rank) { return device_of_rank(devices, rank); };
+    a.device_link = [cfg](int from, int to) { return pipeline_on_device_link(cfg, from, to); };
+  }
+  a.mpi = std::move(mpi);
+  a.gloo = cfg.backend == net::backend_kind::gloo;
+  a.zero3 = cfg.zero >= 3;
+  a.process = process;
+  a.local_host = local_host;
+  a.secret = pc.secret;
+  a.ring = ring_options_for(pc);
+  a.slow_links = cfg.slow_links;
+  // Twice the peer timeout, as for the ring: the hubs' pings name a silent process first.
+  a.p2p.io_timeout_ms = static_cast<int>(2 * to_ms(pc.peer_timeout_seconds).count());
+  a.p2p.connect_timeout_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
+  a.join_timeout_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
+  return a;
+}
+
+// --backend mpi: this process's communicators, one per process-spanning group, made by every process
+// in group order before any other MPI call (so before the control plane, whose order of events
+// differs between processes). A group held in one process needs none.
+std::shared_ptr<net::mpi_groups> mpi_for(const train_config& cfg) {
+  if (cfg.backend != net::backend_kind::mpi) return nullptr;
+  const sched::mesh& m = cfg.mesh;
+  // Every process-spanning group, numbered as mesh_links numbers them (comm_group_id).
+  std::vector<int> member_of(static_cast<size_t>(comm_group_count(m)), -1);
+  for (sched::axis a : {sched::axis::dp, sched::axis::tp})
+    for (int r : cfg.mesh.ranks_of_process(cfg.process.index))
+      if (m.size(a) > 1 && m.group_spans_processes(a, r)) {
+        const sched::mesh_coords at = m.coords_of(r);
+        member_of[static_cast<size_t>(comm_group_id(m, a, r))] = a == sched::axis::dp ? at.dp : at.tp;
+      }
+  if (cfg.zero >= 3)  // ZeRO-3's parameter groups: the data-parallel groups once more
+    for (int r : cfg.mesh.ranks_of_process(cfg.process.index))
+      if (m.dp > 1 && m.group_spans_processes(sched::axis::dp, r))
+        member_of[static_cast<size_t>(comm_params_group_id(m, r))] = m.coords_of(r).dp;
+  auto mpi = std::make_shared<net::mpi_groups>(member_of);
+  if (mpi->world_size() != m.processes || mpi->world_rank() != cfg.process.index)
+    throw std::runtime_error("--backend mpi: MPI says this is process " + std::to_string(mpi->world_rank()) + " of " +
+                             std::to_string(mpi->world_size()) + ", the job says " + std::to_string(cfg.process.index) +
+                             " of " + std::to_string(m.processes) + " (start every process with the same mpirun)");
+  return mpi;
+}
+
+// --backend mpi under mpirun with no MASTER_ADDR: process 0 tells every process, over MPI (the
+// launcher's own channel, which only the job's processes share), where its control gate listens
+// and the job's secret (one it makes when none was given). Right after the communicators, so
+// every process makes this broadcast as its second collective.
+void learn_control_plane_over_mpi(train_config& cfg, net::mpi_groups& mpi) {
+  process_config& pc = cfg.process;
+  std::string text;
+  if (pc.index == 0) {
+    if (pc.secret.empty()) pc.secret = net::random_secret();
+    pc.master_addr = net::this_host_address();
+    text = pc.master_addr + "\n" + std::to_string(pc.master_port) + "\n" + pc.secret;
+  }
+  text = mpi.broadcast_text(text, 0);
+  const auto a = text.find('\n'), b = text.find('\n', a + 1);
+  if (a == std::string::npos || b == std::string::npos)
+    throw std::runtime_error("--backend mpi: process 0's control-plane address did not arrive whole");
+  if (pc.index != 0) {
+    pc.master_addr = text.substr(0, a);
+    pc.master_port = static_cast<uint16_t>(std::stoi(text.substr(a + 1, b - a - 1)));
+    pc.secret = text.substr(b + 1);
+  }
+  spdlog::info("process {}: control plane at {}:{} (from MPI)", pc.index, pc.master_addr, pc.master_port);
+}
+
+// Stops the actors, waits until they are gone, and drops the registry entries the middleman
+// made when their handles crossed to another process. A detached actor still referenced from
+// there is never destroyed, and ~actor_system would wait for its thread forever (seen as a
+// worker that finished its job but did not exit).
+void stop_all(caf::actor_system& sys, const std::vector<caf::actor>& actors) {
+  for (const auto& a : actors) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  caf::scoped_actor self{sys};
+  for (const auto& a : actors) {
+    if (!a) continue;
+    self->wait_for(a);
+    sys.registry().erase(a.id());
+  }
+}
+
+joined_process::joined_process(const train_config& cfg, const prepared_job& job) {
+  const process_config& pc = cfg.process;
+  const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
+  net::socket_fd upstream =
+      net::connect_through_gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.index), join_ms);
+  local_host = net::local_host(upstream.get());
+  configure(sys_cfg, pc);
+  sys = std::make_unique<caf::actor_system>(sys_cfg);
+  if (use_tls(pc)) {
+    bridge = std::make_unique<net::loopback_bridge>(std::move(upstream), join_ms);
+    auto h = caf::openssl::remote_actor(*sys, "127.0.0.1", bridge->local_port());
+    if (!h) throw std::runtime_error("rank " + std::to_string(pc.index) + ": cannot reach rank 0: " + sys->render(h.error()));
+    hub = *h;
+  } else {
+    hub = remote_actor_over(*sys, std::move(upstream), milliseconds(join_ms));
+  }
+  std::string refused;
+  {
+    caf::scoped_actor self{*sys};
+    self->request(hub, milliseconds(join_ms), join_request{pc.index, describe_for_join(cfg, job)})
+        .receive([&](join_reply& r) { joined = std::move(r); }, [&](caf::error& e) { refused = sys->render(e); });
+  }
+  if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": rank 0 refused us: " + refused);
+}
+
+}  // namespace process_detail
+
+}  // namespace troupe
