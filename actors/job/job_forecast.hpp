@@ -25,7 +25,7 @@ namespace troupe {
 // What the ops cost on this machine, on one thread (a rank's device). Written and read as TOML
 // by `troupe plan --calibrate` (cli/plan_files.hpp).
 struct machine_costs : sched::op_costs {
-  // The fields below, priced alike for every dtype: the calibration times the CPU's f32 GEMMs.
+  // By the two gemm fields below, one rate for every dtype: the calibration times f32 GEMMs.
   double gemm_seconds(dtype d, double m, double n, double k, double batch) const override;
 
   std::string name;                     // the CPU, as /proc/cpuinfo names it

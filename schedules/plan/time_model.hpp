@@ -24,8 +24,8 @@ struct gemm_precision {
   bool tf32 = false;
   friend bool operator==(gemm_precision a, gemm_precision b) { return a.operands == b.operands && a.tf32 == b.tf32; }
 };
-inline constexpr gemm_precision all_precisions[4] = {{dtype::f32, false}, {dtype::f32, true}, {dtype::f16, false},
-                                                {dtype::bf16, false}};
+inline constexpr gemm_precision all_precisions[4] = {{dtype::f32, false}, {dtype::f32, true},
+                                                     {dtype::f16, false}, {dtype::bf16, false}};
 const char* to_string(gemm_precision p);  // "?" for one outside all_precisions
 bool parse_precision(const std::string& text, gemm_precision& out);
 
@@ -58,6 +58,7 @@ class published_device final : public op_costs {
   const device_desc& dev_;
   bool tf32_;
 };
+
 // An elementwise pass that reads and writes `bytes` in total: memory-bound.
 double memory_seconds(const device_desc& dev, double bytes);
 
