@@ -23,7 +23,7 @@ namespace troupe {
 
 // ---- tensors and batches on the wire ----
 
-// A tensor crosses as its shape, its dtype's byte (kernels/tensor.hpp) and its values as raw
+// A tensor crosses as its shape, its dtype's byte (kernels/dtype.hpp) and its values as raw
 // little-endian bytes (every supported host is little-endian): CAF copies byte sequences in one
 // block, element-wise float vectors one value at a time. A GPU tensor is refused, not copied to
 // the host on the quiet: bulk device bytes go through NCCL, and a host copy is the sender's
@@ -56,7 +56,8 @@ typename Inspector::result_type inspect(Inspector& f, tensor& x) {
                if (!d)
                  return caf::make_error(caf::sec::invalid_argument,
                                         "tensor: dtype byte " + std::to_string(type) +
-                                            " on the wire is no dtype (f32 0, bf16 1, f16 2)");
+                                            " on the wire is no dtype (kernels/dtype.hpp: f32 0 to u8 " +
+                                            std::to_string(static_cast<int>(dtype::u8)) + ")");
                if (shape.empty() && bytes.empty()) {  // the empty (default) tensor
                  x = tensor();
                  return caf::none;

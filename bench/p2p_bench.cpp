@@ -79,7 +79,7 @@ bool recv_all(int fd, void* p, size_t n) {
       1, "127.0.0.1", 0, secret,
       [&](int from, wire::tensor_meta meta, std::vector<uint8_t>) {
         if (meta.name == "last")
-          ep->send(from, "127.0.0.1", sender_port, {0, "ack", wire::dtype::u8, {0}}, nullptr, 0, nullptr);
+          ep->send(from, "127.0.0.1", sender_port, {0, "ack", dtype::u8, {0}}, nullptr, 0, nullptr);
         if (meta.name == "bye") {
           std::lock_guard<std::mutex> lock(mu);
           bye = true;
@@ -175,7 +175,7 @@ int main(int argc, char** argv) {
     lock.unlock();
     for (size_t i = 0; i < k; ++i)
       ep.send(1, "127.0.0.1", peer,
-              {i, i + 1 == k ? "last" : "act", wire::dtype::u8, {static_cast<int64_t>(payload.size())}},
+              {i, i + 1 == k ? "last" : "act", dtype::u8, {static_cast<int64_t>(payload.size())}},
               payload.data(), payload.size(), check);
     lock.lock();
     cv.wait(lock, [&] { return acks >= want; });
@@ -201,7 +201,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
   plain.close();
-  ep.send(1, "127.0.0.1", peer, {0, "bye", wire::dtype::u8, {0}}, nullptr, 0, [&](std::optional<std::string>) {
+  ep.send(1, "127.0.0.1", peer, {0, "bye", dtype::u8, {0}}, nullptr, 0, [&](std::optional<std::string>) {
     std::lock_guard<std::mutex> lock(mu);
     bye_sent = true;
     cv.notify_all();

@@ -96,7 +96,7 @@ void explain_against_published(const model_file& mf, const plan::cluster_desc& c
   plan::plan_config c;
   c.m = {cl.gpus() / (pub.tp * pub.pp), pub.pp, pub.tp, 1};
   c.global_batch = batch;
-  c.rc = plan::recompute::full;
+  c.rc = recompute_mode::full;
   if (cl.gpus() % (pub.tp * pub.pp) != 0 || !plan::check(mf.model, cl, c).empty()) {
     std::printf("\nthe published configuration (t %d, p %d, %s) does not fit %d GPUs: no comparison\n", pub.tp, pub.pp,
                 pub.source.c_str(), cl.gpus());
@@ -129,9 +129,12 @@ plan::plan_config build_config(const plan_flags& f, const model_file& mf, const 
   c.virtual_stages = f.schedule == "interleaved" ? f.virtual_stages : 1;
   c.zero = f.zero;
   c.sequence_parallel = f.sequence_parallel;
-  if (!plan::parse_recompute(f.recompute, c.rc))
+  try {
+    c.rc = parse_recompute_mode(f.recompute);
+  } catch (const std::invalid_argument&) {
     throw std::invalid_argument("--recompute \"" + f.recompute + "\": expected none, selective or full");
-  if (!plan::parse_dtype(f.precision, c.precision))
+  }
+  if (!plan::parse_precision(f.precision, c.precision))
     throw std::invalid_argument("--precision \"" + f.precision + "\": expected fp32, tf32, fp16 or bf16");
   if (f.optimizer == "adam" || f.optimizer == "adamw") c.opt = plan::optimizer::adam;
   else if (f.optimizer == "sgd") c.opt = plan::optimizer::sgd;

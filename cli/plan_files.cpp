@@ -158,8 +158,8 @@ sched::plan::device_desc load_device_file(const std::string& path) {
   d.tile_n = r.integer("tile_n", 128);
   r.done();
   reader p(path, root, "peak_tflops", true);
-  for (auto dt : {sched::plan::dtype::fp32, sched::plan::dtype::tf32, sched::plan::dtype::fp16, sched::plan::dtype::bf16})
-    d.peak_flops[static_cast<int>(dt)] = p.number(sched::plan::to_string(dt), 0.0) * 1e12;
+  for (sched::plan::gemm_precision g : sched::plan::all_precisions)
+    d.peak(g) = p.number(sched::plan::to_string(g), 0.0) * 1e12;
   p.done();
   return d;
 }

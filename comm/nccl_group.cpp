@@ -27,19 +27,9 @@ void check(cudaError_t e, const char* call) {
   if (e != cudaSuccess) throw net_error(std::string("CUDA ") + call + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
 
-ncclDataType_t nccl_type(element_type t) {
-  switch (t) {
-    case element_type::f32: return ncclFloat32;
-    case element_type::bf16: return ncclBfloat16;
-    case element_type::f16: return ncclFloat16;
-    case element_type::u8: return ncclUint8;
-  }
-  throw std::invalid_argument("nccl: unknown element type");
-}
-
 ncclRedOp_t nccl_op(reduce_op op) { return op == reduce_op::average ? ncclAvg : ncclSum; }
 
-char* at(void* data, int64_t offset, element_type t) {
+char* at(void* data, int64_t offset, dtype t) {
   return static_cast<char*>(data) + static_cast<size_t>(offset) * size_of(t);
 }
 
@@ -88,7 +78,7 @@ class nccl_call_group {
 // Uneven ring segments, which NCCL's own reduce-scatter and all-gather cannot take: one call per
 // segment rooted at its owner, call(segment's first element, count, owner), launched as one group.
 template <class Call>
-void per_segment(ncclComm_t comm, void* data, int64_t n, int world, element_type t, Call&& call) {
+void per_segment(ncclComm_t comm, void* data, int64_t n, int world, dtype t, Call&& call) {
   nccl_call_group g(comm);
   for (int j = 0; j < world; ++j) {
     const ring::range seg = ring::segment(n, world, j);
@@ -99,14 +89,16 @@ void per_segment(ncclComm_t comm, void* data, int64_t n, int world, element_type
 
 }  // namespace
 
-size_t size_of(element_type t) {
+ncclDataType_t nccl_type(dtype t) {
   switch (t) {
-    case element_type::f32: return 4;
-    case element_type::bf16:
-    case element_type::f16: return 2;
-    case element_type::u8: return 1;
+    case dtype::f32: return ncclFloat32;
+    case dtype::bf16: return ncclBfloat16;
+    case dtype::f16: return ncclFloat16;
+    case dtype::i32: return ncclInt32;
+    case dtype::i64: return ncclInt64;
+    case dtype::u8: return ncclUint8;
   }
-  return 1;
+  throw std::invalid_argument("nccl: no NCCL type for dtype byte " + std::to_string(static_cast<int>(t)));
 }
 
 nccl_id make_nccl_id() {
@@ -150,14 +142,14 @@ void nccl_group::live(const char* call) const {
   throw net_error(std::string("NCCL ") + call + " on an aborted group: " + why_);
 }
 
-void nccl_group::all_reduce(void* data, int64_t n, element_type t, reduce_op op, cudaStream_t stream) {
+void nccl_group::all_reduce(void* data, int64_t n, dtype t, reduce_op op, cudaStream_t stream) {
   if (n == 0) return;
   live("all-reduce");
   on_device here(device_);
   check(ncclAllReduce(data, data, count_of(n, "all-reduce"), nccl_type(t), nccl_op(op), comm_, stream), "ncclAllReduce", comm_);
 }
 
-void nccl_group::reduce_scatter(void* data, int64_t n, element_type t, reduce_op op, cudaStream_t stream) {
+void nccl_group::reduce_scatter(void* data, int64_t n, dtype t, reduce_op op, cudaStream_t stream) {
   if (n == 0) return;
   live("reduce-scatter");
   on_device here(device_);
@@ -174,7 +166,7 @@ void nccl_group::reduce_scatter(void* data, int64_t n, element_type t, reduce_op
   });
 }
 
-void nccl_group::all_gather(void* data, int64_t n, element_type t, cudaStream_t stream) {
+void nccl_group::all_gather(void* data, int64_t n, dtype t, cudaStream_t stream) {
   if (n == 0) return;
   live("all-gather");
   on_device here(device_);
@@ -190,7 +182,7 @@ void nccl_group::all_gather(void* data, int64_t n, element_type t, cudaStream_t 
   });
 }
 
-void nccl_group::broadcast(void* data, int64_t n, element_type t, int root, cudaStream_t stream) {
+void nccl_group::broadcast(void* data, int64_t n, dtype t, int root, cudaStream_t stream) {
   if (n == 0) return;
   if (root < 0 || root >= world_) throw std::invalid_argument("nccl broadcast: root " + std::to_string(root) + " of " + std::to_string(world_));
   live("broadcast");
@@ -198,14 +190,14 @@ void nccl_group::broadcast(void* data, int64_t n, element_type t, int root, cuda
   check(ncclBroadcast(data, data, count_of(n, "broadcast"), nccl_type(t), root, comm_, stream), "ncclBroadcast", comm_);
 }
 
-void nccl_group::send(const void* data, int64_t n, element_type t, int peer, cudaStream_t stream) {
+void nccl_group::send(const void* data, int64_t n, dtype t, int peer, cudaStream_t stream) {
   if (peer < 0 || peer >= world_) throw std::invalid_argument("nccl send: peer " + std::to_string(peer) + " of " + std::to_string(world_));
   live("send");
   on_device here(device_);
   check(ncclSend(data, count_of(n, "send"), nccl_type(t), peer, comm_, stream), "ncclSend", comm_);
 }
 
-void nccl_group::recv(void* data, int64_t n, element_type t, int peer, cudaStream_t stream) {
+void nccl_group::recv(void* data, int64_t n, dtype t, int peer, cudaStream_t stream) {
   if (peer < 0 || peer >= world_) throw std::invalid_argument("nccl recv: peer " + std::to_string(peer) + " of " + std::to_string(world_));
   live("recv");
   on_device here(device_);
@@ -254,19 +246,19 @@ class nccl_member final : public group_backend {
   int rank() const override { return g_->rank(); }
   int world() const override { return g_->world(); }
   void all_reduce(float* data, int64_t n, reduce_op op) override {
-    g_->all_reduce(data, n, element_type::f32, op, stream_);
+    g_->all_reduce(data, n, dtype::f32, op, stream_);
     g_->synchronize(stream_);
   }
   void reduce_scatter(float* data, int64_t n, reduce_op op) override {
-    g_->reduce_scatter(data, n, element_type::f32, op, stream_);
+    g_->reduce_scatter(data, n, dtype::f32, op, stream_);
     g_->synchronize(stream_);
   }
   void all_gather(float* data, int64_t n) override {
-    g_->all_gather(data, n, element_type::f32, stream_);
+    g_->all_gather(data, n, dtype::f32, stream_);
     g_->synchronize(stream_);
   }
   void broadcast(float* data, int64_t n, int root) override {
-    g_->broadcast(data, n, element_type::f32, root, stream_);
+    g_->broadcast(data, n, dtype::f32, root, stream_);
     g_->synchronize(stream_);
   }
 
@@ -292,14 +284,14 @@ class nccl_stream_member final : public group_backend {
   int rank() const override { return g_->rank(); }
   int world() const override { return g_->world(); }
   void all_reduce(float* data, int64_t n, reduce_op op) override {
-    g_->all_reduce(data, n, element_type::f32, op, stream_());
+    g_->all_reduce(data, n, dtype::f32, op, stream_());
   }
   void reduce_scatter(float* data, int64_t n, reduce_op op) override {
-    g_->reduce_scatter(data, n, element_type::f32, op, stream_());
+    g_->reduce_scatter(data, n, dtype::f32, op, stream_());
   }
-  void all_gather(float* data, int64_t n) override { g_->all_gather(data, n, element_type::f32, stream_()); }
+  void all_gather(float* data, int64_t n) override { g_->all_gather(data, n, dtype::f32, stream_()); }
   void broadcast(float* data, int64_t n, int root) override {
-    g_->broadcast(data, n, element_type::f32, root, stream_());
+    g_->broadcast(data, n, dtype::f32, root, stream_());
   }
 
  private:
@@ -326,11 +318,11 @@ class nccl_link final : public device_link {
   nccl_link(const nccl_link&) = delete;
   nccl_link& operator=(const nccl_link&) = delete;
   void send(const void* data, size_t bytes, done_fn done) override {
-    g_->send(data, static_cast<int64_t>(bytes), element_type::u8, peer_, stream_);
+    g_->send(data, static_cast<int64_t>(bytes), dtype::u8, peer_, stream_);
     when_done(std::move(done));
   }
   void recv(void* data, size_t bytes, done_fn done) override {
-    g_->recv(data, static_cast<int64_t>(bytes), element_type::u8, peer_, stream_);
+    g_->recv(data, static_cast<int64_t>(bytes), dtype::u8, peer_, stream_);
     when_done(std::move(done));
   }
 

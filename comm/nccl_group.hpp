@@ -28,6 +28,7 @@
 
 #include "comm/collective_backend.hpp"
 #include "comm/device_group.hpp"
+#include "kernels/dtype.hpp"
 
 namespace troupe::net {
 
@@ -40,9 +41,8 @@ nccl_id make_nccl_id();
 std::string to_bytes(const nccl_id& id);
 nccl_id nccl_id_from_bytes(const std::string& bytes);
 
-// u8: plain bytes, for point to point only (a pipeline link moves any dtype as bytes).
-enum class element_type { f32, bf16, f16, u8 };
-size_t size_of(element_type t);
+// NCCL's name for a dtype (kernels/dtype.hpp). A pipeline link moves any dtype as u8 bytes.
+ncclDataType_t nccl_type(dtype t);
 
 class nccl_group {
  public:
@@ -58,15 +58,15 @@ class nccl_group {
   int world() const { return world_; }
   int device() const { return device_; }
 
-  // Enqueued on `stream`; `data` is device memory of n elements of type t.
-  void all_reduce(void* data, int64_t n, element_type t, reduce_op op, cudaStream_t stream);
-  void reduce_scatter(void* data, int64_t n, element_type t, reduce_op op, cudaStream_t stream);
-  void all_gather(void* data, int64_t n, element_type t, cudaStream_t stream);
-  void broadcast(void* data, int64_t n, element_type t, int root, cudaStream_t stream);
+  // Enqueued on `stream`; `data` is device memory of n elements of dtype t.
+  void all_reduce(void* data, int64_t n, dtype t, reduce_op op, cudaStream_t stream);
+  void reduce_scatter(void* data, int64_t n, dtype t, reduce_op op, cudaStream_t stream);
+  void all_gather(void* data, int64_t n, dtype t, cudaStream_t stream);
+  void broadcast(void* data, int64_t n, dtype t, int root, cudaStream_t stream);
   // Point to point, for pipeline activations and gradients. A send and its receive must be
   // enqueued by both sides in the same order per peer pair (NCCL matches them in order).
-  void send(const void* data, int64_t n, element_type t, int peer, cudaStream_t stream);
-  void recv(void* data, int64_t n, element_type t, int peer, cudaStream_t stream);
+  void send(const void* data, int64_t n, dtype t, int peer, cudaStream_t stream);
+  void recv(void* data, int64_t n, dtype t, int peer, cudaStream_t stream);
 
   // Waits for the stream, and turns an error NCCL met asynchronously (a peer gone) into
   // net_error. For a thread that owns the wait (a collective actor's own), never a scheduler's.

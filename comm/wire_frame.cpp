@@ -36,7 +36,7 @@ T load(const uint8_t* p) {
 
 // total bytes of a tensor, or nullopt if a dimension is negative or the product overflows.
 std::optional<uint64_t> tensor_bytes(const std::vector<int64_t>& shape, dtype d) {
-  uint64_t n = dtype_size(d);
+  uint64_t n = size_of(d);
   for (int64_t dim : shape) {
     if (dim < 0) return std::nullopt;
     const auto u = static_cast<uint64_t>(dim);
@@ -52,16 +52,23 @@ bool same_meta(const tensor_meta& a, const tensor_meta& b) {
 
 }  // namespace
 
-size_t dtype_size(dtype d) {
+uint8_t wire_code(dtype d) {
   switch (d) {
-    case dtype::f32: return 4;
+    case dtype::f32: return 1;
     case dtype::f16: return 2;
-    case dtype::bf16: return 2;
+    case dtype::bf16: return 3;
     case dtype::i32: return 4;
-    case dtype::i64: return 8;
-    case dtype::u8: return 1;
+    case dtype::i64: return 5;
+    case dtype::u8: return 6;
   }
-  return 0;
+  return 0;  // no dtype has it: decoders refuse it
+}
+
+result<dtype> dtype_of_wire_code(uint8_t code) {
+  for (dtype d : all_dtypes)
+    if (wire_code(d) == code) return {d, std::nullopt};
+  return fail<dtype>(error_code::malformed_body, "dtype code " + std::to_string(code) +
+                                                     " unknown (f32 1, f16 2, bf16 3, i32 4, i64 5, u8 6)");
 }
 
 const char* to_string(error_code c) {
@@ -147,16 +154,15 @@ result<tensor_chunk_view> parse_body(const capnp::word* body, size_t words, cons
                                                                      ", at most 16");
     c.meta.tensor_id = root.getTensorId();
     c.meta.name.assign(name.cStr(), name.size());
-    c.meta.type = static_cast<dtype>(root.getDtype());
+    const result<dtype> type = dtype_of_wire_code(root.getDtype());
+    if (!type.ok()) return fail<tensor_chunk_view>(type.err->code, type.err->message);
+    c.meta.type = *type.value;
     for (int64_t d : shape) c.meta.shape.push_back(d);
     c.total_bytes = root.getTotalBytes();
     c.index = root.getChunkIndex();
     c.count = root.getChunkCount();
     c.offset = root.getOffset();
     auto data = root.getData();
-    if (dtype_size(c.meta.type) == 0)
-      return fail<tensor_chunk_view>(error_code::malformed_body, "dtype " + std::to_string(root.getDtype()) +
-                                                                     " unknown");
     const auto expect = tensor_bytes(c.meta.shape, c.meta.type);
     if (!expect || *expect != c.total_bytes)
       return fail<tensor_chunk_view>(error_code::malformed_body, "totalBytes " + std::to_string(c.total_bytes) +
@@ -270,7 +276,7 @@ frame_parts frame_encoder::encode(const tensor_meta& meta, const void* data, siz
     auto root = mb.initRoot<schema::TensorChunk>();
     root.setTensorId(meta.tensor_id);
     root.setName(meta.name);
-    root.setDtype(static_cast<uint8_t>(meta.type));
+    root.setDtype(wire_code(meta.type));
     auto shape = root.initShape(static_cast<unsigned>(meta.shape.size()));
     for (size_t d = 0; d < meta.shape.size(); ++d) shape.set(static_cast<unsigned>(d), meta.shape[d]);
     root.setTotalBytes(nbytes);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/dtype.hpp"
+
 namespace troupe::wire {
 
 // Frame layout, little-endian: magic u32 | version u16 | type u16 | body_bytes u32 | crc32 u32,
@@ -28,8 +30,6 @@ constexpr size_t max_rank = 16;
 constexpr size_t frame_overhead_bytes = 1024;
 
 enum class frame_type : uint16_t { tensor_chunk = 1 };
-enum class dtype : uint8_t { f32 = 1, f16 = 2, bf16 = 3, i32 = 4, i64 = 5, u8 = 6 };
-size_t dtype_size(dtype d);  // 0 for a value outside the enum
 
 enum class error_code {
   truncated,        // fewer bytes than the header or its body_bytes say
@@ -86,6 +86,13 @@ struct result {
   std::optional<wire::error> err;
   bool ok() const { return value.has_value(); }
 };
+
+// A dtype's code in a frame (frame.capnp's dtype): f32 1, f16 2, bf16 3, i32 4, i64 5, u8 6.
+// The codes are the format, older than kernels' numbering, and frames outlive a build (files,
+// processes of another version): these two functions are the only map, never a cast.
+uint8_t wire_code(dtype d);
+// The dtype of a code; for any other code a malformed_body error naming it.
+result<dtype> dtype_of_wire_code(uint8_t code);
 
 // Checks magic, version, type and body_bytes against the limits (before the body is read or
 // allocated). `bytes` must hold at least header_bytes.

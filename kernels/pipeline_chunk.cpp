@@ -10,21 +10,6 @@
 
 namespace troupe {
 
-const char* to_string(recompute_mode m) {
-  switch (m) {
-    case recompute_mode::none: return "none";
-    case recompute_mode::selective: return "selective";
-    case recompute_mode::full: return "full";
-  }
-  return "?";
-}
-
-recompute_mode parse_recompute_mode(const std::string& text) {
-  for (recompute_mode m : {recompute_mode::none, recompute_mode::selective, recompute_mode::full})
-    if (text == to_string(m)) return m;
-  throw std::invalid_argument("recompute \"" + text + "\": expected none, selective or full");
-}
-
 pipeline_chunk::pipeline_chunk(layer_list layers, int64_t first_layer, uint64_t seed, recompute_mode recompute,
                                device where)
     : stack_(std::move(layers), first_layer, seed, where), recompute_(recompute) {

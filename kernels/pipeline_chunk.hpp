@@ -12,13 +12,9 @@
 #include <string>
 
 #include "kernels/layer_stack.hpp"
+#include "kernels/recompute_mode.hpp"
 
 namespace troupe {
-
-enum class recompute_mode { none, selective, full };
-const char* to_string(recompute_mode m);  // "none", "selective", "full"
-// Throws std::invalid_argument naming the text and the choices.
-recompute_mode parse_recompute_mode(const std::string& text);
 
 class pipeline_chunk {
  public:

@@ -1,4 +1,4 @@
-// tensor storage, dtypes, devices and shape bookkeeping.
+// tensor storage, devices and shape bookkeeping.
 #include "kernels/tensor.hpp"
 
 #include "kernels/allocator.hpp"
@@ -9,26 +9,6 @@
 #include <stdexcept>
 
 namespace troupe {
-
-const char* to_string(dtype d) {
-  switch (d) {
-    case dtype::f32: return "f32";
-    case dtype::bf16: return "bf16";
-    case dtype::f16: return "f16";
-  }
-  return "unknown dtype";
-}
-
-dtype parse_dtype(const std::string& text) {
-  for (dtype d : {dtype::f32, dtype::bf16, dtype::f16})
-    if (text == to_string(d)) return d;
-  throw std::invalid_argument("a dtype is f32, bf16 or f16, got \"" + text + "\"");
-}
-
-std::optional<dtype> dtype_from_byte(uint8_t b) {
-  if (b > static_cast<uint8_t>(dtype::f16)) return std::nullopt;
-  return static_cast<dtype>(b);
-}
 
 std::string device::to_string() const {
   return (type == device_type::cpu ? "cpu:" : "cuda:") + std::to_string(index);
@@ -163,11 +143,15 @@ tensor tensor::clone() const {
 
 namespace {
 // Element i of src (of dtype from) as float, and float to dst's dtype: the loops of to(dtype).
+// Floating types only: to() refuses the others before it loads.
 float load(const void* src, dtype from, int64_t i) {
   switch (from) {
     case dtype::f32: return static_cast<const float*>(src)[i];
     case dtype::bf16: return to_float(static_cast<const bf16*>(src)[i]);
     case dtype::f16: return to_float(static_cast<const f16*>(src)[i]);
+    case dtype::i32:
+    case dtype::i64:
+    case dtype::u8: break;
   }
   return 0;
 }
@@ -179,6 +163,10 @@ tensor tensor::to(dtype type) const {
   if (!device_.is_cpu())
     throw std::logic_error(std::string("tensor: to(") + troupe::to_string(type) +
                            ") converts on the CPU; this tensor is on " + device_.to_string());
+  // Through float, an i32 or i64 above 2^24 would lose its low bits: no conversion is better.
+  if (!is_floating(type) || !is_floating(dtype_))
+    throw std::logic_error(std::string("tensor: to() converts between f32, bf16 and f16, not ") +
+                           troupe::to_string(dtype_) + " to " + troupe::to_string(type));
   tensor t = uninitialized(shape_, type, storage_->alloc);
   const void* src = storage_->bytes;
   switch (type) {
@@ -197,6 +185,9 @@ tensor tensor::to(dtype type) const {
       for (int64_t i = 0; i < numel_; ++i) out[i] = to_f16(load(src, dtype_, i));
       break;
     }
+    case dtype::i32:
+    case dtype::i64:
+    case dtype::u8: break;
   }
   return t;
 }

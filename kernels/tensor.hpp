@@ -1,4 +1,4 @@
-// tensor: the one array type of troupe. Shape, dtype (f32, bf16, f16), device (cpu or cuda:N),
+// tensor: the one array type of troupe. Shape, dtype (dtype.hpp), device (cpu or cuda:N),
 // and ref-counted storage: bytes from the device's allocator (allocator.hpp), freed by it.
 // Copying a tensor shares its storage; clone() copies the values. Once frozen (as every message
 // constructor does), the storage refuses mutable access, so a tensor sent to another actor is never
@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/dtype.hpp"
 #include "kernels/half.hpp"
 
 namespace troupe {
@@ -21,16 +22,6 @@ namespace troupe {
 using shape_t = std::vector<int64_t>;
 class memory_charge;
 class allocator;
-
-// The byte values are the wire format (actors/messages.hpp): never renumber.
-enum class dtype : uint8_t { f32 = 0, bf16 = 1, f16 = 2 };
-
-constexpr size_t size_of(dtype d) { return d == dtype::f32 ? 4 : 2; }
-const char* to_string(dtype d);  // "f32", "bf16", "f16"
-// The inverse of to_string; throws std::invalid_argument naming the text.
-dtype parse_dtype(const std::string& text);
-// The dtype whose byte value this is, or nothing (a byte off the wire).
-std::optional<dtype> dtype_from_byte(uint8_t b);
 
 template <class T>
 struct dtype_of;  // the dtype of a storage type: dtype_of<float>::value == dtype::f32
@@ -45,6 +36,18 @@ struct dtype_of<bf16> {
 template <>
 struct dtype_of<f16> {
   static constexpr dtype value = dtype::f16;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr dtype value = dtype::i32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr dtype value = dtype::i64;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr dtype value = dtype::u8;
 };
 
 enum class device_type : uint8_t { cpu = 0, cuda = 1 };
@@ -136,7 +139,8 @@ class tensor {
   // stream: kernels/cuda/device_alloc.hpp); throws std::logic_error otherwise.
   tensor clone() const;
   // A copy converted to `type` (to(type()) is a clone), rounding to nearest even as CUDA's
-  // __float2bfloat16 / __float2half do. CPU tensors only.
+  // __float2bfloat16 / __float2half do. CPU tensors of f32, bf16 and f16 only; throws
+  // std::logic_error otherwise.
   tensor to(dtype type) const;
   // Same storage, new shape with the same number of elements.
   tensor reshaped(shape_t shape) const;

@@ -13,9 +13,9 @@
 
 namespace troupe {
 
-double gemm_seconds(const machine_costs& m, double rows, double out, double in) {
-  const double bytes = m.gemm_bytes_per_s > 0 ? 4 * (rows * in + in * out + rows * out) / m.gemm_bytes_per_s : 0;
-  return 2 * rows * out * in / m.gemm_flops_per_s + bytes;
+double machine_costs::gemm_seconds(dtype, double m, double n, double k, double batch) const {
+  const double bytes = gemm_bytes_per_s > 0 ? 4 * (m * k + k * n + m * n) / gemm_bytes_per_s : 0;
+  return batch * (2 * m * n * k / gemm_flops_per_s + bytes);
 }
 
 double elementwise_seconds(const machine_costs& m, double bytes) { return bytes / m.elementwise_bytes_per_s; }
@@ -54,12 +54,17 @@ void check_modelled(const train_config& cfg, const model_spec& model) {
     if (!d.is_cpu()) refuse("ranks on " + d.to_string() + " (the calibration measures this machine's CPU)");
 }
 
+// A linear layer's three products, on f32 operands as the calibration measured them.
 double linear_forward(const machine_costs& m, double R, double out, double in) {
-  return gemm_seconds(m, R, out, in) + elementwise_seconds(m, 8 * R * out);  // the bias added to every row
+  // the product, then the bias added to every row
+  return m.gemm_seconds(dtype::f32, R, out, in, 1) + elementwise_seconds(m, 8 * R * out);
 }
-double linear_input(const machine_costs& m, double R, double out, double in) { return gemm_seconds(m, R, in, out); }
+double linear_input(const machine_costs& m, double R, double out, double in) {
+  return m.gemm_seconds(dtype::f32, R, in, out, 1);
+}
 double linear_weight(const machine_costs& m, double R, double out, double in) {
-  return gemm_seconds(m, out, in, R) + elementwise_seconds(m, 4 * R * out);  // dW, then the bias's row sums
+  // dW, then the bias's row sums
+  return m.gemm_seconds(dtype::f32, out, in, R, 1) + elementwise_seconds(m, 4 * R * out);
 }
 
 layer_cost block_cost(const machine_costs& m, const model_spec& spec, const batch_shape& s, recompute_mode rc) {

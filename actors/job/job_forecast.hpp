@@ -17,13 +17,17 @@
 #include "actors/job/job_plan.hpp"
 #include "actors/job/train_config.hpp"
 #include "kernels/device_memory.hpp"
+#include "schedules/op_costs.hpp"
 #include "schedules/simulate.hpp"
 
 namespace troupe {
 
 // What the ops cost on this machine, on one thread (a rank's device). Written and read as TOML
 // by `troupe plan --calibrate` (cli/plan_files.hpp).
-struct machine_costs {
+struct machine_costs : sched::op_costs {
+  // By the two gemm fields below, one rate for every dtype: the calibration times f32 GEMMs.
+  double gemm_seconds(dtype d, double m, double n, double k, double batch) const override;
+
   std::string name;                     // the CPU, as /proc/cpuinfo names it
   double gemm_flops_per_s = 0;          // a GEMM takes 2mnk / gemm_flops_per_s
   double gemm_bytes_per_s = 0;          //   + 4(mk + kn + mn) / gemm_bytes_per_s (0: no byte term)
@@ -46,7 +50,6 @@ struct machine_costs {
 };
 
 // Seconds of the pieces, for a reader and the tests.
-double gemm_seconds(const machine_costs& m, double rows, double out, double in);
 double elementwise_seconds(const machine_costs& m, double bytes);
 double all_reduce_seconds(const machine_costs& m, double bytes);
 

@@ -61,28 +61,6 @@ bool parse_link_id_wire_name(const std::string& name, int& from_rank, int& to_ra
   return link_id_wire_name(from, to) == name;
 }
 
-// The transport's names for tensor dtypes: it carries any of them, as bytes.
-wire::dtype wire_dtype(dtype d) {
-  switch (d) {
-    case dtype::f32: return wire::dtype::f32;
-    case dtype::bf16: return wire::dtype::bf16;
-    case dtype::f16: return wire::dtype::f16;
-  }
-  return wire::dtype::u8;
-}
-
-std::optional<dtype> tensor_dtype(wire::dtype d) {
-  switch (d) {
-    case wire::dtype::f32: return dtype::f32;
-    case wire::dtype::bf16: return dtype::bf16;
-    case wire::dtype::f16: return dtype::f16;
-    case wire::dtype::i32:
-    case wire::dtype::i64:
-    case wire::dtype::u8: return std::nullopt;
-  }
-  return std::nullopt;
-}
-
 void report(const caf::actor& coordinator, int rank, const std::string& what) {
   caf::anon_send(coordinator, pipeline_failure{rank, what});
 }
@@ -110,7 +88,7 @@ void forward(caf::stateful_actor<proxy_state>* self, pipeline_tensor_msg m) {
   wire::tensor_meta meta;
   meta.tensor_id = s.next_id++;
   meta.name = wire_name(m, s.to_rank);
-  meta.type = wire_dtype(m.value.type());
+  meta.type = m.value.type();
   meta.shape = m.value.shape();
   const tensor keep = m.value;  // frozen; its bytes stay valid until the transport is done
   const auto bytes = static_cast<size_t>(keep.nbytes());
@@ -190,7 +168,7 @@ void send_on_link(caf::stateful_actor<link_sender_state>* self, pipeline_tensor_
   wire::tensor_meta meta;
   meta.tensor_id = s.next_id++;
   meta.name = wire_name(m, s.to_rank, s.from_rank);
-  meta.type = wire_dtype(m.value.type());
+  meta.type = m.value.type();
   meta.shape = m.value.shape();
   meta.shape.insert(meta.shape.begin(), 0);
   auto failed = [coordinator = s.coordinator, to = s.to_rank, label = s.label](std::optional<std::string> err) {
@@ -210,7 +188,7 @@ void join_sending_end(caf::stateful_actor<link_sender_state>* self) {
     wire::tensor_meta meta;
     meta.tensor_id = s.next_id++;
     meta.name = link_id_wire_name(s.from_rank, s.to_rank);
-    meta.type = wire::dtype::u8;
+    meta.type = dtype::u8;
     meta.shape = {static_cast<int64_t>(id.size())};
     auto bytes = std::make_shared<const std::string>(id);  // until the transport has written it
     s.transport->send(s.to_process, s.host, s.port, std::move(meta), bytes->data(), bytes->size(),
@@ -355,20 +333,20 @@ void pipeline_receiver::deliver(int from, const wire::tensor_meta& meta, std::ve
                             std::to_string(to) + ", which this process has no link for");
   if (!stage) return refuse(from, "a tensor for rank " + std::to_string(to) + ", which is not in this process");
   if (link_id) {
-    if (meta.type != wire::dtype::u8) return refuse(from, "a device link's id that is not bytes");
+    if (meta.type != dtype::u8) return refuse(from, "a device link's id that is not bytes");
     caf::anon_send(stage, link_id_atom::value, std::string(bytes.begin(), bytes.end()));
     return;
   }
   if (announced && (meta.shape.empty() || meta.shape.front() != 0))
     return refuse(from, "a device link's announcement whose shape does not start with 0");
-  const std::optional<dtype> type = tensor_dtype(meta.type);
-  if (!type)
-    return refuse(from, "a tensor of wire dtype " + std::to_string(static_cast<int>(meta.type)) + ", not f32, bf16 or f16");
+  // Activations and gradients are floats; integers here are a peer's bug, not a tensor to pass on.
+  if (!is_floating(meta.type))
+    return refuse(from, std::string("a tensor of dtype ") + to_string(meta.type) + ", not f32, bf16 or f16");
   int64_t n = 1;
   for (int64_t d : meta.shape) n *= d;
-  if (static_cast<uint64_t>(n) * size_of(*type) != bytes.size())
+  if (static_cast<uint64_t>(n) * size_of(meta.type) != bytes.size())
     return refuse(from, "a tensor whose shape does not match its bytes");
-  m.value = tensor::uninitialized(meta.shape, *type, device{});
+  m.value = tensor::uninitialized(meta.shape, meta.type, device{});
   if (n > 0) std::memcpy(m.value.raw(), bytes.data(), bytes.size());
   m.value.freeze();
   caf::anon_send(stage, std::move(m));

@@ -68,38 +68,17 @@ memory_by_kind model_states(double params, int dp, int zero_stage, const state_b
   return m;
 }
 
-const char* to_string(recompute r) {
-  switch (r) {
-    case recompute::none:
-      return "none";
-    case recompute::selective:
-      return "selective";
-    case recompute::full:
-      return "full";
-  }
-  return "?";
-}
-
-bool parse_recompute(const std::string& text, recompute& out) {
-  for (recompute r : {recompute::none, recompute::selective, recompute::full})
-    if (text == to_string(r)) {
-      out = r;
-      return true;
-    }
-  return false;
-}
-
-double activation_bytes_per_layer(const layer_shape& s, int tp, bool sp, recompute r) {
+double activation_bytes_per_layer(const layer_shape& s, int tp, bool sp, recompute_mode r) {
   const double t = tp, sbh = s.sequence * s.micro_batch * s.hidden;
   const double attention = 5 * s.heads * s.sequence / (s.hidden * t);
   // Layer norms and dropouts are replicated over tp unless sequence parallelism splits them.
   const double linear = sp ? 34 / t : 10 + 24 / t;
   switch (r) {
-    case recompute::none:
+    case recompute_mode::none:
       return sbh * (linear + attention);
-    case recompute::selective:
+    case recompute_mode::selective:
       return sbh * linear;
-    case recompute::full:
+    case recompute_mode::full:
       return sp ? 2 * sbh / t : 2 * sbh;
   }
   return 0;

@@ -8,13 +8,16 @@
 #include <string>
 
 #include "kernels/memory_kind.hpp"
+#include "kernels/recompute_mode.hpp"
 
 namespace troupe::sched::plan {
 
 // The runtime ledger's kinds (kernels/memory_kind.hpp, header only), so predictions and
-// measurements share names.
+// measurements share names; and the runtime's recomputation (kernels/recompute_mode.hpp), so a
+// plan names what a job runs.
 using troupe::all_memory_kinds;
 using troupe::memory_kind;
+using troupe::recompute_mode;
 using troupe::to_string;
 
 struct memory_by_kind {
@@ -59,10 +62,6 @@ struct offload {
 memory_by_kind model_states(double params, int dp, int zero_stage, const state_bytes& bytes, offload where = {},
                             double gathered_layer_params = 0);
 
-enum class recompute { none, selective, full };
-const char* to_string(recompute r);  // "none", "selective", "full"
-bool parse_recompute(const std::string& text, recompute& out);
-
 // The shape that sets activation size.
 struct layer_shape {
   double sequence = 2048;  // s
@@ -76,7 +75,7 @@ struct layer_shape {
 // parallelism, sbh(34/t + 5as/(ht)) with it; selective recomputation drops the 5as/(ht) term
 // (attention scores are recomputed); full recomputation keeps only the layer's input, 2sbh
 // (2sbh/t with sequence parallelism).
-double activation_bytes_per_layer(const layer_shape& s, int tp, bool sequence_parallel, recompute r);
+double activation_bytes_per_layer(const layer_shape& s, int tp, bool sequence_parallel, recompute_mode r);
 
 // 1e9 bytes, as the ZeRO paper prints GB, and 2^30 bytes, as DeepSpeed's estimator prints GB.
 constexpr double gb = 1e9;

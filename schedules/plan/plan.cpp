@@ -20,14 +20,14 @@ double model_desc::model_flops_per_sequence() const {
   return 72 * s * l * h * h * (1 + s / (6 * h) + vocab / (12 * l * h));
 }
 
-double model_desc::hardware_flops_per_sequence(recompute r) const {
+double model_desc::hardware_flops_per_sequence(recompute_mode r) const {
   const double s = sequence, h = hidden, l = layers;
   switch (r) {
-    case recompute::none:
+    case recompute_mode::none:
       return model_flops_per_sequence();
-    case recompute::selective:  // the two attention GEMMs run again: 4s^2h per layer
+    case recompute_mode::selective:  // the two attention GEMMs run again: 4s^2h per layer
       return model_flops_per_sequence() + 4 * s * s * h * l;
-    case recompute::full:
+    case recompute_mode::full:
       return 96 * s * l * h * h * (1 + s / (6 * h) + vocab / (16 * l * h));
   }
   return 0;
@@ -85,13 +85,14 @@ double stage_parameters(const model_desc& md, const plan_config& c, int d) {
 priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c) {
   const device_desc& dev = cl.device;
   const mesh& m = c.m;
-  const dtype dt = c.precision;
+  const published_device hw(dev, c.precision.tf32);
+  const dtype dt = c.precision.operands;
   const double t = m.tp, b = c.micro_batch, s = md.sequence, h = md.hidden, a = md.heads, V = md.vocab;
   const double rows = b * s, sbh = s * b * h;
-  const double linear_gemms = gemm_seconds(dev, dt, rows, 3 * h / t, h) + gemm_seconds(dev, dt, rows, h, h / t) +
-                              gemm_seconds(dev, dt, rows, 4 * h / t, h) + gemm_seconds(dev, dt, rows, h, 4 * h / t);
+  const double linear_gemms = hw.gemm_seconds(dt, rows, 3 * h / t, h, 1) + hw.gemm_seconds(dt, rows, h, h / t, 1) +
+                              hw.gemm_seconds(dt, rows, 4 * h / t, h, 1) + hw.gemm_seconds(dt, rows, h, 4 * h / t, 1);
   const double heads = b * a / t;
-  const double attention_gemms = gemm_seconds(dev, dt, s, s, h / a, heads) + gemm_seconds(dev, dt, s, h / a, s, heads);
+  const double attention_gemms = hw.gemm_seconds(dt, s, s, h / a, heads) + hw.gemm_seconds(dt, s, h / a, s, heads);
   // Bytes read plus written by the unfused passes: two layer norms (4sbh each), two
   // bias-dropout-adds (7sbh each: two inputs, output, mask), bias+GeLU on the 4h MLP (16sbh/t),
   // scale-mask-softmax and dropout on the scores (9as^2b/t). Without sequence parallelism the
@@ -109,8 +110,8 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
   priced out;
   out.parts.compute = forward + input + weight - 4 * tp_collective;
   out.parts.tensor_parallel = 4 * tp_collective;
-  if (c.rc == recompute::full) out.parts.recompute = forward;
-  if (c.rc == recompute::selective) out.parts.recompute = attention_gemms + memory_seconds(dev, attention_bytes);
+  if (c.rc == recompute_mode::full) out.parts.recompute = forward;
+  if (c.rc == recompute_mode::selective) out.parts.recompute = attention_gemms + memory_seconds(dev, attention_bytes);
   input += out.parts.recompute;
 
   const int chunks = m.pp * c.virtual_stages;
@@ -131,7 +132,7 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
   out.costs.per_chunk.assign(m.pp, std::vector<chunk_cost>(c.virtual_stages, layer_chunk));
   // The logits GEMM and the cross-entropy passes (fp16 logits in, fp32 probabilities out) sit on
   // the model's last chunk; the vocabulary-parallel embedding's all-reduce on its first.
-  const double logits = gemm_seconds(dev, dt, rows, V / t, h), ce_bytes = 6 * b * s * V / t;
+  const double logits = hw.gemm_seconds(dt, rows, V / t, h, 1), ce_bytes = 6 * b * s * V / t;
   chunk_cost& last = out.costs.per_chunk[(chunks - 1) % m.pp][(chunks - 1) / m.pp];
   last.forward += logits + memory_seconds(dev, ce_bytes);
   last.backward_input += logits + memory_seconds(dev, ce_bytes);
@@ -180,8 +181,8 @@ void size_memory(const model_desc& md, const cluster_desc& cl, const plan_config
                                       md.layer_parameters() / m.tp);
     mem.activations = peak[d] * layers_per_chunk * per_layer;
     // Recomputing a layer in backward rebuilds all of its activations at once.
-    if (c.rc != recompute::none)
-      mem.activations += activation_bytes_per_layer(shape, m.tp, c.sequence_parallel, recompute::none) - per_layer;
+    if (c.rc != recompute_mode::none)
+      mem.activations += activation_bytes_per_layer(shape, m.tp, c.sequence_parallel, recompute_mode::none) - per_layer;
     // The last stage's fp32 logits for a micro-batch; every stage a send and a receive buffer.
     if (d == m.pp - 1) mem.buffers += 4 * c.micro_batch * md.sequence * md.vocab / m.tp;
     if (m.pp > 1) mem.buffers += 2 * 2 * sbh;
@@ -335,7 +336,7 @@ std::vector<plan_result> search(const model_desc& md, const cluster_desc& cl, in
             }
           }
           const std::vector<int> peak = validate(it->second).peak_live_activations;
-          for (recompute rc : space.recomputes) {
+          for (recompute_mode rc : space.recomputes) {
             c.rc = rc;
             // Memory first: simulating a plan that cannot fit is wasted work.
             bool any = false;

@@ -31,7 +31,7 @@ struct model_desc {
   // FLOPs of one sequence's forward and backward (Narayanan et al. 2021: 72bslh^2 (1 + s/(6h) +
   // V/(12lh)) per batch of b); with full recomputation the forward runs twice: 96, V/(16lh).
   double model_flops_per_sequence() const;
-  double hardware_flops_per_sequence(recompute r) const;
+  double hardware_flops_per_sequence(recompute_mode r) const;
 };
 
 struct plan_config {
@@ -41,11 +41,11 @@ struct plan_config {
   std::string schedule = "1f1b";
   int virtual_stages = 1;  // chunks per stage (interleaved)
   int zero = 0;
-  recompute rc = recompute::full;
+  recompute_mode rc = recompute_mode::full;
   bool sequence_parallel = false;
   optimizer opt = optimizer::adam;
   offload where;
-  dtype precision = dtype::bf16;
+  gemm_precision precision{dtype::bf16, false};
 
   int microbatches() const { return global_batch / (m.dp * micro_batch); }
 };
@@ -98,7 +98,7 @@ struct search_space {
   std::vector<int> micro_batch = {1, 2, 4, 8};
   std::vector<std::string> schedules = {"1f1b", "interleaved", "zb-h1"};
   std::vector<int> zero = {0, 1, 2, 3};
-  std::vector<recompute> recomputes = {recompute::none, recompute::selective, recompute::full};
+  std::vector<recompute_mode> recomputes = {recompute_mode::none, recompute_mode::selective, recompute_mode::full};
   int max_pp = 128;
 };
 

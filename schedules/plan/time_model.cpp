@@ -3,38 +3,58 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
+#include <stdexcept>
+#include <string>
 
 namespace troupe::sched::plan {
 
-const char* to_string(dtype d) {
-  switch (d) {
-    case dtype::fp32:
+const char* to_string(gemm_precision p) {
+  if (p.tf32) return p.operands == dtype::f32 ? "tf32" : "?";
+  switch (p.operands) {
+    case dtype::f32:
       return "fp32";
-    case dtype::tf32:
-      return "tf32";
-    case dtype::fp16:
+    case dtype::f16:
       return "fp16";
     case dtype::bf16:
       return "bf16";
+    case dtype::i32:
+    case dtype::i64:
+    case dtype::u8:
+      break;
   }
   return "?";
 }
 
-bool parse_dtype(const std::string& text, dtype& out) {
-  for (dtype d : {dtype::fp32, dtype::tf32, dtype::fp16, dtype::bf16})
-    if (text == to_string(d)) {
-      out = d;
+bool parse_precision(const std::string& text, gemm_precision& out) {
+  for (gemm_precision p : all_precisions)
+    if (text == to_string(p)) {
+      out = p;
       return true;
     }
   return false;
 }
 
-double gemm_seconds(const device_desc& dev, dtype d, double m, double n, double k, double batch) {
+namespace {
+size_t peak_index(gemm_precision p) {
+  for (size_t i = 0; i < std::size(all_precisions); ++i)
+    if (all_precisions[i] == p) return i;
+  throw std::invalid_argument(std::string("no published GEMM peak for ") + to_string(p.operands) +
+                              " operands" + (p.tf32 ? " on TF32 tensor cores" : ""));
+}
+}  // namespace
+
+double device_desc::peak(gemm_precision p) const { return peak_flops[peak_index(p)]; }
+double& device_desc::peak(gemm_precision p) { return peak_flops[peak_index(p)]; }
+
+double published_device::gemm_seconds(dtype d, double m, double n, double k, double batch) const {
+  const device_desc& dev = dev_;
   const double flops = 2 * m * n * k * batch;
   const double tiles = std::ceil(m / dev.tile_m) * std::ceil(n / dev.tile_n) * batch;
   const double waves = std::ceil(tiles / dev.sms);
   const double wave_fill = tiles / (waves * dev.sms);
-  const double compute = flops / (dev.peak(d) * dev.gemm_efficiency * wave_fill);
+  const double peak = dev.peak(gemm_precision{d, tf32_ && d == dtype::f32});
+  const double compute = flops / (peak * dev.gemm_efficiency * wave_fill);
   const double bytes = 2 * (m * k + k * n + m * n) * batch;
   return std::max(compute, memory_seconds(dev, bytes));
 }

@@ -3,22 +3,35 @@
 // network description (alpha-beta per link class). Collectives are priced with NCCL's bus
 // bandwidth: a ring all-reduce of S bytes over n ranks moves 2(n-1)/n * S through each rank's
 // link, so it takes 2(n-1)/n * S / busbw plus 2(n-1) latencies. It knows no schedule: plan.hpp
-// turns these costs into a cost_model for simulate().
+// turns these costs into a cost_model for simulate(). GEMMs are priced through op_costs.hpp, the
+// interface the calibrated forecast of a troupe job implements too.
 #pragma once
 
 #include <string>
 
+#include "kernels/dtype.hpp"
 #include "schedules/mesh.hpp"
+#include "schedules/op_costs.hpp"
 
 namespace troupe::sched::plan {
 
-enum class dtype { fp32, tf32, fp16, bf16 };
-const char* to_string(dtype d);  // "fp32", "tf32", "fp16", "bf16"
-bool parse_dtype(const std::string& text, dtype& out);
+// The precision of a plan's GEMMs, as vendors publish peaks: the operands' dtype and, for f32
+// operands, whether the products run on TF32 tensor cores. TF32 is a math mode of f32 GEMMs
+// (PyTorch's allow_tf32), not a storage type, so no dtype. The text is --precision's value and
+// the peak's key in a device file: "fp32", "tf32", "fp16", "bf16".
+struct gemm_precision {
+  dtype operands = dtype::bf16;
+  bool tf32 = false;
+  friend bool operator==(gemm_precision a, gemm_precision b) { return a.operands == b.operands && a.tf32 == b.tf32; }
+};
+inline constexpr gemm_precision all_precisions[4] = {{dtype::f32, false}, {dtype::f32, true},
+                                                     {dtype::f16, false}, {dtype::bf16, false}};
+const char* to_string(gemm_precision p);  // "?" for one outside all_precisions
+bool parse_precision(const std::string& text, gemm_precision& out);
 
 struct device_desc {
   std::string name;
-  double peak_flops[4] = {0, 0, 0, 0};  // dense FLOP/s, indexed by dtype
+  double peak_flops[4] = {0, 0, 0, 0};  // dense FLOP/s, in all_precisions' order
   double memory_bandwidth = 0;          // bytes/s
   double memory_bytes = 0;
   // The efficiency curve by matrix size: a GEMM reaches `gemm_efficiency` of peak when its output
@@ -28,11 +41,24 @@ struct device_desc {
   int sms = 1;
   int tile_m = 128, tile_n = 128;
 
-  double peak(dtype d) const { return peak_flops[static_cast<int>(d)]; }
+  // The peak at p; throws std::invalid_argument for a precision outside all_precisions.
+  double peak(gemm_precision p) const;
+  double& peak(gemm_precision p);
 };
 
-// One GEMM (m x k) * (k x n) at 16-bit operands, `batch` of them at once (attention's per-head GEMMs).
-double gemm_seconds(const device_desc& dev, dtype d, double m, double n, double k, double batch = 1);
+// The device as its vendor publishes it, its f32 GEMMs on TF32 tensor cores when tf32 is set.
+// A GEMM reaches the efficiency curve above at its precision's peak, or memory bandwidth for
+// its bytes (16-bit operands, as the planner's activations are), whichever is slower.
+class published_device final : public op_costs {
+ public:
+  explicit published_device(const device_desc& dev, bool tf32 = false) : dev_(dev), tf32_(tf32) {}
+  double gemm_seconds(dtype d, double m, double n, double k, double batch) const override;
+
+ private:
+  const device_desc& dev_;
+  bool tf32_;
+};
+
 // An elementwise pass that reads and writes `bytes` in total: memory-bound.
 double memory_seconds(const device_desc& dev, double bytes);
 

@@ -78,7 +78,7 @@ TEST(forecast_arithmetic, a_single_device_step_is_its_layers_ops_plus_two_action
   EXPECT_NEAR(f.optimizer_seconds, 2e-9 * double(data.num_params), 1e-12);
   EXPECT_EQ(f.reduce_grads_seconds, 0);
   // The head's forward GEMM alone, scaled, is part of the forward: (B*T) x V x C.
-  const double head = gemm_seconds(m, 16.0 * 64, double(data.model.vocab), 128);
+  const double head = m.gemm_seconds(dtype::f32, 16.0 * 64, double(data.model.vocab), 128, 1);
   EXPECT_GT(c.forward, 1.5 * head + 1e-3);
   // Doubling every rate halves the scaled part; the overhead stays.
   machine_costs fast = m;

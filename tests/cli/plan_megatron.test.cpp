@@ -26,7 +26,7 @@ TEST_P(megatron_row, predicted_tflops_per_gpu_within_15_percent_of_published) {
   sched::plan::plan_config c;
   c.m = {pub.dp, pub.pp, pub.tp, 1};
   c.global_batch = pub.global_batch;
-  c.rc = sched::plan::recompute::full;
+  c.rc = recompute_mode::full;
   const sched::plan::plan_result r = sched::plan::evaluate(f.model, cl, c);
   EXPECT_NEAR(r.tflops_per_gpu / pub.tflops_per_gpu, 1.0, 0.15)
       << f.model.name << ": predicted " << r.tflops_per_gpu << " TFLOP/s per GPU, published " << pub.tflops_per_gpu;
@@ -57,7 +57,7 @@ TEST(gpt3_175b_on_1024_a100s, the_search_finds_a_plan_at_least_as_fast_as_naraya
   sched::plan::plan_config c;
   c.m = {cl.gpus() / (f.published->tp * f.published->pp), f.published->pp, f.published->tp, 1};
   c.global_batch = f.global_batch;
-  c.rc = sched::plan::recompute::full;
+  c.rc = recompute_mode::full;
   const sched::plan::plan_result ref = sched::plan::evaluate(f.model, cl, c);
   EXPECT_TRUE(ref.fits);
   // The reference itself is priced within 15% of the 140 TFLOP/s the paper reports for it.

@@ -33,10 +33,10 @@ int device_count() {
 struct device_buffer {
   void* p = nullptr;
   int64_t n = 0;
-  element_type t = element_type::f32;
-  device_buffer(const std::vector<float>& host, element_type type) : n(static_cast<int64_t>(host.size())), t(type) {
+  dtype t = dtype::f32;
+  device_buffer(const std::vector<float>& host, dtype type) : n(static_cast<int64_t>(host.size())), t(type) {
     cudaMalloc(&p, host.size() * size_of(t) + 1);
-    if (t == element_type::f32) {
+    if (t == dtype::f32) {
       cudaMemcpy(p, host.data(), host.size() * 4, cudaMemcpyHostToDevice);
     } else {
       std::vector<__nv_bfloat16> b(host.size());
@@ -49,7 +49,7 @@ struct device_buffer {
   device_buffer& operator=(const device_buffer&) = delete;
   std::vector<float> to_host() const {
     std::vector<float> out(static_cast<size_t>(n));
-    if (t == element_type::f32) {
+    if (t == dtype::f32) {
       cudaMemcpy(out.data(), p, out.size() * 4, cudaMemcpyDeviceToHost);
     } else {
       std::vector<__nv_bfloat16> b(out.size());
@@ -99,23 +99,23 @@ float reduced(int world, int64_t i, reduce_op op) {
 
 struct shape_case {
   int64_t n;
-  element_type t;
+  dtype t;
   reduce_op op;
 };
 
 const std::vector<shape_case>& cases() {
   // 12 splits evenly over 1-4 members; 10 and 7 do not (NCCL's grouped per-segment calls).
-  static const std::vector<shape_case> c = {{12, element_type::f32, reduce_op::sum},
-                                            {10, element_type::f32, reduce_op::average},
-                                            {7, element_type::bf16, reduce_op::sum},
-                                            {12, element_type::bf16, reduce_op::average},
-                                            {1 << 20, element_type::f32, reduce_op::sum}};
+  static const std::vector<shape_case> c = {{12, dtype::f32, reduce_op::sum},
+                                            {10, dtype::f32, reduce_op::average},
+                                            {7, dtype::bf16, reduce_op::sum},
+                                            {12, dtype::bf16, reduce_op::average},
+                                            {1 << 20, dtype::f32, reduce_op::sum}};
   return c;
 }
 
 void check_collectives(int world) {
   for (const shape_case& c : cases()) {
-    SCOPED_TRACE("n " + std::to_string(c.n) + (c.t == element_type::bf16 ? " bf16" : " f32") +
+    SCOPED_TRACE("n " + std::to_string(c.n) + (c.t == dtype::bf16 ? " bf16" : " f32") +
                  (c.op == reduce_op::average ? " average" : " sum"));
     std::vector<std::vector<float>> all_reduce(static_cast<size_t>(world)), reduce_scatter(all_reduce),
         all_gather(all_reduce), broadcast(all_reduce);
@@ -170,15 +170,15 @@ TEST(NcclGroup, SendAndRecvPassActivationsAroundARing) {
   const int64_t n = 1000;
   std::vector<std::vector<float>> got(static_cast<size_t>(world));
   run_members(world, [&](int r, nccl_group& g, cudaStream_t s) {
-    device_buffer out(input(r, world, n), element_type::bf16), in(std::vector<float>(n, 0.0f), element_type::bf16);
+    device_buffer out(input(r, world, n), dtype::bf16), in(std::vector<float>(n, 0.0f), dtype::bf16);
     // Even ranks send first, odd ones receive first: NCCL matches each pair's calls in order.
     const int right = (r + 1) % world, left = (r + world - 1) % world;
     if (r % 2 == 0) {
-      g.send(out.p, n, element_type::bf16, right, s);
-      g.recv(in.p, n, element_type::bf16, left, s);
+      g.send(out.p, n, dtype::bf16, right, s);
+      g.recv(in.p, n, dtype::bf16, left, s);
     } else {
-      g.recv(in.p, n, element_type::bf16, left, s);
-      g.send(out.p, n, element_type::bf16, right, s);
+      g.recv(in.p, n, dtype::bf16, left, s);
+      g.send(out.p, n, dtype::bf16, right, s);
     }
     g.synchronize(s);
     got[static_cast<size_t>(r)] = in.to_host();
@@ -221,7 +221,7 @@ TEST(NcclGroup, TheBackendAdapterAllReducesDeviceFloats) {
   cudaSetDevice(0);
   auto g = std::make_shared<nccl_group>(id, 0, 1, 0);
   auto backend = nccl_backend(g);
-  device_buffer x(input(0, 1, 9), element_type::f32);
+  device_buffer x(input(0, 1, 9), dtype::f32);
   backend->all_reduce(static_cast<float*>(x.p), 9, reduce_op::sum);
   EXPECT_EQ(x.to_host(), input(0, 1, 9));
   EXPECT_EQ(backend->world(), 1);
@@ -245,7 +245,7 @@ TEST(NcclGroup, TheEnginesMembersJoinWithOneIdAndAllReduceTheirDevicesFloats) {
       try {
         std::unique_ptr<group_backend> member = engine->join(id, r, world, r);
         cudaSetDevice(r);
-        device_buffer x(input(r, world, 10), element_type::f32);
+        device_buffer x(input(r, world, 10), dtype::f32);
         member->all_reduce(static_cast<float*>(x.p), 10, reduce_op::sum);
         got[static_cast<size_t>(r)] = x.to_host();
       } catch (const std::exception& e) {
@@ -288,7 +288,7 @@ TEST(NcclGroup, TheEnginesLinksCarryBothDirectionsOfAPipelinePairAtOnce) {
         }
         ASSERT_TRUE(out && in);
         cudaSetDevice(end);
-        device_buffer mine(input(end, 2, n / 4), element_type::f32), theirs(std::vector<float>(n / 4, 0.0f), element_type::f32);
+        device_buffer mine(input(end, 2, n / 4), dtype::f32), theirs(std::vector<float>(n / 4, 0.0f), dtype::f32);
         std::promise<std::optional<std::string>> sent, received;
         out->send(mine.p, static_cast<size_t>(n), [&](std::optional<std::string> e) { sent.set_value(e); });
         in->recv(theirs.p, static_cast<size_t>(n), [&](std::optional<std::string> e) { received.set_value(e); });

@@ -103,11 +103,11 @@ std::vector<sample> samples() {
   const size_t frame = wire::chunk_payload_bytes({});
   const int64_t big = (int64_t{20} << 20) / 4 + 3;
   std::vector<sample> s;
-  s.push_back({{1, "empty", wire::dtype::f32, {0, 4}}, {}});
-  s.push_back({{2, "one", wire::dtype::f32, {1}}, pattern(4, 2)});
-  s.push_back({{3, "odd", wire::dtype::u8, {3}}, pattern(3, 3)});
-  s.push_back({{4, "frame", wire::dtype::u8, {static_cast<int64_t>(frame)}}, pattern(frame, 4)});
-  s.push_back({{5, "stage1.act", wire::dtype::f32, {big}}, pattern(static_cast<size_t>(big) * 4, 5)});
+  s.push_back({{1, "empty", dtype::f32, {0, 4}}, {}});
+  s.push_back({{2, "one", dtype::f32, {1}}, pattern(4, 2)});
+  s.push_back({{3, "odd", dtype::u8, {3}}, pattern(3, 3)});
+  s.push_back({{4, "frame", dtype::u8, {static_cast<int64_t>(frame)}}, pattern(frame, 4)});
+  s.push_back({{5, "stage1.act", dtype::f32, {big}}, pattern(static_cast<size_t>(big) * 4, 5)});
   return s;
 }
 
@@ -149,7 +149,7 @@ TEST(P2pTransport, ManyTensorsFromOneSenderArriveInOrder) {
   for (int i = 0; i < n; ++i) bytes.push_back(pattern(static_cast<size_t>((i * 7919) % 70000), static_cast<uint32_t>(i)));
   completion last;
   for (int i = 0; i < n; ++i)
-    a.send(4, "127.0.0.1", b.port(), {static_cast<uint64_t>(i), "mb", wire::dtype::u8,
+    a.send(4, "127.0.0.1", b.port(), {static_cast<uint64_t>(i), "mb", dtype::u8,
                                       {static_cast<int64_t>(bytes[static_cast<size_t>(i)].size())}},
            bytes[static_cast<size_t>(i)].data(), bytes[static_cast<size_t>(i)].size(), i + 1 == n ? last.fn() : nullptr);
   EXPECT_EQ(last.get(), "ok");
@@ -190,7 +190,7 @@ TEST(P2pTransport, WrongSecretIsRefusedAndCountedAndARealPeerGetsThrough) {
     p2p_transport intruder(0, "127.0.0.1", 0, "guess", {}, {});
     uint8_t one = 1;
     completion refused;
-    intruder.send(1, "127.0.0.1", b.port(), {1, "x", wire::dtype::u8, {1}}, &one, 1, refused.fn());
+    intruder.send(1, "127.0.0.1", b.port(), {1, "x", dtype::u8, {1}}, &one, 1, refused.fn());
     const std::string r = refused.get();
     EXPECT_NE(r.find("secret"), std::string::npos) << r;
   }
@@ -198,7 +198,7 @@ TEST(P2pTransport, WrongSecretIsRefusedAndCountedAndARealPeerGetsThrough) {
   p2p_transport a(0, "127.0.0.1", 0, secret, {}, {});
   const auto x = pattern(4096, 9);
   completion done;
-  a.send(1, "127.0.0.1", b.port(), {1, "x", wire::dtype::u8, {4096}}, x.data(), x.size(), done.fn());
+  a.send(1, "127.0.0.1", b.port(), {1, "x", dtype::u8, {4096}}, x.data(), x.size(), done.fn());
   EXPECT_EQ(done.get(), "ok");
   ASSERT_TRUE(got.wait_tensors(1));
   EXPECT_TRUE(got.tensors[0].bytes == x);
@@ -211,7 +211,7 @@ TEST(P2pTransport, CorruptFrameIsABadChecksumFromThatPeerAndOthersAreStillServed
   inbox got;
   p2p_transport b(1, "127.0.0.1", 0, secret, got.on_receive(), got.on_error());
   const auto x = pattern(1000, 11);
-  auto frame = wire::encode_tensor({1, "x", wire::dtype::u8, {1000}}, x.data(), x.size()).at(0);
+  auto frame = wire::encode_tensor({1, "x", dtype::u8, {1000}}, x.data(), x.size()).at(0);
   frame[wire::header_bytes + 100] ^= 0x04;
   socket_fd bad = raw_peer(b.port(), 7);
   write_all(bad.get(), frame.data(), frame.size(), 5000, "corrupt frame");
@@ -223,7 +223,7 @@ TEST(P2pTransport, CorruptFrameIsABadChecksumFromThatPeerAndOthersAreStillServed
   EXPECT_THROW(read_all(bad.get(), &c, 1, 5000, "after the corrupt frame"), net_error) << "connection left open";
   p2p_transport a(0, "127.0.0.1", 0, secret, {}, {});
   completion done;
-  a.send(1, "127.0.0.1", b.port(), {2, "y", wire::dtype::u8, {1000}}, x.data(), x.size(), done.fn());
+  a.send(1, "127.0.0.1", b.port(), {2, "y", dtype::u8, {1000}}, x.data(), x.size(), done.fn());
   EXPECT_EQ(done.get(), "ok");
   ASSERT_TRUE(got.wait_tensors(1));
   EXPECT_TRUE(got.tensors[0].bytes == x);
@@ -238,7 +238,7 @@ TEST(P2pTransport, PeerClosingMidTensorIsTruncatedAndAStallMidFrameTimesOut) {
   wire::limits lim;
   lim.max_frame_bytes = 4096;
   const auto x = pattern(10000, 12);
-  const auto frames = wire::encode_tensor({1, "x", wire::dtype::u8, {10000}}, x.data(), x.size(), lim);
+  const auto frames = wire::encode_tensor({1, "x", dtype::u8, {10000}}, x.data(), x.size(), lim);
   ASSERT_GT(frames.size(), 1u);
   {
     socket_fd closer = raw_peer(b.port(), 5);  // the first frame of several, then gone
@@ -264,14 +264,14 @@ TEST(P2pTransport, AbortEndsASendBlockedOnAPeerThatNeverReads) {
   auto a = std::make_unique<p2p_transport>(0, "127.0.0.1", 0, secret, nullptr, nullptr);
   const auto x = pattern(size_t{64} << 20, 13);  // far more than both socket buffers hold
   completion done;
-  a->send(1, "127.0.0.1", port, {1, "x", wire::dtype::u8, {static_cast<int64_t>(x.size())}}, x.data(), x.size(),
+  a->send(1, "127.0.0.1", port, {1, "x", dtype::u8, {static_cast<int64_t>(x.size())}}, x.data(), x.size(),
           done.fn());
   EXPECT_EQ(done.f.wait_for(std::chrono::milliseconds(500)), std::future_status::timeout) << "a send that cannot be written completed";
   a->abort();
   const std::string r = done.get();
   EXPECT_NE(r.find("stopped"), std::string::npos) << r;
   completion after;
-  a->send(1, "127.0.0.1", port, {2, "y", wire::dtype::u8, {1}}, x.data(), 1, after.fn());
+  a->send(1, "127.0.0.1", port, {2, "y", dtype::u8, {1}}, x.data(), 1, after.fn());
   EXPECT_NE(after.get().find("stopped"), std::string::npos);
   a.reset();  // joins its thread: must return, though the peer still holds the connection
 }
@@ -285,9 +285,9 @@ TEST(P2pTransport, SendToAPortNobodyListensOnFailsNamingThePeer) {
   p2p_transport a(0, "127.0.0.1", 0, secret, {}, {}, o);
   uint8_t one = 1;
   completion done;
-  a.send(2, "127.0.0.1", port, {1, "x", wire::dtype::u8, {1}}, &one, 1, done.fn());
+  a.send(2, "127.0.0.1", port, {1, "x", dtype::u8, {1}}, &one, 1, done.fn());
   const std::string r = done.get();
   EXPECT_NE(r.find("rank 2"), std::string::npos) << r;
   EXPECT_NE(r.find("connect"), std::string::npos) << r;
-  EXPECT_THROW(a.send(2, "127.0.0.1", port, {1, "x", wire::dtype::u8, {2}}, &one, 1, nullptr), std::invalid_argument);
+  EXPECT_THROW(a.send(2, "127.0.0.1", port, {1, "x", dtype::u8, {2}}, &one, 1, nullptr), std::invalid_argument);
 }

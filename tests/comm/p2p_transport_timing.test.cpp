@@ -17,7 +17,7 @@ TEST(P2pTransportTiming, AbortCompletesABlockedSendWithinASecond) {
   auto a = std::make_unique<net::p2p_transport>(0, "127.0.0.1", 0, secret, nullptr, nullptr);
   std::vector<uint8_t> x(size_t{64} << 20, 1);
   std::promise<std::optional<std::string>> done;
-  a->send(1, "127.0.0.1", peer.port(), {1, "x", wire::dtype::u8, {static_cast<int64_t>(x.size())}}, x.data(),
+  a->send(1, "127.0.0.1", peer.port(), {1, "x", dtype::u8, {static_cast<int64_t>(x.size())}}, x.data(),
           x.size(), [&](std::optional<std::string> e) { done.set_value(std::move(e)); });
   auto f = done.get_future();
   ASSERT_EQ(f.wait_for(std::chrono::milliseconds(300)), std::future_status::timeout);

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <utility>
 
 #include "comm/wire_frame.hpp"
 
@@ -15,7 +16,9 @@ namespace w = troupe::wire;
 
 namespace {
 
-w::tensor_meta meta_of(std::vector<int64_t> shape, uint64_t id = 7) { return {id, "layer0.weight", w::dtype::f32, shape}; }
+w::tensor_meta meta_of(std::vector<int64_t> shape, uint64_t id = 7) {
+  return {id, "layer0.weight", troupe::dtype::f32, shape};
+}
 
 // Decodes and reassembles frames; returns the bytes or fails the test.
 std::vector<uint8_t> reassemble(const std::vector<std::vector<uint8_t>>& frames, const w::limits& lim) {
@@ -117,6 +120,24 @@ TEST(WireFrame, OversizedLengthFieldIsRefusedBeforeAnyAllocation) {
   EXPECT_NE(h.err->message.find("body_bytes"), std::string::npos);
 }
 
+TEST(WireFrame, DtypeCodesStayTheFormatsAndAnUnknownCodeIsNamed) {
+  using troupe::dtype;
+  // The codes frames carried before kernels' dtype held the integer types, which numbers them
+  // differently.
+  const std::pair<dtype, uint8_t> codes[] = {{dtype::f32, 1}, {dtype::f16, 2}, {dtype::bf16, 3},
+                                             {dtype::i32, 4}, {dtype::i64, 5}, {dtype::u8, 6}};
+  for (auto [d, code] : codes) {
+    EXPECT_EQ(w::wire_code(d), code) << to_string(d);
+    EXPECT_EQ(w::dtype_of_wire_code(code).value, d) << to_string(d);
+  }
+  for (int bad : {0, 7, 255}) {
+    const auto r = w::dtype_of_wire_code(static_cast<uint8_t>(bad));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.err->code, w::error_code::malformed_body);
+    EXPECT_NE(r.err->message.find("dtype code " + std::to_string(bad) + " unknown"), std::string::npos) << r.err->message;
+  }
+}
+
 TEST(WireFrame, UnknownTypeBadMagicAndVersionAreRefused) {
   auto f = one_frame();
   f[6] = 9;
@@ -195,7 +216,7 @@ TEST(WireFrame, EncoderRefusesWhatTheDecoderWould) {
 TEST(WireFrame, ChecksumIsZlibsCrc32OfTheBody) {
   std::vector<uint8_t> x(100003);
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>(i * 131 + (i >> 9));
-  for (const auto& f : w::encode_tensor({9, "crc", w::dtype::u8, {100003}}, x.data(), x.size())) {
+  for (const auto& f : w::encode_tensor({9, "crc", troupe::dtype::u8, {100003}}, x.data(), x.size())) {
     uint32_t in_header = 0;
     std::memcpy(&in_header, f.data() + 12, 4);
     EXPECT_EQ(in_header, static_cast<uint32_t>(crc32_z(0, f.data() + w::header_bytes, f.size() - w::header_bytes)));
@@ -209,7 +230,7 @@ TEST(WireFrame, EncoderPartsPointIntoTheCallersBytes) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>(i * 31 + 7);
   w::limits lim;
   lim.max_frame_bytes = 4096;
-  w::tensor_meta m{3, "act", w::dtype::u8, {10001}};
+  w::tensor_meta m{3, "act", troupe::dtype::u8, {10001}};
   w::frame_encoder enc(lim);
   const auto frames = w::encode_tensor(m, x.data(), x.size(), lim);
   ASSERT_EQ(enc.chunk_count(x.size()), frames.size());
@@ -233,8 +254,8 @@ TEST(WireFrame, EncoderPartsPointIntoTheCallersBytes) {
 TEST(WireFrame, ReusedEncoderGivesTheSameFrameAsAFreshOne) {
   std::vector<float> big(64, 1.0f), small = {2.0f, 3.0f};
   w::frame_encoder reused;
-  w::tensor_meta first{1, std::string(200, 'n'), w::dtype::f32, {2, 2, 2, 8}};
-  w::tensor_meta second{2, "b", w::dtype::f32, {2}};
+  w::tensor_meta first{1, std::string(200, 'n'), troupe::dtype::f32, {2, 2, 2, 8}};
+  w::tensor_meta second{2, "b", troupe::dtype::f32, {2}};
   reused.encode(first, big.data(), 256, 0);
   const auto again = reused.encode(second, small.data(), 8, 0);
   w::frame_encoder fresh;

@@ -178,11 +178,26 @@ TEST(TensorDtype, CpuTensorsAreCacheLineAligned) {
 }
 
 TEST(TensorDtype, DtypeNamesRoundTrip) {
-  for (dtype d : {dtype::f32, dtype::bf16, dtype::f16}) EXPECT_EQ(parse_dtype(to_string(d)), d);
+  for (dtype d : all_dtypes) EXPECT_EQ(parse_dtype(to_string(d)), d);
   const std::string m = message_of([] { parse_dtype("fp8"); });
   EXPECT_NE(m.find("\"fp8\""), std::string::npos) << m;
+  // Actor messages carry these bytes: f32, bf16 and f16 keep the numbers they had before the
+  // integer types joined.
+  EXPECT_EQ(dtype_from_byte(0), dtype::f32);
   EXPECT_EQ(dtype_from_byte(1), dtype::bf16);
-  EXPECT_FALSE(dtype_from_byte(3).has_value());
+  EXPECT_EQ(dtype_from_byte(2), dtype::f16);
+  EXPECT_EQ(dtype_from_byte(5), dtype::u8);
+  EXPECT_FALSE(dtype_from_byte(6).has_value());
+}
+
+TEST(TensorDtype, IntegerTensorsHoldTheirBytesButDoNotConvert) {
+  tensor t({3}, dtype::i64, device{});
+  EXPECT_EQ(t.nbytes(), 24);
+  t.data_as<int64_t>()[2] = (int64_t{1} << 40) + 1;
+  EXPECT_EQ(t.clone().data_as<int64_t>()[2], (int64_t{1} << 40) + 1);
+  const std::string m = message_of([&] { t.to(dtype::f32); });
+  EXPECT_NE(m.find("i64 to f32"), std::string::npos) << m;
+  EXPECT_THROW(tensor({2}).to(dtype::u8), std::logic_error);
 }
 
 TEST(TensorDevice, ParsesCpuAndCuda) {

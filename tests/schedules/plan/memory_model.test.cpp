@@ -63,17 +63,17 @@ TEST(schedules_plan_memory, korthikanti_activations_per_layer) {
   const layer_shape s{2048, 1, 12288, 96};
   const double sbh = 2048.0 * 12288.0;
   // Eq. 1 without parallelism: sbh(34 + 5as/h).
-  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 1, false, recompute::none), sbh * (34 + 5 * 96 * 2048 / 12288.0));
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 1, false, recompute_mode::none), sbh * (34 + 5 * 96 * 2048 / 12288.0));
   // Tensor parallel t = 8: sbh(10 + 24/t + 5as/(ht)); with sequence parallelism sbh/t (34 + 5as/h).
-  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 8, false, recompute::none), sbh * (10 + 3 + 80 / 8.0));
-  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 8, true, recompute::none), sbh / 8 * (34 + 80));
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 8, false, recompute_mode::none), sbh * (10 + 3 + 80 / 8.0));
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 8, true, recompute_mode::none), sbh / 8 * (34 + 80));
   // Selective recomputation keeps sbh * 34/t (the paper's Table 2), full only the input 2sbh.
-  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 8, true, recompute::selective), sbh * 34 / 8);
-  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 8, false, recompute::full), 2 * sbh);
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 8, true, recompute_mode::selective), sbh * 34 / 8);
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 8, false, recompute_mode::full), 2 * sbh);
   // For this layer 5as/h = 80 against 34: selective recomputation saves 70% of the layer's
   // activations under sequence parallelism, as the paper says for GPT-3.
-  const double saved = 1 - activation_bytes_per_layer(s, 8, true, recompute::selective) /
-                               activation_bytes_per_layer(s, 8, true, recompute::none);
+  const double saved = 1 - activation_bytes_per_layer(s, 8, true, recompute_mode::selective) /
+                               activation_bytes_per_layer(s, 8, true, recompute_mode::none);
   EXPECT_NEAR(saved, 0.70, 0.005);
 }
 

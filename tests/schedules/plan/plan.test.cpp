@@ -16,7 +16,7 @@ cluster_desc small_cluster(int nodes) {
   cl.nodes = nodes;
   cl.gpus_per_node = 8;
   cl.device.name = "gpu";
-  cl.device.peak_flops[static_cast<int>(dtype::bf16)] = 100e12;
+  cl.device.peak(gemm_precision{dtype::bf16, false}) = 100e12;
   cl.device.memory_bandwidth = 1e12;
   cl.device.memory_bytes = 80 * gib;
   cl.device.sms = 100;
@@ -59,11 +59,33 @@ TEST(schedules_plan_time, gemm_is_compute_bound_at_efficiency_and_pays_for_a_par
   device_desc d = small_cluster(1).device;
   d.gemm_efficiency = 0.5;
   d.tile_m = d.tile_n = 128;
+  const published_device hw(d);
   // 10 x 10 tiles = 100 tiles, one full wave of 100 SMs.
-  EXPECT_DOUBLE_EQ(gemm_seconds(d, dtype::bf16, 1280, 1280, 8192), 2.0 * 1280 * 1280 * 8192 / (100e12 * 0.5));
+  EXPECT_DOUBLE_EQ(hw.gemm_seconds(dtype::bf16, 1280, 1280, 8192, 1), 2.0 * 1280 * 1280 * 8192 / (100e12 * 0.5));
   // 10 x 11 = 110 tiles need two waves: the GEMM runs at 110/200 of the full-wave rate.
-  EXPECT_NEAR(gemm_seconds(d, dtype::bf16, 1280, 1290, 8192) / gemm_seconds(d, dtype::bf16, 1280, 1280, 8192),
+  EXPECT_NEAR(hw.gemm_seconds(dtype::bf16, 1280, 1290, 8192, 1) / hw.gemm_seconds(dtype::bf16, 1280, 1280, 8192, 1),
               (1290.0 / 1280) * 200 / 110, 1e-9);
+}
+
+TEST(schedules_plan_time, tf32_is_the_f32_gemms_math_mode_and_keeps_its_published_name) {
+  device_desc d = small_cluster(1).device;
+  d.peak(gemm_precision{dtype::f32, false}) = 20e12;
+  d.peak(gemm_precision{dtype::f32, true}) = 80e12;
+  const double m = 4096, n = 4096, k = 4096;
+  EXPECT_DOUBLE_EQ(published_device(d).gemm_seconds(dtype::f32, m, n, k, 1) /
+                       published_device(d, true).gemm_seconds(dtype::f32, m, n, k, 1),
+                   4.0);
+  // The mode is f32's alone: bf16 operands reach bf16's peak either way.
+  EXPECT_DOUBLE_EQ(published_device(d, true).gemm_seconds(dtype::bf16, m, n, k, 1),
+                   published_device(d).gemm_seconds(dtype::bf16, m, n, k, 1));
+  for (const char* text : {"fp32", "tf32", "fp16", "bf16"}) {
+    gemm_precision p;
+    ASSERT_TRUE(parse_precision(text, p)) << text;
+    EXPECT_STREQ(to_string(p), text);
+  }
+  gemm_precision p;
+  EXPECT_FALSE(parse_precision("f32", p));
+  EXPECT_THROW(published_device(d).gemm_seconds(dtype::i32, m, n, k, 1), std::invalid_argument);
 }
 
 model_desc small_model() {
@@ -96,18 +118,18 @@ TEST(schedules_plan, more_microbatches_shrink_the_bubble_and_recomputation_costs
   plan_config c;
   c.m = {1, 4, 2, 1};
   c.global_batch = 8;
-  c.rc = recompute::none;
+  c.rc = recompute_mode::none;
   const plan_result few = evaluate(small_model(), cl, c);
   c.global_batch = 64;
   const plan_result many = evaluate(small_model(), cl, c);
   EXPECT_LT(many.bubble_fraction, few.bubble_fraction);
-  c.rc = recompute::full;
+  c.rc = recompute_mode::full;
   const plan_result full = evaluate(small_model(), cl, c);
   EXPECT_GT(full.step_seconds, many.step_seconds);
   EXPECT_LT(full.memory.activations, many.memory.activations);
   // 1F1B keeps P = 4 micro-batches in flight on stage 0, each 2 layers deep.
   EXPECT_EQ(many.memory_stage, 0);
-  const double per_layer = activation_bytes_per_layer({1024, 1, 1024, 16}, 2, false, recompute::none);
+  const double per_layer = activation_bytes_per_layer({1024, 1, 1024, 16}, 2, false, recompute_mode::none);
   EXPECT_DOUBLE_EQ(many.memory.activations, 4 * 2 * per_layer);
 }
 
@@ -131,9 +153,9 @@ TEST(schedules_plan, search_returns_plans_that_fit_fastest_first) {
 TEST(schedules_plan, the_breakdown_adds_up_to_the_step_and_its_idle_is_the_simulators_idle_of_that_stage) {
   const cluster_desc cl = small_cluster(2);
   for (const auto& [m, schedule, v, zero, rc] :
-       {std::tuple{mesh{2, 4, 2, 1}, "1f1b", 1, 0, recompute::full},
-        std::tuple{mesh{2, 2, 4, 1}, "interleaved", 2, 1, recompute::selective},
-        std::tuple{mesh{4, 2, 2, 1}, "zb-h1", 1, 3, recompute::none}, std::tuple{mesh{16, 1, 1, 1}, "1f1b", 1, 0, recompute::none}}) {
+       {std::tuple{mesh{2, 4, 2, 1}, "1f1b", 1, 0, recompute_mode::full},
+        std::tuple{mesh{2, 2, 4, 1}, "interleaved", 2, 1, recompute_mode::selective},
+        std::tuple{mesh{4, 2, 2, 1}, "zb-h1", 1, 3, recompute_mode::none}, std::tuple{mesh{16, 1, 1, 1}, "1f1b", 1, 0, recompute_mode::none}}) {
     plan_config c;
     c.m = m;
     c.global_batch = 32;
@@ -148,7 +170,7 @@ TEST(schedules_plan, the_breakdown_adds_up_to_the_step_and_its_idle_is_the_simul
     EXPECT_NEAR(b.pipeline_idle, r.sim.idle_seconds[b.stage], 1e-9 * r.step_seconds);
     for (int d = 0; d < m.pp; ++d) EXPECT_LE(r.sim.idle_seconds[b.stage], r.sim.idle_seconds[d]);
     EXPECT_GT(b.compute, 0);
-    EXPECT_EQ(b.recompute > 0, rc != recompute::none);
+    EXPECT_EQ(b.recompute > 0, rc != recompute_mode::none);
     EXPECT_EQ(b.tensor_parallel > 0, m.tp > 1);
     EXPECT_EQ(b.zero3_gathers > 0, zero == 3);
     // pp > 1 adds the tied embedding's all-reduce between the first and last stages.
@@ -161,9 +183,9 @@ TEST(schedules_plan, explain_names_the_choice_behind_each_part_largest_saving_fi
   plan_config ref;
   ref.m = {2, 4, 2, 1};
   ref.global_batch = 32;
-  ref.rc = recompute::full;
+  ref.rc = recompute_mode::full;
   plan_config fast = ref;
-  fast.rc = recompute::none;
+  fast.rc = recompute_mode::none;
   const auto lines = explain(evaluate(small_model(), cl, fast), evaluate(small_model(), cl, ref));
   ASSERT_GE(lines.size(), 3u);
   EXPECT_NE(lines[0].find("x the reference's throughput"), std::string::npos) << lines[0];
