@@ -38,8 +38,9 @@ ACTOR_LAYERS = [
      "process/middleman_link"],
     # wiring a mesh's actors across devices and processes (the job hub joins the processes)
     ["job/pipeline_links", "job/mesh_links", "job/mesh_job", "process/net_hub"],
-    # running a job: the runners and the actor system's configuration
-    ["job/runtime_config", "job/training_job", "process/process_job", "process/process_parts", "process/process_plumbing"],
+    # running a job: the one runner body (run_job), its placements, the actor system's configuration
+    ["job/runtime_config", "job/run_job", "job/training_job", "process/process_job", "process/process_parts",
+     "process/process_plumbing", "process/process_zero", "process/process_worker"],
     # measuring the machine by running jobs on it (--forecast's calibration)
     ["job/machine_calibration"],
 ]

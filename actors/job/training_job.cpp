@@ -1,8 +1,8 @@
-// run_training: the one runner. It loads the data, plans the job over its mesh (job_plan), spawns
-// every rank's actors (mesh_job) and the coordinator, waits for the coordinator, and writes the
-// measured trace. The training loop itself is the message flow: coordinator.cpp orders steps,
-// stage.cpp interprets each rank's schedule row. A mesh over several processes goes to
-// process_job, which spawns each process's ranks the same way.
+// run_training: loads the data, plans the job over its mesh (job_plan) and runs it (run_job) with
+// every rank's actors (mesh_job), the coordinator and the evaluator in this process, restarting
+// from the last checkpoint when asked. The training loop itself is the message flow:
+// step_clock.cpp orders steps, stage.cpp interprets each rank's schedule row. A mesh over several
+// processes goes to process_job, whose placements spawn each process's ranks the same way.
 #include "actors/job/training_job.hpp"
 
 #include <spdlog/spdlog.h>
@@ -17,7 +17,7 @@
 #include "actors/job/metrics_log.hpp"
 #include "actors/process/process_job.hpp"
 #include "actors/job/runtime_config.hpp"
-#include "actors/job/teardown_guard.hpp"
+#include "actors/job/run_job.hpp"
 #include "actors/job/accelerators.hpp"
 #include "kernels/device_ops.hpp"
 
@@ -107,6 +107,65 @@ job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, j
   return extras;
 }
 
+// The whole job in this process: every rank's actors, the coordinator and the evaluator.
+class whole_job final : public placement {
+ public:
+  whole_job(const train_config& cfg, const prepared_job& data, const job_plan& plan, const job_extras& extras)
+      : cfg_(cfg), data_(data), plan_(plan), extras_(extras), out_(cfg, data) {}
+
+  void configure(caf::actor_system_config& sys_cfg) override {
+    configure_runtime(sys_cfg);
+    if (extras_.scheduler_threads > 0)
+      sys_cfg.set("scheduler.max-threads", static_cast<int>(extras_.scheduler_threads));
+  }
+
+  void start(caf::actor_system& sys) override {
+    coordinator_ = spawn_coordinator(sys, coordinator_args_for(cfg_, data_, plan_, out_));
+    ranks_ = spawn_mesh(sys, cfg_, data_, plan_, coordinator_, extras_);
+    auto evaluator = spawn_evaluator(sys, data_.model, cfg_.seed, ranks_.loaders.at(0), coordinator_);
+    ranks_.members.push_back(evaluator);
+    if (extras_.on_spawned) extras_.on_spawned(sys, ranks_.stages);
+    caf::anon_send(coordinator_, watch_atom::value, ranks_.collectives);
+    caf::anon_send(coordinator_, start_atom::value, ranks_.stages, evaluator, ranks_.members);
+  }
+
+  std::string wait(caf::actor_system& sys) override {
+    caf::scoped_actor self{sys};
+    self->wait_for(coordinator_);
+    return out_.failure->what;
+  }
+
+  void abort_waits(const std::string& why) override { abort_group_waits(ranks_, "the job failed: " + why); }
+
+  void stop(caf::actor_system& sys) override {
+    std::vector<caf::actor> all = ranks_.members;
+    all.push_back(coordinator_);
+    stop_all(sys, all);
+    server_updates_ = ranks_.server_updates;
+    dispensed_ = ranks_.dispensed;
+    ranks_ = {};
+    coordinator_ = nullptr;
+  }
+
+  train_summary summary() override {
+    train_summary s = finish_summary(cfg_, plan_, out_);
+    for (const auto& u : server_updates_) s.server_updates.insert(s.server_updates.end(), u->begin(), u->end());
+    if (dispensed_) s.dispensed = *dispensed_;
+    return s;
+  }
+
+ private:
+  const train_config& cfg_;
+  const prepared_job& data_;
+  const job_plan& plan_;
+  const job_extras& extras_;
+  job_outputs out_;
+  caf::actor coordinator_;
+  rank_actors ranks_;
+  std::vector<std::shared_ptr<std::vector<train_summary::server_update>>> server_updates_;
+  std::shared_ptr<std::vector<train_summary::dispensed_batch>> dispensed_;
+};
+
 train_summary run_once(const train_config& cfg, const job_extras& extras) {
   if (cfg.zero >= 1 && cfg.mesh.dp > 1 && !extras.gradient_observers.empty())
     throw std::invalid_argument("gradient observers see a rank's whole gradients, which ZeRO (zero " +
@@ -124,38 +183,8 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
   const job_plan plan = plan_job(cfg, data);
   const job_extras on_devices = with_checked_devices(cfg, plan, extras);
   log_plan(cfg, data, plan);
-  job_outputs out(cfg, data);
-  teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
-  std::vector<std::shared_ptr<std::vector<train_summary::server_update>>> server_updates;
-  std::shared_ptr<std::vector<train_summary::dispensed_batch>> dispensed;
-  {
-    caf::actor_system_config sys_cfg;
-    configure_runtime(sys_cfg);
-    if (extras.scheduler_threads > 0) sys_cfg.set("scheduler.max-threads", static_cast<int>(extras.scheduler_threads));
-    caf::actor_system sys{sys_cfg};
-    auto coordinator = spawn_coordinator(sys, coordinator_args_for(cfg, data, plan, out));
-    rank_actors ranks = spawn_mesh(sys, cfg, data, plan, coordinator, on_devices);
-    server_updates = ranks.server_updates;
-    dispensed = ranks.dispensed;
-    auto evaluator = spawn_evaluator(sys, data.model, cfg.seed, ranks.loaders.at(0), coordinator);
-    ranks.members.push_back(evaluator);
-    if (extras.on_spawned) extras.on_spawned(sys, ranks.stages);
-    caf::anon_send(coordinator, watch_atom::value, ranks.collectives);
-    caf::anon_send(coordinator, start_atom::value, ranks.stages, evaluator, ranks.members);
-    caf::scoped_actor self{sys};
-    self->wait_for(coordinator);
-    // The actor system's destructor waits for every stage; one wedged in a computation (what the
-    // watchdog reported) would hold the process forever.
-    if (!out.failure->what.empty()) {
-      guard.arm(out.failure->what, failed_job_grace);
-      abort_group_waits(ranks, "the job failed: " + out.failure->what);
-    }
-  }
-  if (!out.failure->what.empty()) throw std::runtime_error(out.failure->what);
-  train_summary s = finish_summary(cfg, plan, out);
-  for (const auto& u : server_updates) s.server_updates.insert(s.server_updates.end(), u->begin(), u->end());
-  if (dispensed) s.dispensed = *dispensed;
-  return s;
+  whole_job where(cfg, data, plan, on_devices);
+  return run_job(where);
 }
 
 }  // namespace

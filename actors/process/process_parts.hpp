@@ -1,5 +1,6 @@
-// What the runner bodies of a multi-process job (process_job.cpp) share with the set-up every
-// process makes first (process_plumbing.cpp). Include only from actors/process/*.cpp (CAF).
+// What the placements of a multi-process job (process_zero.cpp, process_worker.cpp) share: the
+// set-up every process makes first (process_plumbing.cpp). Include only from actors/process/*.cpp
+// (CAF).
 #pragma once
 
 #include <caf/all.hpp>
@@ -11,7 +12,7 @@
 #include <vector>
 
 #include "actors/job/mesh_links.hpp"
-#include "actors/job/teardown_guard.hpp"
+#include "actors/job/run_job.hpp"
 #include "actors/job/train_config.hpp"
 #include "actors/messages.hpp"
 #include "actors/process/middleman_link.hpp"
@@ -34,23 +35,14 @@ mesh_links_args links_args(const train_config& cfg, int process, const std::stri
 std::shared_ptr<net::mpi_groups> mpi_for(const train_config& cfg);
 // Without MASTER_ADDR under mpirun: process 0's control plane address, told over MPI.
 void learn_control_plane_over_mpi(train_config& cfg, net::mpi_groups& mpi);
-// Stops the actors, waits until they are gone, and drops the registry entries the middleman made
-// for them (see the definition).
-void stop_all(caf::actor_system& sys, const std::vector<caf::actor>& actors);
-
-// A process other than 0, admitted to the job: it reached process 0 through the gate (under TLS
-// through a loopback bridge that lives as long as the connection), and the job hub answered its
-// join. Members in the order they must be made; the guard outlives the actor system's destructor.
-struct joined_process {
-  teardown_guard guard;
-  std::string local_host;  // the interface that reaches process 0
-  caf::actor_system_config sys_cfg;
-  std::unique_ptr<caf::actor_system> sys;
-  std::unique_ptr<net::loopback_bridge> bridge;
-  caf::actor hub;
-  join_reply joined;
-
-  joined_process(const train_config& cfg, const prepared_job& job);
-};
+// The placements of run_job for a process of a job over several: process 0 (process_zero.cpp),
+// a worker, a process of parameter servers (process_worker.cpp).
+std::unique_ptr<placement> process_zero_placement(const train_config& cfg, const prepared_job& job,
+                                                  const job_plan& plan, std::shared_ptr<net::mpi_groups> mpi,
+                                                  const rank_devices& device_of, const device_engines& engines);
+std::unique_ptr<placement> worker_placement(const train_config& cfg, const prepared_job& job, const job_plan& plan,
+                                            std::shared_ptr<net::mpi_groups> mpi, const rank_devices& device_of,
+                                            const device_engines& engines);
+std::unique_ptr<placement> server_placement(const train_config& cfg, const prepared_job& job, const job_plan& plan);
 
 }  // namespace troupe::process_detail

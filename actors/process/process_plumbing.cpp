@@ -1,6 +1,6 @@
-// process_plumbing: what every process of a multi-process job sets up before its runner body
-// (process_job.cpp) runs: its actor system's configuration, its data-plane links' options, its
-// MPI communicators, and, for a process other than 0, its admission to the job through the gate.
+// process_plumbing: what every process of a multi-process job sets up for its placement
+// (process_zero.cpp, process_worker.cpp): its actor system's configuration, its data-plane links'
+// options, its MPI communicators, and what every process must share to be admitted.
 #include <caf/io/all.hpp>
 #include <caf/openssl/all.hpp>
 #include <fmt/format.h>
@@ -143,45 +143,6 @@ void learn_control_plane_over_mpi(train_config& cfg, net::mpi_groups& mpi) {
     pc.secret = text.substr(b + 1);
   }
   spdlog::info("process {}: control plane at {}:{} (from MPI)", pc.index, pc.master_addr, pc.master_port);
-}
-
-// Stops the actors, waits until they are gone, and drops the registry entries the middleman
-// made when their handles crossed to another process. A detached actor still referenced from
-// there is never destroyed, and ~actor_system would wait for its thread forever (seen as a
-// worker that finished its job but did not exit).
-void stop_all(caf::actor_system& sys, const std::vector<caf::actor>& actors) {
-  for (const auto& a : actors) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
-  caf::scoped_actor self{sys};
-  for (const auto& a : actors) {
-    if (!a) continue;
-    self->wait_for(a);
-    sys.registry().erase(a.id());
-  }
-}
-
-joined_process::joined_process(const train_config& cfg, const prepared_job& job) {
-  const process_config& pc = cfg.process;
-  const int join_ms = static_cast<int>(to_ms(pc.join_timeout_seconds).count());
-  net::socket_fd upstream =
-      net::connect_through_gate(pc.master_addr, pc.master_port, pc.secret, static_cast<uint32_t>(pc.index), join_ms);
-  local_host = net::local_host(upstream.get());
-  configure(sys_cfg, pc);
-  sys = std::make_unique<caf::actor_system>(sys_cfg);
-  if (use_tls(pc)) {
-    bridge = std::make_unique<net::loopback_bridge>(std::move(upstream), join_ms);
-    auto h = caf::openssl::remote_actor(*sys, "127.0.0.1", bridge->local_port());
-    if (!h) throw std::runtime_error("rank " + std::to_string(pc.index) + ": cannot reach rank 0: " + sys->render(h.error()));
-    hub = *h;
-  } else {
-    hub = remote_actor_over(*sys, std::move(upstream), milliseconds(join_ms));
-  }
-  std::string refused;
-  {
-    caf::scoped_actor self{*sys};
-    self->request(hub, milliseconds(join_ms), join_request{pc.index, describe_for_join(cfg, job)})
-        .receive([&](join_reply& r) { joined = std::move(r); }, [&](caf::error& e) { refused = sys->render(e); });
-  }
-  if (!refused.empty()) throw std::runtime_error("rank " + std::to_string(pc.index) + ": rank 0 refused us: " + refused);
 }
 
 }  // namespace process_detail

@@ -10,16 +10,15 @@
 
 namespace troupe::stage_detail {
 
+compute_parts gradient_reducer::gradients_out(self_ptr self, int64_t n) { return stage_detail::gradients_out(self, n); }
+
 void gradient_reducer::launch(self_ptr self, int, size_t, tensor) {
   refuse(self->state, "a gradient bucket was cut, but the stage reduces no buckets");
 }
 
 namespace {
 
-class none : public gradient_reducer {
- public:
-  compute_parts gradients_out(self_ptr self, int64_t n) override { return stage_detail::gradients_out(self, n); }
-};
+class none : public gradient_reducer {};
 
 // Every bucket whose lowest layer is done goes to the collective at once, while backward goes on
 // with the layers below; R waits for all of them.
@@ -58,8 +57,6 @@ class buckets : public gradient_reducer {
                     " gradient bucket(s) over its data-parallel group";
     return false;
   }
-
-  compute_parts gradients_out(self_ptr self, int64_t n) override { return stage_detail::gradients_out(self, n); }
 
  protected:
   bool partitioned_;

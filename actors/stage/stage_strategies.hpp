@@ -70,8 +70,9 @@ class gradient_reducer {
   virtual void launch(self_ptr self, int chunk, size_t b, tensor part);
   // R: true once the step's gradients are reduced, else waiting_for says for what.
   virtual bool reduced(self_ptr) { return true; }
-  // O: the step's gradients (or this rank's segments of them) to the optimizer shard.
-  virtual compute_parts gradients_out(self_ptr self, int64_t n) = 0;
+  // O: the step's gradients (or this rank's segments of them) to the optimizer shard; by
+  // default the whole gradients of the stage's n parameters.
+  virtual compute_parts gradients_out(self_ptr self, int64_t n);
 };
 // One replica, or a parameter server's client (it pushes, the server reduces): R is the identity.
 std::unique_ptr<gradient_reducer> no_reduction();

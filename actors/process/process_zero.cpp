@@ -1,0 +1,250 @@
+// Process 0 of a job over several processes, as a placement of run_job: its block of ranks, the
+// coordinator, the evaluator, the parameter servers (or, with --servers, a forwarder per slot),
+// the job hub that admits the other processes through the control gate, and the verdict that
+// names a lost process when the job stops early.
+#include <caf/io/all.hpp>
+#include <caf/openssl/all.hpp>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+
+#include "actors/actors.hpp"
+#include "actors/job/mesh_job.hpp"
+#include "actors/job/metrics_log.hpp"
+#include "actors/process/net_actors.hpp"
+#include "actors/process/process_parts.hpp"
+
+namespace troupe::process_detail {
+
+namespace {
+
+// --servers: the servers in processes of their own, as process 0 learns them (on the job hub's
+// thread): their handles in server_layout order (for the records at the end), and the proxies
+// of sharded slots this process spawned for its own stages.
+struct remote_servers {
+  std::mutex mu;
+  std::vector<caf::actor> shards, proxies;
+};
+
+class process_zero final : public placement {
+ public:
+  process_zero(const train_config& cfg, const prepared_job& job, const job_plan& plan,
+               std::shared_ptr<net::mpi_groups> mpi, const rank_devices& device_of, const device_engines& engines)
+      : cfg_(cfg), pc_(cfg.process), job_(job), plan_(plan), mpi_(std::move(mpi)), device_of_(device_of),
+        engines_(engines), out_(cfg, job) {}
+
+  void configure(caf::actor_system_config& sys_cfg) override { process_detail::configure(sys_cfg, pc_); }
+
+  void start(caf::actor_system& sys) override {
+    links_ = std::make_shared<mesh_links>(sys, plan_, links_args(cfg_, 0, pc_.master_addr, std::move(mpi_), engines_));
+    coordinator_ = spawn_coordinator(sys, coordinator_args_for(cfg_, job_, plan_, out_));
+    spawn_servers_here(sys);
+    auto links = links_;
+    ranks_ = spawn_ranks(
+        sys, cfg_, job_, plan_, cfg_.mesh.ranks_of_process(0), coordinator_,
+        [links](int rank) { return links->collective_of(rank); }, [links](int rank) { return links->tp_of(rank); },
+        {}, [links](int rank) { return links->params_of(rank); }, servers_.by_slot, servers_.dispenser, device_of_);
+    ranks_.engines = links_->engines();  // a failed job ends their waits (abort_group_waits)
+    for (const auto& a : servers_.actors) ranks_.members.push_back(a), ranks_.detached.push_back(a);
+    links_->connect_pipelines(ranks_.stages, coordinator_);
+    evaluator_ = spawn_evaluator(sys, job_.model, cfg_.seed, ranks_.loaders.at(0), coordinator_);
+    for (const auto& a : ranks_.detached) drain_.watch(a);  // before their handles leave the process
+    for (const auto& a : links_->detached()) drain_.watch(a);
+    drain_.watch(evaluator_);
+    local_ = ranks_.members;
+    local_.insert(local_.end(), links_->actors().begin(), links_->actors().end());
+    local_.push_back(evaluator_);
+    caf::anon_send(coordinator_, watch_atom::value, links_->collectives());
+    const process_endpoints serves = links_->serves();  // listening before any process can ask where
+    hub_ = spawn_job_hub(sys, hub_args(sys, serves));
+    open_gate(sys);
+  }
+
+  std::string wait(caf::actor_system& sys) override {
+    caf::scoped_actor self{sys};
+    self->wait_for(coordinator_);
+    const train_summary& summary = *out_.summary;
+    bool ok = out_.failure->what.empty() && summary.steps == job_.total_steps;
+    std::string report;
+    if (ok && cfg_.server_processes > 0) {
+      // The records stay where the servers are: read them before job_end lets those processes go.
+      std::vector<caf::actor> shards;
+      {
+        std::lock_guard<std::mutex> lock(remote_->mu);
+        shards = std::exchange(remote_->shards, {});
+      }
+      for (const auto& a : shards)
+        self->request(a, to_ms(pc_.peer_timeout_seconds), server_records_atom::value)
+            .receive([&](server_records& r) { remote_records_.insert(remote_records_.end(), r.updates.begin(), r.updates.end()); },
+                     [&](caf::error& e) {
+                       if (ok) report = "the job ended, but a parameter server's records did not come back: " + sys.render(e);
+                       ok = false;
+                     });
+    }
+    if (!ok && report.empty()) report = "job stopped during step " + std::to_string(summary.steps) + ": " + cause();
+    self->request(hub_, std::chrono::seconds(10), job_end{ok, report}).receive([](bool) {}, [](caf::error&) {});
+    links_->stop();  // a collective or a link blocked on a lost peer returns now, not at its timeout
+    return ok ? std::string() : report;
+  }
+
+  void abort_waits(const std::string& why) override { abort_group_waits(ranks_, why); }
+
+  void stop(caf::actor_system& sys) override {
+    if (links_) links_->stop();
+    stop_all(sys, local_);
+    stop_all(sys, {hub_, coordinator_});
+    {
+      std::lock_guard<std::mutex> lock(remote_->mu);
+      remote_->shards.clear();
+      stop_all(sys, std::exchange(remote_->proxies, {}));
+    }
+    drain_.drain(sys);  // before ~actor_system (see middleman_link.hpp)
+    gate_.reset();
+    splices_.reset();
+    links_.reset();
+    ranks_ = {};
+    local_.clear();
+    server_updates_ = servers_.updates;
+    dispensed_ = servers_.dispensed;
+    servers_ = {};
+    coordinator_ = hub_ = evaluator_ = nullptr;
+  }
+
+  train_summary summary() override {
+    train_summary s = finish_summary(cfg_, plan_, out_);
+    for (const auto& u : server_updates_) s.server_updates.insert(s.server_updates.end(), u->begin(), u->end());
+    s.server_updates.insert(s.server_updates.end(), remote_records_.begin(), remote_records_.end());
+    if (dispensed_) s.dispensed = *dispensed_;
+    return s;
+  }
+
+ private:
+  // The servers here (the workers get their handles), or with --servers a forwarder per slot here,
+  // pointed at the slot's servers once their processes have joined.
+  void spawn_servers_here(caf::actor_system& sys) {
+    if (cfg_.server_processes == 0) {
+      servers_ = spawn_servers(sys, cfg_, plan_);
+      return;
+    }
+    if (dispenses_batches(cfg_)) spawn_dispenser(sys, plan_, servers_);
+    servers_.by_slot.resize(plan_.stage_params.size());
+    for (size_t slot = 0; slot < plan_.stage_params.size(); ++slot)
+      if (plan_.stage_params[slot] > 0) servers_.actors.push_back(servers_.by_slot[slot] = spawn_server_forwarder(sys));
+  }
+
+  job_hub_args hub_args(caf::actor_system& sys, const process_endpoints& serves) {
+    const bool servers_apart = cfg_.server_processes > 0;
+    job_hub_args ha;
+    ha.world = cfg_.mesh.processes + cfg_.server_processes;
+    ha.mesh = cfg_.mesh;
+    ha.config = describe_for_join(cfg_, job_);
+    ha.peer_timeout = to_ms(pc_.peer_timeout_seconds);
+    ha.join_timeout = to_ms(pc_.join_timeout_seconds);
+    ha.coordinator = coordinator_;
+    if (!servers_apart) ha.servers = servers_.by_slot;
+    ha.dispenser = servers_.dispenser;
+    if (servers_apart) {
+      const std::vector<server_shard> layout = server_layout(cfg_, plan_);
+      for (const auto& sh : layout) ha.server_ids.push_back(sh.id);
+      ha.on_servers = [&sys, &plan = plan_, layout, remote = remote_,
+                       forwarders = servers_.by_slot](const std::vector<caf::actor>& shards) {
+        std::vector<caf::actor> proxies;
+        const std::vector<caf::actor> by_slot = servers_by_slot(sys, plan, layout, shards, proxies);
+        for (size_t slot = 0; slot < forwarders.size(); ++slot)
+          if (forwarders[slot]) caf::anon_send(forwarders[slot], server_target_atom::value, by_slot.at(slot));
+        std::lock_guard<std::mutex> lock(remote->mu);
+        remote->shards = shards;
+        remote->proxies = std::move(proxies);
+      };
+    }
+    ha.local_stages = ranks_.stages;
+    ha.evaluator = evaluator_;
+    ha.serves = serves;
+    ha.on_addresses = [links = links_, started = pc_.on_training_start](const mesh_addresses& a) {
+      links->apply(a);
+      if (started) started();  // every process joined: training starts now
+    };
+    ha.local_members = local_;
+    ha.verdict = verdict_;
+    ha.disconnect = [connections = connections_] { connections->shutdown_all(); };
+    return ha;
+  }
+
+  // Plain TCP: the middleman gets no port; the gate hands it each admitted socket (serve_over).
+  // TLS: the TLS middleman listens on loopback, behind its mutual TLS and the gate's splices.
+  void open_gate(caf::actor_system& sys) {
+    if (use_tls(pc_)) {
+      auto tls_port = caf::openssl::publish(hub_, 0, "127.0.0.1");
+      if (!tls_port) throw std::runtime_error("rank 0: cannot publish the job hub over TLS: " + sys.render(tls_port.error()));
+      splices_ = std::make_unique<net::loopback_splices>(*tls_port);
+    }
+    const int auth_ms = static_cast<int>(std::min<int64_t>(5000, to_ms(pc_.peer_timeout_seconds).count()));
+    gate_ = std::make_unique<net::gate_server>(
+        pc_.master_addr, pc_.master_port, pc_.secret,
+        [this, &sys, auth_ms](net::socket_fd fd, uint32_t, const std::string&) {
+          connections_->add(fd.get());
+          if (splices_)
+            splices_->add(std::move(fd), auth_ms);
+          else
+            serve_over(sys, std::move(fd), hub_);
+        },
+        auth_ms);
+    spdlog::info("process 0 of {}: control gate on {}:{}{}", cfg_.mesh.processes, pc_.master_addr, gate_->port(),
+                 use_tls(pc_) ? " (TLS)" : "");
+    if (pc_.on_listening) pc_.on_listening(gate_->port());
+  }
+
+  // A rank that died shows as a closed connection within milliseconds, a silent one within the
+  // peer timeout: the hub gets that long to name it before the symptom is reported instead. The
+  // coordinator's own error (a full disk) is a cause already: no rank to wait for.
+  std::string cause() {
+    const auto deadline = std::chrono::steady_clock::now() + to_ms(pc_.peer_timeout_seconds * 1.25);
+    while (!out_.failure->own && std::chrono::steady_clock::now() < deadline) {
+      {
+        std::lock_guard<std::mutex> lock(verdict_->mu);
+        if (!verdict_->first.empty()) break;
+      }
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    std::lock_guard<std::mutex> lock(verdict_->mu);
+    for (const auto& l : verdict_->later) spdlog::warn("also: {}", l);
+    return out_.failure->own || verdict_->first.empty() ? out_.failure->what : verdict_->first;
+  }
+
+  const train_config& cfg_;
+  const process_config& pc_;
+  const prepared_job& job_;
+  const job_plan& plan_;
+  std::shared_ptr<net::mpi_groups> mpi_;
+  rank_devices device_of_;
+  device_engines engines_;
+  job_outputs out_;
+  std::shared_ptr<job_verdict> verdict_ = std::make_shared<job_verdict>();
+  std::shared_ptr<remote_servers> remote_ = std::make_shared<remote_servers>();
+  std::shared_ptr<net::connection_set> connections_ = std::make_shared<net::connection_set>();
+  std::vector<train_summary::server_update> remote_records_;  // --servers: read from the server processes
+  std::vector<std::shared_ptr<std::vector<train_summary::server_update>>> server_updates_;
+  std::shared_ptr<std::vector<train_summary::dispensed_batch>> dispensed_;
+  // Bound to the actor system: dropped by stop.
+  std::shared_ptr<mesh_links> links_;
+  caf::actor coordinator_, evaluator_, hub_;
+  job_servers servers_;
+  rank_actors ranks_;
+  std::vector<caf::actor> local_;
+  middleman_drain drain_;  // the detached actors, watched before their handles leave the process
+  std::unique_ptr<net::loopback_splices> splices_;
+  std::unique_ptr<net::gate_server> gate_;
+};
+
+}  // namespace
+
+std::unique_ptr<placement> process_zero_placement(const train_config& cfg, const prepared_job& job,
+                                                  const job_plan& plan, std::shared_ptr<net::mpi_groups> mpi,
+                                                  const rank_devices& device_of, const device_engines& engines) {
+  return std::make_unique<process_zero>(cfg, job, plan, std::move(mpi), device_of, engines);
+}
+
+}  // namespace troupe::process_detail
