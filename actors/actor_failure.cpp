@@ -22,6 +22,8 @@ std::string describe_failure(const std::exception_ptr& e, const std::string& whe
 caf::error failure_error(const std::string& what) { return caf::make_error(caf::sec::runtime_error, what); }
 
 std::string describe_exit(caf::actor_system& sys, const caf::error& reason) {
+  // A normal exit carries no error, and CAF 0.17's context() reads through its null data.
+  if (!reason) return "it stopped without an error";
   const caf::message& context = reason.context();
   if (reason.category() == caf::atom("system") && context.match_elements<std::string>())
     return context.get_as<std::string>(0);

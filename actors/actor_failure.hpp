@@ -21,7 +21,8 @@ std::string describe_failure(const std::exception_ptr& e, const std::string& whe
 // sec::runtime_error carrying `what` as its context, so that it survives a process boundary.
 caf::error failure_error(const std::string& what);
 
-// The sentence a failure_error carries, or CAF's rendering of any other exit reason.
+// The sentence a failure_error carries, CAF's rendering of any other exit reason, and "it stopped
+// without an error" for a normal exit (a worker hub that gave up on a silent rank 0 ends so).
 std::string describe_exit(caf::actor_system& sys, const caf::error& reason);
 
 // Ends `self` with failure_error(describe_failure(...)) when a handler throws. `where` is called

@@ -1,10 +1,12 @@
-// `troupe export`: exit 0 written, 1 a checkpoint it cannot read (named), 2 bad flags.
+// `troupe export`: exit 0 written, 1 a checkpoint it cannot read (named), 2 bad flags or a
+// manifest that contradicts itself or its model (edited: nothing is written).
 #include "cli/export_command.hpp"
 
 #include <spdlog/spdlog.h>
 
 #include <memory>
 
+#include "storage/checkpoint.hpp"
 #include "storage/checkpoint_export.hpp"
 
 namespace troupe::cli {
@@ -32,6 +34,9 @@ void add_export_command(CLI::App& app, int& exit_code) {
       spdlog::info("exported {} (after step {}): {} tensors, {} floats -> {}", r.checkpoint, r.step, r.tensors, r.floats,
                    f->out);
       exit_code = 0;
+    } catch (const storage::bad_manifest& e) {
+      spdlog::error("troupe export: {}", e.what());
+      exit_code = 2;
     } catch (const std::exception& e) {
       spdlog::error("troupe export: {}", e.what());
       exit_code = 1;

@@ -50,6 +50,26 @@ void validate_tp_split(const model_spec& spec, int tp) {
   }
 }
 
+int64_t param_count(const model_spec& spec) {
+  validate(spec);
+  // Summed in long double: a product past 2^62 is refused rather than wrapped.
+  long double n = 0;
+  auto linear = [&n](long double in, long double out) { n += in * out + out; };
+  if (spec.kind == "mlp") {
+    long double in = static_cast<long double>(spec.inputs);
+    for (int64_t h : spec.hidden) linear(in, static_cast<long double>(h)), in = static_cast<long double>(h);
+    linear(in, static_cast<long double>(spec.classes));
+  } else {
+    const auto V = static_cast<long double>(spec.vocab), T = static_cast<long double>(spec.context),
+               C = static_cast<long double>(spec.channels), B = static_cast<long double>(spec.blocks);
+    // embeddings; per block two layernorms, qkv, the attention's projection, the MLP's two
+    // linears (12C^2 + 13C); the final layernorm; the head
+    n = V * C + T * C + B * (12 * C * C + 13 * C) + 2 * C + V * C + V;
+  }
+  if (!(n < 4.6e18L)) throw std::invalid_argument("model " + describe(spec) + " has more than 2^62 parameters");
+  return static_cast<int64_t>(n);
+}
+
 std::string describe(const model_spec& spec) {
   if (spec.kind == "mlp") {
     std::string s = "mlp " + std::to_string(spec.inputs);

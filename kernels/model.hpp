@@ -31,6 +31,10 @@ void validate(const model_spec& spec, int tp = 1);
 // Only the tensor-parallel part (a GPT's vocabulary is checked once it is known, > 0).
 void validate_tp_split(const model_spec& spec, int tp);
 std::string describe(const model_spec& spec);
+// The unsplit model's parameter count from its sizes alone, without building a layer (a
+// checkpoint's manifest is checked against it before anything is read). Throws
+// std::invalid_argument for a spec validate() refuses or a count past 2^62.
+int64_t param_count(const model_spec& spec);
 
 // The model's layers; with a tensor-parallel group, this rank's share of them (Megatron's split:
 // the MLP's linears alternate column- and row-parallel, the GPT splits its embedding and head over

@@ -226,7 +226,7 @@ checkpoint_manifest parse(const std::string& path, const std::string& text) {
 
 // The manifest's own consistency: what a corrupt or hand-edited one would break.
 void check_fields(const std::string& path, const checkpoint_manifest& m) {
-  auto bad = [&](const std::string& why) { throw std::runtime_error(path + ": " + why); };
+  auto bad = [&](const std::string& why) { throw bad_manifest(path + ": " + why); };
   if (m.format_version == 0) bad("format version 0 (not a checkpoint manifest)");
   if (m.step < 0 || m.global_floats < 0 || m.optimizer_steps < 0) bad("negative step, optimizer steps or size");
   if (m.arrays.empty() || m.arrays.front() != "params") bad("its first array is not \"params\"");
@@ -248,8 +248,27 @@ void check_fields(const std::string& path, const checkpoint_manifest& m) {
     for (const value_run& r : f.runs)
       if (r.count < 0 || r.local < 0 || r.global < 0 || r.local + r.count > floats || r.global + r.count > m.global_floats)
         bad(f.name + ": a run (local " + std::to_string(r.local) + ", global " + std::to_string(r.global) + ", count " +
-            std::to_string(r.count) + ") lies outside its section or the global arrays");
+            std::to_string(r.count) + ") lies outside its section (" + std::to_string(floats) + " floats) or globalFloats (" +
+            std::to_string(m.global_floats) + ")");
   }
+  // The files' runs cover every global float (a commit that did not was refused), which bounds
+  // globalFloats by the files, whose sizes read_manifest then checks against the disk.
+  std::vector<value_run> runs;
+  for (const checkpoint_file& f : m.files) runs.insert(runs.end(), f.runs.begin(), f.runs.end());
+  const int64_t covered = covered_floats(runs);
+  if (covered != m.global_floats)
+    bad("globalFloats is " + std::to_string(m.global_floats) + ", but its files hold " + std::to_string(covered) +
+        " of them");
+  // The values are the unsplit model's parameters: its spec must give the same count.
+  int64_t count = 0;
+  try {
+    count = param_count(m.model);
+  } catch (const std::invalid_argument& e) {
+    bad(std::string("its model spec is refused: ") + e.what());
+  }
+  if (count != m.global_floats)
+    bad("its model spec (" + describe(m.model) + ") has " + std::to_string(count) + " parameters, but globalFloats is " +
+        std::to_string(m.global_floats));
 }
 
 }  // namespace
@@ -311,12 +330,8 @@ std::string commit_checkpoint(const std::string& root, const checkpoint_manifest
   const std::string name = checkpoint_dir_name(m.step);
   const std::string partial = (fs::path(root) / (name + partial_suffix)).string();
   const std::string final_dir = (fs::path(root) / name).string();
-  // A partial checkpoint must never look committed: every global float of every array is held.
-  std::vector<value_run> all;
-  for (const checkpoint_file& f : m.files) all.insert(all.end(), f.runs.begin(), f.runs.end());
-  if (covered_floats(all) != m.global_floats)
-    throw std::runtime_error(partial + ": its shard files hold " + std::to_string(covered_floats(all)) + " of " +
-                             std::to_string(m.global_floats) + " global floats; not committed");
+  // A partial checkpoint must never look committed: check_fields refuses one whose files do not
+  // hold every global float of every array.
   check_fields(partial + "/" + manifest_name, m);
   const std::vector<unsigned char> bytes = serialize(m);
   const std::string tmp = (fs::path(partial) / (std::string(manifest_name) + ".tmp")).string();

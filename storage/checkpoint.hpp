@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -54,6 +55,12 @@ struct checkpoint_manifest {
   int64_t global_floats = 0;
   std::vector<std::string> arrays;  // "params", then the optimizer's state arrays
   std::vector<checkpoint_file> files;
+};
+
+// A manifest that contradicts itself or the model it names (edited, damaged, or not written by
+// troupe): refused before any value is read. `troupe export` exits 2 on it.
+struct bad_manifest : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // The names of an optimizer's state arrays, PyTorch's: AdamW exp_avg, exp_avg_sq; SGD

@@ -78,6 +78,26 @@ join_reply reply_for(const job_hub_state& s) {
 // First failure: record it and stop the coordinator (run_process_training then shuts the rest
 // down and sends the report). Later ones are kept for the log. A symptom (a stage that stopped)
 // becomes the verdict only if no cause (a lost or silent process) turns up within symptom_grace.
+// The parts of two describe_for_join texts that differ, side by side (not both whole texts).
+std::string config_difference(const std::string& theirs, const std::string& ours) {
+  const auto parts = [](const std::string& text) {
+    std::vector<std::string> out;
+    for (size_t at = 0;;) {
+      const size_t end = text.find("; ", at);
+      out.push_back(text.substr(at, end == std::string::npos ? std::string::npos : end - at));
+      if (end == std::string::npos) return out;
+      at = end + 2;
+    }
+  };
+  const std::vector<std::string> a = parts(theirs), b = parts(ours);
+  std::string out;
+  for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+    const std::string x = i < a.size() ? a[i] : "", y = i < b.size() ? b[i] : "";
+    if (x != y) out += (out.empty() ? "\"" : "; \"") + x + "\" where rank 0 has \"" + y + "\"";
+  }
+  return out;
+}
+
 void lost(hub_ptr self, const std::string& why, bool symptom = false) {
   auto& s = self->state;
   if (s.ended) return;
@@ -185,8 +205,12 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
       lost(self,
            who(self->state, rank) +
                (unreachable ? " lost: its connection closed (the process died or the network failed)"
-                            : std::string(hub ? " left: " : p.server ? "'s server stopped: " : "'s stage stopped: ") +
-                                  describe_exit(self->system(), dm.reason)),
+                : hub && !dm.reason
+                    // Its worker hub quits without an error only when it gave up on process 0.
+                    ? " left: it stopped waiting for process 0, silent past the peer timeout (was process 0 paused "
+                      "or starved of CPU?)"
+                    : std::string(hub ? " left: " : p.server ? "'s server stopped: " : "'s stage stopped: ") +
+                          describe_exit(self->system(), dm.reason)),
            /*symptom=*/!unreachable && !hub);
       return;
     }
@@ -200,11 +224,13 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
           why = "rank " + std::to_string(j.rank) + " is not in 1.." + std::to_string(s.args.world - 1);
         else if (s.admitted.count(j.rank))
           why = "rank " + std::to_string(j.rank) + " joined already";
-        else if (j.config != s.args.config)
-          why = "rank " + std::to_string(j.rank) + " runs another configuration: \"" + j.config + "\", rank 0 runs \"" +
-                s.args.config + "\"";
+        const bool other_config = why.empty() && j.config != s.args.config;
+        if (other_config)
+          why = "rank " + std::to_string(j.rank) + " runs another configuration: " + config_difference(j.config, s.args.config);
         if (!why.empty()) {
           spdlog::error("job hub: refused a join: {}", why);
+          // The job cannot start without that process, which is refused for good: end it now.
+          if (other_config) lost(self, why);
           return caf::make_error(caf::sec::request_receiver_down, why);
         }
         s.admitted[j.rank] = true;

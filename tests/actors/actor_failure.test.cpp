@@ -32,3 +32,18 @@ TEST(ActorFailure, TheSentenceIsWhatAMonitorReadsFromTheExitReason) {
   self->receive([&](caf::down_msg& dm) { why = troupe::describe_exit(sys, dm.reason); });
   EXPECT_EQ(why, "out of memory in test actor during step 5");
 }
+
+// A worker hub that gave up on a paused rank 0 quits normally: its down message carries no error,
+// and rank 0's job hub, resumed, describes it (this read through a null pointer and crashed).
+TEST(ActorFailure, ANormalExitIsDescribedWithoutReadingItsAbsentContext) {
+  caf::actor_system_config cfg;
+  caf::actor_system sys{cfg};
+  EXPECT_EQ(troupe::describe_exit(sys, caf::error{}), "it stopped without an error");
+  auto a = sys.spawn([](caf::event_based_actor* self) -> caf::behavior { return {[self](int) { self->quit(); }}; });
+  caf::scoped_actor self{sys};
+  self->monitor(a);
+  self->send(a, 1);
+  std::string why;
+  self->receive([&](caf::down_msg& dm) { why = troupe::describe_exit(sys, dm.reason); });
+  EXPECT_EQ(why, "it stopped without an error");
+}

@@ -67,5 +67,27 @@ TEST(NamedParams, GptWithoutAVocabularyIsRefused) {
   EXPECT_THROW(named_params(spec), std::invalid_argument);
 }
 
+// param_count (what a checkpoint's manifest is checked against) is the built model's count for
+// MLPs with and without hidden layers and GPTs of several sizes, and refuses a spec whose count
+// does not fit, which building would try to allocate.
+TEST(ParamCount, EqualsTheBuiltModelsCountAndRefusesAnOverflowingSpec) {
+  std::vector<model_spec> specs;
+  specs.push_back(model_spec{});
+  model_spec flat;
+  flat.hidden = {};
+  specs.push_back(flat);
+  specs.push_back(test::oracle_gpt());
+  model_spec gpt = test::oracle_gpt();
+  gpt.blocks = 3, gpt.channels = 24, gpt.heads = 3, gpt.context = 11, gpt.vocab = 53;
+  specs.push_back(gpt);
+  for (const model_spec& s : specs) EXPECT_EQ(param_count(s), layer_stack(build_layers(s), 0, 1).num_params()) << describe(s);
+  model_spec huge = test::oracle_gpt();
+  huge.blocks = int64_t{1} << 40;
+  huge.channels = huge.heads = int64_t{1} << 20;
+  EXPECT_THROW(param_count(huge), std::invalid_argument);
+  huge.heads = 0;
+  EXPECT_THROW(param_count(huge), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace troupe

@@ -10,6 +10,8 @@
 #include <numeric>
 
 #include "storage/checkpoint.hpp"
+#include "storage/checkpoint_export.hpp"
+#include "tests/storage/manifest_edit.hpp"
 
 namespace troupe::storage {
 namespace {
@@ -80,11 +82,12 @@ TEST(CheckpointPlan, CoveredFloatsCountsOverlapsOnce) {
 
 // ---- files ----
 
+// 744-4-4: 3000 parameters, the floats save() writes (a manifest's model gives its size).
 model_spec tiny_mlp() {
   model_spec m;
-  m.inputs = 6;
+  m.inputs = 744;
   m.hidden = {4};
-  m.classes = 3;
+  m.classes = 4;
   return m;
 }
 
@@ -112,7 +115,7 @@ checkpoint_manifest one_file(const std::string& root, int64_t floats, int64_t gl
   const std::string dir = begin_checkpoint(root, 1);
   const std::vector<float> v(static_cast<size_t>(floats), 1.0f);
   checkpoint_manifest m;
-  m.model = tiny_mlp();
+  m.model.inputs = global - 1, m.model.hidden = {}, m.model.classes = 1;  // an mlp of `global` parameters
   m.step = 1;
   m.optimizer = "sgd";
   m.global_floats = global;
@@ -269,6 +272,36 @@ TEST(CheckpointRefusal, AGarbledManifestOrADanglingLatestIsRefused) {
   }
   expect_refused([&] { resolve_checkpoint(root2); }, "step-00000099");
   expect_refused([&] { resolve_checkpoint(root2 + "/nothing-here"); }, "nothing-here");
+}
+
+// A manifest edited to name another model, or another size, is refused by read_manifest (so by
+// export and resume alike) naming the field, before a value is read or allocated; export then
+// writes nothing. Before: a larger model over-read the values into the output, a larger
+// globalFloats allocated what it said.
+TEST(CheckpointRefusal, AManifestWhoseModelOrSizeWasEditedIsRefusedNamingTheFieldAndNothingIsExported) {
+  const auto refused = [](const std::string& dir, const std::string& names) {
+    const std::string out = dir + ".safetensors";
+    try {
+      export_safetensors(dir, out, true);
+      ADD_FAILURE() << "exported an edited checkpoint";
+    } catch (const bad_manifest& e) {
+      EXPECT_NE(std::string(e.what()).find(names), std::string::npos) << e.what();
+    }
+    EXPECT_FALSE(fs::exists(out));
+    expect_refused([&] { read_manifest(dir); }, names);
+  };
+  const std::string wider = save(fresh_dir("edited-model"), 1, 100, 0);
+  test::edit_manifest(wider, [](schema::Manifest::Builder m) { m.getModel().getHidden().set(0, 400); });
+  refused(wider, "model spec (mlp 744-400-4) has 299604 parameters, but globalFloats is 3000");
+  const std::string bigger = save(fresh_dir("edited-size"), 1, 100, 0);
+  test::edit_manifest(bigger, [](schema::Manifest::Builder m) { m.setGlobalFloats(int64_t{4} << 30); });
+  refused(bigger, "globalFloats is 4294967296, but its files hold 3000 of them");
+  const std::string smaller = save(fresh_dir("edited-smaller"), 1, 100, 0);
+  test::edit_manifest(smaller, [](schema::Manifest::Builder m) { m.setGlobalFloats(2000); });
+  refused(smaller, "or globalFloats (2000)");
+  const std::string nonsense = save(fresh_dir("edited-kind"), 1, 100, 0);
+  test::edit_manifest(nonsense, [](schema::Manifest::Builder m) { m.getModel().setClasses(-3); });
+  refused(nonsense, "its model spec is refused: model.classes must be positive, got -3");
 }
 
 }  // namespace
