@@ -384,9 +384,17 @@ process_endpoints mesh_links::serves() {
     if (l.port.wait_for(std::chrono::milliseconds(args_.join_timeout_ms)) != std::future_status::ready)
       throw std::runtime_error("process " + std::to_string(args_.process) + ": the rendezvous of process-spanning group " +
                                std::to_string(l.group) + " did not listen on " + args_.local_host);
+    uint16_t port = 0;
+    try {
+      port = l.port.get();
+    } catch (const std::future_error&) {  // the member failed before listening, and said why
+      throw std::runtime_error("process " + std::to_string(args_.process) + ": the rendezvous of process-spanning group " +
+                               std::to_string(l.group) + " cannot listen on " + args_.local_host +
+                               " (the data plane's error above; is that an address of this machine?)");
+    }
     out.ring_groups.push_back(l.group);
     out.ring_hosts.push_back(args_.local_host);
-    out.ring_ports.push_back(l.port.get());
+    out.ring_ports.push_back(port);
   }
   if (transport_) {
     out.p2p_host = args_.local_host;

@@ -5,6 +5,7 @@
 # - A busy control port: process 0 of a job under a launcher, and --nodes with --master-port.
 # - An offload folder no file can be created in (/proc: even root cannot), found when the
 #   offload store opens its file.
+# - A MASTER_ADDR that is not this machine's: named (it ended in "std::future_error: Broken promise").
 # - A worker with another configuration: refused naming the difference, and the job ends at once.
 # - Process 0 paused past the peer timeout (SIGSTOP, as Slurm suspends a job): the worker gives up
 #   on it and exits 1; process 0, continued, names the worker that left and exits 1 (it crashed
@@ -36,6 +37,11 @@ kill "$holder" 2>/dev/null; holder=
 check "an offload folder where no file can be created ends the job within 30 s naming the folder" 1 "/proc/troupe-" -- \
   timeout 30 "$troupe" train --dp 2 --zero 3 --offload optimizer --offload-to nvme --offload-dir /proc "${small[@]}" \
   --max-steps 2 --out "$dir/offload"
+
+# A MASTER_ADDR that is no address of this machine (TEST-NET-1): named, not "Broken promise".
+check "a MASTER_ADDR of another machine ends process 0 naming the address" 1 "cannot listen on 192\.0\.2\.1" -- \
+  env RANK=0 WORLD_SIZE=2 MASTER_ADDR=192.0.2.1 MASTER_PORT=29500 TROUPE_SECRET=s timeout 30 \
+  "$troupe" train --dp 2 "${small[@]}" --max-steps 2 --out "$dir/addr"
 
 # A worker with another configuration is refused naming only what differs, and process 0 ends
 # the job at once (it waited for the join timeout before, having printed both whole texts).
