@@ -53,6 +53,7 @@ struct job_hub_state {
   std::vector<caf::actor> servers;
   std::vector<caf::response_promise> held_joins;
   clock_type::time_point started = clock_type::now();
+  clock_type::time_point last_tick = clock_type::now();  // a tick long after the last: this process stalled
   bool running = false, ended = false;
   std::string symptom;  // a stage error waiting out symptom_grace
   caf::response_promise end_promise;  // job_end: answered once every worker's connection closed
@@ -137,6 +138,16 @@ void disconnect_workers(hub_ptr self) {
 void tick(hub_ptr self) {
   auto& s = self->state;
   const auto now = clock_type::now();
+  const auto stalled = now - std::exchange(s.last_tick, now);
+  if (stalled > s.args.peer_timeout && s.running) {
+    // This process did not run (SIGSTOP, a suspended job, a starved CPU): the silence it would
+    // see from its peers is its own, and they have given up on it.
+    lost(self, "process 0 did not run for " + fmt::format("{:.1f}", seconds(stalled)) + " s (paused, suspended or starved " +
+                   "of CPU), past the peer timeout of " + fmt::format("{:.1f}", seconds(s.args.peer_timeout)) +
+                   " s: the other processes gave up on it");
+    if (!s.ended) self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
+    return;
+  }
   if (!s.running && now - s.started > s.args.join_timeout) {
     std::string missing;
     for (int r = 1; r < s.args.world; ++r)

@@ -81,12 +81,15 @@ wait "$p1"; rc1=$?
 killer=$!
 wait "$p0"; rc0=$?
 kill "$killer" 2>/dev/null
+# Continued, process 0 sees either its own overdue tick or the worker's hub gone, whichever it
+# handles first; both name the pause, neither blames a silent worker.
+stall="process 0 did not run for [0-9.]+ s|rank 1 left: it stopped waiting for process 0"
 if [ "$rc1" -ne 1 ] || ! grep -q "rank 0 stopped answering" "$dir/r1.log"; then
   echo "FAIL paused process 0: the worker exited $rc1 (want 1) without naming rank 0"; tail -3 "$dir/r1.log"; fail=1
-elif [ "$rc0" -ne 1 ] || ! grep -qE "rank 1 (left: it stopped waiting for process 0|lost)" "$dir/r0.log"; then
-  echo "FAIL paused process 0: process 0 exited $rc0 (want 1; 139 is a crash) without naming rank 1"; tail -3 "$dir/r0.log"
+elif [ "$rc0" -ne 1 ] || ! grep -qE "$stall" "$dir/r0.log"; then
+  echo "FAIL paused process 0: process 0 exited $rc0 (want 1; 139 is a crash) without naming its stall"; tail -3 "$dir/r0.log"
   fail=1
 else
-  echo "ok   paused process 0: the worker named it, and process 0 named the worker: $(grep -oE "rank 1 (left|lost): [^(]*" "$dir/r0.log" | head -1)"
+  echo "ok   paused process 0: the worker named it, and process 0 its stall: $(grep -oE "$stall" "$dir/r0.log" | head -1)"
 fi
 exit "$fail"
