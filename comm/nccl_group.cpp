@@ -8,6 +8,8 @@
 
 #include "comm/ring_schedule.hpp"
 #include "comm/tcp_socket.hpp"
+#include "kernels/cuda/check.hpp"
+#include "kernels/cuda/completions.hpp"
 
 namespace troupe::net {
 
@@ -327,19 +329,17 @@ class nccl_link final : public device_link {
   }
 
  private:
-  struct pending {
-    done_fn done;
-    std::shared_ptr<nccl_group> group;
-  };
-  static void CUDART_CB finished(void* p) {
-    std::unique_ptr<pending> w(static_cast<pending*>(p));
-    w->done(w->group->aborted_why());
-  }
+  // On the completion thread, not the driver's: the group handle may be the last one, and its
+  // destructor calls ncclCommDestroy, which a host function must not.
   void when_done(done_fn done) {
     on_device here(g_->device());
-    auto w = std::make_unique<pending>(pending{std::move(done), g_});
-    check(cudaLaunchHostFunc(stream_, &nccl_link::finished, w.get()), "cudaLaunchHostFunc");
-    w.release();  // finished() owns it now
+    try {
+      cuda::after(stream_, "a pipeline transfer over NCCL on cuda:" + std::to_string(g_->device()),
+                  [done, g = g_] { done(g->aborted_why()); },
+                  [done](const std::string& why) { done(why); });
+    } catch (const cuda::error& e) {
+      throw net_error(e.what());
+    }
   }
 
   std::shared_ptr<nccl_group> g_;

@@ -1,6 +1,7 @@
 // allocator: the CPU allocator, the caching allocator and the per-device table (allocator.hpp).
 #include "kernels/allocator.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -62,8 +63,11 @@ caching_allocator::caching_allocator(std::unique_ptr<raw_backend> backend) : bac
 }
 
 caching_allocator::~caching_allocator() {
-  std::lock_guard<std::mutex> lock(mu_);
-  release_cached_locked();
+  try {
+    settle_freed(true);
+  } catch (...) {  // a device already gone: what waited on it goes with it
+  }
+  release_cached();
   // Blocks still handed out are not freed: their owners would be left with dangling pointers.
   // Tensors keep their allocator alive, so this happens only with a caller's own allocate().
 }
@@ -71,39 +75,82 @@ caching_allocator::~caching_allocator() {
 void* caching_allocator::allocate(size_t bytes) {
   const size_t size = round_size(bytes);
   const void* stream = backend_->stream();
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = cached_.lower_bound({stream, size});
+  settle_freed(false);
   void* p = nullptr;
   size_t got = size;
-  // A small request never takes a large block, nor the reverse: the two-times rule alone would
-  // let a 1 MiB request take a 2 MiB block.
-  if (it != cached_.end() && it->first.first == stream && it->first.second <= 2 * size &&
-      (it->first.second > large_threshold) == (size > large_threshold)) {
-    p = it->second;
-    got = it->first.second;
-    cached_.erase(it);
-    ++stats_.cache_hits;
-  } else {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cached_.lower_bound({stream, size});
+    // A small request never takes a large block, nor the reverse: the two-times rule alone would
+    // let a 1 MiB request take a 2 MiB block.
+    if (it != cached_.end() && it->first.first == stream && it->first.second <= 2 * size &&
+        (it->first.second > large_threshold) == (size > large_threshold)) {
+      p = it->second;
+      got = it->first.second;
+      cached_.erase(it);
+      ++stats_.cache_hits;
+      live_.emplace(p, live_block{got, bytes, stream, {}});
+      stats_.allocated += static_cast<int64_t>(got);
+      stats_.requested += static_cast<int64_t>(bytes);
+      stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+      return p;
+    }
     ++stats_.cache_misses;
     ++stats_.raw_allocs;
-    p = backend_->raw_alloc(size);
-    if (!p && !cached_.empty()) {  // out of memory: what the cache holds may make room
-      release_cached_locked();
-      ++stats_.raw_allocs;
-      p = backend_->raw_alloc(size);
-    }
-    if (!p)
-      throw out_of_memory(where().to_string() + ": out of memory allocating " + format_bytes(static_cast<int64_t>(bytes)) +
-                          " (a block of " + format_bytes(static_cast<int64_t>(size)) + "); in use " +
-                          format_bytes(stats_.allocated) + ", reserved " + format_bytes(stats_.reserved));
-    stats_.reserved += static_cast<int64_t>(size);
-    stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
   }
-  live_.emplace(p, live_block{got, bytes, stream});
+  // The backend is called without the lock: a cudaMalloc may synchronize the device, and what it
+  // waits for may need this allocator (a free on another thread).
+  p = backend_->raw_alloc(size);
+  if (!p) {  // out of memory: what the cache holds, and what other streams still use, may make room
+    settle_freed(true);
+    release_cached();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++stats_.raw_allocs;
+    }
+    p = backend_->raw_alloc(size);
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!p)
+    throw out_of_memory(where().to_string() + ": out of memory allocating " + format_bytes(static_cast<int64_t>(bytes)) +
+                        " (a block of " + format_bytes(static_cast<int64_t>(size)) + "); in use " +
+                        format_bytes(stats_.allocated) + ", reserved " + format_bytes(stats_.reserved));
+  stats_.reserved += static_cast<int64_t>(size);
+  stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
+  live_.emplace(p, live_block{got, bytes, stream, {}});
   stats_.allocated += static_cast<int64_t>(got);
   stats_.requested += static_cast<int64_t>(bytes);
   stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
   return p;
+}
+
+bool caching_allocator::record_stream(const void* p, const void* stream) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(const_cast<void*>(p));
+    if (it == live_.end()) return false;
+    if (stream == it->second.stream) return true;
+  }
+  void* event = backend_->record_event(stream);  // without the lock: a driver call
+  void* replaced = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(const_cast<void*>(p));
+    if (it == live_.end()) {
+      replaced = event;  // freed meanwhile by another thread: its use was the caller's to keep
+    } else {
+      auto& uses = it->second.used_on;
+      auto u = std::find_if(uses.begin(), uses.end(), [&](const stream_use& x) { return x.stream == stream; });
+      if (u == uses.end()) {
+        uses.push_back(stream_use{stream, event});
+      } else {
+        replaced = u->event;
+        u->event = event;
+      }
+    }
+  }
+  if (replaced) backend_->destroy_event(replaced);
+  return true;
 }
 
 void caching_allocator::deallocate(void* p, size_t) noexcept {
@@ -116,25 +163,68 @@ void caching_allocator::deallocate(void* p, size_t) noexcept {
                  backend_->where().to_string().c_str(), p);
     std::abort();
   }
-  stats_.allocated -= static_cast<int64_t>(it->second.size);
-  stats_.requested -= static_cast<int64_t>(it->second.requested);
-  cached_.emplace(std::make_pair(it->second.stream, it->second.size), p);
+  live_block& b = it->second;
+  stats_.allocated -= static_cast<int64_t>(b.size);
+  stats_.requested -= static_cast<int64_t>(b.requested);
+  // No backend call here: a block other streams used waits aside until the next allocate finds
+  // their events reached.
+  if (b.used_on.empty()) cached_.emplace(std::make_pair(b.stream, b.size), p);
+  else freed_.push_back(freed_block{p, b.size, b.stream, std::move(b.used_on)});
   live_.erase(it);
 }
 
-void caching_allocator::empty_cache() {
+void caching_allocator::settle_freed(bool wait) {
+  std::vector<freed_block> work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (freed_.empty()) return;
+    work.swap(freed_);
+  }
+  std::vector<freed_block> still;
+  std::vector<freed_block> reached;
+  for (freed_block& f : work) {
+    bool all = true;
+    for (const stream_use& u : f.used_on) {
+      if (wait) backend_->wait_event(u.event);
+      else if (!backend_->event_reached(u.event)) {
+        all = false;
+        break;
+      }
+    }
+    if (!all) {
+      still.push_back(std::move(f));
+      continue;
+    }
+    for (const stream_use& u : f.used_on) backend_->destroy_event(u.event);
+    reached.push_back(std::move(f));
+  }
   std::lock_guard<std::mutex> lock(mu_);
-  release_cached_locked();
+  for (freed_block& f : still) freed_.push_back(std::move(f));
+  for (const freed_block& f : reached) cached_.emplace(std::make_pair(f.stream, f.size), f.p);
 }
 
-void caching_allocator::release_cached_locked() {
-  for (const auto& [key, p] : cached_) {
-    const size_t size = key.second;
-    backend_->raw_free(p, size);
-    ++stats_.raw_frees;
-    stats_.reserved -= static_cast<int64_t>(size);
+void caching_allocator::empty_cache() {
+  settle_freed(true);
+  release_cached();
+}
+
+size_t caching_allocator::blocks_awaiting_streams() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return freed_.size();
+}
+
+void caching_allocator::release_cached() {
+  std::multimap<std::pair<const void*, size_t>, void*> give_back;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    give_back.swap(cached_);
   }
-  cached_.clear();
+  for (const auto& [key, p] : give_back) backend_->raw_free(p, key.second);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [key, p] : give_back) {
+    ++stats_.raw_frees;
+    stats_.reserved -= static_cast<int64_t>(key.second);
+  }
 }
 
 allocator_stats caching_allocator::stats() const {

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "kernels/tensor.hpp"
 
@@ -62,6 +63,15 @@ class raw_backend {
   // kernels/cuda/cuda_device_ops.hpp), or null where there are none. caching_allocator pools
   // freed blocks by it.
   virtual const void* stream() const { return nullptr; }
+  // Stream-ordered lifetime (caching_allocator::record_stream): an event marking what `stream`
+  // has been given so far, whether it has been reached (never waiting), a wait for it, and its
+  // end. Called only by caching_allocator, never while it holds its lock: record_event from
+  // record_stream, the others from allocate and empty_cache, never from deallocate. A backend
+  // without streams has nothing to wait for.
+  virtual void* record_event(const void* /*stream*/) { return nullptr; }
+  virtual bool event_reached(void* /*event*/) { return true; }
+  virtual void wait_event(void* /*event*/) {}
+  virtual void destroy_event(void* /*event*/) noexcept {}
 };
 
 struct allocator_stats {
@@ -81,9 +91,13 @@ struct allocator_stats {
 // are not split, so a larger one would waste more than it saves. A block belongs to the stream
 // that allocated it (raw_backend::stream()): freed, it is handed out again at once, but only to an
 // allocation on that stream, whose work is ordered after every use the block had there, as
-// PyTorch's CUDACachingAllocator does. So several ranks share a GPU, each on its own stream; work
-// on another stream that reads a block must keep its tensor until that work has completed (as a
-// stage's enqueued work does), or the block could be reused under it. Thread-safe.
+// PyTorch's CUDACachingAllocator does. So several ranks share a GPU, each on its own stream. Work
+// on another stream that uses a block is declared with record_stream (PyTorch's recordStream),
+// which records an event there at once: freed, such a block is handed out again only once every
+// such event was reached. The events are the allocator's own, so a stream may be destroyed
+// before the block is freed. deallocate never calls the backend (it may run anywhere); the next
+// allocate polls the events, and the backend is never called while the lock is held.
+// Thread-safe.
 class caching_allocator final : public allocator {
  public:
   static constexpr size_t small_granule = 512;
@@ -101,20 +115,44 @@ class caching_allocator final : public allocator {
   void zero(void* p, size_t bytes) override { backend_->zero(p, bytes); }
   device where() const override { return backend_->where(); }
 
-  // Gives every cached block back to the backend (blocks in use stay).
+  // Declares that work enqueued on `stream` so far uses block p (handed out by this allocator
+  // and live): an event recorded there now, so once freed, p is reused only after that work. Call
+  // it after enqueuing the use (again after a later use: the newer event replaces the older).
+  // Nothing to do for the stream that allocated p. False when p is not a live block of this
+  // allocator.
+  bool record_stream(const void* p, const void* stream);
+  // Gives every cached block back to the backend (blocks in use stay), after waiting for the
+  // streams of freed blocks still in use there.
   void empty_cache();
   allocator_stats stats() const;
+  // Freed blocks still waiting for other streams (their events not yet reached).
+  size_t blocks_awaiting_streams() const;
 
  private:
+  struct stream_use {
+    const void* stream;
+    void* event;
+  };
   struct live_block {
     size_t size, requested;
     const void* stream;
+    std::vector<stream_use> used_on;  // other streams (record_stream), an event on each
   };
-  void release_cached_locked();
+  struct freed_block {
+    void* p;
+    size_t size;
+    const void* stream;
+    std::vector<stream_use> used_on;
+  };
+  // Caches the freed blocks whose events were all reached; with `wait`, waits for every event
+  // first. Takes and drops the lock itself.
+  void settle_freed(bool wait);
+  void release_cached();
   std::unique_ptr<raw_backend> backend_;
   mutable std::mutex mu_;
   std::multimap<std::pair<const void*, size_t>, void*> cached_;  // by stream, then size for best fit
   std::unordered_map<void*, live_block> live_;
+  std::vector<freed_block> freed_;  // freed while other streams may use them
   allocator_stats stats_;
 };
 

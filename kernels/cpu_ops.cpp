@@ -76,7 +76,7 @@ class cpu_device_ops final : public device_ops {
     ops::embedding_forward(out, tokens, wte, wpe, B, T, C, V);
   }
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const float* tokens, int64_t B, int64_t T,
-                          int64_t C) const override {
+                          int64_t C, int64_t /*V: the forward threw on a token outside it*/) const override {
     ops::embedding_backward(dwte, dwpe, dout, tokens, B, T, C);
   }
   void embedding_shard_forward(float* out, const float* tokens, const float* wte_shard, int64_t B, int64_t T,

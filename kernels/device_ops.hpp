@@ -94,8 +94,9 @@ class device_ops {
                                   int64_t C) const = 0;
   virtual void embedding_forward(float* out, const float* tokens, const float* wte, const float* wpe, int64_t B,
                                  int64_t T, int64_t C, int64_t V) const = 0;
+  // V bounds the rows a token may add to (the forward checked the tokens; a GPU's cannot throw).
   virtual void embedding_backward(float* dwte, float* dwpe, const float* dout, const float* tokens, int64_t B,
-                                  int64_t T, int64_t C) const = 0;
+                                  int64_t T, int64_t C, int64_t V) const = 0;
   virtual void embedding_shard_forward(float* out, const float* tokens, const float* wte_shard, int64_t B, int64_t T,
                                        int64_t C, int64_t V, int64_t begin, int64_t count) const = 0;
   virtual void embedding_shard_backward(float* dwte_shard, const float* dout, const float* tokens, int64_t B,

@@ -93,7 +93,7 @@ void embedding::backward_weight(const tensor& dy, saved_activations& saved) {
                                 " for tokens " + to_string(x.shape()));
   float* dwpe = grads_ + rows_.count * C;
   const device_ops& k = ops_on(dy);
-  if (tp_size(group_) == 1) return k.embedding_backward(grads_, dwpe, f32(dy), f32(x), B, T, C);
+  if (tp_size(group_) == 1) return k.embedding_backward(grads_, dwpe, f32(dy), f32(x), B, T, C, vocab_);
   if (!sequence_parallel_) {
     k.embedding_shard_backward(grads_, f32(dy), f32(x), B, T, C, rows_.begin, rows_.count);
     return k.position_backward(dwpe, f32(dy), B, T, C);

@@ -62,6 +62,58 @@ else
   echo "build: the project's dependencies are missing here (build.log) and there is no .gpu-pack/ (bench/gpu/pack.sh)" >>"$summary"
 fi
 
+# compute-sanitizer over every GPU test before anything is timed: memcheck (out-of-bounds and
+# misaligned accesses, leaks), racecheck (shared-memory hazards), synccheck (barriers) and
+# initcheck (reads of memory never written), one log a tool and test. CUDA calls that fail are
+# not findings (--report-api-errors no): the tests provoke some (a missing GPU, an allocation
+# too large) and check their errors; a failure the code does not expect fails its test. A finding
+# stops the script
+# (TROUPE_GPU_KEEP_GOING=1 runs the rest anyway); TROUPE_SANITIZE=0 skips this,
+# TROUPE_SANITIZE_ONLY=1 does nothing else, and TROUPE_SANITIZE_TOOLS / TROUPE_SANITIZE_TESTS
+# (paths as in tests.list) narrow it.
+sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
+if [ -n "$dir" ] && [ "${TROUPE_SANITIZE:-1}" != 0 ]; then
+  if [ -z "$sanitizer" ]; then
+    echo "sanitizer: compute-sanitizer is not on this machine: FAILED" >>"$summary"
+    [ "${TROUPE_GPU_KEEP_GOING:-0}" = 1 ] || { cat "$summary"; exit 1; }
+  fi
+  findings=0
+  for tool in ${TROUPE_SANITIZE_TOOLS:-memcheck racecheck synccheck initcheck}; do
+    for t in ${TROUPE_SANITIZE_TESTS:-$tests}; do
+      name=$(basename "$t")
+      bin=$dir/$t
+      [ -d "$dir/lib" ] && bin=$dir/$name
+      log=$out/sanitize-$tool-$name.log
+      extra=()
+      [ "$tool" = memcheck ] && extra=(--leak-check no)
+      LD_LIBRARY_PATH="$dir/lib:${cuda_libs}:${LD_LIBRARY_PATH:-}" timeout "${TROUPE_SANITIZE_TIMEOUT:-600}" \
+        "$sanitizer" --tool "$tool" "${extra[@]}" --report-api-errors no --error-exitcode 99 --print-limit 30 \
+        --target-processes all \
+        "$bin" >"$log" 2>&1
+      rc=$?
+      case $rc in
+        0) verdict=clean ;;
+        77) verdict="skipped (no CUDA device)" ;;
+        99) verdict="FINDINGS: $(grep -m1 -E '^========= [A-Z]' "$log" | sed 's/^========= //')"; findings=1 ;;
+        124) verdict="TIMED OUT after ${TROUPE_SANITIZE_TIMEOUT:-600} s"; findings=1 ;;
+        *) verdict="test FAILED under the sanitizer (exit $rc)"; findings=1 ;;
+      esac
+      echo "sanitize $tool $name: $verdict" >>"$summary"
+    done
+  done
+  if [ $findings = 1 ] && [ "${TROUPE_GPU_KEEP_GOING:-0}" != 1 ]; then
+    echo "sanitizer: findings above (sanitize-TOOL-TEST.log): stopped before the tests and the timings" >>"$summary"
+    cat "$summary"
+    exit 1
+  fi
+fi
+
+if [ "${TROUPE_SANITIZE_ONLY:-0}" = 1 ]; then
+  cat "$summary"
+  grep -q "^sanitize .*: \(FINDINGS\|TIMED\|test FAILED\)" "$summary" && exit 1
+  exit 0
+fi
+
 status=1
 if [ -n "$dir" ]; then
   status=0

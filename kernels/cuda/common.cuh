@@ -60,11 +60,13 @@ __device__ __forceinline__ float block_max(float v) { return block_reduce(v, -IN
 
 // dst[c] += sum over rows n of f(n, c) for c in [0, C), rows in a fixed order per column (the
 // 8 strided partial sums of a column, then those 8 in order), so the result has the same bits
-// on every run. Launch with dim3(32, 8) threads and (C + 31) / 32 blocks.
+// on every run. Launch with dim3(32, 8) threads and (C + 31) / 32 blocks. The leading barrier
+// lets a kernel call it twice: the second call's writes to part[] wait for the first's reads.
 template <class F>
 __device__ __forceinline__ void column_sum_into(float* dst, int64_t N, int64_t C, F f) {
   __shared__ float part[8][33];
   const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  __syncthreads();
   float acc = 0.0f;
   if (c < C)
     for (int64_t n = threadIdx.y; n < N; n += 8) acc += f(n, c);

@@ -1,6 +1,7 @@
 // cuda_device_ops (cuda_device_ops.hpp): device_ops over kernels/cuda/ops.hpp.
 #include "kernels/cuda/cuda_device_ops.hpp"
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -105,8 +106,8 @@ class gpu_ops final : public device_ops {
     cuda::embedding_forward(out, tokens, wte, wpe, B, T, C, V, on());
   }
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const float* tokens, int64_t B, int64_t T,
-                          int64_t C) const override {
-    cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, on());
+                          int64_t C, int64_t V) const override {
+    cuda::embedding_backward(dwte, dwpe, dout, tokens, B, T, C, V, on());
   }
   void embedding_shard_forward(float* out, const float* tokens, const float* wte_shard, int64_t B, int64_t T,
                                int64_t C, int64_t V, int64_t begin, int64_t count) const override {
@@ -182,11 +183,12 @@ class gpu_ops final : public device_ops {
     TROUPE_CUDA_CHECK(cudaSetDevice(index_));
     return current;
   }
-  // cuBLAS handles are not thread-safe: one per thread and GPU.
+  // cuBLAS handles are not thread-safe, and a handle's workspace serves one stream at a time (two
+  // stages on two streams sharing one would write it concurrently): one per thread, GPU and
+  // stream, as PyTorch keeps one per thread and stream.
   blas& handle() const {
-    thread_local std::vector<std::unique_ptr<blas>> per_gpu;
-    if (per_gpu.size() <= static_cast<size_t>(index_)) per_gpu.resize(static_cast<size_t>(index_) + 1);
-    auto& h = per_gpu[static_cast<size_t>(index_)];
+    thread_local std::map<std::pair<int, cudaStream_t>, std::unique_ptr<blas>> per_stream;
+    auto& h = per_stream[{index_, current}];
     if (!h) h = std::make_unique<blas>();
     return *h;
   }

@@ -5,22 +5,17 @@
 
 #include <cstring>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "kernels/cuda/check.hpp"
+#include "kernels/cuda/completions.hpp"
 #include "kernels/cuda/cuda_device_ops.hpp"
 #include "kernels/cuda/device_alloc.hpp"
 
 namespace troupe::cuda {
 
 namespace {
-
-// The driver's thread runs it; `done` only signals, and nothing here may call CUDA. A throw
-// could not cross the driver back to anyone, so it ends the process instead of vanishing.
-void CUDART_CB run_done(void* p) noexcept {
-  std::unique_ptr<std::function<void()>> done(static_cast<std::function<void()>*>(p));
-  (*done)();
-}
 
 // What `waits` runs from now on comes after what `first` was given so far (an event between them).
 void wait_for(cudaStream_t waits, cudaStream_t first) {
@@ -70,6 +65,7 @@ tensor cuda_queue::stage_in(const tensor& x) {
     out = to_device(pinned, where(), in_stream_);  // holds the pinned copy until it is done
   }
   wait_for(stream_, in_stream_);
+  record_stream(out, stream_);  // freed early, the block still waits for the compute that reads it
   out.freeze();
   return out;
 }
@@ -82,9 +78,8 @@ void cuda_queue::stage_out(const tensor& x, std::function<void(tensor)> done) {
     stream_guard on(out_stream_);
     host = to_device(x, device{}, out_stream_);  // pinned; holds x until the copy is done
   }
-  auto owned = std::make_unique<std::function<void()>>([host, done = std::move(done)]() mutable { done(host); });
-  TROUPE_CUDA_CHECK(cudaLaunchHostFunc(out_stream_, run_done, owned.get()));
-  owned.release();  // run_done deletes it
+  after(out_stream_, "a copy to the host from cuda:" + std::to_string(gpu_),
+        [host, done = std::move(done)]() mutable { done(host); });
 }
 
 void cuda_queue::enqueue(std::function<void()> work) { launch(work); }
@@ -98,9 +93,8 @@ void cuda_queue::launch(const std::function<void()>& launch) {
 }
 
 void cuda_queue::when_done(std::function<void()> done) {
-  auto owned = std::make_unique<std::function<void()>>(std::move(done));
-  TROUPE_CUDA_CHECK(cudaLaunchHostFunc(stream_, run_done, owned.get()));
-  owned.release();  // run_done deletes it
+  TROUPE_CUDA_CHECK(cudaSetDevice(gpu_));
+  after(stream_, "the work enqueued on cuda:" + std::to_string(gpu_), std::move(done));
 }
 
 }  // namespace troupe::cuda

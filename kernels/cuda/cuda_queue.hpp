@@ -1,8 +1,9 @@
 // cuda_queue: a device_queue over one CUDA stream of GPU N. Enqueued work runs on the caller's
 // thread with GPU N current and only launches (kernels, cuBLAS, copies) on stream(); it returns
-// before the GPU has run them. A completion is a host function on the same stream
-// (cudaLaunchHostFunc): the driver calls it once everything launched before has run. CUDA
-// forbids CUDA calls inside it, so `done` must only signal (the stage sends itself a message).
+// before the GPU has run them. A completion runs on the completion thread once everything
+// launched before has run (completions.hpp): an ordinary thread, so what `done` captured may be
+// freed there; `done` still only signals (the stage sends itself a message). A fault of the
+// stream ends the process naming the GPU and what waited for it.
 // Inputs from the host come in, and values bound for the host go out, on streams of their own
 // (stage_in, stage_out), one per direction, overlapping the compute and each other (a GPU has a
 // copy engine per direction; on one stream an upload would wait behind a download). The header

@@ -13,6 +13,11 @@
 
 namespace troupe::cuda {
 
+// The backends' events (defined below, after device_guard).
+void* record_event(int device, const void* stream);
+bool event_reached(void* e);
+void wait_event(void* e);
+
 namespace {
 
 // cudaMalloc and cudaMemset act on the calling thread's current device: make it `index` for
@@ -51,7 +56,8 @@ class cuda_backend final : public raw_backend {
   void* raw_alloc(size_t bytes) override {
     device_guard on(index_);
     void* p = nullptr;
-    return null_if_out_of_memory(cudaMalloc(&p, bytes), p, "cudaMalloc");
+    const cudaError_t e = cudaMalloc(&p, bytes);  // before p is read: argument order is unspecified
+    return null_if_out_of_memory(e, p, "cudaMalloc");
   }
   void raw_free(void* p, size_t) noexcept override {
     // A failure here (a device lost) cannot be reported from a destructor path; the process
@@ -63,14 +69,22 @@ class cuda_backend final : public raw_backend {
   }
   void zero(void* p, size_t bytes) override {
     device_guard on(index_);
-    TROUPE_CUDA_CHECK(cudaMemset(p, 0, bytes));
-    TROUPE_CUDA_CHECK(cudaDeviceSynchronize());  // zero "when it returns", whatever stream comes next
+    // In the order of the calling thread's stream, whose work comes next; without one (a test, a
+    // setup step) the legacy stream, which non-blocking streams do not wait for: finished there
+    // before this returns. Never the whole device.
+    const cudaStream_t s = current_stream();
+    TROUPE_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, s));
+    if (!s) TROUPE_CUDA_CHECK(cudaStreamSynchronize(nullptr));
   }
   device where() const override { return {device_type::cuda, index_}; }
   // Kernels read and write a device block in their stream's order, so a block is reused in the
-  // order of the stream that allocated it. (Pinned host blocks stay unpooled by stream: the host
-  // writes them outside any stream's order; their users keep them until their copies complete.)
+  // order of the stream that allocated it. (Pinned host blocks belong to no stream: the host
+  // writes them as soon as they are handed out, so every stream that copies one records it.)
   const void* stream() const override { return current_stream(); }
+  void* record_event(const void* stream) override { return cuda::record_event(index_, stream); }
+  bool event_reached(void* e) override { return cuda::event_reached(e); }
+  void wait_event(void* e) override { cuda::wait_event(e); }
+  void destroy_event(void* e) noexcept override { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
 
  private:
   int index_;
@@ -80,11 +94,20 @@ class pinned_backend final : public raw_backend {
  public:
   void* raw_alloc(size_t bytes) override {
     void* p = nullptr;
-    return null_if_out_of_memory(cudaHostAlloc(&p, bytes, cudaHostAllocPortable), p, "cudaHostAlloc");
+    const cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+    return null_if_out_of_memory(e, p, "cudaHostAlloc");
   }
   void raw_free(void* p, size_t) noexcept override { cudaFreeHost(p); }
   void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
   device where() const override { return {}; }
+  void* record_event(const void* stream) override {
+    int here = 0;
+    TROUPE_CUDA_CHECK(cudaGetDevice(&here));
+    return cuda::record_event(here, stream);
+  }
+  bool event_reached(void* e) override { return cuda::event_reached(e); }
+  void wait_event(void* e) override { cuda::wait_event(e); }
+  void destroy_event(void* e) noexcept override { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }
 };
 
 void require_device(int index) {
@@ -100,39 +123,57 @@ void require_device(int index) {
                              std::to_string(count) + " GPU(s)");
 }
 
-// Runs on the stream once the copy is done: drops the handle that kept the source alive. No
-// CUDA call may happen here, and none does: caching allocators only cache what they are given.
-void CUDART_CB release_source(void* handle) { delete static_cast<tensor*>(handle); }
-
-// Keeps t's storage until `stream` has run what was enqueued on it so far.
-void hold_until_done(const tensor& t, cudaStream_t stream) {
-  auto* keep = new tensor(t);
-  const cudaError_t e = cudaLaunchHostFunc(stream, release_source, keep);
-  if (e != cudaSuccess) {
-    delete keep;
-    check(e, "cudaLaunchHostFunc", __FILE__, __LINE__);
-  }
+// A stream's allocator is the one of its device; a pinned block's is the pinned one.
+bool record_on(const std::shared_ptr<caching_allocator>& a, const void* p, cudaStream_t s) {
+  return a && a->record_stream(p, s);
 }
 
 }  // namespace
 
+void* record_event(int device, const void* stream) {
+  device_guard on(device);
+  cudaEvent_t e = nullptr;
+  TROUPE_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  const cudaError_t r = cudaEventRecord(e, static_cast<cudaStream_t>(const_cast<void*>(stream)));
+  if (r != cudaSuccess) {
+    cudaEventDestroy(e);
+    check(r, "cudaEventRecord", __FILE__, __LINE__);
+  }
+  return e;
+}
+
+bool event_reached(void* e) {
+  const cudaError_t r = cudaEventQuery(static_cast<cudaEvent_t>(e));
+  if (r == cudaErrorNotReady) return false;
+  check(r, "cudaEventQuery (a stream that used a freed block)", __FILE__, __LINE__);
+  return true;
+}
+
+void wait_event(void* e) {
+  TROUPE_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(e)));
+}
+
 std::shared_ptr<caching_allocator> cuda_device_allocator(int index) {
   static std::mutex mu;
-  static std::vector<std::shared_ptr<caching_allocator>> made;
+  // Never destroyed, as PyTorch's allocator is not: at exit the CUDA runtime may be gone before
+  // a static destructor could free the cache (a crash there, seen on an H200).
+  static auto* made = new std::vector<std::shared_ptr<caching_allocator>>;
   std::lock_guard<std::mutex> lock(mu);
-  if (index >= 0 && static_cast<size_t>(index) < made.size() && made[static_cast<size_t>(index)])
-    return made[static_cast<size_t>(index)];
+  if (index >= 0 && static_cast<size_t>(index) < made->size() && (*made)[static_cast<size_t>(index)])
+    return (*made)[static_cast<size_t>(index)];
   require_device(index);
   auto a = std::make_shared<caching_allocator>(std::make_unique<cuda_backend>(index));
-  if (made.size() <= static_cast<size_t>(index)) made.resize(static_cast<size_t>(index) + 1);
-  made[static_cast<size_t>(index)] = a;
+  if (made->size() <= static_cast<size_t>(index)) made->resize(static_cast<size_t>(index) + 1);
+  (*made)[static_cast<size_t>(index)] = a;
   install_allocator(a);
   return a;
 }
 
 std::shared_ptr<caching_allocator> pinned_host_allocator() {
-  static const auto a = std::make_shared<caching_allocator>(std::make_unique<pinned_backend>());
-  return a;
+  // Never destroyed either (cuda_device_allocator says why).
+  static const auto* a =
+      new std::shared_ptr<caching_allocator>(std::make_shared<caching_allocator>(std::make_unique<pinned_backend>()));
+  return *a;
 }
 
 tensor to_device(const tensor& src, const device& to, cudaStream_t stream) {
@@ -143,8 +184,19 @@ tensor to_device(const tensor& src, const device& to, cudaStream_t stream) {
   // With unified addressing the runtime knows each pointer's device: one call for every
   // direction, including GPU to GPU.
   TROUPE_CUDA_CHECK(cudaMemcpyAsync(out.raw(), src.raw(), static_cast<size_t>(src.nbytes()), cudaMemcpyDefault, stream));
-  hold_until_done(src, stream);
+  record_stream(src, stream);
+  record_stream(out, stream);
   return out;
+}
+
+void record_stream(const tensor& t, cudaStream_t stream) {
+  const void* p = t.raw();
+  if (!p) return;
+  if (t.where().is_cpu()) {
+    record_on(pinned_host_allocator(), p, stream);  // pageable memory: the copy took it already
+    return;
+  }
+  record_on(cuda_device_allocator(t.where().index), p, stream);
 }
 
 bool pageable(const void* p) {
@@ -160,7 +212,7 @@ void copy_from_pageable(void* dst, const void* src, size_t bytes, cudaStream_t s
   tensor staging = tensor::uninitialized({static_cast<int64_t>((bytes + 3) / 4)}, dtype::f32, pinned_host_allocator());
   std::memcpy(staging.raw(), src, bytes);
   TROUPE_CUDA_CHECK(cudaMemcpyAsync(dst, staging.raw(), bytes, cudaMemcpyDefault, stream));
-  hold_until_done(staging, stream);
+  record_stream(staging, stream);
 }
 
 }  // namespace troupe::cuda

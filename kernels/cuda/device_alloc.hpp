@@ -25,20 +25,25 @@ std::shared_ptr<caching_allocator> cuda_device_allocator(int index);
 std::shared_ptr<caching_allocator> pinned_host_allocator();
 
 // A copy of src on `to`, enqueued on `stream` (cudaMemcpyAsync): the result's bytes are there
-// once the stream has reached this point. src stays alive until then (a host function on the
-// stream holds it). The result comes from cuda_device_allocator(to.index) for a GPU, and from
+// once the stream has reached this point. Both blocks are recorded on `stream`
+// (record_stream), so either may be freed at once and is reused only after the copy. The result comes from cuda_device_allocator(to.index) for a GPU, and from
 // pinned_host_allocator() for the CPU, so a copy back to the host is asynchronous too; read it
 // only after synchronizing the stream. Same dtype and shape; unfrozen. Throws
 // std::runtime_error for a device that is not there.
 tensor to_device(const tensor& src, const device& to, cudaStream_t stream);
+
+// Work enqueued on `stream` so far uses t: its block (from a device's or the pinned caching
+// allocator; other memory is ignored) is handed out again only once the stream got past that
+// work, whenever t is freed (PyTorch's recordStream).
+void record_stream(const tensor& t, cudaStream_t stream);
 
 // True for host memory CUDA did not allocate or register (malloc's, the CPU allocator's): a copy
 // from it may make cudaMemcpyAsync wait for the stream.
 bool pageable(const void* p);
 // bytes from pageable host memory at src to dst (device or pinned memory), enqueued on `stream`
 // through a pinned staging buffer the bytes are copied into now, on the calling thread: src may
-// change or go once this returns, and the call never waits for the stream. The buffer goes back
-// to the pinned allocator's cache once the stream has passed the copy.
+// change or go once this returns, and the call never waits for the stream. The buffer is
+// recorded on the stream, so it is handed out again only once the stream has passed the copy.
 void copy_from_pageable(void* dst, const void* src, size_t bytes, cudaStream_t stream);
 
 }  // namespace troupe::cuda

@@ -105,15 +105,18 @@ void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* do
                         const float* weight, const float* mean, const float* rstd, int64_t N, int64_t C,
                         cudaStream_t stream);
 
-// out[b, t] = wte[tokens[b, t]] + wpe[t]; tokens are floats holding integers, as on the CPU.
+// out[b, t] = wte[tokens[b, t]] + wpe[t]; tokens are floats holding integers, as on the CPU. A
+// token outside [0, V) gives a NaN row and is recorded in the GPU's kernel_fault slot
+// (kernel_faults.hpp), where the CPU's op would throw.
 void embedding_forward(float* out,                                   // (B, T, C)
                        const float* tokens,                          // (B, T)
                        const float* wte, const float* wpe,           // (V, C), (maxT, C)
                        int64_t B, int64_t T, int64_t C, int64_t V, cudaStream_t stream);
-// dwte, dwpe accumulated, each element's additions in token order (deterministic).
+// dwte, dwpe accumulated, each element's additions in token order (deterministic); a token
+// outside [0, V) adds nothing to dwte (there is no row to write).
 void embedding_backward(float* dwte, float* dwpe,                    // (V, C), (maxT, C)
                         const float* dout, const float* tokens,      // (B, T, C), (B, T)
-                        int64_t B, int64_t T, int64_t C, cudaStream_t stream);
+                        int64_t B, int64_t T, int64_t C, int64_t V, cudaStream_t stream);
 
 // The vocabulary-parallel halves (ops.hpp): rows [begin, begin + count) of wte live here; a
 // token another rank holds gives zeros, an invalid one NaN.

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kernel_faults.hpp"
 #include "kernels/cuda/ops.hpp"
 #include "kernels/flash_attention.hpp"
 
@@ -21,6 +22,15 @@ using detail::to_f;
 namespace {
 
 void check_launch() { TROUPE_CUDA_CHECK(cudaGetLastError()); }
+
+// The current GPU's kernel_fault slot, as the device sees it.
+kernel_fault* fault_slot_here() {
+  int device = 0;
+  TROUPE_CUDA_CHECK(cudaGetDevice(&device));
+  void* on_device = nullptr;
+  TROUPE_CUDA_CHECK(cudaHostGetDevicePointer(&on_device, kernel_fault_slot(device), 0));
+  return static_cast<kernel_fault*>(on_device);
+}
 
 // ---- layernorm ----
 template <class T>
@@ -97,12 +107,27 @@ void layernorm_backward_impl(T* dinp, float* dweight, float* dbias, const T* dou
 }
 
 // ---- embedding ----
+__device__ bool valid_token(float tok, int64_t V) { return tok >= 0.0f && tok < static_cast<float>(V) && tok == floorf(tok); }
+
+// The first invalid token of any kernel since the host last looked (kernel_faults.hpp); the
+// row's output is NaN as well.
+__device__ void raise_token_fault(kernel_fault* f, kernel_fault_op op, int64_t i, int64_t T, float tok, int64_t V) {
+  if (atomicCAS(&f->raised, 0, 1) != 0) return;
+  f->op = op;
+  f->b = i / T;
+  f->t = i % T;
+  f->value = tok;
+  f->limit = V;
+  __threadfence_system();
+}
+
 __global__ void embedding_forward_kernel(float* out, const float* tokens, const float* wte, const float* wpe, int64_t BT,
-                                         int64_t T, int64_t C, int64_t V) {
+                                         int64_t T, int64_t C, int64_t V, kernel_fault* fault) {
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < BT * C; e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t i = e / C, c = e % C;
     const float tok = tokens[i];
-    const bool valid = tok >= 0.0f && tok < static_cast<float>(V) && tok == floorf(tok);
+    const bool valid = valid_token(tok, V);
+    if (!valid && c == 0) raise_token_fault(fault, kernel_fault_op::embedding, i, T, tok, V);
     out[e] = valid ? wte[static_cast<int64_t>(tok) * C + c] + wpe[(i % T) * C + c] : NAN;
   }
 }
@@ -110,11 +135,13 @@ __global__ void embedding_forward_kernel(float* out, const float* tokens, const 
 // One thread per channel adds every token's value in token order: two tokens may share a row,
 // and this order needs no atomics and matches the CPU's. Parallel over C only, so it is slow for
 // long batches; a sort-by-token version is later work.
+// A token outside the vocabulary (the forward raised it) adds nothing: its row is not there.
 __global__ void embedding_backward_wte_kernel(float* dwte, const float* dout, const float* tokens, int64_t BT,
-                                              int64_t C) {
+                                              int64_t C, int64_t V) {
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= C) return;
-  for (int64_t i = 0; i < BT; ++i) dwte[static_cast<int64_t>(tokens[i]) * C + c] += dout[i * C + c];
+  for (int64_t i = 0; i < BT; ++i)
+    if (valid_token(tokens[i], V)) dwte[static_cast<int64_t>(tokens[i]) * C + c] += dout[i * C + c];
 }
 
 __global__ void embedding_backward_wpe_kernel(float* dwpe, const float* dout, int64_t B, int64_t T, int64_t C) {
@@ -127,11 +154,13 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const float* dout, in
 
 // The vocabulary-parallel halves: rows [begin, begin + count) of wte live here.
 __global__ void embedding_shard_forward_kernel(float* out, const float* tokens, const float* wte_shard, int64_t BT,
-                                               int64_t C, int64_t V, int64_t begin, int64_t count) {
+                                               int64_t T, int64_t C, int64_t V, int64_t begin, int64_t count,
+                                               kernel_fault* fault) {
   for (int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; e < BT * C; e += int64_t{gridDim.x} * blockDim.x) {
     const int64_t i = e / C, c = e % C;
     const float tok = tokens[i];
-    if (!(tok >= 0.0f && tok < static_cast<float>(V) && tok == floorf(tok))) {
+    if (!valid_token(tok, V)) {
+      if (c == 0) raise_token_fault(fault, kernel_fault_op::embedding_shard, i, T, tok, V);
       out[e] = NAN;
       continue;
     }
@@ -146,6 +175,7 @@ __global__ void embedding_shard_backward_kernel(float* dwte_shard, const float* 
   const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (c >= C) return;
   for (int64_t i = 0; i < BT; ++i) {
+    if (!(tokens[i] >= 0.0f && tokens[i] == floorf(tokens[i]))) continue;  // raised by the forward
     const int64_t row = static_cast<int64_t>(tokens[i]) - begin;
     if (row >= 0 && row < count) dwte_shard[row * C + c] += dout[i * C + c];
   }
@@ -346,14 +376,15 @@ void layernorm_backward(bf16* dinp, float* dweight, float* dbias, const bf16* do
 void embedding_forward(float* out, const float* tokens, const float* wte, const float* wpe, int64_t B, int64_t T,
                        int64_t C, int64_t V, cudaStream_t s) {
   if (B * T * C <= 0) return;
-  embedding_forward_kernel<<<blocks_for(B * T * C), threads, 0, s>>>(out, tokens, wte, wpe, B * T, T, C, V);
+  embedding_forward_kernel<<<blocks_for(B * T * C), threads, 0, s>>>(out, tokens, wte, wpe, B * T, T, C, V,
+                                                                     fault_slot_here());
   check_launch();
 }
 
 void embedding_backward(float* dwte, float* dwpe, const float* dout, const float* tokens, int64_t B, int64_t T,
-                        int64_t C, cudaStream_t s) {
+                        int64_t C, int64_t V, cudaStream_t s) {
   if (B * T * C <= 0) return;
-  embedding_backward_wte_kernel<<<static_cast<unsigned>((C + 127) / 128), 128, 0, s>>>(dwte, dout, tokens, B * T, C);
+  embedding_backward_wte_kernel<<<static_cast<unsigned>((C + 127) / 128), 128, 0, s>>>(dwte, dout, tokens, B * T, C, V);
   check_launch();
   embedding_backward_wpe_kernel<<<blocks_for(T * C), threads, 0, s>>>(dwpe, dout, B, T, C);
   check_launch();
@@ -362,8 +393,8 @@ void embedding_backward(float* dwte, float* dwpe, const float* dout, const float
 void embedding_shard_forward(float* out, const float* tokens, const float* wte_shard, int64_t B, int64_t T, int64_t C,
                              int64_t V, int64_t begin, int64_t count, cudaStream_t s) {
   if (B * T * C <= 0) return;
-  embedding_shard_forward_kernel<<<blocks_for(B * T * C), threads, 0, s>>>(out, tokens, wte_shard, B * T, C, V, begin,
-                                                                           count);
+  embedding_shard_forward_kernel<<<blocks_for(B * T * C), threads, 0, s>>>(out, tokens, wte_shard, B * T, T, C, V,
+                                                                           begin, count, fault_slot_here());
   check_launch();
 }
 

@@ -49,7 +49,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TROUPE_SECRET=s timeout 30 \
   "$troupe" train --dp 2 "${small[@]}" --batch-size 64 --max-steps 2 --out "$dir/c0" >"$dir/c0.log" 2>&1 &
 p0=$!
-for _ in $(seq 100); do grep -q "control gate on" "$dir/c0.log" && break; sleep 0.1; done
+for _ in $(seq 300); do grep -q "control gate on" "$dir/c0.log" && break; sleep 0.1; done
 env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TROUPE_SECRET=s timeout 30 \
   "$troupe" train --dp 2 "${small[@]}" --batch-size 32 --max-steps 2 --out "$dir/c1" >"$dir/c1.log" 2>&1
 rc1=$?
@@ -71,10 +71,10 @@ p0=$!
 env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TROUPE_SECRET=s \
   "$troupe" "${job[@]}" --out "$dir/r1" >"$dir/r1.log" 2>&1 &
 p1=$!
-for _ in $(seq 200); do grep -q "training starts" "$dir/r0.log" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -q "training starts" "$dir/r0.log" && break; sleep 0.1; done
 sleep 0.5
 kill -STOP "$p0"
-for _ in $(seq 100); do kill -0 "$p1" 2>/dev/null || break; sleep 0.1; done  # the worker gives up
+for _ in $(seq 300); do kill -0 "$p1" 2>/dev/null || break; sleep 0.1; done  # the worker gives up (a busy machine: up to 30 s)
 kill -CONT "$p0"
 wait "$p1"; rc1=$?
 ( sleep 30; kill -9 "$p0" 2>/dev/null ) &

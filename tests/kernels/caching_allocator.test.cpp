@@ -1,13 +1,16 @@
 // caching_allocator over a fake backend that counts its raw calls: freed blocks are reused,
 // sizes are rounded, a block more than twice a request is not handed out, empty_cache gives
 // the cache back, a backend out of memory gets the cache back before the request fails, the
-// stats add up, two threads can share one allocator, and a freed block goes back only to
-// allocations on the stream that allocated it.
+// stats add up, two threads can share one allocator, a freed block goes back only to
+// allocations on the stream that allocated it, and a block another stream used (record_stream)
+// waits for that stream's event, recorded after the free and never inside it.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -27,6 +30,14 @@ struct fake_counts {
   std::atomic<int> allocs{0}, frees{0};
   std::atomic<int64_t> held{0};
   int64_t limit = 0;  // 0: no limit; else raw_alloc past it returns null
+  // Events: one per record_event, reached once the test says its stream got there.
+  std::atomic<int> events_recorded{0}, events_destroyed{0}, waits{0};
+  std::mutex mu;
+  std::set<const void*> streams_done;  // streams that have run everything given to them so far
+};
+
+struct fake_event {
+  const void* stream;
 };
 
 class fake_backend final : public raw_backend {
@@ -46,6 +57,23 @@ class fake_backend final : public raw_backend {
   void zero(void* p, size_t bytes) override { std::memset(p, 0, bytes); }
   device where() const override { return {device_type::cuda, 3}; }
   const void* stream() const override { return fake_stream; }
+  void* record_event(const void* stream) override {
+    ++c_->events_recorded;
+    return new fake_event{stream};
+  }
+  bool event_reached(void* e) override {
+    std::lock_guard<std::mutex> lock(c_->mu);
+    return c_->streams_done.count(static_cast<fake_event*>(e)->stream) > 0;
+  }
+  void wait_event(void* e) override {
+    ++c_->waits;
+    std::lock_guard<std::mutex> lock(c_->mu);
+    c_->streams_done.insert(static_cast<fake_event*>(e)->stream);  // waiting lets the stream finish
+  }
+  void destroy_event(void* e) noexcept override {
+    ++c_->events_destroyed;
+    delete static_cast<fake_event*>(e);
+  }
 
  private:
   std::shared_ptr<fake_counts> c_;
@@ -271,4 +299,56 @@ TEST_F(CachingAllocator, EmptyCacheAndOutOfMemoryGiveBackTheBlocksOfEveryStream)
   void* p = a.allocate(3 * MiB);
   EXPECT_EQ(raw->frees, 4);
   a.deallocate(p, 3 * MiB);
+}
+
+TEST_F(CachingAllocator, ABlockAnotherStreamUsedIsReusedOnlyOnceThatStreamReachedTheEventRecordedAtItsUse) {
+  int a_stream = 0, b_stream = 0;
+  fake_stream = &a_stream;
+  void* p = a.allocate(1000);
+  EXPECT_TRUE(a.record_stream(p, &b_stream));  // the event is recorded now, after the use
+  EXPECT_TRUE(a.record_stream(p, &a_stream));  // its own stream: nothing to wait for
+  EXPECT_EQ(raw->events_recorded, 1);
+  a.deallocate(p, 1000);
+  // The free calls nothing (it may run anywhere); it only sets p aside.
+  EXPECT_EQ(raw->events_recorded, 1);
+  EXPECT_EQ(a.blocks_awaiting_streams(), 1u);
+  void* q = a.allocate(1000);  // B has not reached its event: p is not handed out
+  EXPECT_NE(q, p);
+  {
+    std::lock_guard<std::mutex> lock(raw->mu);
+    raw->streams_done.insert(&b_stream);
+  }
+  void* r = a.allocate(1000);  // B reached it: p is back in A's cache
+  EXPECT_EQ(r, p);
+  EXPECT_EQ(raw->events_destroyed, 1);
+  EXPECT_EQ(a.blocks_awaiting_streams(), 0u);
+  EXPECT_FALSE(a.record_stream(static_cast<char*>(p) + 1, &b_stream)) << "not a block it handed out";
+  a.deallocate(q, 1000);
+  a.deallocate(r, 1000);
+  fake_stream = nullptr;
+}
+
+TEST_F(CachingAllocator, ASecondUseOnTheSameStreamReplacesItsEvent) {
+  int a_stream = 0, b_stream = 0;
+  fake_stream = &a_stream;
+  void* p = a.allocate(1000);
+  a.record_stream(p, &b_stream);
+  a.record_stream(p, &b_stream);
+  EXPECT_EQ(raw->events_recorded, 2);
+  EXPECT_EQ(raw->events_destroyed, 1) << "the older event, covered by the newer";
+  a.deallocate(p, 1000);
+  fake_stream = nullptr;
+}
+
+TEST_F(CachingAllocator, EmptyCacheWaitsForTheStreamsOfFreedBlocksThenGivesThemBack) {
+  int a_stream = 0, b_stream = 0;
+  fake_stream = &a_stream;
+  void* p = a.allocate(4 * MiB);
+  a.record_stream(p, &b_stream);
+  a.deallocate(p, 4 * MiB);
+  a.empty_cache();
+  EXPECT_EQ(raw->waits, 1);
+  EXPECT_EQ(raw->frees, 1);
+  EXPECT_EQ(a.stats().reserved, 0);
+  fake_stream = nullptr;
 }

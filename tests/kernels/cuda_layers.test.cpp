@@ -199,11 +199,12 @@ TEST(CudaLayers, the_sharded_embedding_and_position_ops_match_the_cpu) {
   const device_ops& g = cuda::install_cuda_ops(0);
   const device_ops& c = ops_for(device{});
   const int64_t B = 3, T = 5, C = 8, V = 20, begin = 6, count = 7;
-  std::vector<float> tok, table, dy;
+  std::vector<float> tok, table, dy, wpe;
   for (int64_t i = 0; i < B * T; ++i) tok.push_back(static_cast<float>((i * 3) % V));
   for (int64_t i = 0; i < count * C; ++i) table.push_back(static_cast<float>(i % 13) * 0.25f - 1.0f);
   for (int64_t i = 0; i < B * T * C; ++i) dy.push_back(static_cast<float>(i % 7) * 0.5f - 1.5f);
-  const tensor h_tok({B, T}, tok), h_table({count, C}, table), h_dy({B, T, C}, dy), h_wpe({T, C}, table);
+  for (int64_t i = 0; i < T * C; ++i) wpe.push_back(static_cast<float>(i % 11) * 0.125f - 0.5f);
+  const tensor h_tok({B, T}, tok), h_table({count, C}, table), h_dy({B, T, C}, dy), h_wpe({T, C}, wpe);
   const tensor d_tok = g.to_here(h_tok), d_table = g.to_here(h_table), d_dy = g.to_here(h_dy), d_wpe = g.to_here(h_wpe);
 
   tensor c_out = c.empty({B, T, C}), g_out = g.empty({B, T, C});

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "kernels/cuda/check.hpp"
+#include "kernels/cuda/kernel_faults.hpp"
 #include "kernels/cuda/ops.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/optimizer.hpp"
@@ -191,13 +192,15 @@ TEST_F(CudaOps, MatmulBf16MatchesCpuOnTheSameRoundedOperands) {
   dev<float> d_out32(N * OC);
   cu::matmul_forward(d_out32.get(), d_inp.get(), d_w.get(), d_bias.get(), N, C, OC, blas, s);
   EXPECT_TRUE(close("matmul_forward bf16 -> fp32", d_out32.host(s), want, limits(u16_acc, bound)));
-  // bf16 out: the bias is stored as bf16 before the product is added onto it, then the sum.
+  // bf16 out: the bias is stored as bf16 before the product is added onto it, and cuBLAS rounds
+  // the product to bf16 before it adds the bias (on an H200, 14 of 5040 elements were outside a
+  // bound with one rounding of the sum), then rounds the sum: |product| <= |sum| + |bias|.
   dev<bf16> d_out16(N * OC);
   cu::matmul_forward(d_out16.get(), d_inp.get(), d_w.get(), d_bias.get(), N, C, OC, blas, s);
   vec bias_rows(N * OC);
   for (int64_t i = 0; i < N * OC; ++i) bias_rows[i] = bias[i % OC];
   EXPECT_TRUE(close("matmul_forward bf16 -> bf16", d_out16.host(s), want,
-                    limits(u16, want, u16, &bias_rows, u16_acc, &bound)));
+                    limits(2 * u16, want, 2 * u16, &bias_rows, u16_acc, &bound)));
 
   vec dinp(N * C), bdinp(N * C), dw = dw0, db = db0, bdw = absolute(dw0), bdb = absolute(db0);
   ops::matmul_backward_input(dinp.data(), dout.data(), w.data(), N, C, OC);
@@ -442,7 +445,7 @@ TEST_F(CudaOps, EmbeddingMatchesCpu) {
   ops::embedding_backward(dwte.data(), dwpe.data(), dout.data(), tokens.data(), B, T, C);
   dev<float> d_out(B * T * C), d_tok(tokens), d_wte(wte), d_wpe(wpe), d_dout(dout), d_dwte(dwte0), d_dwpe(dwpe0);
   cu::embedding_forward(d_out.get(), d_tok.get(), d_wte.get(), d_wpe.get(), B, T, C, V, s);
-  cu::embedding_backward(d_dwte.get(), d_dwpe.get(), d_dout.get(), d_tok.get(), B, T, C, s);
+  cu::embedding_backward(d_dwte.get(), d_dwpe.get(), d_dout.get(), d_tok.get(), B, T, C, V, s);
   EXPECT_TRUE(close("embedding_forward", d_out.host(s), out, constant(B * T * C, 0)));  // one add: exact
   // sums of up to B * T terms of magnitude <= 1, added in another grouping for dwpe
   vec bwte = absolute(dwte0), bwpe = absolute(dwpe0);
@@ -455,10 +458,11 @@ TEST_F(CudaOps, EmbeddingMatchesCpu) {
   EXPECT_TRUE(close("embedding_backward dwpe", d_dwpe.host(s), dwpe, limits(u32, bwpe)));
 }
 
-TEST_F(CudaOps, EmbeddingOfAnOutOfRangeTokenIsNaN) {
+TEST_F(CudaOps, AnOutOfRangeTokenGivesNaNIsNamedInTheFaultSlotAndItsBackwardWritesNoRow) {
   const int64_t B = 1, T = 3, C = 4, V = 5;
   const vec tokens = {1, 5, 2.5f}, wte = random(V * C, -1, 1, 86), wpe = random(T * C, -1, 1, 87);
   dev<float> d_out(B * T * C), d_tok(tokens), d_wte(wte), d_wpe(wpe);
+  EXPECT_EQ(cu::take_kernel_fault(0), "");
   cu::embedding_forward(d_out.get(), d_tok.get(), d_wte.get(), d_wpe.get(), B, T, C, V, s);
   const vec out = d_out.host(s);
   for (int64_t c = 0; c < C; ++c) {
@@ -466,6 +470,20 @@ TEST_F(CudaOps, EmbeddingOfAnOutOfRangeTokenIsNaN) {
     EXPECT_TRUE(std::isnan(out[C + c])) << "token V";
     EXPECT_TRUE(std::isnan(out[2 * C + c])) << "token 2.5";
   }
+  // The first of the two (either may claim the slot first), with the CPU's words.
+  const std::string fault = cu::take_kernel_fault(0);
+  EXPECT_TRUE(fault == "embedding: token 5 at (0, 1) is outside [0, 5)" ||
+              fault == "embedding: token 2.5 at (0, 2) is outside [0, 5)")
+      << fault;
+  EXPECT_EQ(cu::take_kernel_fault(0), "") << "taking it clears the slot";
+  // Backward: a table of V rows with guards after it; token V must not write the row past the end.
+  const float guard = 12345.0f;
+  vec table((V + 1) * C, 0.0f);
+  for (int64_t c = 0; c < C; ++c) table[V * C + c] = guard;
+  dev<float> d_dwte(table), d_dwpe(T * C), d_dout(random(B * T * C, -1, 1, 88));
+  cu::embedding_backward(d_dwte.get(), d_dwpe.get(), d_dout.get(), d_tok.get(), B, T, C, V, s);
+  const vec dwte = d_dwte.host(s);
+  for (int64_t c = 0; c < C; ++c) EXPECT_EQ(dwte[V * C + c], guard) << "the row past the table was written";
 }
 
 // ---- attention ----

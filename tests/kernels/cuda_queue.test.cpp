@@ -1,9 +1,10 @@
-// cuda_queue on a GPU: when_done fires, from the driver's thread, only once what the work
+// cuda_queue on a GPU: when_done fires, from the completion thread, only once what the work
 // launched has run: the 64 MiB memset and copy back to the host are complete when the
 // completion arrives, and completions come in the order they were asked for; inputs staged in on
 // its copy stream are complete for what its stream runs next, and values staged out on it arrive
-// without waiting for what its stream runs after. Without a device the binary exits
-// 77 (skipped).
+// without waiting for what its stream runs after. The completion thread (completions.hpp) runs
+// callbacks where CUDA calls and frees are allowed, and turns a token a kernel found outside the
+// vocabulary into a fault naming it. Without a device the binary exits 77 (skipped).
 #include <gtest/gtest.h>
 
 #include <cuda_runtime_api.h>
@@ -14,10 +15,15 @@
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/check.hpp"
+#include "kernels/cuda/completions.hpp"
+#include "kernels/cuda/device_alloc.hpp"
+#include "kernels/cuda/ops.hpp"
 #include "kernels/cuda/cuda_device_ops.hpp"
 #include "kernels/cuda/cuda_queue.hpp"
 #include "kernels/tensor.hpp"
@@ -97,7 +103,8 @@ TEST(CudaQueue, StagedInputsAreTheCallsValuesAndTheQueuesStreamSeesThemComplete)
   q.when_done([&] { done.set_value(); });
   ASSERT_EQ(done.get_future().wait_for(kPatience), std::future_status::ready);
   EXPECT_EQ(back, values);
-  EXPECT_EQ(q.stage_in(on_gpu).raw(), on_gpu.raw()) << "a tensor on the device already is itself";
+  const tensor again = q.stage_in(on_gpu);  // const: a staged tensor is frozen, raw() of a mutable one throws
+  EXPECT_EQ(again.raw(), on_gpu.raw()) << "a tensor on the device already is itself";
 }
 
 // stage_out: the copy to the host runs on the copy stream after what the queue's stream ran
@@ -136,4 +143,51 @@ TEST(CudaQueue, AValueStagedOutArrivesWithTheValuesWrittenBeforeWhileTheStreamIs
 }
 
 #define TROUPE_GPU_TEST_BINARY "kernels_cuda_queue_test"
+TEST(CudaCompletions, ACallbackRunsWhereCudaCallsAndFreesAreAllowed) {
+  cuda::install_cuda_ops(0);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  // The last handle of a device tensor goes with the callback: its free happens on that thread.
+  tensor held(shape_t{1024}, dtype::f32, device{device_type::cuda, 0});
+  std::promise<std::string> result;
+  cuda::after(s, "a test's empty step", [&result, held]() mutable {
+    held = tensor();  // the free
+    tensor fresh(shape_t{256}, dtype::f32, device{device_type::cuda, 0});  // an allocation and a memset
+    int device = -1;
+    const cudaError_t e = cudaGetDevice(&device);
+    result.set_value(e == cudaSuccess ? "ok" : cudaGetErrorName(e));
+  });
+  held = tensor();
+  auto f = result.get_future();
+  ASSERT_EQ(f.wait_for(kPatience), std::future_status::ready);
+  EXPECT_EQ(f.get(), "ok") << "a CUDA call in the callback failed: it ran where the driver forbids them";
+  cudaStreamDestroy(s);
+}
+
+TEST(CudaCompletions, ATokenAKernelFoundOutsideTheVocabularyFailsTheNextCompletionNamingIt) {
+  cuda::install_cuda_ops(0);
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  const int64_t B = 2, T = 3, C = 4, V = 7;
+  const device gpu{device_type::cuda, 0};
+  tensor tokens = cuda::to_device(tensor({B, T}, {1, 2, 3, 4, 9, 5}), gpu, s);
+  tensor wte(shape_t{V, C}, dtype::f32, gpu), wpe(shape_t{T, C}, dtype::f32, gpu), out(shape_t{B, T, C}, dtype::f32, gpu);
+  cuda::embedding_forward(static_cast<float*>(out.raw()), static_cast<const float*>(std::as_const(tokens).raw()),
+                          static_cast<const float*>(std::as_const(wte).raw()),
+                          static_cast<const float*>(std::as_const(wpe).raw()), B, T, C, V, s);
+  std::promise<std::string> result;
+  cuda::after(
+      s, "step 3's forward", [&result] { result.set_value("completed"); },
+      [&result](const std::string& why) { result.set_value(why); });
+  auto f = result.get_future();
+  ASSERT_EQ(f.wait_for(kPatience), std::future_status::ready);
+  EXPECT_EQ(f.get(),
+            "a kernel before step 3's forward completed found bad data: embedding: token 9 at (1, 1) is outside [0, 7)");
+  std::promise<void> next;
+  cuda::after(s, "the next step", [&next] { next.set_value(); });
+  EXPECT_EQ(next.get_future().wait_for(kPatience), std::future_status::ready) << "the fault was reported once";
+  cudaStreamSynchronize(s);
+  cudaStreamDestroy(s);
+}
+
 #include "tests/gpu_test_main.hpp"

@@ -158,7 +158,7 @@ class counting_ops final : public device_ops {
     ops::embedding_forward(out, tokens, wte, wpe, B, T, C, V);
   }
   void embedding_backward(float* dwte, float* dwpe, const float* dout, const float* tokens, int64_t B, int64_t T,
-                          int64_t C) const override {
+                          int64_t C, int64_t /*V*/) const override {
     count("embedding_backward", {dwte, dwpe, dout, tokens});
     ops::embedding_backward(dwte, dwpe, dout, tokens, B, T, C);
   }
