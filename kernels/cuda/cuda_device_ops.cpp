@@ -17,8 +17,6 @@ namespace troupe::cuda {
 
 namespace {
 
-thread_local cudaStream_t current = nullptr;
-
 // troupe's bf16 (half.hpp, rounding as __float2bfloat16 does) and CUDA's are the same two bytes.
 static_assert(sizeof(troupe::bf16) == sizeof(bf16), "one bf16 layout on both sides");
 bf16* dev(troupe::bf16* p) { return reinterpret_cast<bf16*>(p); }
@@ -181,14 +179,14 @@ class gpu_ops final : public device_ops {
   // Makes the GPU current (work may run on any thread) and returns the stream to launch on.
   cudaStream_t on() const {
     TROUPE_CUDA_CHECK(cudaSetDevice(index_));
-    return current;
+    return current_stream();
   }
   // cuBLAS handles are not thread-safe, and a handle's workspace serves one stream at a time (two
   // stages on two streams sharing one would write it concurrently): one per thread, GPU and
   // stream, as PyTorch keeps one per thread and stream.
   blas& handle() const {
     thread_local std::map<std::pair<int, cudaStream_t>, std::unique_ptr<blas>> per_stream;
-    auto& h = per_stream[{index_, current}];
+    auto& h = per_stream[{index_, current_stream()}];
     if (!h) h = std::make_unique<blas>();
     return *h;
   }
@@ -196,11 +194,6 @@ class gpu_ops final : public device_ops {
 };
 
 }  // namespace
-
-cudaStream_t current_stream() { return current; }
-
-stream_guard::stream_guard(cudaStream_t s) : previous_(current) { current = s; }
-stream_guard::~stream_guard() { current = previous_; }
 
 const device_ops& install_cuda_ops(int index) {
   static std::mutex mu;

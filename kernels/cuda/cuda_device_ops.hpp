@@ -7,24 +7,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include "kernels/cuda/cuda_stream.hpp"
 #include "kernels/device_ops.hpp"
 
 namespace troupe::cuda {
-
-// The stream this thread's ops launch on.
-cudaStream_t current_stream();
-
-// Makes `s` this thread's current stream for its scope, then puts the previous one back.
-class stream_guard {
- public:
-  explicit stream_guard(cudaStream_t s);
-  ~stream_guard();
-  stream_guard(const stream_guard&) = delete;
-  stream_guard& operator=(const stream_guard&) = delete;
-
- private:
-  cudaStream_t previous_;
-};
 
 // The ops of GPU `index`, made on the first call and installed (with the GPU's allocator,
 // device_alloc.hpp) as ops_for(cuda:index). Throws std::runtime_error when there is no such GPU.

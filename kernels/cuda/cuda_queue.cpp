@@ -10,7 +10,7 @@
 
 #include "kernels/cuda/check.hpp"
 #include "kernels/cuda/completions.hpp"
-#include "kernels/cuda/cuda_device_ops.hpp"
+#include "kernels/cuda/cuda_stream.hpp"
 #include "kernels/cuda/device_alloc.hpp"
 
 namespace troupe::cuda {

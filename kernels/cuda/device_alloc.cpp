@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/cuda/check.hpp"
-#include "kernels/cuda/cuda_device_ops.hpp"
+#include "kernels/cuda/cuda_stream.hpp"
 
 namespace troupe::cuda {
 
