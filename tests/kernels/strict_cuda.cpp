@@ -49,6 +49,8 @@ thread_local int current_device = 0;
 
 // How long the host must have enqueued nothing before the device starts a batch on its own.
 constexpr auto quiet = std::chrono::milliseconds(2);
+// How long the device waits after a host function before it runs anything else.
+constexpr auto host_function_stall = std::chrono::milliseconds(20);
 
 class fake_gpu_state {
  public:
@@ -148,6 +150,10 @@ class fake_gpu_state {
         in_host = o.host_function;
         o.run();
         in_host = false;
+        // After a host function nothing else runs for a while: what it signalled (a completion
+        // thread's callback) reads the device's results now, before any later copy could land,
+        // as on a GPU whose copy engine is busy.
+        if (o.host_function) std::this_thread::sleep_for(host_function_stall);
         lock.lock();
         pick->running = false;
       }

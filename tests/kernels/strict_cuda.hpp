@@ -12,7 +12,8 @@
 //   with cudaErrorNotPermitted and is recorded; so is a free through a checking allocator
 //   (checking_device_allocator) there, and any use of a destroyed stream or event.
 // The device thread starts work once the host has enqueued nothing for a while (a batch), or at
-// once when the host waits for it.
+// once when the host waits for it; after a host function it runs nothing for 20 ms, so what the
+// function signalled reads the device's results before anything enqueued later could land.
 #pragma once
 
 #include <cuda_runtime_api.h>

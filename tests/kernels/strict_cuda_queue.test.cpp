@@ -96,7 +96,8 @@ TEST_F(StrictDevice, AStagedInputIsReadByTheComputeStreamOnlyAfterItsUploadAMiss
   cuda::cuda_queue q(0);
   const std::vector<float> values = iota(4096, 1.0f);
   const tensor on_gpu = q.stage_in(tensor({4096}, values));
-  tensor out(shape_t{4096}, dtype::f32, gpu0);
+  // Uninitialized: zero-filling would synchronize, and the upload would have run by then.
+  tensor out = tensor::uninitialized({4096}, dtype::f32, allocator_for(gpu0));
   copy_kernel(q, floats(out), floats(on_gpu), values.size());
   const tensor host = cuda::to_device(std::as_const(out), device{}, q.stream());
   std::promise<void> done;
@@ -111,7 +112,7 @@ TEST_F(StrictDevice, AValueStagedOutIsCompleteWhenItsCallbackRunsAUseBeforeCompl
   cuda::cuda_queue q(0);
   const std::vector<float> values = iota(2048, -5.0f);
   const tensor src = q.stage_in(tensor({2048}, values));
-  tensor written(shape_t{2048}, dtype::f32, gpu0);
+  tensor written = tensor::uninitialized({2048}, dtype::f32, allocator_for(gpu0));
   copy_kernel(q, floats(written), floats(src), values.size());  // on the compute stream
   std::promise<std::vector<float>> got;
   q.stage_out(written, [&got](tensor host) { got.set_value(host.to_vector()); });
