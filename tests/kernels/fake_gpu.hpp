@@ -1,5 +1,5 @@
 // fake_gpu: a device that is not the CPU, for host-side tests: "cuda:7", whose memory is host
-// memory that knows its blocks, and whose ops are the CPU's over raw pointers, counting every
+// memory that knows its blocks and starts as NaN (a read of what nothing wrote shows), and whose ops are the CPU's over raw pointers, counting every
 // call and checking every pointer it is given lies in the device's memory. Like a GPU's, its
 // loss reaches loss_sum and correct only through row_stats and settle(). use_flash_attention()
 // gives it the CUDA attention (its blocks run on the host) in place of the CPU's. fake_ops()
@@ -32,6 +32,7 @@ class host_backed_allocator final : public allocator {
  public:
   void* allocate(size_t bytes) override {
     void* p = cpu_allocator()->allocate(bytes);
+    std::memset(p, 0xFF, bytes);  // poisoned as a GPU's fresh block is garbage: NaN floats until written
     std::lock_guard<std::mutex> lock(mu_);
     live_[static_cast<const char*>(p)] = bytes;
     return p;
