@@ -3,6 +3,7 @@
 #include "cli/config_file.hpp"
 
 #include "cli/tunables.hpp"
+#include "storage/input_file.hpp"
 
 #include <toml++/toml.h>
 
@@ -73,7 +74,7 @@ train_config load_config_file(const std::string& path, train_config c, std::set<
                               const std::set<std::string>& foreign) {
   toml::table root;
   try {
-    root = toml::parse_file(path);
+    root = toml::parse(storage::read_input_file(path, "config", storage::settings_file_limit), path);
   } catch (const toml::parse_error& e) {
     throw std::invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " +
                                 std::string(e.description()));

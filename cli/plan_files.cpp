@@ -5,6 +5,8 @@
 
 #include <toml++/toml.h>
 
+#include "storage/input_file.hpp"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -22,9 +24,9 @@ namespace {
 }
 
 toml::table parse(const std::string& path) {
-  if (!std::ifstream(path)) throw std::invalid_argument(path + ": cannot read: no such file or not readable");
+  const std::string text = storage::read_input_file(path, "plan file", storage::settings_file_limit);
   try {
-    return toml::parse_file(path);
+    return toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     throw std::invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }

@@ -8,12 +8,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <stdexcept>
 #include <utility>
 #include <vector>
 
 #include "cli/tunables.hpp"
 #include "schedules/validate.hpp"
+#include "storage/input_file.hpp"
 
 namespace troupe::cli {
 
@@ -57,9 +59,7 @@ void check_counts(const std::string& path, int line, const sched::schedule& s) {
 }  // namespace
 
 sched::schedule read_schedule_file(const std::string& path) {
-  if (std::filesystem::is_directory(path)) throw std::invalid_argument(path + ": is a folder, not a schedule file");
-  std::ifstream in(path);
-  if (!in) throw std::invalid_argument("cannot read schedule file " + path + ": " + std::strerror(errno));
+  std::istringstream in(storage::read_input_file(path, "schedule file", storage::settings_file_limit));
   std::string text;
   std::vector<int> file_line;  // file_line[i]: the file's line number of the parser's line i + 1
   int number = 0;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "cli/config_file.hpp"
+#include "storage/input_file.hpp"
 
 namespace troupe::cli {
 
@@ -124,7 +125,7 @@ stress::stress_plan load_stress_file(const std::string& path) {
   p.job = load_config_file(path, train_config{}, nullptr, {"stress", "scenario"});
   toml::table root;
   try {
-    root = toml::parse_file(path);
+    root = toml::parse(storage::read_input_file(path, "stress file", storage::settings_file_limit), path);
   } catch (const toml::parse_error& e) {  // load_config_file has read it already; kept for safety
     throw std::invalid_argument(path + ":" + std::to_string(e.source().begin.line) + ": " + std::string(e.description()));
   }

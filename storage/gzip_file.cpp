@@ -6,17 +6,19 @@
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
-#include <sys/stat.h>
+#include <unistd.h>
+
+#include "storage/input_file.hpp"
 
 namespace troupe::storage {
 
-std::vector<uint8_t> read_maybe_gzip(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
+std::vector<uint8_t> read_maybe_gzip(const std::string& path, uint64_t max_bytes) {
+  const int fd = open_input_file(path, "data file", max_bytes);
+  gzFile f = gzdopen(fd, "rb");  // owns fd from here
+  if (!f) {
+    ::close(fd);
     throw std::runtime_error(path + ": cannot open (" + std::strerror(errno) + ")");
-  if (S_ISDIR(st.st_mode)) throw std::runtime_error(path + ": is a directory, expected a file");
-  gzFile f = gzopen(path.c_str(), "rb");
-  if (!f) throw std::runtime_error(path + ": cannot open (" + std::strerror(errno) + ")");
+  }
   gzbuffer(f, 1 << 17);
   std::vector<uint8_t> out;
   uint8_t chunk[1 << 16];
@@ -30,6 +32,11 @@ std::vector<uint8_t> read_maybe_gzip(const std::string& path) {
     }
     if (n == 0) break;
     out.insert(out.end(), chunk, chunk + n);
+    if (out.size() > max_bytes) {  // a small file that inflates without bound
+      gzclose(f);
+      throw std::runtime_error("data file " + path + ": inflates past the " + input_size(max_bytes) +
+                               " a data file may have");
+    }
   }
   int code = 0;
   const char* msg = gzerror(f, &code);

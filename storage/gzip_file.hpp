@@ -8,7 +8,9 @@
 
 namespace troupe::storage {
 
-// Throws std::runtime_error("<path>: <reason>") for a missing, unreadable or corrupt file.
-std::vector<uint8_t> read_maybe_gzip(const std::string& path);
+// Throws input_error (input_file.hpp: bad input, as a configuration's) for a missing file, one
+// that is not a regular file or one larger than max_bytes; std::runtime_error("<path>: <reason>")
+// for one that cannot be read or inflates past max_bytes or is corrupt.
+std::vector<uint8_t> read_maybe_gzip(const std::string& path, uint64_t max_bytes = uint64_t{8} << 30);
 
 }  // namespace troupe::storage

@@ -99,7 +99,7 @@ malformed)
     "$troupe" schedule --schedule-file "$tmp/huge.schedule"
   printf '# nothing but a comment\n\n' >"$tmp/empty.schedule"
   check "an empty file" 2 "empty.schedule:2: no schedule in the file" -- "$troupe" schedule --schedule-file "$tmp/empty.schedule"
-  check "a missing file" 2 "cannot read schedule file $tmp/none.schedule: No such file" -- \
+  check "a missing file" 2 "schedule file $tmp/none.schedule: cannot open \\(No such file" -- \
     "$troupe" schedule --schedule-file "$tmp/none.schedule"
   ;;
 contradict)
