@@ -14,6 +14,7 @@
 #include "cli/config_file.hpp"
 #include "cli/plan_files.hpp"
 #include "schedules/render.hpp"
+#include "storage/output_file.hpp"
 
 namespace troupe::cli {
 
@@ -148,10 +149,10 @@ plan::plan_config build_config(const plan_flags& f, const model_file& mf, const 
 // The plan's simulated pipeline timeline (for --search, plan 1's); nothing without --svg.
 int write_svg(const std::string& path, const plan::plan_result& r) {
   if (path.empty()) return 0;
-  std::ofstream out(path);
-  out << sched::render_svg(r.sim.events);
-  if (!out) {
-    spdlog::error("troupe plan: cannot write {}", path);
+  try {
+    storage::write_output_file(path, sched::render_svg(r.sim.events));
+  } catch (const std::runtime_error& e) {
+    spdlog::error("troupe plan: {}", e.what());
     return 1;
   }
   return 0;

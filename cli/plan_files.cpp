@@ -6,12 +6,14 @@
 #include <toml++/toml.h>
 
 #include "storage/input_file.hpp"
+#include "storage/output_file.hpp"
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 
 namespace troupe::cli {
@@ -229,11 +231,10 @@ machine_costs load_machine_file(const std::string& path) {
 }
 
 void write_machine_file(const std::string& path, const machine_costs& m) {
-  const std::string tmp = path + ".tmp";
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) std::filesystem::create_directories(dir);  // runs/cpu.toml on a fresh checkout
+  std::ostringstream out;
   {
-    std::ofstream out(tmp);
     out << "# This machine's costs for troupe's kernels on one thread, measured by `troupe plan --calibrate`;\n"
            "# `troupe train --forecast " << path << "` predicts a job's step time and memory from them.\n"
            "[machine]\nname = " << quoted(m.name) << "\ncalibrated_with = " << quoted(m.calibrated_with) << "\n";
@@ -244,9 +245,8 @@ void write_machine_file(const std::string& path, const machine_costs& m) {
           << "\n";
     }
     out << "cores = " << m.cores << "\n";
-    if (!out.flush()) throw std::runtime_error(tmp + ": cannot write");
   }
-  std::filesystem::rename(tmp, path);  // a reader never sees half a file
+  storage::write_output_file(path, out.str());  // a reader never sees half a file
 }
 
 }  // namespace troupe::cli

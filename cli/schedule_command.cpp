@@ -16,6 +16,7 @@
 #include "schedules/simulate.hpp"
 #include "cli/schedule_file.hpp"
 #include "cli/tunables.hpp"
+#include "storage/output_file.hpp"
 
 namespace troupe::cli {
 
@@ -59,10 +60,13 @@ value checked(const tunable& t, const std::string& text) {
 }
 
 bool write(const std::string& path, const std::string& text) {
-  std::ofstream out(path);
-  out << text;
-  if (!out) spdlog::error("troupe schedule: cannot write {}", path);
-  return static_cast<bool>(out);
+  try {
+    storage::write_output_file(path, text);
+    return true;
+  } catch (const std::runtime_error& e) {
+    spdlog::error("troupe schedule: {}", e.what());
+    return false;
+  }
 }
 
 // The builder's flags and a file both say what to draw: one of the two, never both.

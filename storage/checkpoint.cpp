@@ -1,5 +1,6 @@
 // Checkpoint files: shard files through uring_store, the manifest through Cap'n Proto, and the
 // commit as a sequence of fsync'd renames, each a point the crash tests stop at.
+#include "storage/output_file.hpp"
 #include "storage/checkpoint.hpp"
 
 #include <capnp/message.h>
@@ -52,8 +53,7 @@ void sync_dir(const std::string& dir) {
 }
 
 void write_synced(const std::string& path, const void* data, size_t bytes) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail_errno("open", path);
+  const int fd = open_output_file(path, O_WRONLY | O_TRUNC);  // a planted link is replaced, not followed
   const char* p = static_cast<const char*>(data);
   size_t left = bytes;
   while (left > 0) {

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "kernels/half.hpp"
+#include "storage/output_file.hpp"
 
 namespace troupe::storage {
 
@@ -209,8 +210,7 @@ void write_safetensors(const std::string& path, const std::vector<named_tensor>&
   header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
 
   const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error(tmp + ": cannot create: " + std::strerror(errno));
+  const int fd = storage::open_output_file(tmp, O_WRONLY | O_TRUNC);
   try {
     const uint64_t length = header.size();
     write_all(fd, reinterpret_cast<const char*>(&length), sizeof length, tmp);

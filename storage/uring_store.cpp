@@ -3,6 +3,7 @@
 // Completions are reaped only from the caller's calls (submit, done, wait); short transfers,
 // -EAGAIN and -EINTR go out again from the same slot. Nothing here spawns a thread.
 #include "storage/uring_store.hpp"
+#include "storage/output_file.hpp"
 
 #include <fcntl.h>
 #include <liburing.h>
@@ -121,7 +122,10 @@ struct uring_store::state {
   char* buffer(int i) const { return pool + static_cast<int64_t>(i) * opt.block_size; }
 
   void open_file() {
-    const int flags = opt.existing ? O_RDONLY | O_CLOEXEC : O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC;
+    // A new file is made by open_output_file (a link planted at the path is replaced, not
+    // followed); every open refuses a link (O_NOFOLLOW).
+    if (!opt.existing) ::close(open_output_file(path, O_RDWR | O_TRUNC));
+    const int flags = (opt.existing ? O_RDONLY : O_RDWR) | O_CLOEXEC | O_NOFOLLOW;
     if (opt.direct) {
       fd = ::open(path.c_str(), flags | O_DIRECT, 0644);
       if (fd >= 0) {

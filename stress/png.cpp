@@ -9,6 +9,8 @@
 #include <memory>
 #include <stdexcept>
 
+#include "storage/output_file.hpp"
+
 namespace troupe::plot {
 
 void write_png(const std::string& svg, const std::string& path, double scale) {
@@ -35,8 +37,17 @@ void write_png(const std::string& svg, const std::string& path, double scale) {
   const RsvgRectangle viewport{0, 0, w, h};
   if (!rsvg_handle_render_document(handle.get(), cr.get(), &viewport, &err)) fail("librsvg could not draw the SVG");
   cairo_surface_flush(surface.get());
-  const cairo_status_t st = cairo_surface_write_to_png(surface.get(), path.c_str());
-  if (st != CAIRO_STATUS_SUCCESS) fail(std::string("cairo could not write the PNG: ") + cairo_status_to_string(st));
+  // Encoded in memory, then written the one way troupe writes files (storage/output_file.hpp).
+  std::string png;
+  const cairo_status_t st = cairo_surface_write_to_png_stream(
+      surface.get(),
+      [](void* out, const unsigned char* data, unsigned int length) {
+        static_cast<std::string*>(out)->append(reinterpret_cast<const char*>(data), length);
+        return CAIRO_STATUS_SUCCESS;
+      },
+      &png);
+  if (st != CAIRO_STATUS_SUCCESS) fail(std::string("cairo could not encode the PNG: ") + cairo_status_to_string(st));
+  storage::write_output_file(path, png);
 }
 
 }  // namespace troupe::plot

@@ -16,6 +16,7 @@
 
 #include "stress/plot.hpp"
 #include "stress/png.hpp"
+#include "storage/output_file.hpp"
 
 namespace troupe::stress {
 
@@ -82,7 +83,7 @@ std::vector<double> step_numbers(const train_summary& s) {
 
 // Writes NAME.svg and NAME.png under dir/plots.
 void save_plot(const fs::path& dir, const std::string& name, const std::string& svg) {
-  std::ofstream(dir / "plots" / (name + ".svg")) << svg;
+  storage::write_output_file((dir / "plots" / (name + ".svg")).string(), svg);
   plot::write_png(svg, (dir / "plots" / (name + ".png")).string());
 }
 
@@ -180,8 +181,8 @@ void write_files(const stress_plan& p, const results& res, const fs::path& dir) 
     json += (i ? ",\n  " : "") + run_json(res.runs[i], metrics[i], run_dir(res.runs[i]));
     csv += csv_row(res.runs[i], metrics[i]) + "\n";
   }
-  std::ofstream(dir / "report.json") << json << "\n ]\n}\n";
-  std::ofstream(dir / "report.csv") << csv;
+  storage::write_output_file((dir / "report.json").string(), json + "\n ]\n}\n");
+  storage::write_output_file((dir / "report.csv").string(), csv);
 
   std::string html = fmt::format(
       "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>troupe stress: {0}</title>\n"
@@ -262,7 +263,7 @@ void write_files(const stress_plan& p, const results& res, const fs::path& dir) 
                                      "step", "ms"},
                                     ranks));
   }
-  std::ofstream(dir / "index.html") << html << "</body></html>\n";
+  storage::write_output_file((dir / "index.html").string(), html + "</body></html>\n");
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <stdexcept>
 
+#include "storage/output_file.hpp"
+
 namespace troupe {
 
 metrics_log::metrics_log(const std::string& out_dir, int64_t steps_per_epoch, int64_t epochs, bool progress)
@@ -27,8 +29,7 @@ metrics_log::metrics_log(const std::string& out_dir, int64_t steps_per_epoch, in
     if (ec) throw std::runtime_error(path_ + ": cannot move the previous run's metrics aside (" + ec.message() + ")");
     spdlog::info("kept the previous run's metrics as {}.{}", path_, n);
   }
-  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw std::runtime_error(path_ + ": cannot write (" + std::strerror(errno) + ")");
+  fd_ = storage::open_output_file(path_, O_WRONLY | O_TRUNC | O_APPEND);
 }
 
 metrics_log::~metrics_log() {
@@ -105,15 +106,6 @@ void metrics_log::draw(int64_t step, int64_t epoch, double loss, double samples_
   last_draw_ = now;
 }
 
-void write_text_file(const std::string& path, const std::string& text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error(path + ": cannot write (" + std::strerror(errno) + ")");
-  bool ok = write_all(fd, text);
-  int err = errno;
-  if (::close(fd) != 0 && ok) ok = false, err = errno;
-  if (ok) return;
-  ::unlink(path.c_str());
-  throw std::runtime_error(path + ": cannot write (" + std::strerror(err) + ")");
-}
+void write_text_file(const std::string& path, const std::string& text) { storage::write_output_file(path, text); }
 
 }  // namespace troupe

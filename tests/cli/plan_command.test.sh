@@ -18,7 +18,7 @@ expect_2() {  # expect_2 WHAT-IN-MESSAGE ARGS...
   [ $rc -eq 2 ] || fail "exit $rc (want 2) for $*: $msg"
   grep -q -- "$what" <<<"$msg" || fail "message lacks '$what': $msg"
 }
-expect_2 "nope.toml: cannot read" "$dir/nope.toml" "$dir/dgx-a100-1024.toml"
+expect_2 "nope.toml: cannot open" "$dir/nope.toml" "$dir/dgx-a100-1024.toml"
 printf '[model]\nname = "x"\nlayers = 2\nhidden = 64\nheads = 4\nsequence = 128\nvocab = 1000\nwidth = 3\n' >"$tmp/m.toml"
 expect_2 "model.width: unknown key" "$tmp/m.toml" "$dir/dgx-a100-1024.toml"
 expect_2 "does not divide the 1024 GPUs" "$dir/gpt3-175b.toml" "$dir/dgx-a100-1024.toml" --tp 8 --pp 3
