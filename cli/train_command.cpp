@@ -222,6 +222,7 @@ int run(const CLI::App& cmd, const train_flags& f) {
     cfg.process.on_listening = [w = workers.get()](uint16_t port) { w->start(port); };
     cfg.process.on_restart = [w = workers.get()](const std::string& resume) { w->restart(resume); };
     cfg.process.on_training_start = [w = workers.get()] { w->training_started(); };
+    cfg.process.exited_process = [w = workers.get()] { return w->exited(); };
   }
   const char* who = f.worker ? "troupe worker" : "troupe train";
   try {

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -91,6 +92,7 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker) {
 
 local_workers::~local_workers() {
   stop_faults();
+  std::lock_guard<std::mutex> lock(pids_mu_);
   for (pid_t p : pids_) ::kill(p, SIGKILL);
   for (pid_t p : pids_) ::waitpid(p, nullptr, 0);
 }
@@ -130,7 +132,7 @@ void local_workers::inject_faults(std::chrono::steady_clock::time_point started)
       spdlog::info("fault injection: the job ended before {} of process {} at {:.1f} s", name(s.sig), s.process, s.at_s);
       return;
     }
-    const pid_t pid = pids_.at(static_cast<size_t>(s.process - 1));
+    const pid_t pid = pid_of_.at(s.process);
     ::kill(pid, s.sig);
     if (s.sig == SIGSTOP) stopped_.push_back(pid);
     if (s.sig == SIGCONT) stopped_.erase(std::remove(stopped_.begin(), stopped_.end(), pid), stopped_.end());
@@ -141,9 +143,11 @@ void local_workers::inject_faults(std::chrono::steady_clock::time_point started)
 
 void local_workers::restart(const std::string& resume) {
   stop_faults();  // the faults are of the first start only: a restart runs clean
+  std::lock_guard<std::mutex> lock(pids_mu_);
   for (pid_t p : pids_) ::kill(p, SIGKILL);
   for (pid_t p : pids_) ::waitpid(p, nullptr, 0);
   pids_.clear();
+  reaped_.clear();
   resume_ = resume;
 }
 
@@ -180,8 +184,13 @@ void local_workers::start(uint16_t port) {
       ::execv(argv[0], argv.data());
       ::_exit(127);
     }
-    if (pid > 0) pids_.push_back(pid);
+    if (pid > 0) {
+      std::lock_guard<std::mutex> lock(pids_mu_);
+      pids_.push_back(pid);
+      pid_of_[r] = pid;
+    }
   }
+  std::lock_guard<std::mutex> lock(pids_mu_);
   const auto mesh_end = pids_.begin() + std::min<long>(static_cast<long>(pids_.size()), cfg_.mesh.processes - 1);
   if (cfg_.mesh.processes > 1)
     spdlog::info("started ranks 1..{} on this machine (pids {})", cfg_.mesh.processes - 1,
@@ -204,17 +213,43 @@ int local_workers::wait(int timeout_ms) {
   for (pid_t p : stopped_) ::kill(p, SIGCONT);
   stopped_.clear();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  auto failed = [](int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; };
+  std::unique_lock<std::mutex> lock(pids_mu_);
   int bad = 0;
+  for (const auto& [pid, status] : reaped_) bad += failed(status) ? 1 : 0;
+  reaped_.clear();
   while (!pids_.empty() && std::chrono::steady_clock::now() < deadline) {
     for (size_t i = 0; i < pids_.size(); ++i) {
       int status = 0;
       if (::waitpid(pids_[i], &status, WNOHANG) != pids_[i]) continue;
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++bad;
+      if (failed(status)) ++bad;
       pids_.erase(pids_.begin() + static_cast<long>(i--));
     }
+    lock.unlock();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    lock.lock();
   }
   return bad + static_cast<int>(pids_.size());  // the destructor kills any left
+}
+
+std::string local_workers::exited() {
+  std::lock_guard<std::mutex> lock(pids_mu_);
+  for (size_t i = 0; i < pids_.size(); ++i) {
+    int status = 0;
+    const pid_t pid = pids_[i];
+    if (::waitpid(pid, &status, WNOHANG) != pid) continue;
+    pids_.erase(pids_.begin() + static_cast<long>(i--));
+    reaped_.emplace_back(pid, status);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    int process = 0;
+    for (const auto& [r, p] : pid_of_)
+      if (p == pid) process = r;
+    const std::string who = "process " + std::to_string(process) + " (pid " + std::to_string(pid) + ")";
+    if (WIFSIGNALED(status))
+      return who + " was killed by signal " + std::to_string(WTERMSIG(status)) + " (" + ::strsignal(WTERMSIG(status)) + ")";
+    return who + " exited with status " + std::to_string(WEXITSTATUS(status));
+  }
+  return {};
 }
 
 void add_worker_command(CLI::App& app, int& exit_code) {

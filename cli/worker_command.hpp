@@ -8,6 +8,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <memory>
+#include <map>
 #include <mutex>
 #include <thread>
 #include <optional>
@@ -55,6 +56,9 @@ class local_workers {
   void training_started();
   // Waits up to timeout_ms for all to exit; returns how many exited non-zero (or were killed).
   int wait(int timeout_ms);
+  // A worker that has exited non-zero or by a signal, named ("process 2 (pid 4711) was killed by
+  // signal 9 (Killed)"), once; "" when none has. Never waits. From any thread (the job hub's).
+  std::string exited();
   // Before a restart: kills the workers still running, and has the next start() give them
   // --resume `resume` (none: empty) in place of the job's own.
   void restart(const std::string& resume);
@@ -70,6 +74,11 @@ class local_workers {
   std::condition_variable cv_;
   bool faults_done_ = false;
   std::vector<pid_t> stopped_;  // stopped by a pause not yet resumed (the injector's, read once it is joined)
+  // pids_ and what exited() reaped (pid, status), which wait() then counts; exited() runs on
+  // another thread than start, restart and wait.
+  std::mutex pids_mu_;
+  std::vector<std::pair<pid_t, int>> reaped_;
+  std::map<int, pid_t> pid_of_;  // by process index, of the current start
 };
 
 void add_worker_command(CLI::App& app, int& exit_code);

@@ -92,6 +92,9 @@ struct process_config {
   // Rank 0: called once every process has joined, as training starts (--nodes times its process
   // faults from here). On the job hub's thread: it must return at once.
   std::function<void()> on_training_start;
+  // Rank 0 of a --nodes job: a worker process that exited abnormally, named ("" while none has);
+  // the job hub polls it until every process has joined. On its thread: it must return at once.
+  std::function<std::string()> exited_process;
 };
 
 enum class offload_target { none, host, nvme };

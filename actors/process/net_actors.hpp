@@ -93,6 +93,10 @@ struct job_hub_args {
   // Closes every worker's connection (the process layer holds the sockets); called once every
   // worker acknowledged job_end.
   std::function<void()> disconnect;
+  // --nodes: a process this one started that has exited abnormally, named with its status or
+  // signal ("" while none has). Polled on every tick until all have joined, so one that dies
+  // before it joins is named within a tick, not as missing at the join timeout.
+  std::function<std::string()> exited_process;
 };
 // Rank 0. Admits ranks (join_request), starts the coordinator once all are ready, watches them
 // (down messages and pings) and on the first lost rank records why and stops the coordinator.

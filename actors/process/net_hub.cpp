@@ -148,6 +148,10 @@ void tick(hub_ptr self) {
     if (!s.ended) self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
     return;
   }
+  if (!s.running && !s.ended && s.args.exited_process) {
+    const std::string gone = s.args.exited_process();
+    if (!gone.empty()) lost(self, gone + " before it joined");
+  }
   if (!s.running && now - s.started > s.args.join_timeout) {
     std::string missing;
     for (int r = 1; r < s.args.world; ++r)

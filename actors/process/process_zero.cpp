@@ -170,6 +170,7 @@ class process_zero final : public placement {
     ha.local_members = local_;
     ha.verdict = verdict_;
     ha.disconnect = [connections = connections_] { connections->shutdown_all(); };
+    ha.exited_process = pc_.exited_process;
     return ha;
   }
 
