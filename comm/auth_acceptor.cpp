@@ -10,6 +10,7 @@
 #include <cstring>
 #include <vector>
 
+#include "comm/log_limiter.hpp"
 #include "comm/tcp_auth.hpp"
 
 namespace troupe::net {
@@ -56,11 +57,19 @@ std::optional<auth_acceptor::admitted> auth_acceptor::next(int timeout_ms) {
 void auth_acceptor::loop() {
   std::vector<pending_conn> pending;
   std::vector<pollfd> fds;
-  auto refuse = [this](const pending_conn& c, const std::string& why) {
+  log_limiter limit;  // a flood of strangers is counted, not logged line by line
+  auto report_suppressed = [&] {
+    if (const int64_t n = limit.take_suppressed())
+      spdlog::error("{}: refused {} more connections in the last {} s (not each logged)", name_, n,
+                    std::chrono::duration_cast<std::chrono::seconds>(limit.window()).count());
+  };
+  auto refuse = [&](const pending_conn& c, const std::string& why) {
     ++refused_;
-    spdlog::error("{}: refused {}: {}", name_, c.who, why);
+    report_suppressed();
+    if (limit.allow()) spdlog::error("{}: refused {}: {}", name_, c.who, why);
   };
   while (!stop_) {
+    report_suppressed();
     fds.assign(1, pollfd{listener_.get(), POLLIN, 0});
     int wait_ms = idle_poll_ms;
     const auto now = clock_type::now();
@@ -132,6 +141,8 @@ void auth_acceptor::loop() {
       pending.push_back(std::move(c));
     }
   }
+  if (const int64_t n = limit.take_all())
+    spdlog::error("{}: refused {} more connections before it closed (not each logged)", name_, n);
 }
 
 }  // namespace troupe::net

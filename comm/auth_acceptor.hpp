@@ -42,7 +42,9 @@ class auth_acceptor {
   uint16_t port() const { return port_; }
   // The next admitted connection, waiting up to timeout_ms; nullopt when none came in time.
   std::optional<admitted> next(int timeout_ms);
-  int refused() const { return refused_; }  // connections refused so far (each logged)
+  // Connections refused so far: each logged, up to 20 lines in 10 s, beyond which they are counted
+  // and one line says how many (log_limiter.hpp).
+  int refused() const { return refused_; }
 
  private:
   void loop();

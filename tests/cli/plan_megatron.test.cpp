@@ -81,7 +81,7 @@ TEST(cli_plan_files, unknown_key_and_missing_file_are_named) {
   try {
     load_model_file(dir + "/no-such-model.toml");
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("no-such-model.toml: cannot read"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("no-such-model.toml: cannot open"), std::string::npos);
   }
 }
 

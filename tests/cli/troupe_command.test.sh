@@ -106,7 +106,7 @@ for bad in "train:threads = 4294967297:train.threads: must be in 1" \
   printf '[%s]\n%s\n' "$table" "$line" > "$tmp/range.toml"
   check "config $table: $line is refused" 2 "$want" -- "$troupe" train --config "$tmp/range.toml" "${k[@]}"
 done
-check "missing dataset names the file" 1 "/nonexistent/train-images-idx3-ubyte.gz" -- \
+check "missing dataset names the file (bad input: exit 2)" 2 "/nonexistent/train-images-idx3-ubyte.gz" -- \
   "$troupe" train --fashion-mnist /nonexistent --out "$tmp/keep" --no-progress
 grep -q precious "$tmp/keep/notes.txt" && grep -q '"step": 0' "$tmp/keep/metrics.jsonl" \
   || { echo "FAIL a refused run changed the output folder"; fail=1; }
