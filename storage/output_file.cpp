@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <stdexcept>
 
 namespace troupe::storage {
@@ -48,6 +49,17 @@ int open_output_file(const std::string& path, int flags, mode_t mode) {
     cannot_write(path, err);
   }
   cannot_write(path, ELOOP);
+}
+
+void check_writable_folder(const std::string& dir, const std::string& what) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw std::invalid_argument(what + " " + dir + ": cannot create it (" + ec.message() + ")");
+  const std::string probe = (std::filesystem::path(dir) / (".troupe-write-check-" + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::invalid_argument(what + " " + dir + ": cannot write there (" + std::strerror(errno) + ")");
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 void write_output_file(const std::string& path, const std::string& text) {

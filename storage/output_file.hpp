@@ -16,6 +16,11 @@ namespace troupe::storage {
 // std::runtime_error "<path>: cannot write (<reason>)".
 int open_output_file(const std::string& path, int flags, mode_t mode = 0644);
 
+// dir exists (made if missing) and a file can be written in it; throws std::invalid_argument
+// "<what> <dir>: cannot write there (<reason>)" otherwise, so a folder a job would save into is
+// found unusable before training starts, not at its first save.
+void check_writable_folder(const std::string& dir, const std::string& what);
+
 // text as the whole content of path: written to a temporary file in path's folder (created with
 // O_EXCL, no link followed) and renamed over path. Throws std::runtime_error naming path; path
 // keeps its old content then.

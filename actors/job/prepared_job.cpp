@@ -11,6 +11,7 @@
 
 #include "kernels/blas_runtime.hpp"
 #include "kernels/parallel.hpp"
+#include "storage/output_file.hpp"
 
 namespace troupe {
 
@@ -49,6 +50,9 @@ int64_t count_params(const model_spec& spec) {
 }  // namespace
 
 prepared_job prepare_job(const train_config& cfg) {
+  // Every process writes its shard of a checkpoint: a folder it cannot write is bad input, found
+  // now rather than at the first save, steps into training.
+  if (!cfg.checkpoint_dir.empty()) storage::check_writable_folder(cfg.checkpoint_dir, "--checkpoint-dir");
   prepared_job p;
   p.model = cfg.model;
   load_data(cfg, p);

@@ -106,6 +106,9 @@ for bad in "train:threads = 4294967297:train.threads: must be in 1" \
   printf '[%s]\n%s\n' "$table" "$line" > "$tmp/range.toml"
   check "config $table: $line is refused" 2 "$want" -- "$troupe" train --config "$tmp/range.toml" "${k[@]}"
 done
+# A checkpoint folder that cannot be written is refused before training, not at the first save.
+check "an unusable --checkpoint-dir is refused before training" 2 "checkpoint-dir /proc/troupe-ckpt: cannot create it" -- \
+  timeout 60 "$troupe" train --checkpoint-dir /proc/troupe-ckpt --checkpoint-every 1000 --max-steps 2 --out "$tmp/ckptdir" --no-progress
 check "missing dataset names the file (bad input: exit 2)" 2 "/nonexistent/train-images-idx3-ubyte.gz" -- \
   "$troupe" train --fashion-mnist /nonexistent --out "$tmp/keep" --no-progress
 grep -q precious "$tmp/keep/notes.txt" && grep -q '"step": 0' "$tmp/keep/metrics.jsonl" \
