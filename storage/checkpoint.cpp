@@ -240,13 +240,16 @@ void check_fields(const std::string& path, const checkpoint_manifest& m) {
       const checkpoint_section& s = f.sections[j];
       if (s.dtype != "f32") bad(f.name + " section \"" + s.array + "\" is of dtype \"" + s.dtype + "\"; this troupe reads f32");
       if (s.array != m.arrays[j]) bad(f.name + " section " + std::to_string(j) + " is \"" + s.array + "\", not \"" + m.arrays[j] + "\"");
-      if (s.byte_offset < 0 || s.floats < 0 || s.byte_offset + 4 * s.floats > f.bytes)
+      // Compared without forming byte_offset + 4 * floats: an edited count near 2^62 would wrap it.
+      if (f.bytes < 0 || s.byte_offset < 0 || s.floats < 0 || s.byte_offset > f.bytes ||
+          s.floats > (f.bytes - s.byte_offset) / 4)
         bad(f.name + " section \"" + s.array + "\" lies outside the file's " + std::to_string(f.bytes) + " bytes");
       if (floats >= 0 && s.floats != floats) bad(f.name + ": sections of different sizes");
       floats = s.floats;
     }
     for (const value_run& r : f.runs)
-      if (r.count < 0 || r.local < 0 || r.global < 0 || r.local + r.count > floats || r.global + r.count > m.global_floats)
+      if (r.count < 0 || r.local < 0 || r.global < 0 || r.local > floats || r.count > floats - r.local ||
+          r.global > m.global_floats || r.count > m.global_floats - r.global)
         bad(f.name + ": a run (local " + std::to_string(r.local) + ", global " + std::to_string(r.global) + ", count " +
             std::to_string(r.count) + ") lies outside its section (" + std::to_string(floats) + " floats) or globalFloats (" +
             std::to_string(m.global_floats) + ")");

@@ -2,6 +2,8 @@
 // a crash at every write point (in a forked writer) leaving a loadable checkpoint, and every bad
 // checkpoint refused with its file named.
 #include <gtest/gtest.h>
+
+#include <limits>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -302,6 +304,17 @@ TEST(CheckpointRefusal, AManifestWhoseModelOrSizeWasEditedIsRefusedNamingTheFiel
   const std::string nonsense = save(fresh_dir("edited-kind"), 1, 100, 0);
   test::edit_manifest(nonsense, [](schema::Manifest::Builder m) { m.getModel().setClasses(-3); });
   refused(nonsense, "its model spec is refused: model.classes must be positive, got -3");
+  // Counts whose byte size wraps around int64 (4 * 2^62 is 0): refused, not read past the file.
+  const std::string wrapped = save(fresh_dir("edited-wrap"), 1, 100, 0);
+  test::edit_manifest(wrapped, [](schema::Manifest::Builder m) {
+    for (auto section : m.getFiles()[0].getSections()) section.setFloats(int64_t{1} << 62);
+  });
+  refused(wrapped, "lies outside the file's");
+  const std::string run = save(fresh_dir("edited-run"), 1, 100, 0);
+  test::edit_manifest(run, [](schema::Manifest::Builder m) {
+    m.getFiles()[0].getRuns()[0].setCount(std::numeric_limits<int64_t>::max() - 1);
+  });
+  refused(run, "lies outside its section");
 }
 
 }  // namespace
