@@ -1,6 +1,8 @@
 // Predicted model states per rank (memory_plan.hpp).
 #include "actors/job/memory_plan.hpp"
 
+#include <unistd.h>
+
 #include "actors/job/accelerators.hpp"
 
 #include <algorithm>
@@ -78,6 +80,27 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
   set(memory_kind::gradients, cfg.zero >= 2 ? (shard_on_host ? 0 : shard) + in_flight : psi);
   set(memory_kind::optimizer_state, optimizer_offload(cfg) == offload_target::none && !shard_on_host ? shard + k * shard : 0);
   return m;
+}
+
+void check_host_memory(const train_config& cfg, const job_plan& plan, int64_t host_bytes) {
+  if (host_bytes <= 0) return;
+  // This process's ranks: the others may run on other machines.
+  for (int r : plan.mesh.ranks_of_process(cfg.process.index)) {
+    if (!device_of_rank(cfg, r).is_cpu()) continue;
+    const memory_figures need = predicted_model_states(cfg, plan, r);
+    if (need.total() <= host_bytes) continue;
+    throw std::invalid_argument("the model cannot fit this machine: rank " + std::to_string(r) + " needs " +
+                                format_bytes(need.total()) + " for its model states alone at zero " +
+                                std::to_string(cfg.zero) + " (" + need.to_string() + "), and the machine has " +
+                                format_bytes(host_bytes) +
+                                " of memory; split it over more ranks (--pp, --tp, --zero 3 with --dp), offload "
+                                "(--offload both --offload-to nvme) or shrink the model");
+  }
+}
+
+int64_t host_memory_bytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
 void check_device_memory(const train_config& cfg, const job_plan& plan) {

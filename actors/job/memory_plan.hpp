@@ -49,5 +49,12 @@ int64_t largest_bucket_bytes(const job_plan& plan, int rank);
 // Throws std::invalid_argument naming the first rank whose predicted model states exceed
 // cfg.device_memory, with the figures by kind and what would fit (a higher ZeRO stage, more dp).
 void check_device_memory(const train_config& cfg, const job_plan& plan);
+// Throws std::invalid_argument when a rank of this process on the CPU needs more for its model
+// states alone than `host_bytes` (this machine's memory): a model this job cannot train here,
+// refused as bad input before anything is allocated (it used to end as "out of memory in the
+// stage").
+void check_host_memory(const train_config& cfg, const job_plan& plan, int64_t host_bytes);
+// This machine's physical memory in bytes.
+int64_t host_memory_bytes();
 
 }  // namespace troupe

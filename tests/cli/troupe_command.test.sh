@@ -109,6 +109,9 @@ done
 # A checkpoint folder that cannot be written is refused before training, not at the first save.
 check "an unusable --checkpoint-dir is refused before training" 2 "checkpoint-dir /proc/troupe-ckpt: cannot create it" -- \
   timeout 60 "$troupe" train --checkpoint-dir /proc/troupe-ckpt --checkpoint-every 1000 --max-steps 2 --out "$tmp/ckptdir" --no-progress
+# 9e10 parameters: no machine this runs on holds their model states; refused before any allocation.
+check "a model that cannot fit this machine is refused before training" 2 "the model cannot fit this machine: rank 0 needs" -- \
+  timeout 60 "$troupe" train --hidden 300000,300000 --max-steps 1 --out "$tmp/huge" --no-progress
 check "missing dataset names the file (bad input: exit 2)" 2 "/nonexistent/train-images-idx3-ubyte.gz" -- \
   "$troupe" train --fashion-mnist /nonexistent --out "$tmp/keep" --no-progress
 grep -q precious "$tmp/keep/notes.txt" && grep -q '"step": 0' "$tmp/keep/metrics.jsonl" \
