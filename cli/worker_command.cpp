@@ -152,9 +152,11 @@ void local_workers::restart(const std::string& resume) {
 }
 
 void local_workers::start(uint16_t port) {
-  std::ifstream in("/proc/self/cmdline", std::ios::binary);
   std::vector<std::string> args;
-  for (std::string a; std::getline(in, a, '\0');) args.push_back(a);
+  {
+    std::ifstream in("/proc/self/cmdline", std::ios::binary);  // closed before any fork
+    for (std::string a; std::getline(in, a, '\0');) args.push_back(a);
+  }
   // Same arguments, `train` -> `worker`, without --nodes (the rank comes from the environment).
   std::vector<std::string> child{"/proc/self/exe"};
   bool sub = false;
@@ -178,6 +180,11 @@ void local_workers::start(uint16_t port) {
       ::setenv("MASTER_ADDR", cfg_.process.master_addr.c_str(), 1);
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       ::setenv("TROUPE_SECRET", cfg_.process.secret.c_str(), 1);
+      // Nothing of process 0's but the standard streams: a descriptor opened without CLOEXEC
+      // (by a library: Gloo's pair listener, a file) would otherwise live on in the worker, a
+      // listening socket among them.
+      if (::close_range(3, ~0U, 0) != 0)
+        for (int fd = 3; fd < 65536; ++fd) ::close(fd);  // a kernel before 5.9
       std::vector<char*> argv;
       for (auto& a : child) argv.push_back(a.data());
       argv.push_back(nullptr);
