@@ -60,6 +60,7 @@ class process_zero final : public placement {
     caf::anon_send(coordinator_, watch_atom::value, links_->collectives());
     const process_endpoints serves = links_->serves();  // listening before any process can ask where
     hub_ = spawn_job_hub(sys, hub_args(sys, serves));
+    *hub_address_ = hub_.address();
     open_gate(sys);
   }
 
@@ -163,8 +164,13 @@ class process_zero final : public placement {
     ha.local_stages = ranks_.stages;
     ha.evaluator = evaluator_;
     ha.serves = serves;
-    ha.on_addresses = [links = links_, started = pc_.on_training_start](const mesh_addresses& a) {
+    ha.on_addresses = [links = links_, started = pc_.on_training_start, tls_port = tls_port_, hub = hub_address_,
+                       &sys](const mesh_addresses& a) {
       links->apply(a);
+      // Every process has joined: nobody is to come through the gate's TLS splices again, so the
+      // middleman's loopback TLS port closes. Left open, any local process could reach caf_openssl
+      // there without the secret, and one garbage connection ended the job (issue 35).
+      if (*tls_port) caf::anon_send(sys.openssl_manager().actor_handle(), caf::unpublish_atom::value, *hub, *tls_port);
       if (started) started();  // every process joined: training starts now
     };
     ha.local_members = local_;
@@ -180,6 +186,7 @@ class process_zero final : public placement {
     if (use_tls(pc_)) {
       auto tls_port = caf::openssl::publish(hub_, 0, "127.0.0.1");
       if (!tls_port) throw std::runtime_error("rank 0: cannot publish the job hub over TLS: " + sys.render(tls_port.error()));
+      *tls_port_ = *tls_port;
       splices_ = std::make_unique<net::loopback_splices>(*tls_port);
     }
     const int auth_ms = static_cast<int>(std::min<int64_t>(5000, to_ms(pc_.peer_timeout_seconds).count()));
@@ -238,6 +245,9 @@ class process_zero final : public placement {
   middleman_drain drain_;  // the detached actors, watched before their handles leave the process
   std::unique_ptr<net::loopback_splices> splices_;
   std::unique_ptr<net::gate_server> gate_;
+  // The middleman's loopback TLS port (0: plain TCP), closed once every process joined.
+  std::shared_ptr<uint16_t> tls_port_ = std::make_shared<uint16_t>(0);
+  std::shared_ptr<caf::actor_addr> hub_address_ = std::make_shared<caf::actor_addr>();  // set once spawned
 };
 
 }  // namespace

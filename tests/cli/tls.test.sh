@@ -59,4 +59,38 @@ bad_tls "key of another certificate" "--tls-key $tmp/rogue.key: does not match" 
 bad_tls "missing CA" "--tls-ca $tmp/none.pem: No such file" "$tmp/node.pem" "$tmp/node.key" "$tmp/none.pem"
 bad_tls "CA that is no PEM" "--tls-ca $tmp/garbage.pem: no CA" "$tmp/node.pem" "$tmp/node.key" "$tmp/garbage.pem"
 bad_tls "certificate another CA signed" "--tls-cert $tmp/node.pem: not accepted by the CA" "$tmp/node.pem" "$tmp/node.key" "$tmp/rogue_ca.pem"
+# 20 hostile local connections while a TLS job trains (garbage, idle, a TLS client with a
+# certificate no CA of the job signed), to every port its processes listen on: the job finishes
+# with exit 0. (Its middleman's loopback TLS port closes once every process has joined; one
+# garbage connection there used to end the job.)
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/stranger.key" -out "$tmp/stranger.pem" -days 1 \
+  -subj "/CN=stranger" 2> /dev/null
+timeout 120 "$troupe" train --nodes 2 --hidden 8 --epochs 60 --no-progress --out "$tmp/hostile" "${tls[@]}" \
+  > "$tmp/hostile.log" 2>&1 &
+job=$!
+pids+=($job)
+for _ in $(seq 300); do grep -q "training starts" "$tmp/hostile.log" && break; sleep 0.1; done
+ports=$(for p in $(pgrep -P "$job") $(pgrep -P "$(pgrep -P "$job" | head -1)" 2> /dev/null); do
+  ss -ltnpH 2> /dev/null | grep "pid=$p," | awk '{print $4}' | sed 's/.*://'
+done | sort -u)
+for i in $(seq 20); do
+  for port in $ports; do
+    case $((i % 3)) in
+      0) python3 -c "import socket; s = socket.create_connection(('127.0.0.1', $port)); s.sendall(b'garbage' * 100)" 2> /dev/null ;;
+      1) (python3 -c "import socket, time; s = socket.create_connection(('127.0.0.1', $port)); time.sleep(2)" 2> /dev/null &) ;;
+      2) timeout 3 openssl s_client -connect "127.0.0.1:$port" -cert "$tmp/stranger.pem" -key "$tmp/stranger.key" \
+           < /dev/null > /dev/null 2>&1 ;;
+    esac
+  done
+done
+wait "$job"
+rc=$?
+if [ -z "$ports" ]; then
+  echo "FAIL no listening port of the TLS job was found to attack"; fail=1
+elif [ "$rc" -ne 0 ]; then
+  echo "FAIL the TLS job under 20 hostile connections to ports $(echo $ports) exited $rc:"; grep -E "error" "$tmp/hostile.log" | head -3
+  fail=1
+else
+  echo "ok   a TLS job under 20 hostile connections to each of its ports $(echo $ports) finished with exit 0"
+fi
 exit $fail
