@@ -83,7 +83,8 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
 }
 
 void check_host_memory(const train_config& cfg, const job_plan& plan, int64_t host_bytes) {
-  if (host_bytes <= 0) return;
+  // A parameter server process (--servers) holds no rank of the mesh.
+  if (host_bytes <= 0 || cfg.process.index >= plan.mesh.processes) return;
   // This process's ranks: the others may run on other machines.
   for (int r : plan.mesh.ranks_of_process(cfg.process.index)) {
     if (!device_of_rank(cfg, r).is_cpu()) continue;
