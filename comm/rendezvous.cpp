@@ -4,6 +4,7 @@
 // only from authenticated ranks and are read one at a time.
 #include "comm/rendezvous.hpp"
 
+#include <algorithm>
 #include <spdlog/spdlog.h>
 
 #include <chrono>
@@ -59,11 +60,14 @@ std::vector<peer_addr> rendezvous_server::run(const peer_addr& self) {
   int joined = 1;
   while (joined < world_) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now()).count();
-    auto admitted = acceptor_.next(static_cast<int>(std::max<int64_t>(left, 0)));
+    auto admitted = acceptor_.next(static_cast<int>(std::clamp<int64_t>(left, 0, rendezvous_poll_ms)));
     if (!admitted) {
       std::string missing;
       for (int r = 1; r < world_; ++r)
         if (!members[static_cast<size_t>(r)]) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+      if (opts_.cancelled && opts_.cancelled())
+        throw net_error("rendezvous: the job ended while ranks " + missing + " were still to join");
+      if (clock::now() < deadline) continue;
       throw net_error("rendezvous: ranks " + missing + " did not join within " + std::to_string(opts_.timeout_ms) +
                       " ms");
     }

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,12 @@ struct peer_addr {
 struct rendezvous_options {
   int timeout_ms = 120000;     // all ranks must have joined by then
   int auth_timeout_ms = 5000;  // a silent or slow peer is dropped after this, not waited for
+  // Polled every 100 ms while waiting for peers: true ends the wait with a net_error (the job
+  // failed meanwhile; the thread waiting here must not hold the process for the join timeout).
+  std::function<bool()> cancelled;
 };
+// The slice a wait for peers is cut into, so that `cancelled` is seen promptly.
+inline constexpr int rendezvous_poll_ms = 100;
 
 class rendezvous_server {
  public:

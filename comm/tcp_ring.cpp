@@ -6,6 +6,7 @@
 // across ring steps without per-chunk headers: both sides know the schedule.
 #include "comm/tcp_ring.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -85,7 +86,11 @@ std::unique_ptr<tcp_ring> tcp_ring::connect(const launch_env& env, const std::st
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
   for (;;) {
     const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto a = from_left.next(static_cast<int>(std::max<int64_t>(0, left_ms.count())));
+    auto a = from_left.next(static_cast<int>(std::clamp<int64_t>(left_ms.count(), 0, rendezvous_poll_ms)));
+    if (!a && o.rendezvous.cancelled && o.rendezvous.cancelled())
+      throw net_error("ring rank " + std::to_string(r) + ": the job ended while rank " + std::to_string(left) +
+                      " was still to connect");
+    if (!a && std::chrono::steady_clock::now() < deadline) continue;
     if (!a)
       throw net_error("ring rank " + std::to_string(r) + ": rank " + std::to_string(left) + " did not connect within " +
                       std::to_string(timeout) + " ms");
@@ -115,6 +120,11 @@ void ring_interrupt::set(std::shared_ptr<tcp_ring> ring) {
   std::lock_guard<std::mutex> lock(mu_);
   ring_ = ring;
   if (fired_ && ring) ring->abort();
+}
+
+bool ring_interrupt::fired() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return fired_;
 }
 
 void ring_interrupt::fire() {

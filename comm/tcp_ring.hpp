@@ -90,6 +90,7 @@ class ring_interrupt {
  public:
   void set(std::shared_ptr<tcp_ring> ring);
   void fire();
+  bool fired();  // the job ended: a ring still connecting gives up (rendezvous_options::cancelled)
 
  private:
   std::mutex mu_;

@@ -157,6 +157,7 @@ std::shared_ptr<net::group_backend> connect_member(net_collective_args a) {
     a.env.master_addr = host;
     a.env.master_port = port;
   }
+  if (a.interrupt) a.ring.rendezvous.cancelled = [i = a.interrupt] { return i->fired(); };
   std::shared_ptr<net::tcp_ring> tcp = net::tcp_ring::connect(a.env, a.secret, a.ring);
   if (a.interrupt) a.interrupt->set(tcp);
   return tcp;
