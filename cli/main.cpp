@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
   spdlog::set_pattern("[%H:%M:%S] [%^%l%$] %v");
   spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug shows the runtime's debug lines
   CLI::App app{"troupe: an actor-model runtime for distributed deep-learning training"};
+  app.set_version_flag("--version", std::string("troupe ") + TROUPE_VERSION);
   app.require_subcommand(1);
   int exit_code = 0;
   troupe::cli::add_train_command(app, exit_code);

@@ -203,6 +203,10 @@ int run(const CLI::App& cmd, const train_flags& f) {
     spdlog::error("{}: {}", f.worker ? "troupe worker" : "troupe train", e.what());
     return 2;
   }
+  if ((cfg.zero == 1 || cfg.zero == 2) && cfg.mesh.dp == 1 && cfg.process.index == 0)
+    spdlog::warn("--zero {} partitions optimizer state{} over data-parallel ranks; with --dp 1 each rank holds "
+                 "all of it, as without ZeRO (add --dp 2 or more)",
+                 cfg.zero, cfg.zero == 2 ? " and gradients" : "");
   if (cfg.threads > static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)))
     spdlog::warn("--threads {} exceeds the {} cores of this machine: the run will be oversubscribed", cfg.threads,
                  sysconf(_SC_NPROCESSORS_ONLN));

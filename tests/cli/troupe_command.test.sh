@@ -112,6 +112,9 @@ check "an unusable --checkpoint-dir is refused before training" 2 "checkpoint-di
 # 9e10 parameters: no machine this runs on holds their model states; refused before any allocation.
 check "a model that cannot fit this machine is refused before training" 2 "the model cannot fit this machine: rank 0 needs" -- \
   timeout 60 "$troupe" train --hidden 300000,300000 --max-steps 1 --out "$tmp/huge" --no-progress
+check "--version" 0 "^troupe [0-9]+\.[0-9]+\.[0-9]+" -- "$troupe" --version
+check "--zero 1 without --dp says it partitions nothing" 0 "with --dp 1 each rank holds all of it" -- \
+  timeout 120 "$troupe" train --zero 1 --hidden 8 --max-steps 2 --out "$tmp/zero1" --no-progress
 check "missing dataset names the file (bad input: exit 2)" 2 "/nonexistent/train-images-idx3-ubyte.gz" -- \
   "$troupe" train --fashion-mnist /nonexistent --out "$tmp/keep" --no-progress
 grep -q precious "$tmp/keep/notes.txt" && grep -q '"step": 0' "$tmp/keep/metrics.jsonl" \
