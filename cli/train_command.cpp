@@ -2,6 +2,7 @@
 #include "schedules/named.hpp"
 #include "cli/train_command.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -240,8 +241,12 @@ int run(const CLI::App& cmd, const train_flags& f) {
       return 0;
     }
     const double acc = s.test_accuracy.empty() ? 0.0 : s.test_accuracy.back();
-    spdlog::info("done: {} steps, {:.0f} samples/s, {:.1f} s training, final loss {:.4f}, test accuracy {:.4f}",
-                 s.steps, s.samples_per_s, s.train_seconds, s.losses.empty() ? 0.0 : s.losses.back(), acc);
+    // A resumed run says how many steps it ran itself, beside where the job now stands.
+    const std::string steps = s.first_step > 0 ? fmt::format("{} steps ({} in this run, resumed at step {})", s.steps,
+                                                             s.steps - s.first_step, s.first_step)
+                                               : fmt::format("{} steps", s.steps);
+    spdlog::info("done: {}, {:.0f} samples/s, {:.1f} s training, final loss {:.4f}, test accuracy {:.4f}", steps,
+                 s.samples_per_s, s.train_seconds, s.losses.empty() ? 0.0 : s.losses.back(), acc);
     if (s.train_seconds > 0)
       spdlog::info("the compute device was busy {:.0f}% of the training time", 100.0 * s.compute_seconds / s.train_seconds);
     spdlog::info("metrics: {}", s.metrics_path);

@@ -111,6 +111,8 @@ std::shared_ptr<const resume_point> open_resume(const train_config& cfg, const m
   if (m.step >= total_steps)
     throw std::runtime_error(r->dir + ": saved after step " + std::to_string(m.step) + ", and this job ends at step " +
                              std::to_string(total_steps) + ": nothing left to train (raise --epochs or --max-steps)");
+  if (cfg.process.index == 0)
+    spdlog::info("resumed from {}: steps {} to {} are left to train", r->dir, m.step, total_steps - 1);
   return r;
 }
 

@@ -115,6 +115,10 @@ check "a model that cannot fit this machine is refused before training" 2 "the m
 check "--version" 0 "^troupe [0-9]+\.[0-9]+\.[0-9]+" -- "$troupe" --version
 check "--zero 1 without --dp says it partitions nothing" 0 "with --dp 1 each rank holds all of it" -- \
   timeout 120 "$troupe" train --zero 1 --hidden 8 --max-steps 2 --out "$tmp/zero1" --no-progress
+check "a resumed run says where it resumed and how many steps it ran" 0 \
+  "resumed from .*step-00000004: steps 4 to 5.*done: 6 steps \(2 in this run, resumed at step 4\)" -- bash -c \
+  "'$troupe' train --hidden 8 --max-steps 4 --checkpoint-dir '$tmp/ck' --out '$tmp/r1' --no-progress > /dev/null 2>&1 &&
+   '$troupe' train --hidden 8 --max-steps 6 --checkpoint-dir '$tmp/ck' --resume latest --out '$tmp/r2' --no-progress 2>&1 | tr '\\n' ' '"
 check "missing dataset names the file (bad input: exit 2)" 2 "/nonexistent/train-images-idx3-ubyte.gz" -- \
   "$troupe" train --fashion-mnist /nonexistent --out "$tmp/keep" --no-progress
 grep -q precious "$tmp/keep/notes.txt" && grep -q '"step": 0' "$tmp/keep/metrics.jsonl" \
