@@ -19,6 +19,7 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 using tick_atom = caf::atom_constant<caf::atom("hubtick")>;
+using refused_atom = caf::atom_constant<caf::atom("hubrefuse")>;
 using decide_atom = caf::atom_constant<caf::atom("hubdecide")>;
 
 // A rank that dies breaks its neighbours' ring connections at once, so a neighbour's stage may
@@ -244,8 +245,10 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
           why = "rank " + std::to_string(j.rank) + " runs another configuration: " + config_difference(j.config, s.args.config);
         if (!why.empty()) {
           spdlog::error("job hub: refused a join: {}", why);
-          // The job cannot start without that process, which is refused for good: end it now.
-          if (other_config) lost(self, why);
+          // The job cannot start without that process, which is refused for good: end it, once the
+          // refusal has had time to reach the process (ended at once, the connection could close
+          // before the answer left, and the process waited out its join timeout).
+          if (other_config) self->delayed_send(self, std::chrono::milliseconds(300), refused_atom::value, why);
           return caf::make_error(caf::sec::request_receiver_down, why);
         }
         s.admitted[j.rank] = true;
@@ -311,6 +314,7 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
         if (it != self->state.ready.end()) it->second.last_seen = clock_type::now();
       },
       [self](tick_atom) { tick(self); },
+      [self](refused_atom, const std::string& why) { lost(self, why); },
       [self](decide_atom) {  // no cause turned up: the symptom is the verdict
         auto& s = self->state;
         if (!s.symptom.empty()) lost(self, std::exchange(s.symptom, {}));
