@@ -89,10 +89,7 @@ void* caching_allocator::allocate(size_t bytes) {
       got = it->first.second;
       cached_.erase(it);
       ++stats_.cache_hits;
-      live_.emplace(p, live_block{got, bytes, stream, {}});
-      stats_.allocated += static_cast<int64_t>(got);
-      stats_.requested += static_cast<int64_t>(bytes);
-      stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+      hand_out_locked(p, got, bytes, stream);
       return p;
     }
     ++stats_.cache_misses;
@@ -117,11 +114,15 @@ void* caching_allocator::allocate(size_t bytes) {
                         format_bytes(stats_.allocated) + ", reserved " + format_bytes(stats_.reserved));
   stats_.reserved += static_cast<int64_t>(size);
   stats_.peak_reserved = std::max(stats_.peak_reserved, stats_.reserved);
-  live_.emplace(p, live_block{got, bytes, stream, {}});
-  stats_.allocated += static_cast<int64_t>(got);
-  stats_.requested += static_cast<int64_t>(bytes);
-  stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
+  hand_out_locked(p, got, bytes, stream);
   return p;
+}
+
+void caching_allocator::hand_out_locked(void* p, size_t size, size_t requested, const void* stream) {
+  live_.emplace(p, live_block{size, requested, stream, {}});
+  stats_.allocated += static_cast<int64_t>(size);
+  stats_.requested += static_cast<int64_t>(requested);
+  stats_.peak_allocated = std::max(stats_.peak_allocated, stats_.allocated);
 }
 
 bool caching_allocator::record_stream(const void* p, const void* stream) {

@@ -147,6 +147,8 @@ class caching_allocator final : public allocator {
   // Caches the freed blocks whose events were all reached; with `wait`, waits for every event
   // first. Takes and drops the lock itself.
   void settle_freed(bool wait);
+  // Records p (a block of `size`, asked for as `requested`) as handed out; the lock is held.
+  void hand_out_locked(void* p, size_t size, size_t requested, const void* stream);
   void release_cached();
   std::unique_ptr<raw_backend> backend_;
   mutable std::mutex mu_;

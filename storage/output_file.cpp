@@ -20,6 +20,8 @@ namespace {
   throw std::runtime_error(path + ": cannot write (" + std::strerror(err) + ")");
 }
 
+}  // namespace
+
 bool write_all(int fd, const std::string& text) {
   const char* p = text.data();
   size_t left = text.size();
@@ -32,8 +34,6 @@ bool write_all(int fd, const std::string& text) {
   }
   return true;
 }
-
-}  // namespace
 
 int open_output_file(const std::string& path, int flags, mode_t mode) {
   for (int attempt = 0; attempt < 2; ++attempt) {

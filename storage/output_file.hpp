@@ -21,6 +21,9 @@ int open_output_file(const std::string& path, int flags, mode_t mode = 0644);
 // found unusable before training starts, not at its first save.
 void check_writable_folder(const std::string& dir, const std::string& what);
 
+// Writes all of `text` to fd, retrying short writes and EINTR; false with errno set on failure.
+bool write_all(int fd, const std::string& text);
+
 // text as the whole content of path: written to a temporary file in path's folder (created with
 // O_EXCL, no link followed) and renamed over path. Throws std::runtime_error naming path; path
 // keeps its old content then.

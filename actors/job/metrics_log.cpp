@@ -36,26 +36,10 @@ metrics_log::~metrics_log() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-namespace {
-
-// Writes all of `text`, retrying short writes; false with errno set on failure.
-bool write_all(int fd, const std::string& text) {
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return false;
-    done += static_cast<size_t>(n);
-  }
-  return true;
-}
-
-}  // namespace
-
 // One write(2) for a line in the normal case. A short write means the disk filled mid-line:
 // the rest is tried once more, for the errno, and the file is cut back to its last whole line.
 void metrics_log::append(const std::string& line, int64_t step) {
-  if (write_all(fd_, line)) {
+  if (storage::write_all(fd_, line)) {
     size_ += static_cast<int64_t>(line.size());
     return;
   }
