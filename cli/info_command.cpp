@@ -2,9 +2,11 @@
 #include "cli/info_command.hpp"
 
 #include <cstdio>
+#include <memory>
 #include <thread>
 
 #include "actors/job/accelerators.hpp"
+#include "cli/flags_reference.hpp"
 #include "comm/collective_backend.hpp"
 #include "kernels/blas_runtime.hpp"
 
@@ -12,7 +14,15 @@ namespace troupe::cli {
 
 void add_info_command(CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("info", "Show the build's version, the BLAS kernels in use, the cores, the collective back ends, the GPUs and what reduces between them");
-  cmd->callback([&exit_code] {
+  auto flags_reference_only = std::make_shared<bool>(false);
+  cmd->add_flag("--flags-reference", *flags_reference_only,
+                "Print the reference of every flag and config key (docs/reference/flags.md) and nothing else");
+  cmd->callback([&app, &exit_code, flags_reference_only] {
+    if (*flags_reference_only) {
+      std::fputs(flags_reference(*app.get_subcommand("train")).c_str(), stdout);
+      exit_code = 0;
+      return;
+    }
     const blas_kernels& k = ensure_blas_kernels();
     std::printf("version: %s\n", TROUPE_VERSION);
     std::printf("blas kernels: %s\n", k.running.c_str());

@@ -156,7 +156,7 @@ void check_pipeline_flags(const train_config& c) {
                                            : "--micro-batches " + std::to_string(s.num_microbatches)));
 }
 
-bool spawn_local_ = false;  // set by resolve: --nodes N without a launcher
+node_processes spawn_;  // set by resolve: --nodes N without a launcher, or a Kubeflow node's others
 
 train_config resolve(const CLI::App& cmd, const train_flags& f) {
   train_config c;
@@ -185,7 +185,7 @@ train_config resolve(const CLI::App& cmd, const train_flags& f) {
   src.port_flag = flagged.count("--master-port") > 0;
   src.addr_file = in_file.count("process.master_addr") > 0;
   src.port_file = in_file.count("process.master_port") > 0;
-  spawn_local_ = resolve_process(src, c, f.worker);
+  spawn_ = resolve_process(src, c, f.worker);
   // Several processes and no --dp: as many replicas as the processes hold whole pipelines (one
   // stage per process for --nodes P --pp P), else one replica per process.
   if (c.mesh.processes > 1 && !flagged.count("--dp") && !in_file.count("data_parallel.ranks"))
@@ -222,12 +222,16 @@ int run(const CLI::App& cmd, const train_flags& f) {
     if (f.forecast_only) return 0;
   }
   std::unique_ptr<local_workers> workers;
-  if (spawn_local_) {
-    workers = std::make_unique<local_workers>(cfg);
-    cfg.process.on_listening = [w = workers.get()](uint16_t port) { w->start(port); };
-    cfg.process.on_restart = [w = workers.get()](const std::string& resume) { w->restart(resume); };
-    cfg.process.on_training_start = [w = workers.get()] { w->training_started(); };
+  if (spawn_.count > 0) {
+    workers = std::make_unique<local_workers>(cfg, spawn_);
     cfg.process.exited_process = [w = workers.get()] { return w->exited(); };
+    if (spawn_.after_listening) {
+      cfg.process.on_listening = [w = workers.get()](uint16_t port) { w->start(port); };
+      cfg.process.on_restart = [w = workers.get()](const std::string& resume) { w->restart(resume); };
+      cfg.process.on_training_start = [w = workers.get()] { w->training_started(); };
+    } else {
+      workers->start(cfg.process.master_port);  // a launcher's node: its port is known and fixed
+    }
   }
   const char* who = f.worker ? "troupe worker" : "troupe train";
   try {

@@ -104,6 +104,7 @@ std::vector<tunable> make_table() {
                             [](train_config& c, const value& v) { c.threads = static_cast<int>(v.integer); });
   threads.bound_note = "2 x this machine's " + std::to_string(std::max(1u, std::thread::hardware_concurrency())) +
                        " hardware threads, at most OpenBLAS's " + std::to_string(blas_max_threads());
+  threads.bound_rule = "in 1..twice the machine's hardware threads, at most the threads OpenBLAS was built for";
   t.push_back(std::move(threads));
   t.push_back(text("--device", "train.device",
                    "Devices of the ranks, dealt in rank order and round robin: cpu, cuda (cuda:0), cuda:N, or a "

@@ -37,6 +37,7 @@ struct tunable {
   double min_num = 0, max_num = 0;   // number: finite, in [min, max] (open ends below)
   bool min_open = false, max_open = false;
   std::string bound_note;            // why the bound is what it is, when it depends on the machine
+  std::string bound_rule;            // that bound as a rule, for the reference (no machine's numbers)
   std::vector<std::string> choices;  // choice
   std::function<void(train_config&, const value&)> apply;
 };

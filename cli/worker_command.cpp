@@ -25,8 +25,8 @@
 namespace troupe::cli {
 
 void add_process_options(CLI::App* cmd, process_flags& f) {
-  cmd->add_option("--rank", f.rank, "This process's rank (else RANK, OMPI_COMM_WORLD_RANK or SLURM_PROCID)");
-  cmd->add_option("--world-size", f.world_size, "Processes in the job (else WORLD_SIZE, OMPI_COMM_WORLD_SIZE, "
+  cmd->add_option("--rank", f.rank, "This process's rank (else RANK, PET_NODE_RANK x PET_NPROC_PER_NODE, OMPI_COMM_WORLD_RANK or SLURM_PROCID)");
+  cmd->add_option("--world-size", f.world_size, "Processes in the job (else WORLD_SIZE, PET_NNODES x PET_NPROC_PER_NODE, OMPI_COMM_WORLD_SIZE, "
                                                 "SLURM_NTASKS)");
 }
 
@@ -34,7 +34,7 @@ namespace {
 
 }  // namespace
 
-bool resolve_process(const process_sources& s, train_config& c, bool worker) {
+node_processes resolve_process(const process_sources& s, train_config& c, bool worker) {
   process_config& p = c.process;
   if (!p.tls_cert.empty() && (p.tls_key.empty() || p.tls_ca.empty()))
     throw std::invalid_argument("--tls-cert needs --tls-key and --tls-ca too");
@@ -51,6 +51,7 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker) {
   lf.address_from_mpi = over_mpi;
   launch_result r = parse_launch_env(env, lf);
   bool spawn_local = false;
+  node_processes spawn;
   if (r.env && r.env->source != "single") {
     p.index = r.env->rank;
     // The launcher's world counts the server processes (--servers) after the mesh's.
@@ -68,10 +69,12 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker) {
         spdlog::info("under torchrun: its store holds MASTER_PORT {}, troupe's control gate listens on {}",
                      p.master_port - 1, p.master_port);
     }
+    if (r.env->node_processes > 1) spawn = {r.env->rank + 1, r.env->node_processes - 1, false};
   } else if (!r.env && c.mesh.processes + c.server_processes <= 1) {
     throw std::invalid_argument(r.error);
   } else if (c.mesh.processes + c.server_processes > 1) {  // --nodes N (--servers K) alone: all started from here
     spawn_local = true;  // p.master_addr is the flag's, the file's or the default
+    spawn = {1, c.mesh.processes + c.server_processes - 1, true};
     if (!lf.master_port) p.master_port = 0;  // none asked for: any free port, told to the children
   }
   if (worker && p.index == 0) throw std::invalid_argument("troupe worker: rank 0 is `troupe train`; give --rank >= 1");
@@ -87,7 +90,7 @@ bool resolve_process(const process_sources& s, train_config& c, bool worker) {
       p.secret.clear();  // process 0 makes one, MPI carries it to the others
     else throw std::invalid_argument("a job of several processes needs a shared secret: --secret-file or TROUPE_SECRET");
   }
-  return spawn_local;
+  return spawn;
 }
 
 local_workers::~local_workers() {
@@ -170,7 +173,7 @@ void local_workers::start(uint16_t port) {
   if (resume_ && !resume_->empty()) child.insert(child.end(), {"--resume", *resume_});
   const pid_t parent = ::getpid();
   const int world = cfg_.mesh.processes + cfg_.server_processes;  // --servers: after the mesh's
-  for (int r = 1; r < world; ++r) {
+  for (int r = which_.first; r < which_.first + which_.count; ++r) {
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -198,13 +201,14 @@ void local_workers::start(uint16_t port) {
     }
   }
   std::lock_guard<std::mutex> lock(pids_mu_);
-  const auto mesh_end = pids_.begin() + std::min<long>(static_cast<long>(pids_.size()), cfg_.mesh.processes - 1);
-  if (cfg_.mesh.processes > 1)
-    spdlog::info("started ranks 1..{} on this machine (pids {})", cfg_.mesh.processes - 1,
+  const int last = which_.first + which_.count - 1, mesh_last = std::min(last, cfg_.mesh.processes - 1);
+  const auto mesh_end = pids_.begin() + std::clamp<long>(mesh_last - which_.first + 1, 0, static_cast<long>(pids_.size()));
+  if (mesh_last >= which_.first)
+    spdlog::info("started ranks {}..{} on this machine (pids {})", which_.first, mesh_last,
                  fmt::join(pids_.begin(), mesh_end, ", "));
-  if (cfg_.server_processes > 0)
-    spdlog::info("started parameter server processes {}..{} on this machine (pids {})", cfg_.mesh.processes, world - 1,
-                 fmt::join(mesh_end, pids_.end(), ", "));
+  if (last > mesh_last)
+    spdlog::info("started parameter server processes {}..{} on this machine (pids {})", std::max(which_.first, mesh_last + 1),
+                 last, fmt::join(mesh_end, pids_.end(), ", "));
 }
 
 void local_workers::training_started() {

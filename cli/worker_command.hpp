@@ -35,21 +35,28 @@ struct process_sources {
   bool addr_file = false, port_file = false;    // [process] master_addr, master_port set by the config file
 };
 
-// Fills in c.process from the flags and config (already applied), and the launcher environment
-// (torchrun, mpirun, srun). The rendezvous address comes from the flag, else MASTER_ADDR /
-// MASTER_PORT, else the config file, else the default. Returns true when this process must start
-// ranks 1..N-1 itself (--nodes N with no launcher). Throws std::invalid_argument naming the flag
-// or variable.
-bool resolve_process(const process_sources& s, train_config& c, bool worker);
+// The processes this one starts on its machine: ranks first .. first + count - 1. --nodes N
+// starts ranks 1..N-1 once its control gate listens (the port may be any free one); a Kubeflow
+// Trainer node's first process starts the node's others at once (the port is the launcher's).
+struct node_processes {
+  int first = 0, count = 0;  // count 0: none
+  bool after_listening = false;
+};
 
-// Ranks 1..N-1 of a --nodes job on this machine: `troupe worker` with this process's own
+// Fills in c.process from the flags and config (already applied), and the launcher environment
+// (torchrun, Kubeflow Trainer, mpirun, srun). The rendezvous address comes from the flag, else the
+// launcher's variables, else the config file, else the default. Returns the processes this one
+// must start itself. Throws std::invalid_argument naming the flag or variable.
+node_processes resolve_process(const process_sources& s, train_config& c, bool worker);
+
+// The processes of node_processes on this machine: `troupe worker` with this process's own
 // arguments and RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT/TROUPE_SECRET in their environment.
 // Each dies with its parent (PR_SET_PDEATHSIG); the destructor kills any still running. The
 // job's process faults (--pause-process, --kill-process) are sent from a thread of its own, timed
 // from the first start of training.
 class local_workers {
  public:
-  explicit local_workers(const train_config& c) : cfg_(c) {}
+  local_workers(const train_config& c, node_processes which) : cfg_(c), which_(which) {}
   ~local_workers();
   void start(uint16_t master_port);
   // Every process joined (process_config::on_training_start): the process faults are timed from now.
@@ -67,6 +74,7 @@ class local_workers {
   void inject_faults(std::chrono::steady_clock::time_point started);
   void stop_faults();
   train_config cfg_;
+  node_processes which_;
   std::vector<pid_t> pids_;
   std::optional<std::string> resume_;
   std::thread injector_;

@@ -43,6 +43,30 @@ launch_result fail(std::string msg) { return {std::nullopt, std::move(msg)}; }
 
 std::string quoted(const std::string& name, const std::string& value) { return name + "=\"" + value + "\""; }
 
+// Kubeflow Trainer's torchrun variables (PET_ + torchrun's flag): this process is the first of
+// PET_NPROC_PER_NODE on node PET_NODE_RANK of PET_NNODES. Sets rank/world as text, as another
+// launcher's variables would be; returns an error naming the variable, or "".
+std::string read_kubeflow(const std::map<std::string, std::string>& env, std::string& rank, std::string& world,
+                          int& per_node) {
+  auto nodes = lookup(env, "PET_NNODES"), node = lookup(env, "PET_NODE_RANK");
+  if (!nodes) return "PET_NODE_RANK is set but PET_NNODES is not (kubeflow)";
+  if (!node) return "PET_NNODES is set but PET_NODE_RANK is not (kubeflow)";
+  const auto per = lookup(env, "PET_NPROC_PER_NODE").value_or("1");
+  auto n = parse_int(*nodes), r = parse_int(*node), p = parse_int(per);
+  if (!n || *n < 1)
+    return quoted("PET_NNODES", *nodes) + " is not a positive integer (an elastic range such as 1:4 is not supported)";
+  if (!p || *p < 1)
+    return quoted("PET_NPROC_PER_NODE", per) +
+           " is not a positive integer: troupe starts that many processes on each node (give numProcPerNode a number)";
+  if (!r) return quoted("PET_NODE_RANK", *node) + " is not a non-negative integer";
+  if (*r >= *n) return quoted("PET_NODE_RANK", *node) + " is not below " + quoted("PET_NNODES", *nodes);
+  if (*n * *p > INT_MAX) return quoted("PET_NNODES", *nodes) + " x " + quoted("PET_NPROC_PER_NODE", per) + " is too large";
+  rank = std::to_string(*r * *p);
+  world = std::to_string(*n * *p);
+  per_node = static_cast<int>(*p);
+  return "";
+}
+
 }  // namespace
 
 launch_result parse_launch_env(const std::map<std::string, std::string>& env, const launch_flags& flags) {
@@ -60,6 +84,21 @@ launch_result parse_launch_env(const std::map<std::string, std::string>& env, co
     env_rank = r;
     env_world = w;
     break;
+  }
+  const bool kubeflow = launcher != &launchers[0] &&
+                        (env.count("PET_NNODES") > 0 || env.count("PET_NODE_RANK") > 0);
+  if (kubeflow) {
+    std::string r, w;
+    const std::string problem = read_kubeflow(env, r, w, out.node_processes);
+    if (!problem.empty()) return fail(problem);
+    if (flags.rank || flags.world_size)
+      return fail("--rank/--world-size and Kubeflow's PET_NNODES/PET_NODE_RANK are both given: use one");
+    launcher = nullptr;
+    env_rank = r;
+    env_world = w;
+    out.source = "kubeflow";
+    rank_name = "PET_NODE_RANK";
+    world_name = "PET_NNODES";
   }
   // 2. Flags win, but must agree with a launcher that is present.
   std::string rank_text, world_text;
@@ -79,6 +118,9 @@ launch_result parse_launch_env(const std::map<std::string, std::string>& env, co
       if (!same(world_text, *env_world))
         return fail("--world-size=" + world_text + " contradicts " + quoted(launcher->world_var, *env_world));
     }
+  } else if (kubeflow) {
+    rank_text = *env_rank;
+    world_text = *env_world;
   } else if (launcher) {
     rank_text = *env_rank;
     world_text = *env_world;
@@ -99,6 +141,8 @@ launch_result parse_launch_env(const std::map<std::string, std::string>& env, co
   // 3. The rendezvous address.
   std::string addr_name = "--master-addr", port_name = "--master-port";
   std::optional<std::string> addr = flags.master_addr, port = flags.master_port;
+  if (!addr && kubeflow && (addr = lookup(env, "PET_MASTER_ADDR"))) addr_name = "PET_MASTER_ADDR";
+  if (!port && kubeflow && (port = lookup(env, "PET_MASTER_PORT"))) port_name = "PET_MASTER_PORT";
   if (!addr && (addr = lookup(env, "MASTER_ADDR"))) addr_name = "MASTER_ADDR";
   if (!port && (port = lookup(env, "MASTER_PORT"))) port_name = "MASTER_PORT";
   if (addr) {
@@ -117,6 +161,21 @@ launch_result parse_launch_env(const std::map<std::string, std::string>& env, co
     out.master_port = static_cast<uint16_t>(*p);
   }
   return {out, ""};
+}
+
+std::vector<launch_variable> launch_variables() {
+  return {
+      {"RANK, WORLD_SIZE", "torchrun: this process's rank and the number of processes"},
+      {"PET_NNODES, PET_NODE_RANK, PET_NPROC_PER_NODE",
+       "Kubeflow Trainer: nodes, this node's index, processes per node (default 1); this process is rank "
+       "PET_NODE_RANK x PET_NPROC_PER_NODE and starts the node's other PET_NPROC_PER_NODE - 1 itself"},
+      {"PET_MASTER_ADDR, PET_MASTER_PORT", "Kubeflow Trainer: rank 0's address and port (before MASTER_ADDR/_PORT)"},
+      {"OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE", "mpirun (Open MPI): rank and number of processes"},
+      {"SLURM_PROCID, SLURM_NTASKS", "srun: rank and number of processes"},
+      {"MASTER_ADDR, MASTER_PORT", "rank 0's address and control gate port, when no flag gives them [127.0.0.1, 29500]"},
+      {"TROUPE_SECRET", "the job's shared secret, when --secret-file is not given"},
+      {"TORCHELASTIC_RUN_ID", "set by torchrun: its store holds MASTER_PORT, so troupe's gate takes the next port"},
+  };
 }
 
 std::map<std::string, std::string> current_environment() {

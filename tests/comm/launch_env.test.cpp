@@ -142,3 +142,48 @@ TEST(LaunchEnv, BadValuesNameTheVariable) {
   f.master_port = "http";
   EXPECT_NE(err({}, f).find("--master-port=\"http\""), std::string::npos);
 }
+
+TEST(LaunchEnv, KubeflowTrainerNodeIsTheFirstRankOfItsProcesses) {
+  auto e = ok({{"PET_NNODES", "3"}, {"PET_NPROC_PER_NODE", "4"}, {"PET_NODE_RANK", "2"},
+               {"PET_MASTER_ADDR", "trainjob-node-0-0.trainjob"}, {"PET_MASTER_PORT", "29400"}});
+  EXPECT_EQ(e.source, "kubeflow");
+  EXPECT_EQ(e.rank, 8);
+  EXPECT_EQ(e.world_size, 12);
+  EXPECT_EQ(e.node_processes, 4);
+  EXPECT_EQ(e.master_addr, "trainjob-node-0-0.trainjob");
+  EXPECT_EQ(e.master_port, 29400);
+}
+
+TEST(LaunchEnv, KubeflowWithoutProcessesPerNodeIsOneProcessPerNode) {
+  auto e = ok({{"PET_NNODES", "2"}, {"PET_NODE_RANK", "1"}, {"MASTER_ADDR", "node0"}});
+  EXPECT_EQ(e.rank, 1);
+  EXPECT_EQ(e.world_size, 2);
+  EXPECT_EQ(e.node_processes, 1);
+  EXPECT_EQ(e.master_addr, "node0");  // PET_MASTER_ADDR absent: MASTER_ADDR
+}
+
+TEST(LaunchEnv, TorchrunInsideAKubeflowPodWins) {
+  // A pod whose command is torchrun: its children carry RANK beside the pod's PET_ variables.
+  auto e = ok({{"PET_NNODES", "2"}, {"PET_NODE_RANK", "1"}, {"PET_NPROC_PER_NODE", "2"}, {"RANK", "3"},
+               {"WORLD_SIZE", "4"}, {"MASTER_ADDR", "node0"}});
+  EXPECT_EQ(e.source, "torchrun");
+  EXPECT_EQ(e.rank, 3);
+  EXPECT_EQ(e.node_processes, 1);
+}
+
+TEST(LaunchEnv, KubeflowBadValuesAreNamed) {
+  EXPECT_NE(err({{"PET_NNODES", "2"}}).find("PET_NODE_RANK is not"), std::string::npos);
+  EXPECT_NE(err({{"PET_NODE_RANK", "0"}}).find("PET_NNODES is not"), std::string::npos);
+  EXPECT_NE(err({{"PET_NNODES", "1:4"}, {"PET_NODE_RANK", "0"}}).find("elastic range"), std::string::npos);
+  EXPECT_NE(err({{"PET_NNODES", "2"}, {"PET_NODE_RANK", "0"}, {"PET_NPROC_PER_NODE", "auto"}, {"MASTER_ADDR", "a"}})
+                .find("PET_NPROC_PER_NODE=\"auto\""),
+            std::string::npos);
+  EXPECT_NE(err({{"PET_NNODES", "2"}, {"PET_NODE_RANK", "2"}, {"MASTER_ADDR", "a"}}).find("not below PET_NNODES"),
+            std::string::npos);
+  EXPECT_NE(err({{"PET_NNODES", "2"}, {"PET_NODE_RANK", "1"}}).find("rendezvous address"), std::string::npos);
+  launch_flags f;
+  f.rank = "1";
+  f.world_size = "2";
+  EXPECT_NE(err({{"PET_NNODES", "2"}, {"PET_NODE_RANK", "1"}, {"MASTER_ADDR", "a"}}, f).find("use one"),
+            std::string::npos);
+}
