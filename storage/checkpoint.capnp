@@ -59,4 +59,5 @@ struct Manifest {
   globalFloats @12 :Int64;  # floats of each array in the global layout
   arrays @13 :List(Text);   # "params", then the optimizer's state arrays
   files @14 :List(ShardFile);
+  vocabulary @15 :Text;     # the GPT's characters, vocabulary[id] that of token id; empty for the MLP
 }

@@ -152,6 +152,7 @@ std::vector<unsigned char> serialize(const checkpoint_manifest& m) {
   b.setGlobalFloats(m.global_floats);
   auto arrays = b.initArrays(static_cast<unsigned>(m.arrays.size()));
   for (unsigned i = 0; i < m.arrays.size(); ++i) arrays.set(i, m.arrays[i]);
+  b.setVocabulary(m.vocabulary);
   auto files = b.initFiles(static_cast<unsigned>(m.files.size()));
   for (unsigned i = 0; i < m.files.size(); ++i) {
     const checkpoint_file& f = m.files[i];
@@ -208,6 +209,7 @@ checkpoint_manifest parse(const std::string& path, const std::string& text) {
     m.steps_per_epoch = r.getStepsPerEpoch();
     m.global_floats = r.getGlobalFloats();
     for (auto a : r.getArrays()) m.arrays.emplace_back(a);
+    m.vocabulary = r.getVocabulary();
     for (auto fr : r.getFiles()) {
       checkpoint_file f;
       f.name = fr.getName();
@@ -230,6 +232,9 @@ void check_fields(const std::string& path, const checkpoint_manifest& m) {
   if (m.format_version == 0) bad("format version 0 (not a checkpoint manifest)");
   if (m.step < 0 || m.global_floats < 0 || m.optimizer_steps < 0) bad("negative step, optimizer steps or size");
   if (m.arrays.empty() || m.arrays.front() != "params") bad("its first array is not \"params\"");
+  if (!m.vocabulary.empty() && (m.model.kind != "gpt" || static_cast<int64_t>(m.vocabulary.size()) != m.model.vocab))
+    bad("its vocabulary has " + std::to_string(m.vocabulary.size()) + " characters for a " + m.model.kind +
+        " of vocabulary size " + std::to_string(m.model.vocab));
   for (const checkpoint_file& f : m.files) {
     if (f.name.empty() || f.name.find('/') != std::string::npos || f.name == "." || f.name == "..")
       bad("shard file name \"" + f.name + "\" is not a plain file name");

@@ -55,6 +55,10 @@ struct checkpoint_manifest {
   int64_t global_floats = 0;
   std::vector<std::string> arrays;  // "params", then the optimizer's state arrays
   std::vector<checkpoint_file> files;
+  // The GPT's characters in token order (text_corpus::vocab), so an exported model's outputs can be
+  // decoded and a resume on another corpus refused; empty for the MLP (and in a GPT checkpoint written
+  // before troupe saved it).
+  std::string vocabulary;
 };
 
 // A manifest that contradicts itself or the model it names (edited, damaged, or not written by

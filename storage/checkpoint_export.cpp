@@ -7,19 +7,23 @@
 
 namespace troupe::storage {
 
-safetensors_metadata model_metadata(const model_spec& s) {
-  std::string hidden;
-  for (int64_t h : s.hidden) hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
-  return {{"model", describe(s)},
-          {"model.kind", s.kind},
-          {"model.inputs", std::to_string(s.inputs)},
-          {"model.hidden", hidden},
-          {"model.classes", std::to_string(s.classes)},
-          {"model.vocab", std::to_string(s.vocab)},
-          {"model.context", std::to_string(s.context)},
-          {"model.channels", std::to_string(s.channels)},
-          {"model.heads", std::to_string(s.heads)},
-          {"model.blocks", std::to_string(s.blocks)}};
+safetensors_metadata model_metadata(const model_spec& s, const std::string& vocabulary) {
+  safetensors_metadata meta{{"model", describe(s)}, {"model.kind", s.kind}};
+  if (s.kind == "mlp") {
+    std::string hidden;
+    for (int64_t h : s.hidden) hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
+    meta.insert({{"model.inputs", std::to_string(s.inputs)},
+                 {"model.hidden", hidden},
+                 {"model.classes", std::to_string(s.classes)}});
+    return meta;
+  }
+  meta.insert({{"model.vocab", std::to_string(s.vocab)},
+               {"model.context", std::to_string(s.context)},
+               {"model.channels", std::to_string(s.channels)},
+               {"model.heads", std::to_string(s.heads)},
+               {"model.blocks", std::to_string(s.blocks)}});
+  if (!vocabulary.empty()) meta["model.vocabulary"] = vocabulary;
+  return meta;
 }
 
 export_report export_safetensors(const std::string& checkpoint, const std::string& out, bool optimizer_state) {
@@ -42,7 +46,7 @@ export_report export_safetensors(const std::string& checkpoint, const std::strin
       tensors.push_back(std::move(t));
     }
   }
-  safetensors_metadata meta = model_metadata(m.model);
+  safetensors_metadata meta = model_metadata(m.model, m.vocabulary);
   meta["format"] = "pt";
   meta["troupe.step"] = std::to_string(m.step);
   meta["troupe.optimizer"] = m.optimizer + " (" + m.optimizer_config + "), " + std::to_string(m.optimizer_steps) + " steps";

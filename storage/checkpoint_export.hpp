@@ -10,10 +10,11 @@
 
 namespace troupe::storage {
 
-// The model spec as metadata: "model" (its description) and "model.kind", "model.inputs",
-// "model.hidden" (comma separated), "model.classes", "model.vocab", "model.context",
-// "model.channels", "model.heads", "model.blocks".
-safetensors_metadata model_metadata(const model_spec& spec);
+// The model spec as metadata: "model" (its description), "model.kind", and the kind's own fields:
+// for the MLP "model.inputs", "model.hidden" (comma separated), "model.classes"; for the GPT
+// "model.vocab", "model.context", "model.channels", "model.heads", "model.blocks", and, when
+// known, "model.vocabulary": its characters in token order (character i is token i's).
+safetensors_metadata model_metadata(const model_spec& spec, const std::string& vocabulary = "");
 
 struct export_report {
   std::string checkpoint;  // the step directory exported

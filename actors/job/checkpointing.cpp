@@ -63,9 +63,11 @@ std::vector<storage::value_run> unflatten(const std::vector<int64_t>& t) {
   return out;
 }
 
-storage::checkpoint_manifest checkpoint_base(const train_config& cfg, const model_spec& model, int64_t steps_per_epoch) {
+storage::checkpoint_manifest checkpoint_base(const train_config& cfg, const model_spec& model, int64_t steps_per_epoch,
+                                             const std::string& vocabulary) {
   storage::checkpoint_manifest m;
   m.model = model;
+  m.vocabulary = vocabulary;
   m.mesh = sched::to_string(cfg.mesh);
   m.zero = cfg.zero;
   m.offload = to_string(optimizer_offload(cfg));
@@ -83,7 +85,8 @@ storage::checkpoint_manifest checkpoint_base(const train_config& cfg, const mode
   return m;
 }
 
-std::shared_ptr<const resume_point> open_resume(const train_config& cfg, const model_spec& model, int64_t total_steps) {
+std::shared_ptr<const resume_point> open_resume(const train_config& cfg, const model_spec& model, int64_t total_steps,
+                                                const std::string& vocabulary) {
   if (cfg.resume.empty()) return nullptr;
   if (cfg.resume == "auto") {  // a launcher's restart: the latest checkpoint when there is one
     std::error_code ec;
@@ -96,7 +99,19 @@ std::shared_ptr<const resume_point> open_resume(const train_config& cfg, const m
   r->manifest = storage::read_manifest(r->dir);
   const storage::checkpoint_manifest& m = r->manifest;
   storage::check_compatible(m, r->dir, model, cfg.optim.kind);
-  const storage::checkpoint_manifest job = checkpoint_base(cfg, model, 1);
+  const storage::checkpoint_manifest job = checkpoint_base(cfg, model, 1, vocabulary);
+  // The same number of characters from another corpus would train on as if nothing had changed,
+  // every token id now another character.
+  if (!m.vocabulary.empty() && !vocabulary.empty() && m.vocabulary != vocabulary) {
+    auto shown = [](const std::string& chars) {  // one line: the newline character as \n
+      std::string out;
+      for (char c : chars) out += c == '\n' ? std::string("\\n") : std::string(1, c);
+      return "\"" + out + "\"";
+    };
+    throw std::runtime_error(r->dir + ": saved with the characters " + shown(m.vocabulary) + " and this corpus has " +
+                             shown(vocabulary) + ": each token would stand for another character (resume on the corpus "
+                             "it was trained on)");
+  }
   if (m.arrays != job.arrays)
     throw std::runtime_error(r->dir + ": it holds " + fmt::format("{}", fmt::join(m.arrays, ", ")) + "; this job's " +
                              cfg.optim.kind + " keeps " + fmt::format("{}", fmt::join(job.arrays, ", ")) +

@@ -35,16 +35,19 @@ std::vector<int64_t> flatten(const std::vector<storage::value_run>& runs);     /
 std::vector<storage::value_run> unflatten(const std::vector<int64_t>& triples);  // throws std::invalid_argument
 
 // A job's checkpoints: the manifest's fields that do not come from the shards' files.
-storage::checkpoint_manifest checkpoint_base(const train_config& cfg, const model_spec& model, int64_t steps_per_epoch);
+storage::checkpoint_manifest checkpoint_base(const train_config& cfg, const model_spec& model, int64_t steps_per_epoch,
+                                             const std::string& vocabulary);
 
 // The checkpoint a job continues from: resolved (a root's latest, a step directory, or "latest"
 // for checkpoint_dir), its manifest read and its files checked, and refused (std::runtime_error
 // naming the checkpoint) when its model or optimizer is not the job's, its state arrays are not
-// the ones this optimizer keeps, or it is at or past the job's last step.
+// the ones this optimizer keeps, a GPT's characters are not its corpus's, or it is at or past the
+// job's last step.
 struct resume_point {
   std::string dir;
   storage::checkpoint_manifest manifest;
 };
-std::shared_ptr<const resume_point> open_resume(const train_config& cfg, const model_spec& model, int64_t total_steps);
+std::shared_ptr<const resume_point> open_resume(const train_config& cfg, const model_spec& model, int64_t total_steps,
+                                                const std::string& vocabulary);
 
 }  // namespace troupe

@@ -64,7 +64,7 @@ job_plan plan_job(const train_config& cfg, const prepared_job& data) {
   }
   check_device_memory(cfg, p);
   check_host_memory(cfg, p, host_memory_bytes());
-  p.resume = open_resume(cfg, data.model, data.total_steps);
+  p.resume = open_resume(cfg, data.model, data.total_steps, data.vocabulary);
   return p;
 }
 

@@ -35,6 +35,7 @@ void load_data(const train_config& cfg, prepared_job& p) {
       throw std::invalid_argument("model.vocab is " + std::to_string(p.model.vocab) + " but the corpus has " +
                                   std::to_string(vocab) + " distinct characters (leave it 0 to take the corpus's)");
     p.model.vocab = vocab;
+    p.vocabulary = corpus.vocab;
     p.train = corpus.train;
     p.eval = corpus.validation;
   }

@@ -13,6 +13,7 @@ namespace troupe {
 struct prepared_job {
   std::shared_ptr<const storage::dataset> train, eval;
   model_spec model;  // with the corpus's vocabulary filled in
+  std::string vocabulary;  // the GPT's characters in token order (empty for the MLP and for data given in train_config)
   int64_t steps_per_epoch = 0, total_steps = 0, rows_per_sample = 1, num_params = 0;
 };
 

@@ -46,7 +46,7 @@ coordinator_args coordinator_args_for(const train_config& cfg, const prepared_jo
   a.checkpoint_every = cfg.checkpoint_every;
   a.keep = cfg.keep;
   a.dispensed = dispenses_batches(cfg);
-  if (!cfg.checkpoint_dir.empty()) a.checkpoint_base = checkpoint_base(cfg, data.model, data.steps_per_epoch);
+  if (!cfg.checkpoint_dir.empty()) a.checkpoint_base = checkpoint_base(cfg, data.model, data.steps_per_epoch, data.vocabulary);
   return a;
 }
 
