@@ -58,6 +58,17 @@ std::string json_escape(const std::string& text) {
 }
 
 // A round tick spacing (1, 2 or 5 times a power of ten) giving about ten ticks.
+// The axis unit of a span: the largest in which it is at least 1.
+struct unit {
+  const char* name;
+  double per_second;
+};
+unit unit_for(double span_seconds) {
+  if (span_seconds >= 1) return {"seconds", 1};
+  if (span_seconds >= 1e-3) return {"milliseconds", 1e3};
+  return {"microseconds", 1e6};
+}
+
 double tick_step(double span) {
   if (span <= 0) return 1;
   const double raw = span / 10;
@@ -117,12 +128,23 @@ std::string render_text(const schedule& s, int mark_stage, int mark_action) {
 }
 
 std::string render_svg(const timeline& t) {
-  const double left = 70, right = 20, top = 30, lane = 28, gap = 6, width = 1000;
+  // Lane labels as long as the longest name; the axis in the unit that gives its ticks digits
+  // (a 1.8 ms step labelled in seconds read "0.000 0.000 0.001").
+  std::vector<std::string> label(t.stages.size());
+  std::size_t longest = 0;
+  for (std::size_t d = 0; d < t.stages.size(); ++d) {
+    const lane_name n = name_of_lane(t, d);
+    label[d] = n.what.empty() ? n.who : n.who + " " + n.what;
+    longest = std::max(longest, label[d].size());
+  }
+  const double left = std::max(70.0, 8.0 + 6.0 * static_cast<double>(longest)), right = 20, top = 30, lane = 28,
+               gap = 6, width = 1000 + std::max(0.0, left - 70);
   const double span = std::max(end_seconds(t), 1e-12);
   const double scale = (width - left - right) / span;
   const double axis_y = top + static_cast<double>(t.stages.size()) * (lane + gap);
   const double height = axis_y + 36;
   auto x_of = [&](double seconds) { return fixed(left + seconds * scale, 2); };
+  const unit u = unit_for(span);
 
   std::string out = "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + fixed(width, 0) +
                     "\" height=\"" + fixed(height, 0) + "\" font-family=\"sans-serif\" font-size=\"10\">\n";
@@ -130,35 +152,35 @@ std::string render_svg(const timeline& t) {
          "</text>\n";
   for (std::size_t d = 0; d < t.stages.size(); ++d) {
     const double y = top + static_cast<double>(d) * (lane + gap);
-    out += "<text x=\"4\" y=\"" + fixed(y + lane / 2 + 4, 2) + "\">stage " + std::to_string(d) +
-           "</text>\n";
+    out += "<text x=\"4\" y=\"" + fixed(y + lane / 2 + 4, 2) + "\">" + xml_escape(label[d]) + "</text>\n";
     out += "<rect class=\"lane\" x=\"" + fixed(left, 2) + "\" y=\"" + fixed(y, 2) + "\" width=\"" +
            fixed(width - left - right, 2) + "\" height=\"" + fixed(lane, 2) + "\" fill=\"#f4f4f4\"/>\n";
     for (const timed_action& e : t.stages[d]) {
       if (is_communication(e.what.kind)) continue;
       const double w = (e.end_seconds - e.start_seconds) * scale;
-      const std::string label = xml_escape(body_string(e.what));
+      const std::string text = xml_escape(body_string(e.what));
       out += "<rect class=\"action\" x=\"" + x_of(e.start_seconds) + "\" y=\"" + fixed(y, 2) +
              "\" width=\"" + fixed(w, 2) + "\" height=\"" + fixed(lane, 2) + "\" fill=\"" +
              color_of(e.what.kind) + "\" stroke=\"#ffffff\" stroke-width=\"0.5\"/>\n";
-      if (w >= 6.0 * static_cast<double>(label.size()))
+      if (w >= 6.0 * static_cast<double>(text.size()))
         out += "<text x=\"" + fixed(left + e.start_seconds * scale + w / 2, 2) + "\" y=\"" +
-               fixed(y + lane / 2 + 4, 2) + "\" text-anchor=\"middle\" fill=\"#ffffff\">" + label +
+               fixed(y + lane / 2 + 4, 2) + "\" text-anchor=\"middle\" fill=\"#ffffff\">" + text +
                "</text>\n";
     }
   }
   out += "<line x1=\"" + fixed(left, 2) + "\" y1=\"" + fixed(axis_y, 2) + "\" x2=\"" +
          fixed(width - right, 2) + "\" y2=\"" + fixed(axis_y, 2) + "\" stroke=\"#000000\"/>\n";
-  const double step = tick_step(span);
-  for (int i = 0; i * step <= span * (1 + 1e-9); ++i) {
-    const std::string x = x_of(i * step);
+  const double step = tick_step(span * u.per_second);  // in the unit
+  const int digits = step < 1 ? static_cast<int>(std::ceil(-std::log10(step) - 1e-9)) : 0;
+  for (int i = 0; i * step <= span * u.per_second * (1 + 1e-9); ++i) {
+    const std::string x = x_of(i * step / u.per_second);
     out += "<line x1=\"" + x + "\" y1=\"" + fixed(axis_y, 2) + "\" x2=\"" + x + "\" y2=\"" +
            fixed(axis_y + 5, 2) + "\" stroke=\"#000000\"/>\n";
-    out += "<text x=\"" + x + "\" y=\"" + fixed(axis_y + 16, 2) + "\" text-anchor=\"middle\">" +
-           fixed(i * step, step < 1 ? 3 : 0) + "</text>\n";
+    out += "<text class=\"tick\" x=\"" + x + "\" y=\"" + fixed(axis_y + 16, 2) + "\" text-anchor=\"middle\">" +
+           fixed(i * step, digits) + "</text>\n";
   }
   out += "<text x=\"" + fixed(width - right, 0) + "\" y=\"" + fixed(axis_y + 30, 2) +
-         "\" text-anchor=\"end\">seconds</text>\n";
+         "\" text-anchor=\"end\">" + u.name + "</text>\n";
   out += "</svg>\n";
   return out;
 }
@@ -170,13 +192,24 @@ std::string render_chrome_trace(const timeline& t) {
     out += (first ? "" : ",\n") + event;
     first = false;
   };
+  // A lane is a thread of its `who`'s process, so Perfetto shows a rank's compute and its
+  // all-reduces together under the rank's name.
+  std::vector<std::string> groups;
   for (std::size_t d = 0; d < t.stages.size(); ++d) {
+    const lane_name n = name_of_lane(t, d);
+    auto g = std::find(groups.begin(), groups.end(), n.who);
+    const std::string pid = std::to_string(g - groups.begin());
+    if (g == groups.end()) {
+      groups.push_back(n.who);
+      emit("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"args\":{\"name\":\"" + json_escape(n.who) +
+           "\"}}");
+    }
     const std::string id = std::to_string(d);
-    emit("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + id + ",\"tid\":" + id +
-         ",\"args\":{\"name\":\"stage " + id + "\"}}");
+    emit("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":" + id + ",\"args\":{\"name\":\"" +
+         json_escape(n.what.empty() ? n.who : n.what) + "\"}}");
     for (const timed_action& e : t.stages[d]) {
       emit("{\"name\":\"" + json_escape(body_string(e.what)) + "\",\"cat\":\"" +
-           to_string(e.what.kind) + "\",\"ph\":\"X\",\"pid\":" + id + ",\"tid\":" + id +
+           to_string(e.what.kind) + "\",\"ph\":\"X\",\"pid\":" + pid + ",\"tid\":" + id +
            ",\"ts\":" + fixed(e.start_seconds * 1e6, 3) +
            ",\"dur\":" + fixed((e.end_seconds - e.start_seconds) * 1e6, 3) +
            ",\"args\":{\"microbatch\":" + std::to_string(e.what.microbatch) +

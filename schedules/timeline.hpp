@@ -19,10 +19,23 @@ struct timed_action {
   double end_seconds = 0;
 };
 
+// Who a lane is: `who` groups lanes (a rank: a Perfetto process), `what` names the lane in it
+// (its compute, its all-reduces: a thread).
+struct lane_name {
+  std::string who, what;
+};
+
 struct timeline {
   std::string name;                              // e.g. the schedule's name
   std::vector<std::vector<timed_action>> stages;  // stages[d]: device d's actions in order
+  std::vector<lane_name> lanes;                  // lanes[d] names stages[d]; none given: "stage d"
 };
+
+// The name of lane d: lanes[d], or {"stage d", ""} for a timeline that names none.
+inline lane_name name_of_lane(const timeline& t, std::size_t d) {
+  if (d < t.lanes.size()) return t.lanes[d];
+  return {"stage " + std::to_string(d), ""};
+}
 
 // The latest end time over all stages (0 for an empty timeline).
 inline double end_seconds(const timeline& t) {

@@ -39,6 +39,10 @@ sched::timeline to_timeline(const std::vector<stage_step_record>& ranks, int ran
   sched::timeline t;
   t.name = name;
   t.stages.resize(2 * ranks.size());
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    t.lanes.push_back({"rank " + std::to_string(r), "compute"});
+    t.lanes.push_back({"rank " + std::to_string(r), "all-reduce"});
+  }
   const double origin = earliest(ranks);
   // A bucket is reduced by the ranks of one data-parallel group: those at the same position in
   // their replica. Its all-reduce can start once the last of them handed it in.

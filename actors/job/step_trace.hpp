@@ -36,7 +36,7 @@ struct stage_step_record {
   std::vector<double> bucket_sent, bucket_done;
 };
 
-// Every rank of a step: lane 2r is rank r's actions, lane 2r+1 its bucket all-reduces (drawn as
+// Every rank of a step: lane 2r is rank r's actions ("rank r" "compute"), lane 2r+1 its bucket all-reduces (drawn as
 // reduce_grads with the bucket as microbatch, from the moment the last rank of its group handed
 // the bucket in: before that the ring cannot run, and the gap shows a rank waiting for a peer).
 // Times start at the step's earliest event.

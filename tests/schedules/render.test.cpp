@@ -189,7 +189,7 @@ TEST(schedules_render, chrome_trace_is_json_with_one_event_per_action) {
   json_reader reader(trace);
   ASSERT_TRUE(reader.parse()) << trace;
   EXPECT_EQ(reader.x_events.size(), s.stages[0].size() + s.stages[1].size());
-  EXPECT_EQ(count(trace, "\"ph\":\"M\""), 2u);
+  EXPECT_EQ(count(trace, "\"ph\":\"M\""), 4u);  // a process and a thread name per unnamed stage
   // Stage 1's forward of microbatch 0 runs from 1 s to 2 s: ts/dur in microseconds.
   bool found = false;
   for (const auto& e : reader.x_events) {
@@ -223,6 +223,54 @@ TEST(schedules_render, renderers_draw_a_measured_timeline_too) {
   EXPECT_EQ(xml_problem(svg), "");
   EXPECT_EQ(count(svg, "<rect class=\"action\""), 2u);
   EXPECT_EQ(count(svg, "fill=\"#f28e2b\""), 1u);  // full backward
+}
+
+// A 1.8 ms step labelled in seconds read "0.000 0.000 0.001": each axis is in the unit where its
+// span is at least 1, with ticks that differ.
+std::vector<std::string> ticks(const std::string& svg) {
+  std::vector<std::string> out;
+  for (std::size_t at = svg.find("<text class=\"tick\""); at != std::string::npos; at = svg.find("<text class=\"tick\"", at + 1)) {
+    const std::size_t open = svg.find('>', at) + 1;
+    out.push_back(svg.substr(open, svg.find('<', open) - open));
+  }
+  return out;
+}
+
+TEST(schedules_render, svg_axis_is_in_the_unit_that_fits_the_span_with_distinct_ticks) {
+  timeline t;
+  t.stages = {{timed_action{parse_action("0F0"), 0, 0.0018}}};
+  std::string svg = render_svg(t);
+  EXPECT_NE(svg.find(">milliseconds<"), std::string::npos);
+  EXPECT_EQ(ticks(svg), (std::vector<std::string>{"0.0", "0.2", "0.4", "0.6", "0.8", "1.0", "1.2", "1.4", "1.6", "1.8"}));
+  t.stages = {{timed_action{parse_action("0F0"), 0, 0.0005}}};
+  svg = render_svg(t);
+  EXPECT_NE(svg.find(">microseconds<"), std::string::npos);
+  EXPECT_EQ(ticks(svg).back(), "500");
+  t.stages = {{timed_action{parse_action("0F0"), 0, 27}}};
+  svg = render_svg(t);
+  EXPECT_NE(svg.find(">seconds<"), std::string::npos);
+  EXPECT_EQ(ticks(svg)[1], "5");
+}
+
+TEST(schedules_render, named_lanes_are_threads_of_their_rank_in_the_trace_and_labelled_in_the_svg) {
+  timeline t;
+  t.stages = {{timed_action{parse_action("0F0"), 0, 1}}, {timed_action{parse_action("1F0"), 0, 1}},
+              {timed_action{parse_action("2F0"), 0, 1}}, {timed_action{parse_action("3F0"), 0, 1}}};
+  t.lanes = {{"rank 0", "compute"}, {"rank 0", "all-reduce"}, {"rank 1", "compute"}, {"rank 1", "all-reduce"}};
+  const std::string trace = render_chrome_trace(t);
+  json_reader reader(trace);
+  ASSERT_TRUE(reader.parse()) << trace;
+  EXPECT_NE(trace.find("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":1,\"args\":{\"name\":\"rank 1\"}}"), std::string::npos);
+  EXPECT_NE(trace.find("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":3,\"args\":{\"name\":\"all-reduce\"}}"),
+            std::string::npos);
+  EXPECT_EQ(count(trace, "process_name"), 2u);
+  ASSERT_EQ(reader.x_events.size(), 4u);
+  EXPECT_EQ(reader.x_events[3].at("pid"), "1");  // rank 1's all-reduce lane
+  EXPECT_EQ(reader.x_events[3].at("tid"), "3");
+  const std::string svg = render_svg(t);
+  EXPECT_EQ(xml_problem(svg), "");
+  EXPECT_NE(svg.find(">rank 1 all-reduce<"), std::string::npos);
+  EXPECT_EQ(svg.find(">stage "), std::string::npos);
 }
 
 }  // namespace
