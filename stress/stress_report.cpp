@@ -14,9 +14,9 @@
 #include <map>
 #include <stdexcept>
 
-#include "stress/plot.hpp"
-#include "stress/png.hpp"
+#include "schedules/plot.hpp"
 #include "storage/output_file.hpp"
+#include "stress/png.hpp"
 
 namespace troupe::stress {
 

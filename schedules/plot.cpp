@@ -1,6 +1,6 @@
 // plot: the chart frame (axes, ticks, legend) is shared by both kinds; numbers go out through
 // fmt with fixed precision, so a chart does not depend on the locale.
-#include "stress/plot.hpp"
+#include "schedules/plot.hpp"
 
 #include <fmt/format.h>
 

@@ -1,7 +1,8 @@
-// plot: small SVG charts for the stress report (lines against a shared x axis, grouped bars).
-// They return strings and write no files. Every chart carries its mapping from data to pixels
-// (data-x-min ... data-bottom on <g class="plot">) and each series its name, so a reader (the
-// report's tests) can take the drawn points back to data; it is not a general plotting library.
+// plot: small SVG charts for the stress report and a run's curves (lines against a shared x axis,
+// grouped bars). Here, below actors, so that a run can draw its own. They return strings and
+// write no files. Every chart carries its mapping from data to pixels (data-x-min ... data-bottom
+// on <g class="plot">) and each series its name, so a reader (the tests) can take the drawn
+// points back to data; it is not a general plotting library.
 #pragma once
 
 #include <string>
