@@ -3,6 +3,7 @@
 #include "stress/stress_report.hpp"
 
 #include <fmt/format.h>
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -316,26 +317,58 @@ run_metrics measure(const run& r, const run* sync, double target_loss) {
   return m;
 }
 
+namespace {
+
+// Every line troupe logs while the report is made, also in <report>/stress.log: the runs' own
+// lines (their steps, their faults, their failures) are part of what the report shows.
+class log_beside_report {
+ public:
+  explicit log_beside_report(const fs::path& file)
+      : sink_(std::make_shared<spdlog::sinks::basic_file_sink_mt>(file.string(), true)) {
+    sink_->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~log_beside_report() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  log_beside_report(const log_beside_report&) = delete;
+  log_beside_report& operator=(const log_beside_report&) = delete;
+
+ private:
+  std::shared_ptr<spdlog::sinks::basic_file_sink_mt> sink_;
+};
+
+}  // namespace
+
 int run_and_report(const stress_plan& p) {
   const fs::path out = fs::absolute(p.out_dir);
-  const fs::path tmp = out.string() + ".partial-" + std::to_string(::getpid());
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
-  const results res = run_stress(p, (tmp / "runs").string());
-  spdlog::info("writing the report");
-  write_files(p, res, tmp);
-  // Swap in the new folder whole: the old one goes only once the new one is complete.
+  // The new report is made where it stays, so every path its runs log exists afterwards (they
+  // pointed into a temporary folder renamed at the end). The previous report is kept whole
+  // beside it until the new one is complete, and comes back if this one fails.
+  const fs::path previous = out.string() + ".previous-" + std::to_string(::getpid());
   if (fs::exists(out)) {
-    const fs::path old = out.string() + ".old-" + std::to_string(::getpid());
-    fs::rename(out, old);
-    fs::rename(tmp, out);
-    fs::remove_all(old);
-  } else {
-    fs::rename(tmp, out);
+    fs::rename(out, previous);
+    spdlog::info("the previous report is kept as {} until this one is complete", previous.string());
   }
+  fs::create_directories(out);
+  results res;
+  try {
+    log_beside_report log(out / "stress.log");
+    res = run_stress(p, (out / "runs").string());
+    spdlog::info("writing the report");
+    write_files(p, res, out);
+  } catch (...) {
+    std::error_code ec;
+    fs::remove_all(out, ec);
+    if (fs::exists(previous, ec)) fs::rename(previous, out, ec);
+    throw;
+  }
+  fs::remove_all(previous);
   int failed = 0;
   for (const run& r : res.runs) failed += r.error.empty() ? 0 : 1;
-  spdlog::info("report: {} ({} runs, {} failed)", (out / "index.html").string(), res.runs.size(), failed);
+  spdlog::info("report: {} ({} runs, {} failed; every line logged: {})", (out / "index.html").string(),
+               res.runs.size(), failed, (out / "stress.log").string());
   return failed;
 }
 

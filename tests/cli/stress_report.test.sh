@@ -33,15 +33,23 @@ make)
   if [ $rc -ne 0 ]; then echo "FAIL troupe stress exited $rc:"; tail -20 "$tmp/log"; exit 1; fi
   for line in "run 1/8: sync under none \.\.\." "run 3/8: ps-ssp s=2 under none \.\.\." \
               "run 7/8: ps-ssp s=2 under straggler-3x \(straggler replica 0: fixed [0-9.]+ ms \(3x the step time\)\) \.\.\." \
-              "report: .*/index.html \(8 runs, 0 failed\)"; do
+              "report: .*/index.html \(8 runs, 0 failed; every line logged: .*/stress.log\)"; do
     grep -qE -- "$line" "$tmp/log" && echo "ok   progress: $line" || { echo "FAIL no line like: $line"; fail=1; }
   done
   [ ! -e "$report/sentinel" ] && echo "ok   the new report replaced the old folder whole" ||
     { echo "FAIL the old report's files are still there"; fail=1; }
-  for f in index.html report.json report.csv plots/loss-steps-none.svg plots/loss-time-straggler-3x.png \
+  for f in index.html report.json report.csv stress.log plots/loss-steps-none.svg plots/loss-time-straggler-3x.png \
            plots/staleness-straggler-3x.svg plots/staleness-straggler-3x.png; do
     [ -s "$report/$f" ] || { echo "FAIL $f missing"; fail=1; }
   done
+  ls -d "$report".* 2>/dev/null && { echo "FAIL a previous or partial report folder was left beside the report"; fail=1; }
+  # The log kept beside the report (issue 37): the runs' own lines, and every file they name exists
+  # after the report is made (they named a temporary folder that was renamed).
+  grep -q "run 8/8: .* steps in" "$report/stress.log" || { echo "FAIL stress.log lacks the runs' lines"; fail=1; }
+  named=$(grep -oE "$report/[^ ;,)]+" "$report/stress.log" | sort -u)
+  missing=$(for f in $named; do [ -e "$f" ] || echo "$f"; done)
+  if [ -z "$named" ] || [ -n "$missing" ]; then echo "FAIL stress.log names files that do not exist: ${missing:-none named}"; fail=1
+  else echo "ok   stress.log beside the report: $(wc -l <"$report/stress.log") lines, the $(wc -w <<<"$named") files it names exist"; fi
   ;;
 plots)
   python3 - "$report" <<'PY' || fail=1
