@@ -115,6 +115,11 @@ std::string line_chart(const labels& l, const std::vector<series>& lines) {
     out += fmt::format("<polyline class=\"series\" data-series=\"{}\" fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" "
                        "points=\"{}\"/>\n",
                        xml_escape(s.name), color(k), points);
+    if (!s.dots) continue;
+    for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
+      if (std::isfinite(s.y[i]) && std::isfinite(s.x[i]))
+        out += fmt::format("<circle class=\"dot\" data-series=\"{}\" cx=\"{:.3f}\" cy=\"{:.3f}\" r=\"3.5\" fill=\"{}\"/>\n",
+                           xml_escape(s.name), f.px(s.x[i]), f.py(s.y[i]), color(k));
   }
   return out + legend_and_close(lines);
 }
@@ -143,6 +148,18 @@ std::string bar_chart(const labels& l, const std::vector<std::string>& categorie
     }
   }
   return out + legend_and_close(bars);
+}
+
+std::string stack(const std::vector<std::string>& charts) {
+  // Every chart is width x height (open() draws them so), hence the fixed offsets.
+  const double total = height * static_cast<double>(std::max<size_t>(charts.size(), 1));
+  std::string out = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "
+                                "viewBox=\"0 0 {0} {1}\">\n",
+                                width, total);
+  for (size_t i = 0; i < charts.size(); ++i)
+    out += fmt::format("<g class=\"chart\" transform=\"translate(0 {})\">\n{}</g>\n", height * static_cast<double>(i),
+                       charts[i]);
+  return out + "</svg>\n";
 }
 
 }  // namespace troupe::plot

@@ -15,18 +15,24 @@ namespace troupe::plot {
 struct series {
   std::string name;
   std::vector<double> x, y;  // same length; points with a non-finite y are left out
+  bool dots = false;  // a dot at each point too: a line through one or two points is hard to see, or nothing
 };
 
 struct labels {
   std::string title, x, y;
 };
 
-// One <polyline class="series" data-series="NAME"> per series with at least one point.
+// One <polyline class="series" data-series="NAME"> per series with at least one point, and for
+// a series with dots a <circle class="dot" data-series="NAME"> at each of its points.
 std::string line_chart(const labels& l, const std::vector<series>& lines);
 
 // Grouped bars: one group per category, one <rect class="bar" data-series data-category
 // data-value> per series in it; each series' y holds one value per category.
 std::string bar_chart(const labels& l, const std::vector<std::string>& categories, const std::vector<series>& bars);
+
+// Charts one above the other in one SVG document, each in a <g class="chart"> moved down below
+// the ones before it; every chart keeps its own frame and attributes.
+std::string stack(const std::vector<std::string>& charts);
 
 using sched::xml_escape;
 

@@ -107,6 +107,7 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
         s.last_progress = clock_type::now();
         sum.test_accuracy.push_back(acc);
         sum.test_loss.push_back(loss);
+        sum.test_steps.push_back(sum.steps);
         s.args.log->eval(r.epoch, sum.steps, loss, acc);
         if (sum.steps < s.args.total_steps) order_steps(self, sum.steps);
         else finish_when_saved(self);

@@ -130,6 +130,7 @@ void step_done(self_ptr self, int64_t step, const std::vector<stage_step_record>
   const int64_t epoch = step / s.args.steps_per_epoch;
   s.args.log->step(step, epoch, loss, rate);  // first: a step whose line failed is not counted done
   sum.losses.push_back(loss);
+  sum.step_samples_per_s.push_back(rate);
   sum.train_seconds += seconds;
   sum.step_ends.push_back(sum.train_seconds);
   sum.compute_seconds += compute;

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "actors/job/metrics_log.hpp"
+#include "actors/job/run_curves.hpp"
 #include "actors/coordinator/pipeline_timing.hpp"
 #include "schedules/render.hpp"
 #include "schedules/simulate.hpp"
@@ -77,6 +78,10 @@ train_summary finish_summary(const train_config& cfg, const job_plan& plan, job_
     spdlog::info("peak device memory of a rank (rank {}, zero {}): {} ({})", r, cfg.zero, format_bytes(*most),
                  sum.peak_memory[r].to_string());
   }
+  // Before the traced step's files: a run that traced no step still gets its curves.
+  sum.curves_path = cfg.out_dir + "/curves.svg";
+  write_text_file(sum.curves_path, render_run_curves(sum.first_step, sum.losses, sum.step_samples_per_s,
+                                                     sum.test_steps, sum.test_loss));
   if (rec.traced.empty()) return std::move(sum);
   std::filesystem::create_directories(cfg.out_dir);
   const int64_t traced = rec.traced.front().step;

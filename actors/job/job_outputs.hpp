@@ -39,7 +39,8 @@ struct job_outputs {
 // One log line: model, mesh, schedule, cut and buckets.
 void log_plan(const train_config& cfg, const prepared_job& data, const job_plan& plan);
 
-// After a job that ended well: writes <out>/trace.json (the traced step, every rank) and
+// After a job that ended well: writes <out>/curves.svg (run_curves.hpp; whether or not a step
+// was traced), <out>/trace.json (the traced step, every rank) and
 // <out>/timeline.svg (the first replica's median recent step), logs the measured bubble beside
 // the simulated one for a pipeline, and returns the summary with rates and shares filled in.
 train_summary finish_summary(const train_config& cfg, const job_plan& plan, job_outputs& out);

@@ -292,14 +292,17 @@ struct train_summary {
   std::vector<dispensed_batch> dispensed;
   std::vector<double> test_accuracy;   // after each epoch (token accuracy for the GPT)
   std::vector<double> test_loss;
+  std::vector<int64_t> test_steps;     // the steps done when each test_loss was taken, as metrics.jsonl logs it
   int64_t steps = 0;
   int64_t samples = 0;
   double train_seconds = 0.0;         // wall time of the training steps, evaluation excluded
   std::vector<double> step_ends;      // train_seconds when each step (losses[i]) was done
+  std::vector<double> step_samples_per_s;  // the rate logged with each step (losses[i]), over a window of recent steps
   double compute_seconds = 0.0;       // of which the stage computed (the rest: runtime and waiting)
   double samples_per_s = 0.0;
   tensor final_params;                 // the flat parameters after the last step
   std::string metrics_path;
+  std::string curves_path;  // <out>/curves.svg: the losses and samples/s of metrics.jsonl, drawn
   // The traced step's Chrome trace (every rank: its actions, and its all-reduces beside them) and
   // the measured timeline of the first replica's median recent step (SVG); the share of
   // all-reduce time hidden behind backward in the traced step; the gradient buckets per rank of

@@ -213,11 +213,11 @@ TEST(ProcessJob, FourProcessesOnLoopbackEqualFourRanksInOneProcessBitwise) {
   const auto processes = run_processes(4, 6, dir + "/four");
   ASSERT_EQ(in_process.size(), 6u);
   expect_bitwise_equal(in_process, processes);
-  // Process 0 writes the metrics, the trace of a measured step over every rank and its
-  // timeline; the other processes write nothing.
+  // Process 0 writes the metrics and their curves, the trace of a measured step over every rank
+  // and its timeline; the other processes write nothing.
   std::set<std::string> files;
   for (const auto& e : std::filesystem::directory_iterator(dir + "/four")) files.insert(e.path().filename().string());
-  EXPECT_EQ(files, (std::set<std::string>{"metrics.jsonl", "timeline.svg", "trace.json"}));
+  EXPECT_EQ(files, (std::set<std::string>{"curves.svg", "metrics.jsonl", "timeline.svg", "trace.json"}));
 }
 
 // The mesh in one process, then as each number of processes: the same losses and final

@@ -10,7 +10,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 "$troupe" train --nodes 2 --hidden 32 --batch-size 64 --max-steps 3 --eval-batches 1 --no-progress \
   --peer-timeout 5 --out "$dir/a" >"$dir/a.log" 2>&1 || { cat "$dir/a.log"; fail "train --nodes 2"; }
 [ "$(grep -c '"loss"' "$dir/a/metrics.jsonl")" = 3 ] || fail "expected 3 step lines in metrics.jsonl"
-[ "$(ls "$dir/a" | tr "\n" " ")" = "metrics.jsonl timeline.svg trace.json " ] || fail "expected only process 0's metrics, trace and timeline: $(ls "$dir/a")"
+[ "$(ls "$dir/a" | tr "\n" " ")" = "curves.svg metrics.jsonl timeline.svg trace.json " ] || fail "expected only process 0's curves, metrics, trace and timeline: $(ls "$dir/a")"
 grep -q "process 1: done" "$dir/a.log" || fail "process 1 did not finish"
 pgrep -f "exe worker.*$dir/a" >/dev/null && fail "a worker outlived the job"
 cat >"$dir/p.toml" <<TOML
