@@ -10,6 +10,7 @@
 
 #include "actors/job/metrics_log.hpp"
 #include "actors/job/run_curves.hpp"
+#include "actors/job/server_report.hpp"
 #include "actors/coordinator/pipeline_timing.hpp"
 #include "schedules/render.hpp"
 #include "schedules/simulate.hpp"
@@ -43,14 +44,16 @@ void log_plan(const train_config& cfg, const prepared_job& data, const job_plan&
                sched::to_string(plan.mesh), plan.mesh.ranks(), plan.mesh.dp, plan.mesh.pp, plan.mesh.tp,
                plan.mesh.tp > 1 ? ", tp innermost: each tensor-parallel group on consecutive ranks" : "", s.name, s.num_stages,
                s.num_microbatches, s.virtual_stages, cut,
-               plan.mesh.dp > 1 ? fmt::format(", {} gradient buckets per replica of up to {} MiB",
+               plan.mesh.dp > 1 && cfg.consistency == consistency_model::none
+                   ? fmt::format(", {} gradient buckets per replica of up to {} MiB",
                                               [&] {
                                                 int n = 0;
                                                 for (int p = 0; p < plan.mesh.pp; ++p) n += plan.buckets_of_stage(p);
                                                 return n;
                                               }(),
                                               cfg.bucket_mb)
-                                : std::string());
+                   : std::string());
+  if (cfg.consistency != consistency_model::none) spdlog::info("{}", describe_servers(cfg));
 }
 
 train_summary finish_summary(const train_config& cfg, const job_plan& plan, job_outputs& out) {
@@ -95,11 +98,12 @@ train_summary finish_summary(const train_config& cfg, const job_plan& plan, job_
   const sched::timeline& median = sum.recent[median_step(sum.recent)];
   sum.timeline_path = cfg.out_dir + "/timeline.svg";
   write_text_file(sum.timeline_path, sched::render_svg(median));
-  spdlog::info("trace of step {}: {} (lanes 2r: rank r's actions, 2r+1: its all-reduces){}; measured timeline of the "
+  spdlog::info("trace of step {}: {} (one Perfetto process per rank: its compute, its all-reduces){}; measured timeline of the "
                "median of the last {} steps: {}",
                traced, sum.trace_path,
-               plan.mesh.dp > 1 ? fmt::format("; all-reduce time hidden behind backward: {:.0f}%", 100.0 * sum.overlap_share)
-                                : std::string(),
+               plan.mesh.dp > 1 && cfg.consistency == consistency_model::none
+                   ? fmt::format("; all-reduce time hidden behind backward: {:.0f}%", 100.0 * sum.overlap_share)
+                   : std::string(),
                sum.recent.size(), sum.timeline_path);
   if (plan.mesh.pp > 1) {
     const auto simulated = sched::simulate(plan.schedule, calibrate_costs(plan.schedule, sum.recent));

@@ -1,6 +1,8 @@
 // plan_job: schedule, model cut and buckets of a job (job_plan.hpp).
 #include "actors/job/job_plan.hpp"
 
+#include <fmt/format.h>
+
 #include <stdexcept>
 
 #include "actors/job/memory_plan.hpp"
@@ -48,21 +50,41 @@ job_plan plan_job(const train_config& cfg, const prepared_job& data) {
   // The cut is the unsplit model's, the same for every tp rank: a stage's ranks hold one layer range.
   const auto sizes = params_per_layer(build_layers(data.model));
   p.chunks = cfg.cuts.empty() ? balanced_partition(sizes, K) : partition_at(static_cast<int64_t>(sizes.size()), cfg.cuts, K);
-  const auto cap = static_cast<int64_t>(cfg.bucket_mb * 1024.0 * 1024.0);
-  p.buckets.resize(static_cast<size_t>(P * T));
-  p.stage_params.assign(static_cast<size_t>(P * T), 0);
+  std::vector<std::vector<int64_t>> local(static_cast<size_t>(T));  // each tp rank's parameters per layer
   for (int t = 0; t < T; ++t) {
     tp_layout rank_t(t, T);
-    const auto local = T == 1 ? sizes : params_per_layer(build_layers(data.model, &rank_t));
-    for (int d = 0; d < P; ++d)
-      for (int c = 0; c < p.schedule.virtual_stages; ++c) {
-        const layer_range r = p.chunks.at(static_cast<size_t>(sched::model_chunk(p.schedule, d, c)));
-        std::vector<int64_t> chunk_sizes(local.begin() + r.begin, local.begin() + r.end);
-        for (int64_t n : chunk_sizes) p.stage_params[p.slot(d, t)] += n;
-        p.buckets[p.slot(d, t)].push_back(N > 1 ? plan_buckets(chunk_sizes, cap) : std::vector<grad_bucket>{});
-      }
+    local[static_cast<size_t>(t)] = T == 1 ? sizes : params_per_layer(build_layers(data.model, &rank_t));
   }
-  check_device_memory(cfg, p);
+  auto bucketize = [&](job_plan& q, double bucket_mb) {
+    const auto cap = static_cast<int64_t>(bucket_mb * 1024.0 * 1024.0);
+    q.buckets.assign(static_cast<size_t>(P * T), {});
+    q.stage_params.assign(static_cast<size_t>(P * T), 0);
+    for (int t = 0; t < T; ++t)
+      for (int d = 0; d < P; ++d)
+        for (int c = 0; c < q.schedule.virtual_stages; ++c) {
+          const layer_range r = q.chunks.at(static_cast<size_t>(sched::model_chunk(q.schedule, d, c)));
+          const auto& per_layer = local[static_cast<size_t>(t)];
+          std::vector<int64_t> chunk_sizes(per_layer.begin() + r.begin, per_layer.begin() + r.end);
+          for (int64_t n : chunk_sizes) q.stage_params[q.slot(d, t)] += n;
+          q.buckets[q.slot(d, t)].push_back(N > 1 ? plan_buckets(chunk_sizes, cap) : std::vector<grad_bucket>{});
+        }
+  };
+  bucketize(p, cfg.bucket_mb);
+  // Under ZeRO 2 and 3 a rank holds whole buckets (the one backward fills; ZeRO-3's units gathered
+  // are its buckets too), so a smaller cap may fit where the default 25 MiB, one unit for a small
+  // model, does not: the refusal names the largest that fits.
+  std::string smaller;
+  if (cfg.zero >= 2 && N > 1 && first_over_device_memory(cfg, p)) {
+    for (double mb : {16.0, 8.0, 4.0, 2.0, 1.0, 0.5, 0.25, 0.125, 0.0625, 0.0}) {
+      if (mb >= cfg.bucket_mb) continue;
+      job_plan q = p;
+      bucketize(q, mb);
+      if (first_over_device_memory(cfg, q)) continue;
+      smaller = fmt::format("; with --bucket-mb {} ({}) it fits", mb, mb > 0 ? "buckets and units of at most that" : "one bucket per layer");
+      break;
+    }
+  }
+  check_device_memory(cfg, p, smaller);
   check_host_memory(cfg, p, host_memory_bytes());
   p.resume = open_resume(cfg, data.model, data.total_steps, data.vocabulary);
   return p;

@@ -104,21 +104,27 @@ int64_t host_memory_bytes() {
   return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 
-void check_device_memory(const train_config& cfg, const job_plan& plan) {
-  if (cfg.device_memory <= 0) return;
+std::optional<over_cap> first_over_device_memory(const train_config& cfg, const job_plan& plan) {
+  if (cfg.device_memory <= 0) return std::nullopt;
   for (int r = 0; r < plan.mesh.ranks(); ++r) {
     const memory_figures need = predicted_model_states(cfg, plan, r);
-    if (need.total() <= cfg.device_memory) continue;
-    std::string hint;
-    if (cfg.zero < 2 && plan.mesh.dp > 1)
-      hint = "; a higher --zero partitions more of it over the " + std::to_string(plan.mesh.dp) + " data-parallel ranks";
-    else if (plan.mesh.dp == 1)
-      hint = "; ZeRO partitions model states over data-parallel ranks (--dp 2 or more with --zero)";
-    throw std::invalid_argument("the job does not fit --device-memory " + format_bytes(cfg.device_memory) + ": rank " +
-                                std::to_string(r) + " needs " + format_bytes(need.total()) +
-                                " for its model states alone at zero " + std::to_string(cfg.zero) + " (" +
-                                need.to_string() + "), before any activation" + hint);
+    if (need.total() > cfg.device_memory) return over_cap{r, need};
   }
+  return std::nullopt;
+}
+
+void check_device_memory(const train_config& cfg, const job_plan& plan, const std::string& also) {
+  const std::optional<over_cap> over = first_over_device_memory(cfg, plan);
+  if (!over) return;
+  std::string hint = also;
+  if (cfg.zero < 2 && plan.mesh.dp > 1)
+    hint += "; a higher --zero partitions more of it over the " + std::to_string(plan.mesh.dp) + " data-parallel ranks";
+  else if (plan.mesh.dp == 1)
+    hint += "; ZeRO partitions model states over data-parallel ranks (--dp 2 or more with --zero)";
+  throw std::invalid_argument("the job does not fit --device-memory " + format_bytes(cfg.device_memory) + ": rank " +
+                              std::to_string(over->rank) + " needs " + format_bytes(over->need.total()) +
+                              " for its model states alone at zero " + std::to_string(cfg.zero) + " (" +
+                              over->need.to_string() + "), before any activation" + hint);
 }
 
 }  // namespace troupe

@@ -23,6 +23,9 @@
 // Activations and communication buffers depend on the schedule and timing: not predicted here.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "actors/job/job_plan.hpp"
 #include "actors/job/train_config.hpp"
 #include "actors/job/accelerators.hpp"
@@ -46,9 +49,16 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
 bool reduces_on_devices(const train_config& cfg, const sched::mesh& mesh, int rank, const device_engines& engines);
 // The largest gradient bucket of the rank's stage, in bytes (0 without data parallelism).
 int64_t largest_bucket_bytes(const job_plan& plan, int rank);
-// Throws std::invalid_argument naming the first rank whose predicted model states exceed
-// cfg.device_memory, with the figures by kind and what would fit (a higher ZeRO stage, more dp).
-void check_device_memory(const train_config& cfg, const job_plan& plan);
+// The first rank whose predicted model states exceed cfg.device_memory, with its figures; none
+// when every rank fits (or there is no cap).
+struct over_cap {
+  int rank = -1;
+  memory_figures need;
+};
+std::optional<over_cap> first_over_device_memory(const train_config& cfg, const job_plan& plan);
+// Throws std::invalid_argument naming the first rank over cfg.device_memory, with the figures by
+// kind and what would fit: a higher ZeRO stage, more dp, or `also` (the caller's own remedy).
+void check_device_memory(const train_config& cfg, const job_plan& plan, const std::string& also = "");
 // Throws std::invalid_argument when a rank of this process on the CPU needs more for its model
 // states alone than `host_bytes` (this machine's memory): a model this job cannot train here,
 // refused as bad input before anything is allocated (it used to end as "out of memory in the

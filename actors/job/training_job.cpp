@@ -15,6 +15,7 @@
 #include "actors/job/job_outputs.hpp"
 #include "actors/job/mesh_job.hpp"
 #include "actors/job/metrics_log.hpp"
+#include "actors/job/server_report.hpp"
 #include "actors/process/process_job.hpp"
 #include "actors/job/runtime_config.hpp"
 #include "actors/job/run_job.hpp"
@@ -151,6 +152,7 @@ class whole_job final : public placement {
     train_summary s = finish_summary(cfg_, plan_, out_);
     for (const auto& u : server_updates_) s.server_updates.insert(s.server_updates.end(), u->begin(), u->end());
     if (dispensed_) s.dispensed = *dispensed_;
+    if (const std::string servers = summarize_servers(cfg_, s); !servers.empty()) spdlog::info("{}", servers);
     return s;
   }
 

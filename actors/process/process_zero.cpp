@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "actors/actors.hpp"
+#include "actors/job/server_report.hpp"
 #include "actors/job/mesh_job.hpp"
 #include "actors/job/metrics_log.hpp"
 #include "actors/process/net_actors.hpp"
@@ -119,6 +120,7 @@ class process_zero final : public placement {
     for (const auto& u : server_updates_) s.server_updates.insert(s.server_updates.end(), u->begin(), u->end());
     s.server_updates.insert(s.server_updates.end(), remote_records_.begin(), remote_records_.end());
     if (dispensed_) s.dispensed = *dispensed_;
+    if (const std::string servers = summarize_servers(cfg_, s); !servers.empty()) spdlog::info("{}", servers);
     return s;
   }
 

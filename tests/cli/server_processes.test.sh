@@ -54,4 +54,16 @@ check "--kill-server in a server process" 1 \
   "parameter server process 3's server stopped: .*parameter server 1 killed \(fault injection\) after 5 updates" -- \
   "$troupe" train --nodes 2 --dp 2 --servers 2 --server-shards 2 --consistency bsp --kill-server 1:5 "${small[@]}" \
   --max-steps 20 --out "$dir/inject"
+
+# A parameter-server job says what its servers do (issue 37): the model and where they run at the
+# start; the staleness reached, within SSP's bound, and the held answers at the end; and no
+# all-reduce figure, nor a device busier than 100% of the time.
+"$troupe" train --nodes 2 --dp 2 --servers 1 --consistency ssp --staleness 1 "${small[@]}" --max-steps 10 \
+  --out "$dir/logs" >"$dir/logs.log" 2>&1 || { tail "$dir/logs.log"; echo "FAIL the ssp job with a server process"; fail=1; }
+if ! grep -q "parameter servers: ssp: a replica's parameters may miss at most the last 1 rounds' updates.*1 server .* in a process of their own, no all-reduce" "$dir/logs.log" ||
+   ! grep -qE "parameter servers: 20 pushes applied by 1 server; .* up to [01] rounds? ahead of the rounds complete \(bound 1\); [0-9]+ answers? held back" "$dir/logs.log" ||
+   grep -q "all-reduce time hidden" "$dir/logs.log" ||
+   ! grep -qE "busy ([0-9]|[1-9][0-9]|100)% of the training time" "$dir/logs.log"; then
+  grep -E "parameter servers|busy|hidden" "$dir/logs.log"; echo "FAIL the servers' log lines"; fail=1
+else echo "ok   an ssp job logs its servers, a staleness within the bound and its held answers, no all-reduce"; fi
 exit "$fail"
