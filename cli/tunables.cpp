@@ -181,6 +181,24 @@ std::vector<tunable> make_table() {
                        "Pipeline cut points (with --pp > 1): first layer index of each chunk after the first, "
                        "comma separated [balanced by parameter count]",
                        1, 1 << 20, [](train_config& c, const value& v) { c.cuts = v.integers; }));
+  t.push_back(choice("--dispatch", "pipeline.dispatch",
+                     "How each stage runs its row of the schedule: fixed (as written) or ready (the row is a priority "
+                     "order; its forward and backward sides interleave by what has arrived, within the fixed order's "
+                     "activation stash; the same bits as fixed) [fixed]",
+                     {"fixed", "ready"},
+                     [](train_config& c, const value& v) { c.dispatch = sched::parse_dispatch(v.text); }));
+  t.push_back(integer("--ready-stash", "pipeline.ready_stash",
+                      "With --dispatch ready: activations a stage may stash beyond the fixed order's peak, so a forward "
+                      "can run while an earlier backward's gradient is late (each costs one microbatch's activations "
+                      "of the stage) [0]",
+                      0, 1 << 10, [](train_config& c, const value& v) { c.ready_stash = static_cast<int>(v.integer); }));
+  t.push_back(texts("--jitter", "pipeline.jitter",
+                    "Fault injection: every compute action of mesh rank R takes a random extra time, uniform in "
+                    "[0, MAX_MS), seeded (runs repeat): R:MAX_MS; repeatable",
+                    [](train_config& c, const value& v) {
+                      c.jitter.clear();
+                      for (const auto& s : v.texts) c.jitter.push_back(parse_jitter(s));
+                    }));
   // Milliseconds are counted in int64; a week is more than any step takes.
   t.push_back(number("--watchdog-seconds", "pipeline.watchdog_seconds",
                      "Report and stop a job whose step makes no progress this long, in seconds [60]", 0.1, 604800,

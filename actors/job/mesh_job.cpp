@@ -51,6 +51,10 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     a.observers = observers;
     for (const auto& st : cfg.stragglers)
       if (st.rank == at.dp && at.pp == 0) a.straggler = st;
+    for (const auto& j : cfg.jitter)
+      if (j.rank == rank) a.jitter = j;
+    a.dispatch = cfg.dispatch;
+    a.ready_stash = cfg.ready_stash;
     a.buckets = plan.buckets.at(plan.slot(at.pp, at.tp));
     for (int q : plan.mesh.group(sched::axis::pp, rank))
       a.peer_over_host.push_back(plan.mesh.process_of(q) != plan.mesh.process_of(rank) &&

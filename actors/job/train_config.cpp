@@ -39,6 +39,31 @@ std::optional<double> finite_number(const std::string& t) {
 }
 }  // namespace
 
+jitter_spec parse_jitter(const std::string& text) {
+  const size_t colon = text.find(':');
+  jitter_spec j;
+  size_t a = 0, b = 0;
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument("no colon");
+    j.rank = std::stoi(text.substr(0, colon), &a);
+    j.max_ms = std::stod(text.substr(colon + 1), &b);
+  } catch (const std::logic_error&) {
+    a = b = std::string::npos;
+  }
+  if (colon == std::string::npos || a != colon || b != text.size() - colon - 1 || j.rank < 0 ||
+      !std::isfinite(j.max_ms) || j.max_ms <= 0 || j.max_ms > 60000)
+    throw std::invalid_argument("jitter \"" + text + "\": expected RANK:MAX_MS with MAX_MS in (0, 60000], e.g. 1:5");
+  return j;
+}
+
+double jitter_delay_ms(const jitter_spec& j, uint64_t seed, int64_t step, size_t action) {
+  std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(j.rank),
+                    static_cast<uint32_t>(step), static_cast<uint32_t>(step >> 32), static_cast<uint32_t>(action),
+                    0x6a177e5u};
+  std::mt19937_64 g(seq);
+  return std::uniform_real_distribution<double>(0.0, j.max_ms)(g);
+}
+
 straggler_spec parse_straggler(const std::string& text) {
   auto bad = [&](const std::string& why) -> straggler_spec {
     throw std::invalid_argument("straggler \"" + text + "\": " + why +
@@ -286,6 +311,10 @@ void validate(const train_config& c) {
   for (const auto& st : c.stragglers)
     if (st.rank >= c.mesh.dp)
       bad("straggler rank " + std::to_string(st.rank) + " but dp is " + std::to_string(c.mesh.dp));
+  for (const auto& j : c.jitter)
+    if (j.rank >= c.mesh.ranks())
+      bad("jitter of rank " + std::to_string(j.rank) + " but the mesh " + sched::to_string(c.mesh) + " has " +
+          std::to_string(c.mesh.ranks()) + " ranks");
   for (const auto& f : c.process_faults) {
     const std::string what = f.kind == process_fault_kind::pause ? "pause" : "kill";
     const int world = c.mesh.processes + c.server_processes;  // --servers: the server processes come after the mesh's

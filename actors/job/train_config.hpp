@@ -15,6 +15,7 @@
 #include "kernels/pipeline_chunk.hpp"
 #include "kernels/tensor.hpp"
 #include "comm/collective_backend.hpp"
+#include "schedules/dispatch.hpp"
 #include "schedules/mesh.hpp"
 #include "schedules/schedule.hpp"
 #include "schedules/timeline.hpp"
@@ -46,6 +47,17 @@ struct straggler_spec {
 straggler_spec parse_straggler(const std::string& text);
 // The delay of `step` in milliseconds (the same for the same seed, rank and step).
 double straggler_delay_ms(const straggler_spec& s, uint64_t seed, int64_t step);
+
+// Jitter (fault injection): every compute action (F, B, I, W) of mesh rank `rank` takes a random
+// extra time, uniform in [0, max_ms), drawn from the job's seed, the rank, the step and the
+// action's place in the row, so a run repeats. Per-action variability is what ready dispatch is for.
+struct jitter_spec {
+  int rank = 0;
+  double max_ms = 0;
+};
+// Parses "rank:max_ms"; throws std::invalid_argument naming the text.
+jitter_spec parse_jitter(const std::string& text);
+double jitter_delay_ms(const jitter_spec& j, uint64_t seed, int64_t step, size_t action);
 
 // A slow link (fault injection): mesh rank `rank`'s ring sends to other processes (its data- and
 // tensor-parallel groups) capped at mb_per_s megabytes per second (0: no cap), each collective's
@@ -150,6 +162,9 @@ struct train_config {
   sched::mesh mesh;
   // Pipeline parallelism: the schedule every replica runs (mesh.pp stages; 1: the one-stage `F B R O`).
   std::string schedule = "1f1b";    // gpipe, 1f1b, interleaved, zb-h1
+  // How a stage runs its row: as written, or ready-first (schedules/dispatch.hpp): the same bits.
+  sched::dispatch_policy dispatch = sched::dispatch_policy::fixed;
+  int ready_stash = 0;  // ready dispatch: activations a stage may stash beyond the fixed order's peak
   int micro_batches = 1;            // M: microbatches per global batch
   int virtual_stages = 2;           // v: chunks per device, for the interleaved schedule only
   std::vector<int64_t> cuts;        // first layers of model chunks 1..; empty: balanced by params
@@ -214,6 +229,7 @@ struct train_config {
   int kill_server = -1;
   int64_t kill_server_after = 0;
   std::vector<straggler_spec> stragglers;
+  std::vector<jitter_spec> jitter;  // by mesh rank
   std::vector<slow_link_spec> slow_links;  // by mesh rank; needs the rank's groups to span processes
   std::vector<process_fault> process_faults;  // --pause-process / --kill-process: done by --nodes' launcher
   int64_t trace_step = -1;          // step written to trace.json (-1: the last one)

@@ -1,8 +1,9 @@
 // stage: one rank as a thin interpreter of its schedule row. It holds its chunks, its action list
 // and a cursor; every arriving message (order, batch, tensor, reduced bucket, params) is stored
-// by key and the cursor advances while the action there can run. It never reorders the list,
-// never skips an action, and refuses (by name) an action whose data is not where the schedule
-// says it is. Ordered a run of steps, it starts each as soon as the previous one's parameters
+// by key and the stage runs the next action that can run: under fixed dispatch always the row's
+// next, under ready dispatch the row's earliest pending action or the other lane's head
+// (schedules/dispatch.hpp: the same bits either way). It never skips an action, and refuses (by
+// name) an action whose data is not where the schedule says it is. Ordered a run of steps, it starts each as soon as the previous one's parameters
 // are back, and reports every step with the timing of each action. How an action is carried out
 // is a strategy's (stage_strategies.hpp: where it computes, how gradients are reduced, where
 // parameters come from, which batch a step computes), chosen once by stage_setup.cpp; its
@@ -41,6 +42,11 @@ double straggle_ms(stage_state& s) {
   return straggler_delay_ms(st, s.args.seed, s.step);
 }
 
+// The injected jitter of the action at the cursor (0: none).
+double jitter_ms(const stage_state& s) {
+  return s.args.jitter.max_ms > 0 ? jitter_delay_ms(s.args.jitter, s.args.seed, s.step, s.cursor) : 0.0;
+}
+
 // Runs the action at the cursor if its inputs are there; false (with waiting_for set) if not.
 bool execute(self_ptr self, const sched::action& a) {
   auto& s = self->state;
@@ -62,7 +68,7 @@ bool execute(self_ptr self, const sched::action& a) {
       compute_parts c;
       // `tp`: the layers call their group by a plain pointer, so the work holds it while it runs.
       c.work = [chunk = s.chunks.at(static_cast<size_t>(a.chunk)), tp = s.args.tp, mb, x = std::move(x), out, last,
-                loss = last ? s.loss : nullptr, grad_scale, pause = straggle_ms(s), m = a.microbatch] {
+                loss = last ? s.loss : nullptr, grad_scale, pause = straggle_ms(s) + jitter_ms(s), m = a.microbatch] {
         if (pause > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(pause));
         out->first = chunk->forward(m, x);
         if (last) out->second = loss(out->first, mb->targets, grad_scale);
@@ -91,7 +97,8 @@ bool execute(self_ptr self, const sched::action& a) {
       compute_parts c;
       // `tp`: the layers call their group by a plain pointer, so the work holds it while it runs.
       c.work = [chunk = s.chunks.at(static_cast<size_t>(a.chunk)), tp = s.args.tp, dy = std::move(dy), dx,
-                buckets = std::move(buckets), kind = a.kind, m = a.microbatch, k] {
+                buckets = std::move(buckets), kind = a.kind, m = a.microbatch, k, pause = jitter_ms(s)] {
+        if (pause > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(pause));
         if (kind == op::backward_weight) {
           if (buckets) chunk->backward_weight(m, buckets);
           else chunk->backward_weight(m);
@@ -178,30 +185,55 @@ void finish_step(self_ptr self) {
   s.record.step_start = next_start;
 }
 
-// Executes actions from the cursor until one must wait or the run of steps is done.
+// Runs action i of the row if its inputs are there: true once it completed.
+bool run_action(self_ptr self, size_t i, double start) {
+  auto& s = self->state;
+  const sched::action& a = row(s)[i];
+  s.cursor = i;
+  if (!execute(self, a)) return false;
+  // Sends take no device time, and a receive whose message was already there waited none.
+  const bool instant = sched::is_send(a.kind) || (sched::is_recv(a.kind) && !s.blocked);
+  const double end = instant ? start : now_seconds();
+  if (sched::is_compute(a.kind) || a.kind == op::optimizer_step) s.record.compute_seconds += end - start;
+  s.blocked = false;
+  s.record.actions.push_back(sched::to_string(a));
+  s.record.start_seconds.push_back(start);
+  s.record.end_seconds.push_back(end);
+  s.progress.mark(i);
+  ++s.completed;
+  s.waiting_for.clear();
+  return true;
+}
+
+// Runs actions until none can run now or the run of steps is done: the row's next under fixed
+// dispatch; under ready dispatch the earliest pending action, else the other lane's head.
 void advance(self_ptr self) {
   auto& s = self->state;
   while (s.step >= 0) {
-    while (s.cursor < row(s).size()) {
-      const sched::action& a = row(s)[s.cursor];
+    for (;;) {
+      // An asynchronous device's action holds the stage until it completes.
+      const std::vector<size_t> next =
+          s.on_device ? std::vector<size_t>{s.cursor}
+                      : sched::next_candidates(s.ready, row(s), s.progress, s.args.dispatch, s.live);
+      if (next.empty()) break;  // the row is done
       const double start = s.blocked ? s.blocked_since : now_seconds();
-      if (!execute(self, a)) {
+      bool ran = false;
+      std::string waiting;  // what the earliest candidate waits for, which is what the stage waits for
+      for (size_t i : next) {
+        if (run_action(self, i, start)) {
+          ran = true;
+          break;
+        }
         if (s.failed) return;
+        if (waiting.empty()) waiting = s.waiting_for;
+        if (s.on_device) break;  // it went to the device: nothing else runs until it completes
+      }
+      if (!ran) {
+        if (!waiting.empty()) s.waiting_for = waiting;
         if (!s.blocked) s.blocked_since = start;
         s.blocked = true;
         return;
       }
-      // Sends take no device time, and a receive whose message was already there waited none.
-      const bool instant = sched::is_send(a.kind) || (sched::is_recv(a.kind) && !s.blocked);
-      const double end = instant ? start : now_seconds();
-      if (sched::is_compute(a.kind) || a.kind == op::optimizer_step) s.record.compute_seconds += end - start;
-      s.blocked = false;
-      s.record.actions.push_back(sched::to_string(a));
-      s.record.start_seconds.push_back(start);
-      s.record.end_seconds.push_back(end);
-      ++s.cursor;
-      ++s.completed;
-      s.waiting_for.clear();
     }
     finish_step(self);  // begins the next ordered step, if any
   }
@@ -236,6 +268,7 @@ void stage_detail::begin_step(self_ptr self, int64_t step) {
   auto& s = self->state;
   s.step = step;
   s.cursor = 0;
+  s.progress.reset(row(s).size());
   s.blocked = false;
   s.straggled = false;
   s.record = {};
@@ -289,10 +322,12 @@ caf::behavior stage(self_ptr self, stage_args args) {
       [self](const checkpoint_order& o) { return write_checkpoint(self, o); },
       [self](const pipeline_status_request&) {
         auto& s = self->state;
-        const bool active = s.step >= 0 && s.cursor < row(s).size();
-        return pipeline_status{s.args.rank, s.step, static_cast<int32_t>(s.cursor),
+        const bool active = s.step >= 0 && s.progress.earliest < row(s).size();
+        // The earliest pending action is the one the stage waits at (under ready dispatch the
+        // cursor may be on a later one that ran).
+        return pipeline_status{s.args.rank, s.step, static_cast<int32_t>(s.progress.earliest),
                                static_cast<int32_t>(row(s).size()), s.completed,
-                               active ? sched::to_string(row(s)[s.cursor]) : std::string(), s.waiting_for};
+                               active ? sched::to_string(row(s)[s.progress.earliest]) : std::string(), s.waiting_for};
       },
       [self](const pipeline_params_request&) {
         auto& s = self->state;

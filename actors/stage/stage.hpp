@@ -34,6 +34,9 @@ struct stage_args {
   int pin_cpu = -1;          // pin the stage's thread to this core (-1: leave it)
   std::string drop_send;     // fault injection: the text of a send that is lost
   straggler_spec straggler;  // ms > 0: sleep before the step's first forward
+  jitter_spec jitter;        // max_ms > 0: each compute action sleeps a seeded random extra first
+  sched::dispatch_policy dispatch = sched::dispatch_policy::fixed;  // of its row (schedules/dispatch.hpp)
+  int ready_stash = 0;  // ready dispatch: stash headroom beyond the fixed order's peak
   // Data parallelism: per local chunk, its gradient buckets (offsets into that chunk's flat
   // gradients); each goes to `collective` the moment the chunk's last backward finished its
   // lowest layer, and R waits for all of them. No collective: R is the identity (one replica).

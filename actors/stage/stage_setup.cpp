@@ -99,6 +99,7 @@ void set_up(self_ptr self, stage_args args) {
       st.chunks[c]->stack().split_grads(units);
     }
   }
+  st.ready = sched::plan_ready_row(row(st), st.args.dispatch == sched::dispatch_policy::ready ? st.args.ready_stash : 0);
   st.last_weight_action.assign(st.chunks.size(), row(st).size());
   for (size_t i = 0; i < row(st).size(); ++i) {
     const sched::action& a = row(st)[i];

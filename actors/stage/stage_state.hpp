@@ -64,7 +64,9 @@ struct stage_state {
   std::vector<caf::actor_addr> peers;
   // The current step (-1 between runs) and the end of the ordered run.
   int64_t step = -1, until = 0;
-  size_t cursor = 0;
+  size_t cursor = 0;  // the action running or last run (under ready dispatch, not always the earliest pending)
+  sched::ready_row ready;         // its row's lanes, forwards and stash bound (schedules/dispatch.hpp)
+  sched::row_progress progress;   // which of the step's actions ran
   int64_t completed = 0;
   bool blocked = false;
   bool failed = false;  // fail() ran: nothing more is executed
