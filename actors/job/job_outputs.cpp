@@ -105,6 +105,18 @@ train_summary finish_summary(const train_config& cfg, const job_plan& plan, job_
                    ? fmt::format("; all-reduce time hidden behind backward: {:.0f}%", 100.0 * sum.overlap_share)
                    : std::string(),
                sum.recent.size(), sum.timeline_path);
+  if (cfg.dispatch == sched::dispatch_policy::ready) {
+    // Where ready dispatch ran a stage out of its row's order: each action not at its row's place.
+    int64_t moved = 0, actions = 0;
+    for (const auto& t : sum.recent)
+      for (size_t d = 0; d < t.stages.size() && d < plan.schedule.stages.size(); ++d)
+        for (size_t i = 0; i < t.stages[d].size(); ++i) {
+          ++actions;
+          moved += i < plan.schedule.stages[d].size() && t.stages[d][i].what == plan.schedule.stages[d][i] ? 0 : 1;
+        }
+    spdlog::info("ready dispatch: {} of {} actions ran out of their row's order over the last {} steps (stash headroom {})",
+                 moved, actions, sum.recent.size(), cfg.ready_stash);
+  }
   if (plan.mesh.pp > 1) {
     const auto simulated = sched::simulate(plan.schedule, calibrate_costs(plan.schedule, sum.recent));
     spdlog::info("{}", compare_bubbles(measure_bubble(median), simulated));
