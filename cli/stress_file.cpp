@@ -17,7 +17,8 @@ const char* const stress_file_help =
     "A scenario file holds the job in the tables of `troupe train --config` ([train], [model], [optimizer],\n"
     "[mesh], [data], ...), and:\n"
     "  [stress]\n"
-    "  modes = [\"sync\", \"bsp\", \"ssp:1\", \"ssp:3\", \"asp\"]  training modes, each run under every scenario\n"
+    "  modes = [\"sync\", \"ready:4\", \"bsp\", \"ssp:1\", \"ssp:3\", \"asp\"]  training modes, each run under every\n"
+    "                               scenario (ready:H: sync with ready dispatch and H activations of stash headroom)\n"
     "  out = \"runs/stress\"          the report folder (replaced whole once the new report is written)\n"
     "  target_loss = 0.6            time to this training loss (default: sync DP's final loss per scenario)\n"
     "  calibrate_steps = 40         steps of the sync DP run that measures the step time for \"Nx\" stragglers\n"
@@ -26,6 +27,7 @@ const char* const stress_file_help =
     "  stragglers = [\"0:3x\"]        replica:ms[:fixed|uniform|exponential|pareto|burst[:param]]; ms may be\n"
     "                               Nx: N times the sync DP step time\n"
     "  kill_server = \"0:20\"         server:updates; the server dies after that many (parameter server modes only)\n"
+    "  jitter = [\"1:5\"]             mesh rank:max_ms: each compute action of that rank sleeps up to max_ms more\n"
     "No [[scenario]]: one, \"none\", without faults. Every run is a job in this process: slow links, paused and\n"
     "killed processes need jobs over several processes, which troupe stress does not run.\n";
 
@@ -95,6 +97,8 @@ stress::scenario read_scenario(const std::string& path, const toml::node& node) 
         fail(path, n, key, "\"" + s.name + "\": expected letters, digits, '-', '_' or '.' (it names files)");
     } else if (k == "stragglers") {
       texts(path, n, key, [&](const std::string& v) { s.stragglers.push_back(stress::parse_relative_straggler(v)); });
+    } else if (k == "jitter") {
+      texts(path, n, key, [&](const std::string& v) { s.jitter.push_back(parse_jitter(v)); });
     } else if (k == "kill_server") {
       const std::string v = text(path, n, key);
       const size_t colon = v.find(':');
@@ -109,7 +113,7 @@ stress::scenario read_scenario(const std::string& path, const toml::node& node) 
         fail(path, n, key, "\"" + v + "\": expected server:updates, e.g. \"0:20\"");
       }
     } else {
-      fail(path, n, key, "unknown key (known in [[scenario]]: name, stragglers, kill_server)");
+      fail(path, n, key, "unknown key (known in [[scenario]]: name, stragglers, jitter, kill_server)");
     }
   }
   if (s.name.empty()) fail(path, node, "scenario.name", "every [[scenario]] needs a name");
@@ -146,7 +150,7 @@ stress::stress_plan load_stress_file(const std::string& path) {
     }
   }
   if (p.scenarios.empty()) {  // no fault: every mode once, as it runs undisturbed
-    p.scenarios.push_back(stress::scenario{"none", {}, -1, 0});
+    p.scenarios.push_back(stress::scenario{"none", {}, {}, -1, 0});
     lines.push_back(static_cast<int>(stress_node->source().begin.line));
   }
   // Each scenario's runs must be jobs the runtime takes: checked one scenario at a time, so the

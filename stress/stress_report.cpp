@@ -158,7 +158,9 @@ void write_files(const stress_plan& p, const results& res, const fs::path& dir) 
     scenario_rows rows{s.name, {}, {}, p.target_loss > 0 ? p.target_loss : nan};
     const run* sync = nullptr;
     for (const run& r : res.runs)
-      if (r.scenario == s.name && r.how.consistency == consistency_model::none && r.error.empty()) sync = &r;
+      if (r.scenario == s.name && r.how.consistency == consistency_model::none &&
+          r.how.dispatch == sched::dispatch_policy::fixed && r.error.empty())
+        sync = &r;  // the baseline is sync DP as written: ready dispatch is compared with it
     if (!(p.target_loss > 0) && sync) rows.target = loss_by(sync->summary, std::numeric_limits<double>::infinity());
     for (size_t i = 0; i < res.runs.size(); ++i) {
       if (res.runs[i].scenario != s.name) continue;

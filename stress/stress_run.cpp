@@ -27,6 +27,11 @@ train_config job_of(const stress_plan& p, const mode& m, const scenario& s, doub
   train_config c = p.job;
   c.consistency = m.consistency;
   c.staleness = m.staleness;
+  c.dispatch = m.dispatch;
+  c.ready_stash = m.ready_stash;
+  c.jitter = s.jitter;
+  for (const jitter_spec& j : s.jitter)
+    if (faults) faults->push_back(fmt::format("jitter rank {}: up to {:g} ms per compute action", j.rank, j.max_ms));
   // The job's [server] settings are for the server modes; collectives have no servers to cut.
   if (m.consistency == consistency_model::none) c.server_shards = 1;
   c.progress = false;
@@ -52,6 +57,21 @@ bool applies(const mode& m, const scenario& s) { return !(s.kill_server >= 0 && 
 
 mode parse_mode(const std::string& text) {
   if (text == "sync") return {"sync", consistency_model::none, 0};
+  if (text == "ready" || text.rfind("ready:", 0) == 0) {
+    int h = 0;
+    if (text != "ready") {
+      const std::string n = text.substr(6);
+      size_t used = 0;
+      try {
+        h = std::stoi(n, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (n.empty() || used != n.size() || h < 0 || h > 1024)
+        throw std::invalid_argument("mode \"" + text + "\": expected ready:H with H in 0..1024 (stash headroom)");
+    }
+    return {"sync ready+" + std::to_string(h), consistency_model::none, 0, sched::dispatch_policy::ready, h};
+  }
   if (text == "bsp") return {"ps-bsp", consistency_model::bsp, 0};
   if (text == "asp") return {"ps-asp", consistency_model::asp, 0};
   if (text == "ssp") return {"ps-ssp s=1", consistency_model::ssp, 1};
@@ -65,7 +85,7 @@ mode parse_mode(const std::string& text) {
     }
     if (used == n.size() && s >= 1) return {"ps-ssp s=" + std::to_string(s), consistency_model::ssp, s};
   }
-  throw std::invalid_argument("mode \"" + text + "\": expected sync, bsp, ssp:S (S >= 1) or asp");
+  throw std::invalid_argument("mode \"" + text + "\": expected sync, ready[:H], bsp, ssp:S (S >= 1) or asp");
 }
 
 relative_straggler parse_relative_straggler(const std::string& text) {

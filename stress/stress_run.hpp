@@ -15,11 +15,14 @@
 namespace troupe::stress {
 
 struct mode {
-  std::string name;  // "sync", "ps-bsp", "ps-ssp s=3", "ps-asp"
+  std::string name;  // "sync", "sync ready+H", "ps-bsp", "ps-ssp s=3", "ps-asp"
   consistency_model consistency = consistency_model::none;
   int staleness = 0;
+  sched::dispatch_policy dispatch = sched::dispatch_policy::fixed;  // how each stage runs its row
+  int ready_stash = 0;                                              // with ready: --ready-stash
 };
-// "sync", "bsp", "ssp:S" (or "ssp" for S = 1), "asp"; throws std::invalid_argument naming the text.
+// "sync", "ready" or "ready:H" (sync with ready dispatch and H activations of stash headroom),
+// "bsp", "ssp:S" (or "ssp" for S = 1), "asp"; throws std::invalid_argument naming the text.
 mode parse_mode(const std::string& text);
 
 // A straggler's delay given as "rank:Nx[:kind[:param]]" is a multiple of sync DP's step time,
@@ -36,6 +39,7 @@ relative_straggler parse_relative_straggler(const std::string& text);
 struct scenario {
   std::string name;
   std::vector<relative_straggler> stragglers;
+  std::vector<jitter_spec> jitter;  // per mesh rank: each compute action's random extra time
   int kill_server = -1;  // a parameter server's fault: sync DP is not run under it
   int64_t kill_server_after = 0;
 };

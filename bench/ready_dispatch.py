@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""Ready-first against fixed-order dispatch, side by side in one run (issue 40).
+
+A character GPT over pp 4 (four stage threads in one process; the per-action cost is dominated by
+the injected jitter, which sleeps, so the 4 stages do not oversubscribe a 2-core machine), 1F1B
+with M microbatches. Each row runs fixed and ready alternately, --repeats times, and reports the
+median samples/s of each, their ratio and the load average seen; also `troupe schedule`'s
+simulated gain for the same schedule and jitter where it can print one. Rows: no jitter (ready
+must be no slower), and jitter up to J ms on every rank with stash headroom 0, 1, 4 and M.
+
+    bench/ready_dispatch.py [--build build] [--repeats 3] [--steps 6] [--micro-batches 16] [--jitter-ms 10]
+"""
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def load():
+    return float(open("/proc/loadavg").read().split()[0])
+
+
+def train(a, corpus, extra):
+    out = tempfile.mkdtemp(prefix="ready-dispatch-")
+    cmd = [os.path.join(a.build, "troupe"), "train", "--model", "gpt", "--corpus", corpus, "--context", "16",
+           "--channels", "32", "--heads", "2", "--blocks", "4", "--batch-size", str(4 * a.micro_batches), "--pp", "4",
+           "--micro-batches", str(a.micro_batches), "--max-steps", str(a.steps), "--eval-batches", "1",
+           "--no-progress", "--out", out] + extra
+    run = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    m = re.search(r"done: \d+ steps, ([0-9.]+) samples/s", run.stdout + run.stderr)
+    return float(m.group(1))
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--micro-batches", type=int, default=16)
+    p.add_argument("--jitter-ms", type=float, default=10.0)
+    a = p.parse_args()
+    corpus = os.path.join(tempfile.mkdtemp(), "corpus.txt")
+    with open(corpus, "w") as f:
+        f.write("the quick brown fox jumps over the lazy dog.\n" * 400)
+    jitter = []
+    for r in range(4):
+        jitter += ["--jitter", "%d:%g" % (r, a.jitter_ms)]
+    M = a.micro_batches
+    rows = [("no jitter", [], 0)] + [("jitter up to %g ms on every rank" % a.jitter_ms, jitter, h) for h in (0, 1, 4, M)]
+    print("| case | --ready-stash | fixed samples/s | ready samples/s | ready / fixed | load average |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, extra, headroom in rows:
+        fixed, ready, loads = [], [], []
+        for _ in range(a.repeats):
+            loads.append(load())
+            fixed.append(train(a, corpus, extra + ["--dispatch", "fixed"]))
+            ready.append(train(a, corpus, extra + ["--dispatch", "ready", "--ready-stash", str(headroom)]))
+        f, r = statistics.median(fixed), statistics.median(ready)
+        print("| %s | %d | %.0f | %.0f | **%.2f** | %.2f–%.2f |" % (name, headroom, f, r, r / f, min(loads), max(loads)))
+    print("\nGPT T 16, C 32, 2 heads, 4 blocks; pp 4, 1F1B, M %d, %d steps; medians of %d alternating runs" %
+          (M, a.steps, a.repeats))
+
+
+if __name__ == "__main__":
+    main()
