@@ -85,10 +85,10 @@ struct simulate_options {
   // priority candidate, so ties go to the row's order. `fixed` gives the results simulate gave
   // before dispatch existed, bit for bit.
   // Ready is greedy and does not preempt, so it is not always faster: an action that fills a wait
-  // and outlasts it delays the action that waited (ZB-H1 with F longer than I loses half an I at
-  // P = 3 with no jitter at all), and a backward that overtakes a forward delays the next stage's
-  // input (1F1B at ready_stash 0 under jitter is slightly slower on average). simulate_steps() over
-  // jittered steps is how to tell, per schedule and headroom, before a run.
+  // and outlasts it delays the action that waited (ZB-H1 at P = 3 with F = 1, I = W = 0.5 ends half
+  // a unit later with no jitter at all), and a backward that overtakes a forward delays the next
+  // stage's input (1F1B at ready_stash 0 under jitter is slightly slower on average; from 1 on it
+  // is faster). simulate_steps() over jittered steps tells, per schedule and headroom, before a run.
   dispatch_policy dispatch = dispatch_policy::fixed;
   // Ready dispatch's stash headroom above the fixed order's peak (the runtime's --ready-stash).
   // At 0 a forward may overtake a waiting backward only while the stage holds fewer activations

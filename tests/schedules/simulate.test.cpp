@@ -2,13 +2,18 @@
 // (GPipe and 1F1B (P-1)/(M+P-1), interleaved (P-1)/(vM+P-1), ZB-H1 idle (P-1)(F+B-W)),
 // peak live activations, transfer timing on links, per-chunk costs, timeline consistency, and
 // ZeRO-3 parameter gathers (exposed time k*g without prefetch, g with prefetch 1 when g <= t,
-// g + (k-1)(g-t) when the gather is the slower, the gather overlapping a receive's wait).
+// g + (k-1)(g-t) when the gather is the slower, the gather overlapping a receive's wait), and
+// per-action jitter (bounds, seeding, the same draws under both dispatch policies, step averages).
+// Ready dispatch's timing is dispatch.test.cpp's.
 #include "schedules/simulate.hpp"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <stdexcept>
+#include <string>
 
 #include "schedules/builders.hpp"
 #include "schedules/passes.hpp"
@@ -353,6 +358,124 @@ TEST(schedules_simulate, timeline_with_gather_waits_matches_the_totals) {
 TEST(schedules_simulate, refuses_a_negative_prefetch) {
   EXPECT_THROW(simulate(complete(gpipe(1, 1)), uniform_costs(1, 2, 1, 1), simulate_options{-1}),
                std::invalid_argument);
+}
+
+// Jitter (simulate_options::jitter_*): a compute action takes its cost plus a draw in [0, max) that
+// depends only on (seed, stage, step, its index in the row); nothing else is touched.
+TEST(schedules_simulate, jitter_lengthens_compute_actions_by_a_seeded_draw_below_its_bound) {
+  const schedule s = complete(one_f_one_b(3, 6));
+  const cost_model costs = uniform_costs(1, 2, 1, 1);
+  const simulation plain = simulate(s, costs);
+  simulate_options o;
+  o.jitter_max_seconds = {0.5, 0, 2};
+  o.jitter_seed = 7;
+  const simulation r = simulate(s, costs, o);
+  for (std::size_t d = 0; d < 3; ++d) {
+    double extra = 0;
+    for (std::size_t i = 0; i < s.stages[d].size(); ++i) {
+      const timed_action& e = r.events.stages[d][i];
+      const double cost = plain.events.stages[d][i].end_seconds - plain.events.stages[d][i].start_seconds;
+      const double took = e.end_seconds - e.start_seconds;
+      if (is_compute(e.what.kind)) {
+        EXPECT_GE(took, cost);
+        if (d == 1) {
+          EXPECT_EQ(took, cost);  // a bound of 0: none
+        } else {
+          EXPECT_LT(took, cost + o.jitter_max_seconds[d]);
+        }
+        extra += took - cost;
+      } else if (!is_recv(e.what.kind)) {
+        EXPECT_EQ(took, cost) << to_string(e.what);  // sends, R and O: no jitter
+      }
+    }
+    EXPECT_NEAR(r.busy_seconds[d], plain.busy_seconds[d] + extra, tolerance);
+    if (d != 1) {
+      EXPECT_GT(extra, 0);
+    }
+  }
+  EXPECT_GT(r.makespan_seconds, plain.makespan_seconds);
+
+  // It repeats; another seed or step draws again.
+  EXPECT_EQ(simulate(s, costs, o).makespan_seconds, r.makespan_seconds);
+  simulate_options other_seed = o, other_step = o;
+  other_seed.jitter_seed = 8;
+  other_step.jitter_step = 1;
+  EXPECT_NE(simulate(s, costs, other_seed).makespan_seconds, r.makespan_seconds);
+  EXPECT_NE(simulate(s, costs, other_step).makespan_seconds, r.makespan_seconds);
+
+  // A bound of 0 everywhere is no jitter, bit for bit.
+  simulate_options zero;
+  zero.jitter_max_seconds.assign(3, 0);
+  EXPECT_EQ(simulate(s, costs, zero).makespan_seconds, plain.makespan_seconds);
+}
+
+// Each action's draw is fixed before the run, so both dispatch policies see the same per-action
+// times: what differs between them is the order alone.
+TEST(schedules_simulate, jitter_is_the_same_per_action_under_both_dispatch_policies) {
+  const schedule s = complete(zb_h1(4, 8));
+  simulate_options o;
+  o.jitter_max_seconds.assign(4, 1.5);
+  o.jitter_seed = 3;
+  const simulation fixed = simulate(s, uniform_costs(1, 2, 1, 1), o);
+  o.dispatch = dispatch_policy::ready;
+  o.ready_stash = 1;
+  const simulation ready = simulate(s, uniform_costs(1, 2, 1, 1), o);
+  int reordered = 0;
+  for (std::size_t d = 0; d < 4; ++d) {
+    std::map<std::string, double> took;
+    for (const timed_action& e : fixed.events.stages[d])
+      if (is_compute(e.what.kind)) took[to_string(e.what)] = e.end_seconds - e.start_seconds;
+    for (const timed_action& e : ready.events.stages[d])
+      if (is_compute(e.what.kind)) {
+        EXPECT_NEAR(e.end_seconds - e.start_seconds, took.at(to_string(e.what)), tolerance);  // other start, other rounding
+      }
+    EXPECT_NEAR(ready.busy_seconds[d], fixed.busy_seconds[d], tolerance);
+    reordered += ready.out_of_order[d];
+  }
+  EXPECT_GT(reordered, 0);
+}
+
+TEST(schedules_simulate, simulate_steps_averages_steps_of_fresh_jitter) {
+  const schedule s = complete(one_f_one_b(2, 4));
+  const cost_model costs = uniform_costs(1, 2, 1, 1);
+  simulate_options o;
+  o.jitter_max_seconds = {1, 1};
+  o.jitter_step = 10;
+  const step_statistics st = simulate_steps(s, costs, o, 5);
+  double sum = 0, most = 0, bubble = 0;
+  for (int k = 0; k < 5; ++k) {
+    simulate_options one = o;
+    one.jitter_step = 10 + k;
+    const simulation r = simulate(s, costs, one);
+    sum += r.makespan_seconds;
+    most = std::max(most, r.makespan_seconds);
+    bubble += r.bubble_fraction;
+  }
+  EXPECT_EQ(st.steps, 5);
+  EXPECT_NEAR(st.mean_makespan_seconds, sum / 5, tolerance);
+  EXPECT_EQ(st.max_makespan_seconds, most);
+  EXPECT_NEAR(st.mean_bubble_fraction, bubble / 5, tolerance);
+  EXPECT_EQ(st.peak_live_activations, (std::vector<int>{2, 1}));
+  EXPECT_EQ(st.out_of_order, 0);
+  // Without jitter every step is the same step.
+  const step_statistics calm = simulate_steps(s, costs, {}, 3);
+  EXPECT_EQ(calm.mean_makespan_seconds, simulate(s, costs).makespan_seconds);
+  EXPECT_THROW(simulate_steps(s, costs, {}, 0), std::invalid_argument);
+}
+
+TEST(schedules_simulate, refuses_bad_jitter_and_headroom) {
+  const schedule s = complete(one_f_one_b(2, 2));
+  const cost_model costs = uniform_costs(1, 2, 1, 1);
+  simulate_options o;
+  o.jitter_max_seconds = {1};  // one entry for two stages
+  EXPECT_THROW(simulate(s, costs, o), std::invalid_argument);
+  o.jitter_max_seconds = {1, -1};
+  EXPECT_THROW(simulate(s, costs, o), std::invalid_argument);
+  o.jitter_max_seconds = {1, std::nan("")};
+  EXPECT_THROW(simulate(s, costs, o), std::invalid_argument);
+  o.jitter_max_seconds = {};
+  o.ready_stash = -1;
+  EXPECT_THROW(simulate(s, costs, o), std::invalid_argument);
 }
 
 }  // namespace
