@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "actors/job/prometheus_file.hpp"
 #include "actors/messages.hpp"
 #include "actors/job/job_outputs.hpp"
 #include "actors/job/train_config.hpp"
@@ -119,6 +120,7 @@ struct coordinator_args {
   std::vector<layer_range> chunks;
   int64_t trace_step = -1;      // -1: the last
   std::shared_ptr<metrics_log> log;
+  std::shared_ptr<prometheus_file> prom;  // --metrics-prom: rewritten after every step (null: none)
   std::shared_ptr<train_summary> summary;
   std::shared_ptr<job_failure> failure;  // set when the job stopped on an error
   std::shared_ptr<job_record> record;

@@ -112,6 +112,11 @@ std::vector<tunable> make_table() {
                    [](train_config& c, const value& v) { c.devices = parse_devices(v.text); }));
   t.push_back(text("--out", "train.out", "Output folder for metrics.jsonl [runs/latest]",
                    [](train_config& c, const value& v) { c.out_dir = v.text; }));
+  t.push_back(text("--metrics-prom", "train.metrics_prom",
+                   "Also write the job's figures (loss, throughput, each rank's compute and wait time, device memory "
+                   "peaks) to this file in Prometheus's text format after every step, replaced whole, for "
+                   "node_exporter's textfile collector (name it *.prom in its directory)",
+                   [](train_config& c, const value& v) { c.metrics_prom = v.text; }));
   t.push_back(choice("--recompute", "train.recompute",
                      "Recompute activations in backward instead of keeping them: none, selective (attention "
                      "scores) or full (every layer from its input) [none]",

@@ -32,7 +32,8 @@ ACTOR_LAYERS = [
      "job/job_forecast", "job/accelerators"],
     # where a running job's observations go: metrics, the measured timeline, the job's outputs
     # (below the actors: the coordinator writes them)
-    ["job/metrics_log", "coordinator/pipeline_timing", "job/job_outputs", "job/run_curves", "job/server_report"],
+    ["job/metrics_log", "coordinator/pipeline_timing", "job/job_outputs", "job/run_curves", "job/server_report",
+     "job/prometheus_file"],
     # the actors by role, and actors.hpp, which spawns them
     ["actors", "store", "data", "collective", "optimizer", "server", "stage", "coordinator", "process/net_actors",
      "process/middleman_link"],

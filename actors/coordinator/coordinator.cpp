@@ -109,6 +109,7 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
         sum.test_loss.push_back(loss);
         sum.test_steps.push_back(sum.steps);
         s.args.log->eval(r.epoch, sum.steps, loss, acc);
+        if (s.args.prom) s.args.prom->evaluated(loss, acc);
         if (sum.steps < s.args.total_steps) order_steps(self, sum.steps);
         else finish_when_saved(self);
       },

@@ -129,6 +129,11 @@ void step_done(self_ptr self, int64_t step, const std::vector<stage_step_record>
                       std::max(span, 1e-9);
   const int64_t epoch = step / s.args.steps_per_epoch;
   s.args.log->step(step, epoch, loss, rate);  // first: a step whose line failed is not counted done
+  if (s.args.prom) {
+    prometheus_step p{step, epoch, loss, rate, -1, -1, ranks};
+    if (!sum.test_loss.empty()) p.test_loss = sum.test_loss.back(), p.test_accuracy = sum.test_accuracy.back();
+    s.args.prom->write(p);
+  }
   sum.losses.push_back(loss);
   sum.step_samples_per_s.push_back(rate);
   sum.train_seconds += seconds;

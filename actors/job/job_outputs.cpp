@@ -23,6 +23,7 @@ job_outputs::job_outputs(const train_config& cfg, const prepared_job& data)
       failure(std::make_shared<job_failure>()),
       record(std::make_shared<job_record>()) {
   summary->metrics_path = log->path();
+  if (!cfg.metrics_prom.empty()) prom = std::make_shared<prometheus_file>(cfg.metrics_prom);
 }
 
 void log_plan(const train_config& cfg, const prepared_job& data, const job_plan& plan) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/job/job_plan.hpp"
+#include "actors/job/prometheus_file.hpp"
 #include "actors/job/step_trace.hpp"
 #include "actors/job/train_config.hpp"
 
@@ -32,6 +33,7 @@ struct job_outputs {
   job_outputs(const train_config& cfg, const prepared_job& data);  // opens <out>/metrics.jsonl
   std::shared_ptr<train_summary> summary;
   std::shared_ptr<metrics_log> log;
+  std::shared_ptr<prometheus_file> prom;  // --metrics-prom (null: not asked for)
   std::shared_ptr<job_failure> failure;
   std::shared_ptr<job_record> record;
 };

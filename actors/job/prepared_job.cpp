@@ -1,6 +1,8 @@
 // prepare_job: dataset loading, job sizing and the BLAS set-up shared by every training path.
 #include "actors/job/prepared_job.hpp"
 
+#include <filesystem>
+
 #include <spdlog/spdlog.h>
 
 #if defined(__GLIBC__)
@@ -54,6 +56,10 @@ prepared_job prepare_job(const train_config& cfg) {
   // Every process writes its shard of a checkpoint: a folder it cannot write is bad input, found
   // now rather than at the first save, steps into training.
   if (!cfg.checkpoint_dir.empty()) storage::check_writable_folder(cfg.checkpoint_dir, "--checkpoint-dir");
+  if (!cfg.metrics_prom.empty()) {
+    const std::filesystem::path dir = std::filesystem::path(cfg.metrics_prom).parent_path();
+    storage::check_writable_folder(dir.empty() ? "." : dir.string(), "--metrics-prom's folder");
+  }
   prepared_job p;
   p.model = cfg.model;
   load_data(cfg, p);

@@ -138,6 +138,7 @@ struct train_config {
   uint64_t seed = 42;
   int threads = 1;            // BLAS threads of the compute device
   std::string out_dir = "runs/latest";
+  std::string metrics_prom;  // --metrics-prom: the Prometheus text file rewritten each step (empty: none)
   std::string fashion_mnist_dir = "/usr/share/datasets/fashion-mnist";
   std::string corpus_path = "/usr/share/games/fortunes";
   // Datasets already in memory (a program embedding troupe, the tests), used instead of the files

@@ -38,6 +38,7 @@ coordinator_args coordinator_args_for(const train_config& cfg, const prepared_jo
   a.sharded_params = cfg.zero >= 3 && plan.mesh.dp > 1;
   a.trace_step = cfg.trace_step;
   a.log = out.log;
+  a.prom = out.prom;
   a.summary = out.summary;
   a.failure = out.failure;
   a.record = out.record;
