@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "actors/job/prometheus_file.hpp"
+#include "actors/job/slow_rank.hpp"
 #include "actors/messages.hpp"
 #include "actors/job/job_outputs.hpp"
 #include "actors/job/train_config.hpp"
@@ -121,6 +122,7 @@ struct coordinator_args {
   int64_t trace_step = -1;      // -1: the last
   std::shared_ptr<metrics_log> log;
   std::shared_ptr<prometheus_file> prom;  // --metrics-prom: rewritten after every step (null: none)
+  slow_rank_options slow_ranks;           // live straggler detection (window 0: off)
   std::shared_ptr<train_summary> summary;
   std::shared_ptr<job_failure> failure;  // set when the job stopped on an error
   std::shared_ptr<job_record> record;

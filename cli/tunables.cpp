@@ -117,6 +117,14 @@ std::vector<tunable> make_table() {
                    "peaks) to this file in Prometheus's text format after every step, replaced whole, for "
                    "node_exporter's textfile collector (name it *.prom in its directory)",
                    [](train_config& c, const value& v) { c.metrics_prom = v.text; }));
+  t.push_back(integer("--slow-rank-window", "train.slow_rank_window",
+                      "Name, while the job runs, the rank its data-parallel group waits for: the one that hands in its "
+                      "gradients last in most of this many recent steps (0: off) [20]",
+                      0, 100000, [](train_config& c, const value& v) { c.slow_rank_window = static_cast<int>(v.integer); }));
+  t.push_back(number("--slow-rank-threshold", "train.slow_rank_threshold",
+                     "With --slow-rank-window: a rank is named when it trails its data-parallel group by at least this "
+                     "fraction of the step time, on median [0.1]", 0, 10, false,
+                     [](train_config& c, const value& v) { c.slow_rank_threshold = v.number; }));
   t.push_back(choice("--recompute", "train.recompute",
                      "Recompute activations in backward instead of keeping them: none, selective (attention "
                      "scores) or full (every layer from its input) [none]",

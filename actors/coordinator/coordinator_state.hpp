@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/job/slow_rank.hpp"
 #include "actors/actors.hpp"
 #include "actors/coordinator/push_rounds.hpp"
 
@@ -33,6 +34,7 @@ struct coordinator_state {
   int64_t polled = -1;  // actions completed over all stages at the watchdog's last poll (-1: none since a step)
   bool polling = false;
   std::vector<caf::actor> collectives;  // dumped into a watchdog report
+  std::unique_ptr<slow_rank_detector> slow;  // collectives' data parallelism: who the others wait for
   bool finishing = false;
   int64_t until = 0;            // the end of the run of steps last ordered
   int checkpoints_writing = 0;  // ordered, not yet committed

@@ -19,6 +19,8 @@
 // step is done once its ranks reported it, and every dp of them, of any replicas, make one step
 // of the job (push_rounds.hpp). The watchdog (watchdog.cpp) watches last_progress, which every
 // report moves.
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -129,6 +131,10 @@ void step_done(self_ptr self, int64_t step, const std::vector<stage_step_record>
                       std::max(span, 1e-9);
   const int64_t epoch = step / s.args.steps_per_epoch;
   s.args.log->step(step, epoch, loss, rate);  // first: a step whose line failed is not counted done
+  if (!s.args.dispensed && s.args.slow_ranks.window > 0) {
+    if (!s.slow) s.slow = std::make_unique<slow_rank_detector>(s.args.mesh, s.args.slow_ranks);
+    if (const std::string line = s.slow->add(ranks); !line.empty()) spdlog::warn("{}", line);
+  }
   if (s.args.prom) {
     prometheus_step p{step, epoch, loss, rate, -1, -1, ranks};
     if (!sum.test_loss.empty()) p.test_loss = sum.test_loss.back(), p.test_accuracy = sum.test_accuracy.back();
