@@ -105,6 +105,9 @@ std::string run_json(const run& r, const run_metrics& m, const std::string& dir)
                    array(m.staleness_histogram, [](int64_t v) { return std::to_string(v); }));
   j += fmt::format("\"final_loss\": {}, \"test_loss\": {}, \"test_accuracy\": {}, \"time_to_target\": {},\n   ",
                    num(m.final_loss), num(m.test_loss), num(m.test_accuracy), num(m.time_to_target));
+  j += fmt::format("\"slow_rank\": {},\n   ",
+                   s.slow_rank < 0 ? std::string("null")
+                                   : fmt::format("{{\"rank\": {}, \"named_after_step\": {}}}", s.slow_rank, s.slow_rank_step));
   j += fmt::format("\"first_step\": {}, \"losses\": {},\n   \"step_ends\": {},\n   \"rank_step_ms\": {}}}", s.first_step,
                    array(s.losses, [](double v) { return num(v); }), array(s.step_ends, [](double v) { return num(v); }),
                    array(s.rank_step_seconds, [](const std::vector<double>& v) {

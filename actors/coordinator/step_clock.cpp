@@ -133,7 +133,13 @@ void step_done(self_ptr self, int64_t step, const std::vector<stage_step_record>
   s.args.log->step(step, epoch, loss, rate);  // first: a step whose line failed is not counted done
   if (!s.args.dispensed && s.args.slow_ranks.window > 0) {
     if (!s.slow) s.slow = std::make_unique<slow_rank_detector>(s.args.mesh, s.args.slow_ranks);
-    if (const std::string line = s.slow->add(ranks); !line.empty()) spdlog::warn("{}", line);
+    if (const std::string line = s.slow->add(ranks); !line.empty()) {
+      spdlog::warn("{}", line);
+      if (sum.slow_rank < 0 && s.slow->current().rank >= 0) {
+        sum.slow_rank = s.slow->current().rank;
+        sum.slow_rank_step = step;
+      }
+    }
   }
   if (s.args.prom) {
     prometheus_step p{step, epoch, loss, rate, -1, -1, ranks};

@@ -313,6 +313,10 @@ struct train_summary {
   std::vector<dispensed_batch> dispensed;
   std::vector<double> test_accuracy;   // after each epoch (token accuracy for the GPT)
   std::vector<double> test_loss;
+  // Live straggler detection: the rank first named as the one its data-parallel group waits for,
+  // and the step after which it was (-1: none was).
+  int slow_rank = -1;
+  int64_t slow_rank_step = -1;
   std::vector<int64_t> test_steps;     // the steps done when each test_loss was taken, as metrics.jsonl logs it
   int64_t steps = 0;
   int64_t samples = 0;

@@ -62,6 +62,13 @@ def ok(cond, what):
     print(("ok   " if cond else "FAIL ") + what)
     if not cond: bad.append(what)
 ok(len(runs) == 8 and all(r["status"] == "ok" for r in runs), f"{len(runs)} runs in report.json, all ok")
+# Live straggler detection (issue 43): sync DP under the 3x straggler of replica 0 names rank 0 while
+# it runs, once a 20-step window is full; undisturbed, it names no one.
+sync = {r["scenario"]: r for r in runs if r["mode"] == "sync"}
+ok(sync["straggler-3x"]["slow_rank"] is not None and sync["straggler-3x"]["slow_rank"]["rank"] == 0
+   and sync["straggler-3x"]["slow_rank"]["named_after_step"] < 40,
+   "sync DP's straggler named live: %s" % sync["straggler-3x"]["slow_rank"])
+ok(sync["none"]["slow_rank"] is None, "no rank named without a straggler")
 ns = {"s": "http://www.w3.org/2000/svg"}
 def plot(name):
     root = ET.parse(os.path.join(report, "plots", name + ".svg")).getroot()
