@@ -159,9 +159,10 @@ std::string render_svg(const timeline& t) {
       if (is_communication(e.what.kind)) continue;
       const double w = (e.end_seconds - e.start_seconds) * scale;
       const std::string text = xml_escape(body_string(e.what));
-      out += "<rect class=\"action\" x=\"" + x_of(e.start_seconds) + "\" y=\"" + fixed(y, 2) +
-             "\" width=\"" + fixed(w, 2) + "\" height=\"" + fixed(lane, 2) + "\" fill=\"" +
-             color_of(e.what.kind) + "\" stroke=\"#ffffff\" stroke-width=\"0.5\"/>\n";
+      out += std::string("<rect class=\"action") + (e.out_of_order ? " moved" : "") + "\" x=\"" + x_of(e.start_seconds) +
+             "\" y=\"" + fixed(y, 2) + "\" width=\"" + fixed(w, 2) + "\" height=\"" + fixed(lane, 2) + "\" fill=\"" +
+             color_of(e.what.kind) + (e.out_of_order ? "\" stroke=\"#000000\" stroke-width=\"1.5\"/>\n"
+                                                     : "\" stroke=\"#ffffff\" stroke-width=\"0.5\"/>\n");
       if (w >= 6.0 * static_cast<double>(text.size()))
         out += "<text x=\"" + fixed(left + e.start_seconds * scale + w / 2, 2) + "\" y=\"" +
                fixed(y + lane / 2 + 4, 2) + "\" text-anchor=\"middle\" fill=\"#ffffff\">" + text +
@@ -213,8 +214,8 @@ std::string render_chrome_trace(const timeline& t) {
            ",\"ts\":" + fixed(e.start_seconds * 1e6, 3) +
            ",\"dur\":" + fixed((e.end_seconds - e.start_seconds) * 1e6, 3) +
            ",\"args\":{\"microbatch\":" + std::to_string(e.what.microbatch) +
-           ",\"chunk\":" + std::to_string(e.what.chunk) + ",\"peer\":" +
-           std::to_string(e.what.peer) + "}}");
+           ",\"chunk\":" + std::to_string(e.what.chunk) + ",\"peer\":" + std::to_string(e.what.peer) +
+           (e.out_of_order ? ",\"out_of_order\":true" : "") + "}}");
     }
   }
   out += "\n],\"displayTimeUnit\":\"ms\",\"otherData\":{\"name\":\"" + json_escape(t.name) +

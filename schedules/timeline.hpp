@@ -17,6 +17,7 @@ struct timed_action {
   action what;
   double start_seconds = 0;
   double end_seconds = 0;
+  bool out_of_order = false;  // ready dispatch ran it away from its place in the row: drawn outlined
 };
 
 // Who a lane is: `who` groups lanes (a rank: a Perfetto process), `what` names the lane in it

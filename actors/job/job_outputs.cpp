@@ -26,6 +26,21 @@ job_outputs::job_outputs(const train_config& cfg, const prepared_job& data)
   if (!cfg.metrics_prom.empty()) prom = std::make_shared<prometheus_file>(cfg.metrics_prom);
 }
 
+namespace {
+
+// Marks the actions of a lane that ran away from their place in the row (ready dispatch); returns
+// how many did.
+int64_t mark_out_of_order(std::vector<sched::timed_action>& lane, const std::vector<sched::action>& row) {
+  int64_t moved = 0;
+  for (size_t i = 0; i < lane.size(); ++i) {
+    lane[i].out_of_order = i >= row.size() || !(lane[i].what == row[i]);
+    moved += lane[i].out_of_order ? 1 : 0;
+  }
+  return moved;
+}
+
+}  // namespace
+
 void log_plan(const train_config& cfg, const prepared_job& data, const job_plan& plan) {
   // Each rank's stage computes on its own thread with cfg.threads BLAS threads: more than the
   // cores run slower, not wrong, so it is said rather than refused.
@@ -91,11 +106,22 @@ train_summary finish_summary(const train_config& cfg, const job_plan& plan, job_
   const int64_t traced = rec.traced.front().step;
   sum.measured = to_timeline(rec.traced, plan.mesh.pp * plan.mesh.tp,
                              fmt::format("step {}, mesh {}, schedule {}", traced, sched::to_string(plan.mesh), plan.schedule.name));
+  if (cfg.dispatch == sched::dispatch_policy::ready)  // lane 2r: rank r's actions, of its stage's row
+    for (size_t r = 0; r < rec.traced.size(); ++r)
+      mark_out_of_order(sum.measured.stages[2 * r], plan.schedule.stages.at(static_cast<size_t>(
+                                                        plan.mesh.coords_of(rec.traced[r].rank).pp)));
   sum.overlap_share = overlap_share(sum.measured);
   sum.trace_path = cfg.out_dir + "/trace.json";
   write_text_file(sum.trace_path, sched::render_chrome_trace(sum.measured));
   for (const auto& r : rec.recent)
     sum.recent.push_back(schedule_timeline(r, plan.schedule.name));
+  int64_t moved = 0, actions = 0;  // ready dispatch: actions run away from their place in the row
+  if (cfg.dispatch == sched::dispatch_policy::ready)
+    for (auto& t : sum.recent)
+      for (size_t d = 0; d < t.stages.size() && d < plan.schedule.stages.size(); ++d) {
+        actions += static_cast<int64_t>(t.stages[d].size());
+        moved += mark_out_of_order(t.stages[d], plan.schedule.stages[d]);
+      }
   const sched::timeline& median = sum.recent[median_step(sum.recent)];
   sum.timeline_path = cfg.out_dir + "/timeline.svg";
   write_text_file(sum.timeline_path, sched::render_svg(median));
@@ -106,18 +132,9 @@ train_summary finish_summary(const train_config& cfg, const job_plan& plan, job_
                    ? fmt::format("; all-reduce time hidden behind backward: {:.0f}%", 100.0 * sum.overlap_share)
                    : std::string(),
                sum.recent.size(), sum.timeline_path);
-  if (cfg.dispatch == sched::dispatch_policy::ready) {
-    // Where ready dispatch ran a stage out of its row's order: each action not at its row's place.
-    int64_t moved = 0, actions = 0;
-    for (const auto& t : sum.recent)
-      for (size_t d = 0; d < t.stages.size() && d < plan.schedule.stages.size(); ++d)
-        for (size_t i = 0; i < t.stages[d].size(); ++i) {
-          ++actions;
-          moved += i < plan.schedule.stages[d].size() && t.stages[d][i].what == plan.schedule.stages[d][i] ? 0 : 1;
-        }
+  if (cfg.dispatch == sched::dispatch_policy::ready)
     spdlog::info("ready dispatch: {} of {} actions ran out of their row's order over the last {} steps (stash headroom {})",
                  moved, actions, sum.recent.size(), cfg.ready_stash);
-  }
   if (plan.mesh.pp > 1) {
     const auto simulated = sched::simulate(plan.schedule, calibrate_costs(plan.schedule, sum.recent));
     spdlog::info("{}", compare_bubbles(measure_bubble(median), simulated));

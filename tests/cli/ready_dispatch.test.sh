@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Ready dispatch across processes (issue 40): a GPT over pp 4 as four processes with jitter on
 # every rank, --dispatch ready, logs the same losses, digit for digit, as --dispatch fixed in one
-# process without jitter; the log says how many actions ran out of their row's order.
+# process without jitter; the log says how many actions ran out of their row's order, and
+# timeline.svg outlines them and trace.json flags them.
 # Usage: ready_dispatch.test.sh TROUPE
 set -u
 troupe=$1
@@ -20,4 +21,8 @@ else echo "FAIL losses differ:"; paste <(echo "$a") <(echo "$b"); fail=1; fi
 grep -qE "ready dispatch: [1-9][0-9]* of [0-9]+ actions ran out of their row's order" "$dir/ready.log" \
   && echo "ok   $(grep -oE "ready dispatch: [0-9]+ of [0-9]+ actions[^;]*" "$dir/ready.log" | head -1)" \
   || { grep -i dispatch "$dir/ready.log"; echo "FAIL no count of the actions run out of order"; fail=1; }
+grep -q 'class="action moved"' "$dir/ready/timeline.svg" && grep -q '"out_of_order":true' "$dir/ready/trace.json" \
+  && echo "ok   the timeline outlines and the trace flags the actions run out of order" \
+  || { echo "FAIL no moved action marked in timeline.svg or trace.json"; fail=1; }
+grep -q 'class="action moved"' "$dir/fixed/timeline.svg" && { echo "FAIL fixed dispatch marked an action moved"; fail=1; }
 exit $fail

@@ -273,5 +273,19 @@ TEST(schedules_render, named_lanes_are_threads_of_their_rank_in_the_trace_and_la
   EXPECT_EQ(svg.find(">stage "), std::string::npos);
 }
 
+TEST(schedules_render, actions_run_out_of_their_rows_order_are_outlined_and_flagged_in_the_trace) {
+  timeline t;
+  t.stages = {{timed_action{parse_action("0F0"), 0, 1}, timed_action{parse_action("0B0"), 1, 3, true}}};
+  const std::string svg = render_svg(t);
+  EXPECT_EQ(xml_problem(svg), "");
+  EXPECT_EQ(count(svg, "<rect class=\"action moved\""), 1u);
+  EXPECT_EQ(count(svg, "<rect class=\"action\""), 1u);
+  EXPECT_NE(svg.find("stroke=\"#000000\" stroke-width=\"1.5\""), std::string::npos);
+  const std::string trace = render_chrome_trace(t);
+  json_reader reader(trace);
+  ASSERT_TRUE(reader.parse()) << trace;
+  EXPECT_EQ(count(trace, "\"out_of_order\":true"), 1u);
+}
+
 }  // namespace
 }  // namespace troupe::sched
