@@ -6,16 +6,11 @@
 #include <map>
 #include <tuple>
 
+#include "actors/job/step_trace.hpp"
+
 namespace troupe {
 
 namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 bool counts_as_busy(sched::op kind) { return !sched::is_communication(kind); }
 

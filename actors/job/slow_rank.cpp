@@ -7,17 +7,6 @@
 
 namespace troupe {
 
-namespace {
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
-
 std::string slow_rank_finding::describe() const {
   if (rank < 0) return "slow rank: none any more (no rank is the last to hand in its gradients in most recent steps)";
   const bool device = compute_ms > 1.1 * peers_compute_ms;

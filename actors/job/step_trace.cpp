@@ -35,6 +35,13 @@ bool is_backward(sched::op k) {
 
 }  // namespace
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 sched::timeline to_timeline(const std::vector<stage_step_record>& ranks, int ranks_per_replica, const std::string& name) {
   sched::timeline t;
   t.name = name;

@@ -40,6 +40,10 @@ struct stage_step_record {
 // reduce_grads with the bucket as microbatch, from the moment the last rank of its group handed
 // the bucket in: before that the ring cannot run, and the gap shows a rank waiting for a peer).
 // Times start at the step's earliest event.
+// The middle of v (the mean of the two middle values for an even count; 0 for none): the statistic
+// the step figures are summarised by, robust to a step the machine interrupted.
+double median(std::vector<double> v);
+
 sched::timeline to_timeline(const std::vector<stage_step_record>& ranks, int ranks_per_replica, const std::string& name);
 
 // One replica's pipeline as the schedule sees it: lane d is stage d's actions (records in stage
