@@ -119,7 +119,7 @@ std::vector<tunable> make_table() {
                    [](train_config& c, const value& v) { c.metrics_prom = v.text; }));
   t.push_back(integer("--slow-rank-window", "train.slow_rank_window",
                       "Name, while the job runs, the rank its data-parallel group waits for: the one that hands in its "
-                      "gradients last in most of this many recent steps (0: off) [20]",
+                      "gradients last in 90% of this many recent steps (0: off) [20]",
                       0, 100000, [](train_config& c, const value& v) { c.slow_rank_window = static_cast<int>(v.integer); }));
   t.push_back(number("--slow-rank-threshold", "train.slow_rank_threshold",
                      "With --slow-rank-window: a rank is named when it trails its data-parallel group by at least this "

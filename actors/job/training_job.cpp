@@ -39,7 +39,8 @@ coordinator_args coordinator_args_for(const train_config& cfg, const prepared_jo
   a.trace_step = cfg.trace_step;
   a.log = out.log;
   a.prom = out.prom;
-  a.slow_ranks = {cfg.slow_rank_window, 0.75, cfg.slow_rank_threshold};
+  a.slow_ranks.window = cfg.slow_rank_window;
+  a.slow_ranks.threshold = cfg.slow_rank_threshold;
   a.summary = out.summary;
   a.failure = out.failure;
   a.record = out.record;
