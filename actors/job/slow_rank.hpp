@@ -25,6 +25,9 @@ struct slow_rank_options {
   double share = 0.9;
   double threshold = 0.1;   // by at least this fraction of the median step time, on median
   double min_late_ms = 1;   // and by at least this much: a few microseconds of scheduling are no straggler
+  // Steps not looked at, from the job's first: a job's first steps (threads starting, first touches
+  // of memory) made rank 0 last in each of them by half a step with no straggler (seen in CI).
+  int warmup = 10;
 };
 
 struct slow_rank_finding {
@@ -54,6 +57,7 @@ class slow_rank_detector {
   sched::mesh mesh_;
   slow_rank_options o_;
   std::deque<sample> window_;
+  int seen_ = 0;  // steps given, warm-up included
   slow_rank_finding current_;
 };
 

@@ -34,7 +34,7 @@ sched::mesh dp4() {
 }  // namespace
 
 TEST(SlowRank, NamesTheRankLastInMostStepsOnceSaysWhetherItsDeviceIsSlowerAndWhenItRecovers) {
-  slow_rank_detector d(dp4(), {20, 0.75, 0.1, 1});
+  slow_rank_detector d(dp4(), {20, 0.75, 0.1, 1, 0});
   std::vector<std::string> lines;
   for (int s = 0; s < 40; ++s) {
     // Rank 2 is 10 ms late in 18 of every 20 steps (its compute 20 ms against 12); then it recovers.
@@ -55,7 +55,7 @@ TEST(SlowRank, NamesTheRankLastInMostStepsOnceSaysWhetherItsDeviceIsSlowerAndWhe
 }
 
 TEST(SlowRank, NamesNoOneForMicrosecondsOrAnOccasionalLateRank) {
-  slow_rank_detector d(dp4(), {20, 0.75, 0.1, 1});
+  slow_rank_detector d(dp4(), {20, 0.75, 0.1, 1, 0});
   for (int s = 0; s < 60; ++s) {
     EXPECT_EQ(d.add(step({0, 0.0001, 0, 0}, {0.01, 0.01, 0.01, 0.01})), "");  // last every step, by 0.1 ms
     const int who = s % 3;  // each of three ranks last a third of the time, by 10 ms
@@ -66,10 +66,18 @@ TEST(SlowRank, NamesNoOneForMicrosecondsOrAnOccasionalLateRank) {
   EXPECT_EQ(d.current().rank, -1);
 }
 
+TEST(SlowRank, LooksAtNoStepOfTheWarmUp) {
+  slow_rank_detector d(dp4(), {20, 0.75, 0.1, 1, 10});
+  int named_at = -1;
+  for (int s = 0; s < 40 && named_at < 0; ++s)
+    if (!d.add(step({0, 0, 0.010, 0}, {0.01, 0.01, 0.02, 0.01})).empty()) named_at = s;
+  EXPECT_EQ(named_at, 29);  // 10 steps of warm-up, then a full window of 20
+}
+
 TEST(SlowRank, IsOffWithAWindowOfZeroOrWithoutDataParallelism) {
-  slow_rank_detector off(dp4(), {0, 0.75, 0.1, 1});
+  slow_rank_detector off(dp4(), {0, 0.75, 0.1, 1, 0});
   sched::mesh one;
-  slow_rank_detector single(one, {20, 0.75, 0.1, 1});
+  slow_rank_detector single(one, {20, 0.75, 0.1, 1, 0});
   for (int s = 0; s < 30; ++s) {
     EXPECT_EQ(off.add(step({0, 0, 0.02, 0}, {0.01, 0.01, 0.01, 0.01})), "");
     EXPECT_EQ(single.add(step({0, 0, 0.02, 0}, {0.01, 0.01, 0.01, 0.01})), "");
