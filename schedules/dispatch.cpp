@@ -68,9 +68,9 @@ void row_progress::mark(size_t i) {
   while (earliest < done.size() && done[earliest]) ++earliest;
 }
 
-std::vector<size_t> next_candidates(const ready_row& plan, const std::vector<action>& row, const row_progress& p,
+candidates next_candidates(const ready_row& plan, const std::vector<action>& row, const row_progress& p,
                                     dispatch_policy d, int stashed) {
-  std::vector<size_t> out;
+  candidates out;
   if (p.earliest >= row.size()) return out;
   out.push_back(p.earliest);
   if (d == dispatch_policy::fixed || plan.lanes[p.earliest] == lane::barrier) return out;

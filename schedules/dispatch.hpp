@@ -55,8 +55,19 @@ struct row_progress {
 // The actions that may run next, in priority order (row order): the earliest pending action, and
 // under ready dispatch the head of the other lane when no barrier lies between them, provided its
 // forward ran (a backward-side compute) and, for a forward overtaking, `stashed` < the bound.
-// At most two; empty when everything ran.
-std::vector<size_t> next_candidates(const ready_row& plan, const std::vector<action>& row, const row_progress& p,
+// At most two; empty when everything ran. A fixed pair, not a vector: the stage asks once per
+// action it runs.
+struct candidates {
+  size_t at[2] = {0, 0};
+  size_t count = 0;
+  const size_t* begin() const { return at; }
+  const size_t* end() const { return at + count; }
+  size_t size() const { return count; }
+  bool empty() const { return count == 0; }
+  size_t operator[](size_t k) const { return at[k]; }
+  void push_back(size_t i) { at[count++] = i; }
+};
+candidates next_candidates(const ready_row& plan, const std::vector<action>& row, const row_progress& p,
                                     dispatch_policy d, int stashed);
 
 }  // namespace troupe::sched

@@ -241,7 +241,7 @@ simulation simulate(const schedule& s, const cost_model& costs, const simulate_o
       run(d, r.progress.earliest);
       return true;
     }
-    const std::vector<std::size_t> next = next_candidates(r.plan, *r.row, r.progress, options.dispatch, r.live);
+    const candidates next = next_candidates(r.plan, *r.row, r.progress, options.dispatch, r.live);
     for (std::size_t k = 1; k < next.size(); ++k) {
       if (level == 1 && !is_communication((*r.row)[next[k]].kind)) continue;
       if (!available(d, next[k])) continue;

@@ -212,9 +212,9 @@ void advance(self_ptr self) {
   while (s.step >= 0) {
     for (;;) {
       // An asynchronous device's action holds the stage until it completes.
-      const std::vector<size_t> next =
-          s.on_device ? std::vector<size_t>{s.cursor}
-                      : sched::next_candidates(s.ready, row(s), s.progress, s.args.dispatch, s.live);
+      sched::candidates next;
+      if (s.on_device) next.push_back(s.cursor);
+      else next = sched::next_candidates(s.ready, row(s), s.progress, s.args.dispatch, s.live);
       if (next.empty()) break;  // the row is done
       const double start = s.blocked ? s.blocked_since : now_seconds();
       bool ran = false;
