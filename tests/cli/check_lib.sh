@@ -24,3 +24,7 @@ print("losses", "equal" if ok else "differ", a, b)
 sys.exit(0 if ok else 1)
 PY
 }
+# `need_fashion_mnist`: exits 77 (skipped) where Debian's dataset-fashion-mnist is not installed.
+need_fashion_mnist() {
+  [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "skip: no Fashion-MNIST"; exit 77; }
+}

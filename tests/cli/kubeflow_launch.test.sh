@@ -8,7 +8,7 @@
 set -u
 troupe=$1
 source "$(dirname "$0")/check_lib.sh"
-[ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "skip: no Fashion-MNIST"; exit 77; }
+need_fashion_mnist
 dir=$(mktemp -d)
 trap 'pkill -KILL -f "troupe.*$dir" 2>/dev/null; rm -rf "$dir"' EXIT
 job=(train --hidden 32 --batch-size 64 --max-steps 8 --eval-batches 1 --no-progress --peer-timeout 20)

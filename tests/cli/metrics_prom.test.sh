@@ -9,7 +9,7 @@
 set -u
 troupe=$1
 source "$(dirname "$0")/check_lib.sh"
-[ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "skip: no Fashion-MNIST"; exit 77; }
+need_fashion_mnist
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 check "a dp 2 job writes its .prom file" 0 "done: 5 steps" -- "$troupe" train --hidden 32 --max-steps 5 --dp 2 \

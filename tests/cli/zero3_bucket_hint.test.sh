@@ -7,7 +7,7 @@
 set -u
 troupe=$1
 source "$(dirname "$0")/check_lib.sh"
-[ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "skip: no Fashion-MNIST"; exit 77; }
+need_fashion_mnist
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 job=(train --hidden 1024,1024 --max-steps 2 --dp 2 --zero 3 --eval-batches 1 --no-progress --out "$dir/run")
