@@ -3,10 +3,12 @@
 // by key and the stage runs the next action that can run: under fixed dispatch always the row's
 // next, under ready dispatch the row's earliest pending action or the other lane's head
 // (schedules/dispatch.hpp: the same bits either way). It never skips an action, and refuses (by
-// name) an action whose data is not where the schedule says it is. Ordered a run of steps, it starts each as soon as the previous one's parameters
-// are back, and reports every step with the timing of each action. How an action is carried out
-// is a strategy's (stage_strategies.hpp: where it computes, how gradients are reduced, where
-// parameters come from, which batch a step computes), chosen once by stage_setup.cpp; its
+// name) an action whose data is not where the schedule says it is. Ordered a run of steps, it
+// starts each as soon as the previous one's parameters are back, and reports every step with the
+// timing of each action. How an action is carried out is a strategy's (stage_strategies.hpp:
+// where it computes, how gradients are reduced, where parameters come from, which batch a step
+// computes), chosen once by stage_setup.cpp; the order it runs its row in is the dispatch policy's
+// (a parameter of next_candidates, not a branch here); its
 // pipeline traffic is stage_pipeline.cpp's and its part in checkpoints stage_checkpoint.cpp's.
 #include "actors/stage/stage.hpp"
 
