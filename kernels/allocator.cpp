@@ -130,7 +130,10 @@ bool caching_allocator::record_stream(const void* p, const void* stream) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = live_.find(const_cast<void*>(p));
     if (it == live_.end()) return false;
-    if (stream == it->second.stream) return true;
+    // A block's own stream orders its reuse after this use. Not the legacy stream (null): the
+    // blocks of a backend without streams (pinned host memory) report it, and the host writes
+    // them as soon as they are handed out, ahead of any stream.
+    if (stream && stream == it->second.stream) return true;
   }
   void* event = backend_->record_event(stream);  // without the lock: a driver call
   void* replaced = nullptr;

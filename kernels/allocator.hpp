@@ -118,8 +118,9 @@ class caching_allocator final : public allocator {
   // Declares that work enqueued on `stream` so far uses block p (handed out by this allocator
   // and live): an event recorded there now, so once freed, p is reused only after that work. Call
   // it after enqueuing the use (again after a later use: the newer event replaces the older).
-  // Nothing to do for the stream that allocated p. False when p is not a live block of this
-  // allocator.
+  // Nothing to do for the stream that allocated p, unless that is the legacy stream (null: a
+  // pinned block, written by the host at once when handed out again). False when p is not a live
+  // block of this allocator.
   bool record_stream(const void* p, const void* stream);
   // Gives every cached block back to the backend (blocks in use stay), after waiting for the
   // streams of freed blocks still in use there.

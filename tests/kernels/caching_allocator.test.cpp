@@ -301,6 +301,26 @@ TEST_F(CachingAllocator, EmptyCacheAndOutOfMemoryGiveBackTheBlocksOfEveryStream)
   a.deallocate(p, 3 * MiB);
 }
 
+// Seen on an H200: a pinned staging block (allocated with no stream) copied on the legacy stream
+// was handed out again, and overwritten by the host, before the copy had read it.
+TEST_F(CachingAllocator, ABlockOfNoStreamUsedOnTheLegacyStreamWaitsForItsEventBeforeReuse) {
+  fake_stream = nullptr;
+  void* p = a.allocate(1000);
+  EXPECT_TRUE(a.record_stream(p, nullptr));
+  EXPECT_EQ(raw->events_recorded, 1) << "the legacy stream's use went unrecorded";
+  a.deallocate(p, 1000);
+  void* q = a.allocate(1000);
+  EXPECT_NE(q, p) << "handed out again before the legacy stream got past its use";
+  {
+    std::lock_guard<std::mutex> lock(raw->mu);
+    raw->streams_done.insert(nullptr);
+  }
+  void* r = a.allocate(1000);
+  EXPECT_EQ(r, p);
+  a.deallocate(q, 1000);
+  a.deallocate(r, 1000);
+}
+
 TEST_F(CachingAllocator, ABlockAnotherStreamUsedIsReusedOnlyOnceThatStreamReachedTheEventRecordedAtItsUse) {
   int a_stream = 0, b_stream = 0;
   fake_stream = &a_stream;

@@ -27,6 +27,7 @@
 #include "kernels/cuda/cuda_device_ops.hpp"
 #include "kernels/cuda/cuda_queue.hpp"
 #include "kernels/tensor.hpp"
+#include "tests/kernels/hold_stream.hpp"
 
 using namespace troupe;
 
@@ -108,16 +109,9 @@ TEST(CudaQueue, StagedInputsAreTheCallsValuesAndTheQueuesStreamSeesThemComplete)
 }
 
 // stage_out: the copy to the host runs on the copy stream after what the queue's stream ran
-// before it, and does not wait for what that stream runs after: with the stream held by a host
-// function launched after the call, the copy still arrives, with the values written before.
-namespace {
-void CUDART_CB hold_until_open(void* open) {
-  const auto until = std::chrono::steady_clock::now() + kPatience;  // never hang the suite
-  while (!static_cast<std::atomic<bool>*>(open)->load() && std::chrono::steady_clock::now() < until)
-    std::this_thread::yield();
-}
-}  // namespace
-
+// before it, and does not wait for what that stream runs after: with the stream held by a kernel
+// launched after the call (hold_stream.hpp: not a host function, which would hold the copy's
+// completion too), the copy still arrives, with the values written before.
 TEST(CudaQueue, AValueStagedOutArrivesWithTheValuesWrittenBeforeWhileTheStreamIsHeldAfter) {
   const device_ops& k = cuda::install_cuda_ops(0);
   cuda::cuda_queue q(0);
@@ -131,11 +125,14 @@ TEST(CudaQueue, AValueStagedOutArrivesWithTheValuesWrittenBeforeWhileTheStreamIs
   });
   std::promise<tensor> out;
   q.stage_out(x, [&](tensor host) { out.set_value(std::move(host)); });
-  std::atomic<bool> open{false};
-  ASSERT_EQ(cudaLaunchHostFunc(q.stream(), hold_until_open, &open), cudaSuccess);
   auto arrived = out.get_future();
-  const bool while_held = arrived.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
-  open = true;
+  bool while_held = false;
+  {
+    test::stream_hold hold(q.stream());
+    while_held = arrived.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  }
+  // Whatever the verdict, the callback has run before `out` goes out of scope.
+  ASSERT_EQ(arrived.wait_for(kPatience), std::future_status::ready);
   ASSERT_TRUE(while_held) << "the copy out waited for work launched after it";
   const tensor host = arrived.get();
   EXPECT_TRUE(host.where().is_cpu());
