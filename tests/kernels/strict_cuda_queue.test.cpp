@@ -1,8 +1,8 @@
 // kernels/cuda's host code (the caching allocator's CUDA backend, cuda_queue, the completion
 // thread) as it ships, on the strict fake device (strict_cuda.hpp): no GPU needed. Each test
 // names the defect it would catch were its fix reverted: a free in a host function, a missing
-// cross-stream wait, a use before completion, a block reused under another stream's use, a call
-// on a destroyed stream.
+// cross-stream wait, a use before completion, a block reused under another stream's use (or a
+// pinned block under the legacy stream's), a call on a destroyed stream.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -153,6 +153,21 @@ TEST_F(StrictDevice, ABlockUsedOnAnotherStreamIsNotHandedOutBeforeThatUseIsDone)
   EXPECT_EQ(read_on_b, values);
   cudaStreamDestroy(a);
   cudaStreamDestroy(b);
+}
+
+// Reverted (a use on the legacy stream taken for the block's own stream), the pinned staging
+// block of the first copy is handed out to the second at once, and the host writes the second's
+// values into it before the first copy has read it (seen on an H200).
+TEST_F(StrictDevice, APinnedStagingBlockIsNotRefilledBeforeItsCopyOnTheLegacyStreamReadIt) {
+  cuda::cuda_device_allocator(0);
+  const std::vector<float> first = iota(1024, 1.0f), second = iota(1024, -5000.0f);
+  tensor a = tensor::uninitialized({1024}, dtype::f32, allocator_for(gpu0));
+  tensor b = tensor::uninitialized({1024}, dtype::f32, allocator_for(gpu0));
+  cuda::copy_from_pageable(a.raw(), first.data(), first.size() * sizeof(float), nullptr);
+  cuda::copy_from_pageable(b.raw(), second.data(), second.size() * sizeof(float), nullptr);
+  strict::synchronize_all();
+  EXPECT_EQ(std::vector<float>(floats(a), floats(a) + 1024), first) << "the first copy read the second's bytes";
+  EXPECT_EQ(std::vector<float>(floats(b), floats(b) + 1024), second);
 }
 
 TEST_F(StrictDevice, AnEventRecordedOnADestroyedStreamIsNamed) {
