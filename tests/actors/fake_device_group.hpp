@@ -124,6 +124,7 @@ class fake_device_group_engine final : public net::device_group_engine {
     }
     void all_gather(float* data, int64_t n) override {
       engine_->injected(rank_);
+      settle_stream();
       EXPECT_TRUE(n == 0 || fake_memory()->owns(data)) << "an all-gather of values outside the device's memory";
       m_->values[static_cast<size_t>(rank_)] = data;
       m_->barrier();  // every member's segment is in place
@@ -144,6 +145,7 @@ class fake_device_group_engine final : public net::device_group_engine {
     // member order from member 0's value (0 + x would turn -0 into +0).
     void reduce(float* data, int64_t n, net::reduce_op op, ring::range part, int64_t fake_device_group_engine::*counter) {
       engine_->injected(rank_);
+      settle_stream();
       EXPECT_TRUE(n == 0 || fake_memory()->owns(data)) << "a reduction of values outside the device's memory";
       m_->values[static_cast<size_t>(rank_)] = data;
       m_->barrier();  // every member's values are in place
@@ -156,6 +158,12 @@ class fake_device_group_engine final : public net::device_group_engine {
       m_->barrier();  // every member has read the others' values: each may overwrite its own
       std::copy(sum.begin(), sum.end(), data + part.offset);
       count(counter);
+    }
+    // Launched from a stream (fake_streams.hpp), a collective reads what the stream's earlier
+    // work writes: the member waits for that work, then meets the others at once (as if NCCL's
+    // kernel ran the moment it was launched; what comes after it on the stream comes after).
+    static void settle_stream() {
+      if (fake_streams::stream* s = fake_streams::current()) s->synchronize();
     }
     void count(int64_t fake_device_group_engine::*which) {
       std::lock_guard<std::mutex> lock(engine_->mu_);

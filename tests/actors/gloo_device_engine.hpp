@@ -25,6 +25,7 @@
 #include "comm/device_group.hpp"
 #include "comm/gloo_group.hpp"
 #include "comm/kv_store.hpp"
+#include "tests/kernels/fake_streams.hpp"
 
 namespace troupe::test {
 
@@ -115,6 +116,27 @@ class kv_link final : public net::device_link {
   std::thread thread_;  // last: it starts once the rest is in place
 };
 
+// A member whose collectives are launched on a fake GPU's stream: each waits for the stream's
+// earlier work, which writes what it reads (as NCCL's kernel would run after it).
+class settled_member final : public net::group_backend {
+ public:
+  explicit settled_member(std::unique_ptr<net::group_backend> inner) : inner_(std::move(inner)) {}
+  int rank() const override { return inner_->rank(); }
+  int world() const override { return inner_->world(); }
+  void all_reduce(float* data, int64_t n, net::reduce_op op) override { settle(), inner_->all_reduce(data, n, op); }
+  void reduce_scatter(float* data, int64_t n, net::reduce_op op) override {
+    settle(), inner_->reduce_scatter(data, n, op);
+  }
+  void all_gather(float* data, int64_t n) override { settle(), inner_->all_gather(data, n); }
+  void broadcast(float* data, int64_t n, int root) override { settle(), inner_->broadcast(data, n, root); }
+
+ private:
+  static void settle() {
+    if (fake_streams::stream* s = fake_streams::current()) s->synchronize();
+  }
+  std::unique_ptr<net::group_backend> inner_;
+};
+
 class gloo_device_engine final : public net::device_group_engine {
  public:
   // With a refusal: refuses every group with it, so they reduce through the host.
@@ -145,11 +167,11 @@ class gloo_device_engine final : public net::device_group_engine {
     ++joins_;
     return member;
   }
-  // The fake GPU's values are written as its work runs, in the stage's calls (the helper's fake
-  // devices launch in the caller, as cuda_queue does), so a member in a stream meets the others
-  // as a plain one does.
+  // The fake GPU's ops launched in the stage's calls run later on its stream
+  // (tests/kernels/fake_streams.hpp): a member in a stream first waits for what the stream was
+  // given before (settled_member), then meets the others at once.
   std::unique_ptr<net::group_backend> join_in_stream(const std::string& id, int rank, int world, int device) override {
-    return join(id, rank, world, device);
+    return std::make_unique<settled_member>(join(id, rank, world, device));
   }
   std::unique_ptr<net::device_link> join_link(const std::string& id, bool sender, int) override {
     if (!links_) return nullptr;
