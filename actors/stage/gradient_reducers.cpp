@@ -52,6 +52,13 @@ class buckets : public gradient_reducer {
 
   bool reduced(self_ptr self) override {
     auto& s = self->state;
+    // A bucket cut on a device reaches the stage when its queue gets there, which may be after
+    // the backward's own completion: R waits for every bucket of the step, not only those sent.
+    if (s.buckets_launched < s.buckets_per_step) {
+      s.waiting_for = std::to_string(s.buckets_per_step - s.buckets_launched) +
+                      " gradient bucket(s) still on their way from the device";
+      return false;
+    }
     if (s.buckets_pending == 0) return true;
     s.waiting_for = "the all-reduce of " + std::to_string(s.buckets_pending) +
                     " gradient bucket(s) over its data-parallel group";

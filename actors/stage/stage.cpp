@@ -274,6 +274,7 @@ void stage_detail::begin_step(self_ptr self, int64_t step) {
   s.blocked = false;
   s.straggled = false;
   s.record = {};
+  s.buckets_launched = 0;
   s.record.step_start = now_seconds();
   s.tp_seconds_before = tp_seconds(s);
   for (auto& c : s.chunks) {

@@ -95,6 +95,7 @@ void launch_bucket(self_ptr self, int chunk, size_t b, tensor part, bool partiti
   const double sent = now_seconds();
   const int64_t step = s.step;
   ++s.buckets_pending;
+  ++s.buckets_launched;
   const auto op = partitioned ? ring::op_kind::reduce_scatter_sum : ring::op_kind::all_reduce_sum;
   self->request(s.args.collective, caf::infinite,
                 collective_request{step * s.seqs_per_step + index, static_cast<int32_t>(op), 0, bucket.count,

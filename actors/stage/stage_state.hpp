@@ -82,6 +82,9 @@ struct stage_state {
   std::map<std::tuple<int64_t, bool, int, int>, tensor> inbox;  // (step, is_grad, mb, boundary)
   std::map<slot, tensor> forward_in, backward_in, act_out, grad_out;
   int64_t buckets_pending = 0;
+  // Buckets handed to the collective this step: R waits for all buckets_per_step of them, since
+  // one still crossing from a device (its copy stream, its queue) is not yet pending.
+  int64_t buckets_launched = 0;
   int64_t buckets_per_step = 0;  // over all local chunks
   // Collective seqs of a step: step * seqs_per_step + bucket for its reductions, and with ZeRO
   // + buckets_per_step + bucket for the all-gathers of the updated parameters.

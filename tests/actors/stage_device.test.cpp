@@ -275,6 +275,28 @@ TEST_P(StageOnAnAcceleratorMatchesTheCpu, SameFinalParametersBitwiseAndLossesToF
   }
 }
 
+// A bucket leaves the device on its copy stream and may reach the stage after the backward that
+// cut it has completed (a GPU's copy finishing after the compute's completion): R still waits for
+// it. Here the download stream lets each copy wait 20 ms, so each replica's one bucket always
+// arrives after its backward's completion. Found by the strict fake device: R passed with no
+// bucket pending yet, and the optimizer stepped on unreduced gradients (then the job stalled).
+TEST(StageOnAnAccelerator, ABucketArrivingAfterItsBackwardsCompletionIsStillReducedBeforeTheUpdate) {
+  auto config = [](const std::string& tag) {
+    train_config cfg = tiny_mesh_config("mlp", "sgd", 2, 1, 1, 1);
+    cfg.out_dir = out_dir("late-bucket-" + tag);
+    return cfg;
+  };
+  const train_summary cpu = run_training(config("cpu"));
+  const train_config cfg = config("gpu");
+  fake_ops();
+  std::vector<std::shared_ptr<fake_device>> devices;
+  for (int r = 0; r < cfg.mesh.ranks(); ++r)
+    devices.push_back(std::make_shared<fake_device>(fake_gpu, false, std::chrono::milliseconds(20)));
+  job_extras extras = on_devices(devices);
+  extras.device_collectives = host_only();  // the buckets through host memory, after their copy
+  expect_cpu_training(run_training(cfg, extras), cpu);
+}
+
 namespace {
 
 // dp 2 plain, ZeRO 1 and ZeRO 2, each as an MLP alone and a GPT over two stages: through the host
