@@ -312,6 +312,9 @@ struct collective_result {
   int32_t op = 0;
   tensor data;
   double finished_at = 0.0;
+  // Bytes/s at which this member's left link delivered the collective's first hop (TCP ring:
+  // tcp_ring::last_left_rate); 0 where not measured.
+  double left_link_rate = 0.0;
 };
 // collective rank r -> rank r+1: one chunk of collective `seq`, holding elements [at, at + count)
 // of the full tensor. phase 0: a partial sum travelling to its owner; phase 1: a final segment
@@ -392,7 +395,7 @@ TROUPE_INSPECT(checkpoint_part, x.file, x.writer, x.bytes, x.arrays, x.sections,
 TROUPE_INSPECT(params_msg, x.step, x.offset, x.params)
 TROUPE_INSPECT(params_request, x.stage)
 TROUPE_INSPECT(collective_request, x.seq, x.op, x.root, x.total, x.data)
-TROUPE_INSPECT(collective_result, x.seq, x.op, x.data, x.finished_at)
+TROUPE_INSPECT(collective_result, x.seq, x.op, x.data, x.finished_at, x.left_link_rate)
 TROUPE_INSPECT(device_group_id, x.id)
 TROUPE_INSPECT(ring_chunk, x.seq, x.op, x.phase, x.origin, x.total, x.at, x.data)
 TROUPE_INSPECT(ring_setup, x.rank, x.ranks, x.chunk_elems, x.right)
@@ -406,7 +409,7 @@ TROUPE_INSPECT(collective_log, x.rank, x.ranks, x.entries)
 // stage -> coordinator, once per step of every rank: the measured record (step_trace.hpp).
 TROUPE_INSPECT(stage_step_record, x.step, x.rank, x.loss_sum, x.count, x.correct, x.peak_live, x.step_start,
                x.step_end, x.compute_seconds, x.tp_seconds, x.peak_activation_bytes, x.peak_memory, x.peak_host_memory, x.actions, x.start_seconds,
-               x.end_seconds, x.buckets, x.bucket_sent, x.bucket_done)
+               x.end_seconds, x.buckets, x.bucket_sent, x.bucket_done, x.bucket_left_rate)
 #undef TROUPE_INSPECT
 
 // ---- stage <-> stage (pipeline peers), coordinator -> stage ----

@@ -165,6 +165,9 @@ void tcp_ring::run(ring::op_kind kind, float* data, int64_t n, int root) {
   // h - 1 (the same segment, so chunk c waits on receive chunk c); the gather phase's first send
   // is the segment completed by the reduce phase's last receive.
   int64_t prev_recv = -1;  // index of the first receive item of the previous hop, or -1
+  // The first hop's receives [1, first_hop_end): what the left rank sends as soon as it starts,
+  // waiting on nothing else, so how fast it arrives is its link's speed (last_left_rate).
+  size_t first_hop_end = 1, first_hop_bytes = 0;
   auto run_phase = [&](ring::phase p) {
     for (int hop = 0; hop < N - 1; ++hop) {
       const ring::hop_segments seg = ring::segments_at_hop(p, r, N, hop);
@@ -181,7 +184,9 @@ void tcp_ring::run(ring::op_kind kind, float* data, int64_t n, int root) {
                              ring::is_average(kind) && ring::is_last_hop(hop, N)});
         else
           s.recvs.push_back({bytes(ch), len(ch)});
+        if (hop == 0 && prev_recv == 1) first_hop_bytes += len(ch);
       }
+      if (hop == 0 && prev_recv == 1) first_hop_end = s.recvs.size();
     }
   };
   if (ring::is_reduction(kind)) run_phase(ring::phase::reduce);
@@ -234,6 +239,8 @@ void tcp_ring::run(ring::op_kind kind, float* data, int64_t n, int root) {
     if (opts_.send_bytes_per_s > 0) until += (shaped_sent + double(want)) / opts_.send_bytes_per_s;
     return std::max(1, static_cast<int>(std::ceil((until - t) * 1e3)));
   };
+  last_left_rate_ = 0;
+  std::chrono::steady_clock::time_point first_byte{};
   try {
     const int out = to_right_.get(), in = from_left_.get();
     size_t si = 0, ri = 0, soff = 0, roff = 0;
@@ -258,7 +265,15 @@ void tcp_ring::run(ring::op_kind kind, float* data, int64_t n, int root) {
         if (k < 0) throw net_error(std::string("recv from left rank: ") + std::strerror(errno));
         if (k == 0) throw net_error("left rank " + std::to_string(ring::left_of(r, N)) + " closed the connection");
         moved = true;
-        if ((roff += static_cast<size_t>(k)) == it.len) complete(ri++), roff = 0;
+        if (ri == 1 && roff == 0 && first_hop_bytes > 0) first_byte = std::chrono::steady_clock::now();
+        if ((roff += static_cast<size_t>(k)) == it.len) {
+          complete(ri++), roff = 0;
+          if (ri == first_hop_end && first_hop_bytes > 0) {
+            // Below 0.1 ms the clock's and the loop's granularity decide: the rate is "at least".
+            const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - first_byte).count();
+            last_left_rate_ = static_cast<double>(first_hop_bytes) / std::max(took, 1e-4);
+          }
+        }
       }
       if (moved) continue;
       // An fd with nothing to wait for is left out (-1), so a hang-up there cannot spin this loop.

@@ -63,6 +63,11 @@ class tcp_ring final : public group_backend {
 
   // Bytes this rank sent and received so far, for benchmarks.
   uint64_t bytes_sent() const { return bytes_sent_; }
+  // Bytes per second at which the last collective's first hop came in from the left rank, from
+  // its first byte to its last: that hop waits on nothing but the left rank's start, so this is
+  // its link's speed (a --slow-link cap shows here, at the rank to the right of the slow one).
+  // 0: not measured (a broadcast, one rank). At most the hop's bytes per 0.1 ms.
+  double last_left_rate() const { return last_left_rate_; }
 
   // From any thread: ends a call blocked on a peer at once (it throws "stopped") and every later
   // one. When a job is over nobody may wait out io_timeout_ms for a peer that hangs.
@@ -79,6 +84,7 @@ class tcp_ring final : public group_backend {
   socket_fd to_right_, from_left_;
   uint64_t seq_ = 0;
   uint64_t bytes_sent_ = 0;
+  double last_left_rate_ = 0;
   std::string broken_;  // why the ring can no longer be used; empty while healthy
   std::vector<float> staging_;
   std::atomic<bool> aborted_{false};

@@ -81,7 +81,9 @@ collective_result run_one(net::group_backend& ring, collective_pool& pool, colle
       break;
   }
   full.freeze();
-  return collective_result{q.seq, q.op, std::move(full), now_seconds()};
+  collective_result out{q.seq, q.op, std::move(full), now_seconds()};
+  if (const auto* tcp = dynamic_cast<const net::tcp_ring*>(&ring)) out.left_link_rate = tcp->last_left_rate();
+  return out;
 }
 
 // A device group's member: the values stay where the stage put them. The stage hands each tensor

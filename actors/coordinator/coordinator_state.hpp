@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/job/slow_link.hpp"
 #include "actors/job/slow_rank.hpp"
 #include "actors/actors.hpp"
 #include "actors/coordinator/push_rounds.hpp"
@@ -35,6 +36,7 @@ struct coordinator_state {
   bool polling = false;
   std::vector<caf::actor> collectives;  // dumped into a watchdog report
   std::unique_ptr<slow_rank_detector> slow;  // collectives' data parallelism: who the others wait for
+  std::unique_ptr<slow_link_detector> slow_link;  // and which of their ring links is slow
   bool finishing = false;
   int64_t until = 0;            // the end of the run of steps last ordered
   int checkpoints_writing = 0;  // ordered, not yet committed

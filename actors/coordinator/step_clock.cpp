@@ -140,6 +140,8 @@ void step_done(self_ptr self, int64_t step, const std::vector<stage_step_record>
         sum.slow_rank_step = step;
       }
     }
+    if (!s.slow_link) s.slow_link = std::make_unique<slow_link_detector>(s.args.mesh, s.args.slow_ranks);
+    if (const std::string line = s.slow_link->add(ranks); !line.empty()) spdlog::warn("{}", line);
   }
   if (s.args.prom) {
     prometheus_step p{step, epoch, loss, rate, -1, -1, ranks};

@@ -34,6 +34,9 @@ struct stage_step_record {
   // Gradient buckets: index, when handed to the collective, when the reduced values were back.
   std::vector<int32_t> buckets;
   std::vector<double> bucket_sent, bucket_done;
+  // Per bucket, the bytes/s its collective's first hop came in at over this rank's left link (0:
+  // not measured), for the slow-link detector.
+  std::vector<double> bucket_left_rate;
 };
 
 // Every rank of a step: lane 2r is rank r's actions ("rank r" "compute"), lane 2r+1 its bucket all-reduces (drawn as

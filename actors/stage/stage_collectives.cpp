@@ -58,6 +58,7 @@ bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index
   s.record.buckets.push_back(index);
   s.record.bucket_sent.push_back(sent);
   s.record.bucket_done.push_back(r.finished_at);
+  s.record.bucket_left_rate.push_back(r.left_link_rate);
   --s.buckets_pending;
   return true;
 }

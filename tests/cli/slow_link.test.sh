@@ -3,7 +3,9 @@
 # cap. The losses are the unshaped run's, step for step, and the run cannot beat the cap: each step
 # rank 1 sends its whole gradient once around a two-rank ring (4 bytes x 269,322 parameters of the
 # default MLP), so 20 steps at 20 MB/s take at least 20 x 1.077 MB / 20 MB/s = 1.08 s. Added
-# latency alone likewise: at least 20 x 30 ms. Bad input exits 2 naming it.
+# latency alone likewise: at least 20 x 30 ms. While it runs, the capped link is named as the link
+# from rank 1 to rank 0 (its first hops arrive at the cap), and no rank is named slow; the
+# unshaped run names nothing. Bad input exits 2 naming it.
 # Usage: slow_link.test.sh TROUPE
 set -u
 troupe=$1
@@ -16,8 +18,9 @@ run() {  # NAME FLAGS...: trains 20 steps, prints its training seconds
   sed -n 's/.*done: 20 steps, .* samples\/s, \([0-9.]*\) s training.*/\1/p' "$tmp/$name.log"
 }
 losses() { grep -o '"loss": [0-9.e-]*' "$1/metrics.jsonl"; }
-plain=$(run plain)
-capped=$(run capped --slow-link 1:20)
+# A window of 8 steps after the 10 of warm-up: the slow link is named by step 18 of 20.
+plain=$(run plain --slow-rank-window 8)
+capped=$(run capped --slow-link 1:20 --slow-rank-window 8)
 late=$(run late --slow-link 1:0:30)
 for name in capped late; do
   if [ "$(losses "$tmp/plain")" = "$(losses "$tmp/$name")" ]; then echo "ok   $name: the unshaped run's 20 losses"
@@ -27,6 +30,15 @@ awk -v t="$capped" 'BEGIN { exit !(t >= 1.0) }' && echo "ok   capped at 20 MB/s:
   { echo "FAIL capped at 20 MB/s took ${capped} s, under the cap's 1.08 s"; fail=1; }
 awk -v t="$late" 'BEGIN { exit !(t >= 0.55) }' && echo "ok   30 ms late: ${late} s for 20 steps (>= 0.6 s)" ||
   { echo "FAIL 30 ms of latency took ${late} s, under 20 x 30 ms"; fail=1; }
+# Live detection (issue 43): rank 1's sends reach rank 0 at the cap, so the link 1 -> 0 is named,
+# as a link and not as a slow rank; the unshaped run names neither.
+if grep -q "slow link: rank 1's ring sends to rank 0 arrive at 1[0-9.]* MB/s\|slow link: rank 1's ring sends to rank 0 arrive at 2[0-9.]* MB/s" "$tmp/capped.log"; then
+  echo "ok   capped: $(grep -o "slow link: rank 1.*other links" "$tmp/capped.log" | head -1)"
+else echo "FAIL capped: the slow link 1 -> 0 was not named:"; grep -i "slow" "$tmp/capped.log"; fail=1; fi
+if grep -q "slow rank: rank" "$tmp/capped.log"; then echo "FAIL capped: a slow link was taken for a slow rank"; fail=1
+else echo "ok   capped: no rank named slow"; fi
+if grep -q "slow link: rank\|slow rank: rank" "$tmp/plain.log"; then echo "FAIL plain: named a slow link or rank:"; grep "slow" "$tmp/plain.log"; fail=1
+else echo "ok   plain: no link or rank named"; fi
 check "one process has no link to slow" 2 "this job runs in one process" -- "$troupe" train --dp 2 --slow-link 1:20
 check "a rank outside the mesh" 2 "slow link of rank 5 but the mesh dp2.pp1.tp1/2 has 2 ranks" -- \
   "$troupe" train --nodes 2 --dp 2 --slow-link 5:20
