@@ -41,6 +41,21 @@ std::string prometheus_text(const prometheus_step& s) {
   for (const auto& r : s.ranks)
     out += fmt::format("troupe_rank_wait_seconds{{rank=\"{}\"}} {:.9g}\n", r.rank,
                        std::max(0.0, r.step_end - r.step_start - r.compute_seconds));
+  // The ring links' speeds (slow_link.hpp), where the TCP ring measured them: rank r's is the
+  // link from its left rank, the median over the last step's buckets.
+  std::vector<std::pair<int, double>> links;
+  for (const auto& r : s.ranks) {
+    std::vector<double> known;
+    for (double x : r.bucket_left_rate)
+      if (x > 0) known.push_back(x);
+    if (!known.empty()) links.emplace_back(r.rank, median(known));
+  }
+  if (!links.empty()) {
+    family(out, "troupe_rank_left_link_bytes_per_second", "gauge",
+           "Of the rank's last step, how fast its data-parallel ring's first hop came in from its left rank.");
+    for (const auto& [rank, rate] : links)
+      out += fmt::format("troupe_rank_left_link_bytes_per_second{{rank=\"{}\"}} {:.9g}\n", rank, rate);
+  }
   bool memory = false;
   for (const auto& r : s.ranks) memory = memory || r.peak_memory.size() == kMemoryKinds + 1;
   if (memory) {

@@ -20,7 +20,7 @@ run() {  # NAME FLAGS...: trains 20 steps, prints its training seconds
 losses() { grep -o '"loss": [0-9.e-]*' "$1/metrics.jsonl"; }
 # A window of 8 steps after the 10 of warm-up: the slow link is named by step 18 of 20.
 plain=$(run plain --slow-rank-window 8)
-capped=$(run capped --slow-link 1:20 --slow-rank-window 8)
+capped=$(run capped --slow-link 1:20 --slow-rank-window 8 --metrics-prom "$tmp/capped.prom")
 late=$(run late --slow-link 1:0:30)
 for name in capped late; do
   if [ "$(losses "$tmp/plain")" = "$(losses "$tmp/$name")" ]; then echo "ok   $name: the unshaped run's 20 losses"
@@ -35,6 +35,16 @@ awk -v t="$late" 'BEGIN { exit !(t >= 0.55) }' && echo "ok   30 ms late: ${late}
 if grep -q "slow link: rank 1's ring sends to rank 0 arrive at 1[0-9.]* MB/s\|slow link: rank 1's ring sends to rank 0 arrive at 2[0-9.]* MB/s" "$tmp/capped.log"; then
   echo "ok   capped: $(grep -o "slow link: rank 1.*other links" "$tmp/capped.log" | head -1)"
 else echo "FAIL capped: the slow link 1 -> 0 was not named:"; grep -i "slow" "$tmp/capped.log"; fail=1; fi
+# The .prom file carries each rank's left link speed: rank 0's is the capped one.
+if python3 - "$tmp/capped.prom" <<'PY'
+import re, sys
+rates = dict(re.findall(r'^troupe_rank_left_link_bytes_per_second\{rank="(\d+)"\} (\S+)$', open(sys.argv[1]).read(), re.M))
+r0, r1 = float(rates.get("0", 0)), float(rates.get("1", 0))
+print(f"     .prom: rank 0's left link {r0 / 1e6:.1f} MB/s, rank 1's {r1 / 1e6:.1f} MB/s")
+sys.exit(0 if 10e6 < r0 < 40e6 and r1 > 10 * r0 else 1)
+PY
+then echo "ok   capped: the .prom file shows rank 0's left link at the cap"
+else echo "FAIL capped: the .prom file's link speeds"; fail=1; fi
 if grep -q "slow rank: rank" "$tmp/capped.log"; then echo "FAIL capped: a slow link was taken for a slow rank"; fail=1
 else echo "ok   capped: no rank named slow"; fi
 if grep -q "slow link: rank\|slow rank: rank" "$tmp/plain.log"; then echo "FAIL plain: named a slow link or rank:"; grep "slow" "$tmp/plain.log"; fail=1
