@@ -351,12 +351,19 @@ struct collective_log_entry {
   int64_t expected = 0;
   double started_at = 0.0;
   double finished_at = 0.0;
+  double left_link_rate = 0.0;  // bytes/s of its first hop from the left rank (TCP ring), 0: not measured
+  // Set by the member when it answers a dump (its own clock): how long it took, or has waited so far.
+  double seconds = 0.0;
 };
 // rank r's last few collectives, oldest first.
 struct collective_log {
   int32_t rank = 0;
   int32_t ranks = 0;
   std::vector<collective_log_entry> entries;
+  // Each entry's `seconds`, from the member's own clock now (another process's may differ).
+  void stamp(double now) {
+    for (auto& e : entries) e.seconds = e.started_at <= 0 ? 0 : (e.finished_at > 0 ? e.finished_at : now) - e.started_at;
+  }
 };
 
 #define TROUPE_INSPECT(type, ...)                                       \
@@ -404,7 +411,7 @@ typename Inspector::result_type inspect(Inspector& f, collective_dump_request&) 
   return f(caf::meta::type_name("collective_dump_request"));
 }
 TROUPE_INSPECT(collective_log_entry, x.seq, x.op, x.total, x.left, x.right, x.state, x.received, x.expected,
-               x.started_at, x.finished_at)
+               x.started_at, x.finished_at, x.left_link_rate, x.seconds)
 TROUPE_INSPECT(collective_log, x.rank, x.ranks, x.entries)
 // stage -> coordinator, once per step of every rank: the measured record (step_trace.hpp).
 TROUPE_INSPECT(stage_step_record, x.step, x.rank, x.loss_sum, x.count, x.correct, x.peak_live, x.step_start,

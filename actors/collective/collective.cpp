@@ -6,6 +6,8 @@
 // retry or time out: whoever owns the group monitors its members and stops the job when one dies.
 #include "actors/collective/collective.hpp"
 
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdlib>
 #include <deque>
@@ -242,7 +244,9 @@ caf::behavior collective(self_ptr self, std::shared_ptr<collective_pool> pool) {
       },
       [self](const collective_dump_request&) {
         const auto& s = self->state;
-        return collective_log{s.rank, s.ranks, {s.log.begin(), s.log.end()}};
+        collective_log out{s.rank, s.ranks, {s.log.begin(), s.log.end()}};
+        out.stamp(now_seconds());
+        return out;
       },
   };
 }
@@ -297,11 +301,19 @@ std::vector<collective_log> dump_collective_group(caf::actor_system& sys, const 
 
 std::string to_string(const collective_log& log) {
   std::string s;
-  for (const auto& e : log.entries)
+  for (const auto& e : log.entries) {
+    // The ledger's times, from the member's clock: how long it took or has waited so far, and
+    // how fast its left link delivered (a slow peer shows as a wait, a slow link as a low rate).
+    std::string timing;
+    if (e.started_at > 0 && e.finished_at > 0) timing = fmt::format(", took {:.1f} ms", 1e3 * e.seconds);
+    else if (e.started_at > 0) timing = fmt::format(", waiting {:.1f} ms so far", 1e3 * e.seconds);
+    if (e.left_link_rate > 0) timing += fmt::format(", left link {:.1f} MB/s", e.left_link_rate / 1e6);
     s += "collective rank " + std::to_string(log.rank) + "/" + std::to_string(log.ranks) + " seq " +
          std::to_string(e.seq) + " " + (e.op.empty() ? "?" : e.op) + " of " + std::to_string(e.total) +
          (e.left < 0 ? std::string() : " (left " + std::to_string(e.left) + ", right " + std::to_string(e.right) + ")") +
-         ": " + e.state + ", " + std::to_string(e.received) + "/" + std::to_string(e.expected) + " elements received\n";
+         ": " + e.state + ", " + std::to_string(e.received) + "/" + std::to_string(e.expected) + " elements received" +
+         timing + "\n";
+  }
   return s;
 }
 

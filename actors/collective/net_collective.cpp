@@ -187,18 +187,21 @@ struct log_book {
     log.entries.push_back(std::move(e));
     if (log.entries.size() > static_cast<size_t>(kLogEntries)) log.entries.erase(log.entries.begin());
   }
-  void end(int64_t seq, std::string state) {
+  void end(int64_t seq, std::string state, double left_link_rate = 0) {
     std::lock_guard<std::mutex> lock(mu);
     for (auto& e : log.entries)
       if (e.seq == seq) {
         e.state = std::move(state);
         e.finished_at = now_seconds();
+        e.left_link_rate = left_link_rate;
         if (e.state == "done") e.received = e.total;
       }
   }
   collective_log snapshot() {
     std::lock_guard<std::mutex> lock(mu);
-    return log;
+    collective_log out = log;
+    out.stamp(now_seconds());
+    return out;
   }
 };
 
@@ -221,8 +224,10 @@ void net_collective(caf::blocking_actor* self, net_collective_args a, std::share
         book->begin(q);
         if (broken.empty()) {
           try {
-            rp.deliver(on_device ? run_on_device(*ring, q) : run_one(*ring, pool, q));
-            book->end(q.seq, "done");
+            collective_result r = on_device ? run_on_device(*ring, q) : run_one(*ring, pool, q);
+            const double rate = r.left_link_rate;
+            rp.deliver(std::move(r));
+            book->end(q.seq, "done", rate);
             return;
           } catch (const std::exception& e) {
             broken = "data plane of rank " + std::to_string(rank) + ", collective " + std::to_string(q.seq) +

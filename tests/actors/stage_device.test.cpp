@@ -7,6 +7,8 @@
 // changes no number: losses and final parameters are bitwise those of the synchronous CPU path.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include <caf/all.hpp>
 
 #include <algorithm>
@@ -522,7 +524,8 @@ TEST(StageOnAnAccelerator, AFailedDeviceCollectiveFailsTheJobNamingItAndTheAbort
 
 // A collective that hangs inside the engine (a wedged peer) stalls the step: the watchdog's
 // report names it from each member's log (which answers while its thread is inside the engine:
-// "inside fake-nccl"), the job stops with that report, and the abort releases the members.
+// "inside fake-nccl") with each entry's time, the job stops with that report, and the abort
+// releases the members.
 TEST(StageOnAnAccelerator, AHungDeviceCollectiveIsNamedByTheWatchdogFromTheMembersLogs) {
   train_config cfg = engine_config(accelerator_case{"mlp", "sgd", 1, "1f1b", 2}, "hung");
   cfg.watchdog_seconds = 1;
@@ -537,6 +540,16 @@ TEST(StageOnAnAccelerator, AHungDeviceCollectiveIsNamedByTheWatchdogFromTheMembe
     EXPECT_NE(report.find("collective rank 1/2 seq 7 all_reduce_sum"), std::string::npos) << report;
     EXPECT_NE(report.find("inside fake-nccl"), std::string::npos) << report;
     EXPECT_EQ(report.find("no answer"), std::string::npos) << "every member's log answered: " << report;
+    // Each member's ledger: the hung one has waited over the watchdog's second, and both members'
+    // last finished collectives say how long they took.
+    const std::regex hung(R"(collective rank 1/2 seq 7 all_reduce_sum[^\n]*waiting (\d+)\.\d ms so far)");
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(report, m, hung)) << report;
+    EXPECT_GE(std::stoi(m[1]), 1000) << report;
+    for (const char* member : {"0/2", "1/2"})
+      EXPECT_TRUE(std::regex_search(report, std::regex(std::string("collective rank ") + member +
+                                                       R"( seq 6 all_reduce_sum[^\n]*done[^\n]*took \d+\.\d ms)")))
+          << member << ": " << report;
   }
   EXPECT_TRUE(engine->aborted());
 }
