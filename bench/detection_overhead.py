@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What live slow-rank and slow-link detection costs (issue 43): the same data-parallel job over two
-processes (--nodes 2 --dp 2, the TCP ring) with detection on (--slow-rank-window 20, the default)
+processes (--nodes 2 --dp 2, the TCP ring) with detection on (--slow-rank-window 20, twice the default window)
 and off (--slow-rank-window 0), alternating, each the median of --repeats rounds of samples/s. The
 ring times each collective's first hop and every member keeps its ledger either way (two clock
 reads and a few numbers per collective); "off" drops the detectors that read them each step.

@@ -118,8 +118,9 @@ std::vector<tunable> make_table() {
                    "node_exporter's textfile collector (name it *.prom in its directory)",
                    [](train_config& c, const value& v) { c.metrics_prom = v.text; }));
   t.push_back(integer("--slow-rank-window", "train.slow_rank_window",
-                      "Name, while the job runs, the rank its data-parallel group waits for: the one that hands in its "
-                      "gradients last in 90% of this many recent steps (0: off) [20]",
+                      "Name, while the job runs, the rank its data-parallel group waits for (the one that hands in its "
+                      "gradients last in 90% of this many recent steps) and a ring link far slower than its group's "
+                      "others (0: off) [10]",
                       0, 100000, [](train_config& c, const value& v) { c.slow_rank_window = static_cast<int>(v.integer); }));
   t.push_back(number("--slow-rank-threshold", "train.slow_rank_threshold",
                      "With --slow-rank-window: a rank is named when it trails its data-parallel group by at least this "

@@ -19,7 +19,7 @@
 namespace troupe {
 
 struct slow_rank_options {
-  int window = 20;          // steps looked at (0: off)
+  int window = 10;          // steps looked at (0: off)
   // Last in at least this share of them: on a loaded machine a rank's thread can be descheduled
   // for milliseconds in 15 of 20 steps (seen in CI); a straggler is last in nearly all.
   double share = 0.9;

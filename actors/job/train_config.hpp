@@ -139,9 +139,10 @@ struct train_config {
   int threads = 1;            // BLAS threads of the compute device
   std::string out_dir = "runs/latest";
   std::string metrics_prom;  // --metrics-prom: the Prometheus text file rewritten each step (empty: none)
-  // Live straggler detection (actors/job/slow_rank.hpp): the steps it looks at (0: off), and by
+  // Live straggler and slow-link detection (actors/job/slow_rank.hpp, slow_link.hpp): the steps
+  // it looks at (0: off; 10 after the 10 of warm-up names a straggler by the 20th step), and by
   // what fraction of the step time a rank must trail its data-parallel group to be named.
-  int slow_rank_window = 20;
+  int slow_rank_window = 10;
   double slow_rank_threshold = 0.1;
   std::string fashion_mnist_dir = "/usr/share/datasets/fashion-mnist";
   std::string corpus_path = "/usr/share/games/fortunes";

@@ -63,7 +63,7 @@ def ok(cond, what):
     if not cond: bad.append(what)
 ok(len(runs) == 8 and all(r["status"] == "ok" for r in runs), f"{len(runs)} runs in report.json, all ok")
 # Live straggler detection (issue 43): sync DP under the 3x straggler of replica 0 names rank 0 while
-# it runs, once a 20-step window is full; undisturbed, it names no one.
+# it runs, once the 10-step window after the warm-up is full; undisturbed, it names no one.
 sync = {r["scenario"]: r for r in runs if r["mode"] == "sync"}
 ok(sync["straggler-3x"]["slow_rank"] is not None and sync["straggler-3x"]["slow_rank"]["rank"] == 0
    and sync["straggler-3x"]["slow_rank"]["named_after_step"] < 40,
