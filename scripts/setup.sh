@@ -27,6 +27,8 @@ packages=(
 [ "$action" = test ] && packages+=(openmpi-bin libopenmpi-dev libgloo-dev)
 # troupe stress's report is opened in headless Chromium by its test (tests/cli/stress_report.test.sh).
 [ "$action" = test ] && packages+=(chromium)
+# --metrics-prom's test reads the file with Prometheus's own parser (tests/cli/metrics_prom.test.sh).
+[ "$action" = test ] && packages+=(python3-prometheus-client)
 # The PyTorch oracle (tests/oracle/) checks the kernels against Debian's PyTorch; skipped without it.
 [ "$action" = test ] && packages+=(python3-torch python3-numpy)
 # The benchmarks' peer (PyTorch on CPU) is only needed to run bench/: a current release from PyPI

@@ -3,8 +3,8 @@
 # whole after every step. Every line is a comment (# HELP / # TYPE) or a sample in the format's
 # grammar; the step count, loss and samples/s are metrics.jsonl's last step's; each rank has its
 # step, compute and wait seconds (wait = step - compute) and its device-memory peaks; the last
-# evaluation's test loss is there. A folder the file cannot be written in is refused before
-# training, naming the flag, exit 2.
+# evaluation's test loss is there; Prometheus's own parser (prometheus_client) reads it. A folder
+# the file cannot be written in is refused before training, naming the flag, exit 2.
 # Usage: metrics_prom.test.sh TROUPE
 set -u
 troupe=$1
@@ -53,6 +53,21 @@ for what, ok in checks.items(): print(("ok   " if ok else "FAIL ") + what)
 for b in bad: print("  not exposition format:", b)
 sys.exit(0 if all(checks.values()) else 1)
 PY
+# The same file through Prometheus's own parser (Debian's python3-prometheus-client, which
+# scripts/setup.sh test installs): every family parses, with the per-rank wait times.
+if /usr/bin/python3 -c "import prometheus_client.parser" 2>/dev/null; then
+  /usr/bin/python3 - "$dir/textfile/troupe.prom" <<'PY' || fail=1
+import sys
+from prometheus_client.parser import text_string_to_metric_families
+families = {f.name: f for f in text_string_to_metric_families(open(sys.argv[1]).read())}
+waits = {s.labels.get("rank"): s.value for s in families["troupe_rank_wait_seconds"].samples}
+ok = "troupe_steps" in families and "troupe_loss" in families and set(waits) == {"0", "1"}
+print(("ok   " if ok else "FAIL ") + f"prometheus_client parses {len(families)} families, the ranks' waits {waits}")
+sys.exit(0 if ok else 1)
+PY
+else
+  echo "skip prometheus_client's parser: /usr/bin/python3 has no prometheus_client (apt install python3-prometheus-client)"
+fi
 chmod 555 "$dir/textfile"
 if [ "$(id -u)" != 0 ]; then
   check "an unwritable folder is refused before training" 2 "metrics-prom" -- "$troupe" train --hidden 32 --max-steps 1 \
