@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
+#include <utility>
 
 #include "actors/coordinator/coordinator_state.hpp"
 #include "storage/checkpoint.hpp"
@@ -59,7 +60,9 @@ void commit(self_ptr self, int64_t step, const std::vector<checkpoint_part>& par
   spdlog::info("checkpoint after step {}: {} ({} files, {:.1f} MB; slowest writer {:.3f} s, committed after {:.3f} s)",
                step, dir, m.files.size(), static_cast<double>(bytes) / 1e6, slowest, seconds);
   s.args.summary->checkpoints.push_back(dir);
-  if (--s.checkpoints_writing == 0 && s.finish_when_saved) finish(self);
+  if (--s.checkpoints_writing > 0) return;
+  if (auto next = std::exchange(s.after_commit, nullptr)) next();
+  else if (s.finish_when_saved) finish(self);
 }
 
 // Orders checkpoint `step` (the state after `step` steps): every stage's shard writes its part.

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,6 +42,10 @@ struct coordinator_state {
   int64_t until = 0;            // the end of the run of steps last ordered
   int checkpoints_writing = 0;  // ordered, not yet committed
   bool finish_when_saved = false;
+  // A checkpoint due while the previous one is still being written waits for its commit, with
+  // what follows it (the next run of steps, or an evaluation): at most one is written at a time,
+  // so a disk holds at most one checkpoint in progress beside the committed ones.
+  std::function<void()> after_commit;
   std::unique_ptr<push_rounds> rounds;  // dispensed batches: replica steps counted into rounds
   std::vector<stage_step_record> latest;  // dispensed batches: each rank's traced step, by rank
   std::string symptom;  // a member that died of asking a dead actor: reported unless the cause comes soon

@@ -155,9 +155,18 @@ void step_done(self_ptr self, int64_t step, const std::vector<stage_step_record>
   sum.compute_seconds += compute;
   sum.samples += s.args.samples_per_step;
   sum.steps = step + 1;
-  if (saves_after(s, step + 1)) checkpoint(self, step + 1);
-  if (step + 1 == s.args.total_steps || (step + 1) % s.args.steps_per_epoch == 0) evaluate(self, epoch);
-  else if (step + 1 == s.until) order_steps(self, step + 1);  // a run cut at a checkpoint goes on
+  auto go_on = [self, step, epoch] {
+    auto& st = self->state;
+    if (saves_after(st, step + 1)) checkpoint(self, step + 1);
+    if (step + 1 == st.args.total_steps || (step + 1) % st.args.steps_per_epoch == 0) evaluate(self, epoch);
+    else if (step + 1 == st.until) order_steps(self, step + 1);  // a run cut at a checkpoint goes on
+  };
+  if (saves_after(s, step + 1) && s.checkpoints_writing > 0) {
+    spdlog::info("checkpoint after step {} waits for the one before it to be committed", step + 1);
+    s.after_commit = std::move(go_on);  // the run of steps ended here: nothing else moves meanwhile
+    return;
+  }
+  go_on();
 }
 
 void stage_reported(self_ptr self, stage_step_record& r) {

@@ -104,6 +104,9 @@ void poll(self_ptr self) {
 void watch(self_ptr self) {
   auto& s = self->state;
   if (s.finishing) return;
+  // Stages idle on purpose while a checkpoint waits for the one before it (after_commit): the
+  // writers are at work, and a writer's failure ends the job through the commit.
+  if (s.after_commit) s.last_progress = clock_type::now();
   const double idle = std::chrono::duration<double>(clock_type::now() - s.last_progress).count();
   if (idle > s.args.watchdog_seconds / 2 && !s.polling) poll(self);
   self->delayed_send(self, watchdog_period(s.args.watchdog_seconds), watchdog_atom::value);
