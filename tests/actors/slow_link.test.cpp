@@ -10,24 +10,18 @@ using namespace troupe;
 
 namespace {
 
-// One step of a dp 4 mesh: rank r's collectives' first hops came in at rate[r] bytes/s, over two
-// buckets.
+// One step of a mesh of rate.size() ranks: rank r's collectives' first hops came in at rate[r]
+// bytes/s, over two buckets.
 std::vector<stage_step_record> step(const std::vector<double>& rate) {
-  std::vector<stage_step_record> out;
-  for (int r = 0; r < 4; ++r) {
-    stage_step_record x;
-    x.rank = r;
-    x.bucket_left_rate = {rate[static_cast<size_t>(r)], rate[static_cast<size_t>(r)]};
-    out.push_back(x);
+  std::vector<stage_step_record> out(rate.size());
+  for (size_t r = 0; r < rate.size(); ++r) {
+    out[r].rank = static_cast<int>(r);
+    out[r].bucket_left_rate.assign(2, rate[r]);
   }
   return out;
 }
 
-sched::mesh dp4() {
-  sched::mesh m;
-  m.dp = 4;
-  return m;
-}
+sched::mesh dp4() { return sched::mesh{4, 1, 1}; }
 
 slow_rank_options options() {
   slow_rank_options o;
