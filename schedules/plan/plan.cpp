@@ -241,6 +241,29 @@ plan_result evaluate(const model_desc& md, const cluster_desc& cl, const plan_co
   return finish(md, cl, c, s);
 }
 
+dispatch_price price_dispatch(const model_desc& md, const cluster_desc& cl, const plan_config& c, double lateness,
+                              int headroom, int steps, uint64_t seed) {
+  if (const std::string err = check(md, cl, c); !err.empty()) throw std::invalid_argument(err);
+  if (!(lateness >= 0) || headroom < 0 || steps < 1)
+    throw std::invalid_argument("a dispatch price needs lateness >= 0, headroom >= 0 and steps >= 1");
+  const schedule s = make_named_schedule(c.schedule, c.m.pp, c.microbatches(), c.virtual_stages);
+  const priced p = price(md, cl, c);
+  simulate_options o;
+  o.jitter_seed = seed;
+  for (int d = 0; d < c.m.pp; ++d) {  // up to `lateness` of the stage's own forward-and-backward mean
+    const chunk_cost& k = p.costs.cost_of(d, 0);
+    o.jitter_max_seconds.push_back(lateness * (k.forward + k.backward) / 2);
+  }
+  dispatch_price out{lateness, headroom, steps};
+  out.fixed_seconds = simulate_steps(s, p.costs, o, steps).mean_makespan_seconds;
+  o.dispatch = dispatch_policy::ready;
+  o.ready_stash = headroom;
+  const step_statistics ready = simulate_steps(s, p.costs, o, steps);
+  out.ready_seconds = ready.mean_makespan_seconds;
+  out.out_of_order = ready.out_of_order;
+  return out;
+}
+
 std::vector<named_seconds> parts(const step_breakdown& b) {
   return {{"compute", b.compute},           {"recompute", b.recompute},
           {"tensor_parallel", b.tensor_parallel}, {"zero3_gathers", b.zero3_gathers},

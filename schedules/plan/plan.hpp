@@ -93,6 +93,20 @@ std::string check(const model_desc& model, const cluster_desc& cl, const plan_co
 // Throws std::invalid_argument carrying check()'s message.
 plan_result evaluate(const model_desc& model, const cluster_desc& cl, const plan_config& c);
 
+// A plan's step when each compute action runs late by up to `lateness` of its own cost (a
+// cluster's noise: stragglers, throttling, noisy neighbours), drawn per action as the runtime's
+// --jitter draws it: the mean pipeline time of `steps` simulated steps under fixed dispatch and
+// under ready dispatch (dispatch.hpp) with `headroom` more stashed activations, so a user sees
+// before a run what --dispatch ready would gain on this plan. Throws as evaluate does.
+struct dispatch_price {
+  double lateness = 0;
+  int headroom = 0, steps = 0;
+  double fixed_seconds = 0, ready_seconds = 0;  // mean makespans of the steps' pipelines
+  int out_of_order = 0;                         // actions ready dispatch ran out of row order
+};
+dispatch_price price_dispatch(const model_desc& md, const cluster_desc& cl, const plan_config& c, double lateness,
+                              int headroom, int steps = 20, uint64_t seed = 1);
+
 struct search_space {
   std::vector<int> tp = {1, 2, 4, 8};
   std::vector<int> micro_batch = {1, 2, 4, 8};

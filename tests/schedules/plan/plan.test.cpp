@@ -133,6 +133,29 @@ TEST(schedules_plan, more_microbatches_shrink_the_bubble_and_recomputation_costs
   EXPECT_DOUBLE_EQ(many.memory.activations, 4 * 2 * per_layer);
 }
 
+// Ready dispatch priced before a run: without lateness both policies take the plan's own
+// simulated step (no gain, nothing to price); with actions late by up to twice their cost the
+// fixed order slows, and ready dispatch with stash headroom takes less (the simulator's own
+// result, which bench/README.md's ready-dispatch table checked against runs within 4%). At half
+// their cost this small plan's two policies tie: its gains need real variability.
+TEST(schedules_plan, dispatch_price_is_the_plans_step_without_lateness_and_ready_gains_under_it) {
+  const cluster_desc cl = small_cluster(1);
+  plan_config c;
+  c.m = {1, 4, 2, 1};
+  c.global_batch = 16;
+  c.rc = recompute_mode::none;
+  const plan_result r = evaluate(small_model(), cl, c);
+  const dispatch_price calm = price_dispatch(small_model(), cl, c, 0.0, 4);
+  EXPECT_DOUBLE_EQ(calm.fixed_seconds, r.step_seconds);
+  EXPECT_DOUBLE_EQ(calm.ready_seconds, r.step_seconds);
+  const dispatch_price noisy = price_dispatch(small_model(), cl, c, 2.0, 4);
+  EXPECT_GT(noisy.fixed_seconds, r.step_seconds);
+  EXPECT_LT(noisy.ready_seconds, noisy.fixed_seconds);
+  EXPECT_GT(noisy.out_of_order, 0);
+  EXPECT_THROW(price_dispatch(small_model(), cl, c, -0.1, 4), std::invalid_argument);
+  EXPECT_THROW(price_dispatch(small_model(), cl, c, 0.5, -1), std::invalid_argument);
+}
+
 TEST(schedules_plan, search_returns_plans_that_fit_fastest_first) {
   cluster_desc cl = small_cluster(2);
   cl.device.memory_bytes = 2 * gib;  // tight enough that some plans do not fit
