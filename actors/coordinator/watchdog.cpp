@@ -37,6 +37,9 @@ void report_stall(self_ptr self, const std::vector<pipeline_status>& st) {
   for (const auto& x : st) {
     text += describe_rank(s.args.mesh, x.rank) + ": ";
     if (x.completed < 0 || x.action.empty()) text += (x.waiting_for.empty() ? "no answer" : x.waiting_for) + "\n";
+    else if (x.waited_seconds > 0)
+      text += fmt::format("action {} of {} ({}): waits for {} ({:.1f} s since its last action)\n", x.cursor, x.actions,
+                          x.action, x.waiting_for, x.waited_seconds);
     else text += fmt::format("action {} of {} ({}): waits for {}\n", x.cursor, x.actions, x.action, x.waiting_for);
   }
   for (const auto& x : st)

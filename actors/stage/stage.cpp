@@ -203,6 +203,7 @@ bool run_action(self_ptr self, size_t i, double start) {
   s.record.end_seconds.push_back(end);
   s.progress.mark(i);
   ++s.completed;
+  s.last_completed_at = end;
   s.waiting_for.clear();
   return true;
 }
@@ -328,9 +329,15 @@ caf::behavior stage(self_ptr self, stage_args args) {
         const bool active = s.step >= 0 && s.progress.earliest < row(s).size();
         // The earliest pending action is the one the stage waits at (under ready dispatch the
         // cursor may be on a later one that ran).
-        return pipeline_status{s.args.rank, s.step, static_cast<int32_t>(s.progress.earliest),
-                               static_cast<int32_t>(row(s).size()), s.completed,
-                               active ? sched::to_string(row(s)[s.progress.earliest]) : std::string(), s.waiting_for};
+        const double since = s.last_completed_at > 0 ? now_seconds() - s.last_completed_at : 0;
+        return pipeline_status{s.args.rank,
+                               s.step,
+                               static_cast<int32_t>(s.progress.earliest),
+                               static_cast<int32_t>(row(s).size()),
+                               s.completed,
+                               active ? sched::to_string(row(s)[s.progress.earliest]) : std::string(),
+                               s.waiting_for,
+                               since};
       },
       [self](const pipeline_params_request&) {
         auto& s = self->state;

@@ -68,6 +68,7 @@ struct stage_state {
   sched::ready_row ready;         // its row's lanes, forwards and stash bound (schedules/dispatch.hpp)
   sched::row_progress progress;   // which of the step's actions ran
   int64_t completed = 0;
+  double last_completed_at = 0;  // now_seconds() of the last completed action (0: none yet)
   bool blocked = false;
   bool failed = false;  // fail() ran: nothing more is executed
   double blocked_since = 0;

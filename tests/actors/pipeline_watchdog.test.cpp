@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <random>
+#include <regex>
 
 #include <unistd.h>
 
@@ -61,6 +62,10 @@ TEST(PipelineWatchdog, LostActivationIsReportedWithTheBlockedActionsInsteadOfAHa
             std::string::npos)
       << what;
   EXPECT_NE(what.find("[RA1<0]"), std::string::npos) << what;  // the grid with the mark
+  // How long each has waited, by its own clock: at least the watchdog's 0.3 s without progress.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(what, m, std::regex(R"(from stage 0 \(([0-9.]+) s since its last action\))"))) << what;
+  EXPECT_GE(std::stod(m[1]), 0.25) << what;
 }
 
 TEST(PipelineWatchdog, LostActivationInADpByPpMeshNamesTheBlockedRanksAndTheWaitingAllReduce) {
