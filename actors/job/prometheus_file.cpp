@@ -44,12 +44,8 @@ std::string prometheus_text(const prometheus_step& s) {
   // The ring links' speeds (slow_link.hpp), where the TCP ring measured them: rank r's is the
   // link from its left rank, the median over the last step's buckets.
   std::vector<std::pair<int, double>> links;
-  for (const auto& r : s.ranks) {
-    std::vector<double> known;
-    for (double x : r.bucket_left_rate)
-      if (x > 0) known.push_back(x);
-    if (!known.empty()) links.emplace_back(r.rank, median(known));
-  }
+  for (const auto& r : s.ranks)
+    if (const double x = r.left_link_rate(); x > 0) links.emplace_back(r.rank, x);
   if (!links.empty()) {
     family(out, "troupe_rank_left_link_bytes_per_second", "gauge",
            "Of the rank's last step, how fast its data-parallel ring's first hop came in from its left rank.");

@@ -17,12 +17,8 @@ std::string slow_link_finding::describe() const {
 std::string slow_link_detector::add(const std::vector<stage_step_record>& ranks) {
   if (o_.window <= 0 || mesh_.dp < 2 || seen_++ < o_.warmup) return "";
   std::map<int, double> rate;  // rank -> the median rate of its left link over its buckets
-  for (const auto& r : ranks) {
-    std::vector<double> known;
-    for (double x : r.bucket_left_rate)
-      if (x > 0) known.push_back(x);
-    if (!known.empty()) rate[r.rank] = median(known);
-  }
+  for (const auto& r : ranks)
+    if (const double x = r.left_link_rate(); x > 0) rate[r.rank] = x;
   std::map<int, slow> step;
   std::vector<bool> seen(static_cast<size_t>(mesh_.ranks()), false);
   for (const auto& [rank, x] : rate) {

@@ -35,6 +35,13 @@ bool is_backward(sched::op k) {
 
 }  // namespace
 
+double stage_step_record::left_link_rate() const {
+  std::vector<double> known;
+  for (double x : bucket_left_rate)
+    if (x > 0) known.push_back(x);
+  return known.empty() ? 0 : median(std::move(known));
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

@@ -37,6 +37,8 @@ struct stage_step_record {
   // Per bucket, the bytes/s its collective's first hop came in at over this rank's left link (0:
   // not measured), for the slow-link detector.
   std::vector<double> bucket_left_rate;
+  // Its left link's speed this step: the median of its buckets' measured rates (0: none measured).
+  double left_link_rate() const;
 };
 
 // Every rank of a step: lane 2r is rank r's actions ("rank r" "compute"), lane 2r+1 its bucket all-reduces (drawn as
