@@ -393,7 +393,7 @@ std::vector<tunable> make_table() {
   t.push_back(number("--peer-timeout", "process.peer_timeout",
                      "Seconds of silence after which a peer is lost and the job stops [30]", 1, 86400, false,
                      [](train_config& c, const value& v) { c.process.peer_timeout_seconds = v.number; }));
-  t.push_back(text("--tls-cert", "process.tls_cert", "PEM certificate: the control plane uses mutual TLS (caf_openssl)",
+  t.push_back(text("--tls-cert", "process.tls_cert", "PEM certificate: the control plane uses mutual TLS",
                    [](train_config& c, const value& v) { c.process.tls_cert = v.text; }));
   t.push_back(text("--tls-key", "process.tls_key", "PEM private key of --tls-cert",
                    [](train_config& c, const value& v) { c.process.tls_key = v.text; }));

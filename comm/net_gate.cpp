@@ -1,10 +1,6 @@
-// gate_server, the worker's gate connection, and for TLS the byte splices between them and the
-// middleman's loopback port. One thread per spliced connection (a job has a handful), plain
-// blocking copies: both far ends are CAF's non-blocking event loops, so neither direction can
-// wait on the other.
+// gate_server, the worker's gate connection, and rank 0's hold on what it admitted.
 #include "comm/net_gate.hpp"
 
-#include <poll.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -18,50 +14,7 @@ namespace {
 
 constexpr int poll_ms = 200;  // how often an idle thread looks at its stop flag
 
-// Waits for `fd` to be readable; false on timeout.
-bool readable(int fd, int ms) {
-  pollfd p{fd, POLLIN, 0};
-  const int r = ::poll(&p, 1, ms);
-  return r > 0;
-}
-
 }  // namespace
-
-splice::splice(socket_fd a, socket_fd b) : a_(std::move(a)), b_(std::move(b)) {
-  thread_ = std::thread([this] {
-    std::vector<char> buf(size_t{256} << 10);
-    pollfd p[2] = {{a_.get(), POLLIN, 0}, {b_.get(), POLLIN, 0}};
-    while (!done_) {
-      if (::poll(p, 2, poll_ms) < 0 && errno != EINTR) break;
-      bool closed = false;
-      for (int i = 0; i < 2 && !closed; ++i) {
-        if (!(p[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-        const ssize_t n = ::read(p[i].fd, buf.data(), buf.size());
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
-        if (n <= 0) {
-          closed = true;
-          continue;
-        }
-        try {
-          write_all(p[1 - i].fd, buf.data(), static_cast<size_t>(n), 60000, "gate forward");
-        } catch (const net_error&) {
-          closed = true;
-        }
-      }
-      if (closed) break;
-    }
-    ::shutdown(a_.get(), SHUT_RDWR);
-    ::shutdown(b_.get(), SHUT_RDWR);
-    done_ = true;
-  });
-}
-
-splice::~splice() {
-  done_ = true;
-  ::shutdown(a_.get(), SHUT_RDWR);
-  ::shutdown(b_.get(), SHUT_RDWR);
-  if (thread_.joinable()) thread_.join();
-}
 
 gate_server::gate_server(const std::string& host, uint16_t port, std::string secret, admit_fn admit,
                          int auth_timeout_ms)
@@ -109,41 +62,6 @@ void connection_set::add(int fd) {
 void connection_set::shutdown_all() {
   std::lock_guard<std::mutex> lock(mu_);
   for (auto& f : fds_) ::shutdown(f.get(), SHUT_RDWR);
-}
-
-void loopback_splices::add(socket_fd admitted, int timeout_ms) {
-  socket_fd backend = connect_tcp("127.0.0.1", backend_port_, timeout_ms);
-  std::lock_guard<std::mutex> lock(mu_);
-  links_.push_back(std::make_unique<splice>(std::move(admitted), std::move(backend)));
-}
-
-loopback_splices::~loopback_splices() {
-  std::lock_guard<std::mutex> lock(mu_);
-  links_.clear();
-}
-
-loopback_bridge::loopback_bridge(socket_fd upstream, int timeout_ms)
-    : upstream_(std::move(upstream)), timeout_ms_(timeout_ms) {
-  listener_ = listen_tcp("127.0.0.1", 0, 1);
-  local_port_ = net::local_port(listener_.get());
-  thread_ = std::thread([this] {
-    for (int waited = 0; !stop_ && waited < timeout_ms_; waited += poll_ms) {
-      if (!readable(listener_.get(), poll_ms)) continue;
-      try {
-        link_ = std::make_unique<splice>(accept_tcp(listener_.get(), poll_ms), std::move(upstream_));
-      } catch (const net_error&) {
-        continue;
-      }
-      break;
-    }
-    listener_.close();
-  });
-}
-
-loopback_bridge::~loopback_bridge() {
-  stop_ = true;
-  if (thread_.joinable()) thread_.join();
-  link_.reset();
 }
 
 }  // namespace troupe::net

@@ -1,7 +1,7 @@
 // The job's shared secret and the mutual challenge-response every TCP connection of the job runs
 // before anything else is read from it: HMAC-SHA256 (OpenSSL) over fresh nonces, so the secret
 // never crosses the wire and a recorded handshake cannot be replayed. It deliberately does not
-// encrypt the traffic after the handshake (TLS through caf_openssl is the control plane's job).
+// encrypt the traffic after the handshake (the control plane's TLS is tls_channel.hpp's job).
 //
 // Messages (acceptor A, connector C; tag = "troupe-auth-v1"):
 //   A -> C: nonce_a[32]

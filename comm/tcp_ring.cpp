@@ -63,30 +63,35 @@ std::unique_ptr<tcp_ring> tcp_ring::connect(const launch_env& env, const std::st
   if (secret.empty())
     throw net_error("a job of " + std::to_string(N) + " processes needs a shared secret: --secret-file or TROUPE_SECRET");
   const auto& o = ring->opts_;
-  socket_fd listener;
+  // The listener runs the job's challenge from the moment it exists (not only once the
+  // rendezvous is over), so no port of the job holds a stranger's connection unanswered.
+  const std::string who = "ring rank " + std::to_string(r);
   std::vector<peer_addr> table;
+  std::unique_ptr<auth_acceptor> from_left;
+  auto listen_on = [&](const std::string& host) {
+    socket_fd l = listen_tcp(host, 0);
+    const peer_addr me{local_host(l.get()), local_port(l.get())};
+    from_left = std::make_unique<auth_acceptor>(std::move(l), secret, who, o.rendezvous.auth_timeout_ms);
+    return me;
+  };
   if (r == 0) {
     rendezvous_server server(env.master_addr, env.master_port, N, secret, o.rendezvous);
     if (o.on_master_listening) o.on_master_listening(server.port());
-    listener = listen_tcp(env.master_addr, 0);
-    table = server.run({local_host(listener.get()), local_port(listener.get())});
+    table = server.run(listen_on(env.master_addr));
   } else {
     rendezvous_client client(env.master_addr, env.master_port, r, N, secret, o.rendezvous);
-    listener = listen_tcp(client.local_host(), 0);
-    table = client.join(local_port(listener.get()));
+    table = client.join(listen_on(client.local_host()).port);
   }
   // The acceptor answers the left neighbour on its own thread while this one authenticates to
   // the right, so the ring cannot wait on itself; strangers at the listener delay neither.
   const int left = ring::left_of(r, N), timeout = o.rendezvous.timeout_ms;
   const peer_addr& right = table[static_cast<size_t>(ring::right_of(r, N))];
-  auth_acceptor from_left(std::move(listener), secret, "ring rank " + std::to_string(r),
-                          o.rendezvous.auth_timeout_ms);
   ring->to_right_ = connect_tcp(right.host, right.port, timeout);
   const auth_pending pending = auth_respond(ring->to_right_.get(), secret, static_cast<uint32_t>(r), timeout);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout);
   for (;;) {
     const auto left_ms = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-    auto a = from_left.next(static_cast<int>(std::clamp<int64_t>(left_ms.count(), 0, rendezvous_poll_ms)));
+    auto a = from_left->next(static_cast<int>(std::clamp<int64_t>(left_ms.count(), 0, rendezvous_poll_ms)));
     if (!a && o.rendezvous.cancelled && o.rendezvous.cancelled())
       throw net_error("ring rank " + std::to_string(r) + ": the job ended while rank " + std::to_string(left) +
                       " was still to connect");

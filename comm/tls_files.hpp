@@ -1,6 +1,6 @@
-// The control plane's TLS files, checked before a job starts: caf_openssl reads them only when
-// the first peer connects, where a bad file aborts rank 0 and leaves a worker hanging in its
-// handshake. Here each file is opened and parsed with OpenSSL, the key must match the
+// The control plane's TLS files, checked before a job starts (before any process waits on
+// another), so a bad file is refused at once on the process that has it rather than as a failed
+// handshake on its peer. Each file is opened and parsed with OpenSSL, the key must match the
 // certificate and the CA must have signed it, and an error names the flag and the file.
 // It deliberately does not check host names: the job's peers are named by rank, not by DNS.
 #pragma once

@@ -95,7 +95,7 @@ struct process_config {
   std::string secret_file;              // [process] secret_file: where the CLI reads `secret` from
   double peer_timeout_seconds = 30;     // a peer silent this long is lost; the job stops
   double join_timeout_seconds = 120;    // every rank must have joined by then
-  std::string tls_cert, tls_key, tls_ca;  // PEM files: control plane over caf_openssl TLS
+  std::string tls_cert, tls_key, tls_ca;  // PEM files: control plane over mutual TLS (tls_channel)
   // Rank 0: called with the gate's port once it listens (tests and --nodes start workers then).
   std::function<void(uint16_t)> on_listening;
   // Rank 0 of a --nodes job, before a restart (max_restarts): the CLI stops what is left of the

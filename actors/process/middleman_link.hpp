@@ -2,8 +2,8 @@
 // or connect by itself (see net_gate.hpp): rank 0 serves its job hub on each socket the gate
 // admitted, a worker obtains the job hub over the socket it authenticated. Both use the BASP
 // broker's own entry points for sockets made elsewhere (CAF 0.17's publish and connect with a
-// scribe), so the middleman never owns a listening port. Plain TCP only: caf_openssl makes its
-// TLS sessions inside its own connect/publish, so a TLS job keeps the loopback splice.
+// scribe), so the middleman never owns a listening port. Under TLS the socket is the plain end of
+// the connection's tls_channel (comm/tls_channel.hpp).
 #pragma once
 
 #include <caf/actor.hpp>

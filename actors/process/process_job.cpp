@@ -3,8 +3,8 @@
 //  * control: CAF's middleman carries step orders, reports, evaluation and the hubs' messages.
 //    The middleman listens nowhere: the gate (net_gate) runs the job's HMAC challenge on every
 //    connection and only then hands the socket to the middleman (middleman_link), so a peer
-//    without the secret never reaches an actor. With --tls-cert/--tls-key/--tls-ca the middleman
-//    speaks caf_openssl mutual TLS on a loopback port that the gate splices to.
+//    without the secret never reaches an actor. With --tls-cert/--tls-key/--tls-ca both ends
+//    first run mutual TLS over that socket in a tls_channel, and the middleman gets its plain end.
 //  * data (mesh_links): gradient buckets go through a tcp_ring per data-parallel group that spans
 //    processes, activations and their gradients through each process's point-to-point endpoint.
 //    Where they listen is learnt only over the authenticated control plane: every process tells

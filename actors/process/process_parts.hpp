@@ -18,6 +18,7 @@
 #include "actors/process/middleman_link.hpp"
 #include "actors/process/process_job.hpp"
 #include "comm/net_gate.hpp"
+#include "comm/tls_channel.hpp"
 
 namespace troupe::process_detail {
 
@@ -26,8 +27,10 @@ inline milliseconds to_ms(double s) { return milliseconds(static_cast<int64_t>(s
 inline bool use_tls(const process_config& p) { return !p.tls_cert.empty(); }
 
 // The actor system of a process of the job: the runtime's settings, the middleman without a port
-// of its own, TLS when configured.
-void configure(caf::actor_system_config& sys_cfg, const process_config& p);
+// of its own.
+void configure(caf::actor_system_config& sys_cfg);
+// The job's certificates loaded for its TLS channels (tls_channel.hpp); null without TLS.
+std::shared_ptr<const net::tls_context> tls_context_for(const process_config& p);
 // The data plane's links of `process` (its host as the other processes reach it).
 mesh_links_args links_args(const train_config& cfg, int process, const std::string& local_host,
                            std::shared_ptr<net::mpi_groups> mpi, const device_engines& engines);

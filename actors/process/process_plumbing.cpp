@@ -2,7 +2,6 @@
 // (process_zero.cpp, process_worker.cpp): its actor system's configuration, its data-plane links'
 // options, its MPI communicators, and what every process must share to be admitted.
 #include <caf/io/all.hpp>
-#include <caf/openssl/all.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -45,15 +44,14 @@ std::string describe_for_join(const train_config& c, const prepared_job& job) {
 
 namespace process_detail {
 
-void configure(caf::actor_system_config& sys_cfg, const process_config& p) {
+void configure(caf::actor_system_config& sys_cfg) {
   configure_runtime(sys_cfg);
   sys_cfg.load<caf::io::middleman>();
-  if (use_tls(p)) {
-    sys_cfg.load<caf::openssl::manager>();
-    sys_cfg.set("openssl.certificate", p.tls_cert);
-    sys_cfg.set("openssl.key", p.tls_key);
-    sys_cfg.set("openssl.cafile", p.tls_ca);
-  }
+}
+
+std::shared_ptr<const net::tls_context> tls_context_for(const process_config& p) {
+  if (!use_tls(p)) return nullptr;
+  return std::make_shared<net::tls_context>(p.tls_cert, p.tls_key, p.tls_ca);
 }
 
 net::ring_options ring_options_for(const process_config& p) {

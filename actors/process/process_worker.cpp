@@ -1,9 +1,8 @@
 // A process other than 0, as a placement of run_job: it reaches process 0 through the gate (under
-// TLS through a loopback bridge that lives as long as the connection), is answered by the job
+// TLS through a channel that lives as long as the connection), is answered by the job
 // hub, spawns its part, and answers the hub's pings through its worker hub until job_end. Its
 // part is a block of ranks (a worker) or, with --servers, a share of the parameter servers.
 #include <caf/io/all.hpp>
-#include <caf/openssl/all.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -25,7 +24,7 @@ class joining_process : public placement {
     upstream_ = net::connect_through_gate(pc_.master_addr, pc_.master_port, pc_.secret,
                                           static_cast<uint32_t>(pc_.index), join_ms());
     local_host_ = net::local_host(upstream_.get());
-    process_detail::configure(sys_cfg, pc_);
+    process_detail::configure(sys_cfg);
   }
 
   std::string wait(caf::actor_system& sys) override {
@@ -47,7 +46,7 @@ class joining_process : public placement {
     local_.clear();
     worker_ = hub_ = nullptr;
     joined_ = {};
-    bridge_.reset();
+    tls_.reset();
   }
 
   train_summary summary() override { return {}; }
@@ -57,14 +56,17 @@ class joining_process : public placement {
 
   // Asks the job hub to be admitted, with the config every process must share.
   void join(caf::actor_system& sys) {
+    net::socket_fd to_hub = std::move(upstream_);
     if (use_tls(pc_)) {
-      bridge_ = std::make_unique<net::loopback_bridge>(std::move(upstream_), join_ms());
-      auto h = caf::openssl::remote_actor(sys, "127.0.0.1", bridge_->local_port());
-      if (!h) throw std::runtime_error(who_ + ": cannot reach rank 0: " + sys.render(h.error()));
-      hub_ = *h;
-    } else {
-      hub_ = remote_actor_over(sys, std::move(upstream_), milliseconds(join_ms()));
+      try {
+        tls_ = std::make_unique<net::tls_channel>(std::move(to_hub), net::tls_channel::side::connect,
+                                                  tls_context_for(pc_), join_ms());
+      } catch (const net::net_error& e) {
+        throw std::runtime_error(who_ + ": cannot reach rank 0: " + e.what());
+      }
+      to_hub = tls_->take_plain();
     }
+    hub_ = remote_actor_over(sys, std::move(to_hub), milliseconds(join_ms()));
     std::string refused;
     {
       caf::scoped_actor self{sys};
@@ -100,7 +102,7 @@ class joining_process : public placement {
 
  private:
   net::socket_fd upstream_;
-  std::unique_ptr<net::loopback_bridge> bridge_;
+  std::unique_ptr<net::tls_channel> tls_;  // under TLS: carries the middleman's connection to rank 0
   caf::actor hub_, worker_;
 };
 

@@ -3,7 +3,6 @@
 // the job hub that admits the other processes through the control gate, and the verdict that
 // names a lost process when the job stops early.
 #include <caf/io/all.hpp>
-#include <caf/openssl/all.hpp>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -37,7 +36,7 @@ class process_zero final : public placement {
       : cfg_(cfg), pc_(cfg.process), job_(job), plan_(plan), mpi_(std::move(mpi)), device_of_(device_of),
         engines_(engines), out_(cfg, job) {}
 
-  void configure(caf::actor_system_config& sys_cfg) override { process_detail::configure(sys_cfg, pc_); }
+  void configure(caf::actor_system_config& sys_cfg) override { process_detail::configure(sys_cfg); }
 
   void start(caf::actor_system& sys) override {
     links_ = std::make_shared<mesh_links>(sys, plan_, links_args(cfg_, 0, pc_.master_addr, std::move(mpi_), engines_));
@@ -61,7 +60,6 @@ class process_zero final : public placement {
     caf::anon_send(coordinator_, watch_atom::value, links_->collectives());
     const process_endpoints serves = links_->serves();  // listening before any process can ask where
     hub_ = spawn_job_hub(sys, hub_args(sys, serves));
-    *hub_address_ = hub_.address();
     open_gate(sys);
   }
 
@@ -105,7 +103,7 @@ class process_zero final : public placement {
     }
     drain_.drain(sys);  // before ~actor_system (see middleman_link.hpp)
     gate_.reset();
-    splices_.reset();
+    tls_->clear();
     links_.reset();
     ranks_ = {};
     local_.clear();
@@ -166,13 +164,8 @@ class process_zero final : public placement {
     ha.local_stages = ranks_.stages;
     ha.evaluator = evaluator_;
     ha.serves = serves;
-    ha.on_addresses = [links = links_, started = pc_.on_training_start, tls_port = tls_port_, hub = hub_address_,
-                       &sys](const mesh_addresses& a) {
+    ha.on_addresses = [links = links_, started = pc_.on_training_start](const mesh_addresses& a) {
       links->apply(a);
-      // Every process has joined: nobody is to come through the gate's TLS splices again, so the
-      // middleman's loopback TLS port closes. Left open, any local process could reach caf_openssl
-      // there without the secret, and one garbage connection ended the job (issue 35).
-      if (*tls_port) caf::anon_send(sys.openssl_manager().actor_handle(), caf::unpublish_atom::value, *hub, *tls_port);
       if (started) started();  // every process joined: training starts now
     };
     ha.local_members = local_;
@@ -182,24 +175,20 @@ class process_zero final : public placement {
     return ha;
   }
 
-  // Plain TCP: the middleman gets no port; the gate hands it each admitted socket (serve_over).
-  // TLS: the TLS middleman listens on loopback, behind its mutual TLS and the gate's splices.
+  // The middleman gets no port: the gate hands it each admitted socket (serve_over), under TLS
+  // the plain end of the connection's TLS channel, once the peer's certificate passed.
   void open_gate(caf::actor_system& sys) {
-    if (use_tls(pc_)) {
-      auto tls_port = caf::openssl::publish(hub_, 0, "127.0.0.1");
-      if (!tls_port) throw std::runtime_error("rank 0: cannot publish the job hub over TLS: " + sys.render(tls_port.error()));
-      *tls_port_ = *tls_port;
-      splices_ = std::make_unique<net::loopback_splices>(*tls_port);
-    }
     const int auth_ms = static_cast<int>(std::min<int64_t>(5000, to_ms(pc_.peer_timeout_seconds).count()));
     gate_ = std::make_unique<net::gate_server>(
         pc_.master_addr, pc_.master_port, pc_.secret,
-        [this, &sys, auth_ms](net::socket_fd fd, uint32_t, const std::string&) {
+        [this, &sys, auth_ms, ctx = tls_context_for(pc_)](net::socket_fd fd, uint32_t, const std::string&) {
           connections_->add(fd.get());
-          if (splices_)
-            splices_->add(std::move(fd), auth_ms);
-          else
-            serve_over(sys, std::move(fd), hub_);
+          if (ctx) {
+            auto channel = std::make_unique<net::tls_channel>(std::move(fd), net::tls_channel::side::accept, ctx, auth_ms);
+            fd = channel->take_plain();
+            tls_->add(std::move(channel));
+          }
+          serve_over(sys, std::move(fd), hub_);
         },
         auth_ms);
     spdlog::info("process 0 of {}: control gate on {}:{}{}", cfg_.mesh.processes, pc_.master_addr, gate_->port(),
@@ -245,11 +234,8 @@ class process_zero final : public placement {
   rank_actors ranks_;
   std::vector<caf::actor> local_;
   middleman_drain drain_;  // the detached actors, watched before their handles leave the process
-  std::unique_ptr<net::loopback_splices> splices_;
-  std::unique_ptr<net::gate_server> gate_;
-  // The middleman's loopback TLS port (0: plain TCP), closed once every process joined.
-  std::shared_ptr<uint16_t> tls_port_ = std::make_shared<uint16_t>(0);
-  std::shared_ptr<caf::actor_addr> hub_address_ = std::make_shared<caf::actor_addr>();  // set once spawned
+  std::unique_ptr<net::tls_channels> tls_ = std::make_unique<net::tls_channels>();  // admitted under TLS
+  std::unique_ptr<net::gate_server> gate_;  // after tls_: its thread adds to them until it is gone
 };
 
 }  // namespace

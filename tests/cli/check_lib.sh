@@ -28,3 +28,30 @@ PY
 need_fashion_mnist() {
   [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "skip: no Fashion-MNIST"; exit 77; }
 }
+# `listening_ports PID...`: the TCP ports the processes listen on, one per line (from /proc, so it
+# needs neither ss's process column nor lsof).
+listening_ports() {
+  python3 - "$@" <<'PY'
+import os, sys
+inodes = set()
+for pid in sys.argv[1:]:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        continue
+    for fd in fds:
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+ports = set()
+for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+    for line in open(table).readlines()[1:]:
+        f = line.split()
+        if f[3] == "0A" and f[9] in inodes:
+            ports.add(int(f[1].rsplit(":", 1)[1], 16))
+print("\n".join(str(p) for p in sorted(ports)))
+PY
+}

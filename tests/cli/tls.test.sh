@@ -23,6 +23,8 @@ for ca in ca rogue_ca; do
 done
 cert node ca
 cert rogue rogue_ca
+openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/stranger.key" -out "$tmp/stranger.pem" -days 1 \
+  -subj "/CN=stranger" 2> /dev/null
 tls=(--tls-cert "$tmp/node.pem" --tls-key "$tmp/node.key" --tls-ca "$tmp/ca.pem")
 short=(--max-steps 3 --eval-batches 1 --no-progress)
 
@@ -59,12 +61,62 @@ bad_tls "key of another certificate" "--tls-key $tmp/rogue.key: does not match" 
 bad_tls "missing CA" "--tls-ca $tmp/none.pem: No such file" "$tmp/node.pem" "$tmp/node.key" "$tmp/none.pem"
 bad_tls "CA that is no PEM" "--tls-ca $tmp/garbage.pem: no CA" "$tmp/node.pem" "$tmp/node.key" "$tmp/garbage.pem"
 bad_tls "certificate another CA signed" "--tls-cert $tmp/node.pem: not accepted by the CA" "$tmp/node.pem" "$tmp/node.key" "$tmp/rogue_ca.pem"
+# While processes join: every port rank 0 of a TLS job listens on speaks the job's challenge (a
+# 32-byte nonce) before anything else, so none is a TLS or CAF endpoint a stranger can reach
+# without the secret (rank 0's middleman used to listen on a loopback TLS port until every process
+# had joined). Hostile connections to each of them then leave the job unharmed.
+port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+job=(--world-size 2 --master-addr 127.0.0.1 --master-port "$port" "${short[@]}")
+TROUPE_SECRET=s3cret timeout 90 "$troupe" train --rank 0 "${job[@]}" --out "$tmp/w0" "${tls[@]}" > "$tmp/w0.log" 2>&1 &
+rank0=$!
+pids+=($rank0)
+for _ in $(seq 100); do grep -q "control gate on" "$tmp/w0.log" && break; sleep 0.1; done
+sleep 0.5
+ports=$(listening_ports $(pgrep -P "$rank0"))
+silent=$(for p in $ports; do
+  python3 - "$p" <<'PY'
+import socket, sys, time
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.settimeout(0.2)
+got, deadline = b"", time.time() + 3
+while len(got) < 32 and time.time() < deadline:
+    try:
+        b = s.recv(64)
+    except socket.timeout:
+        continue
+    if not b:
+        break
+    got += b
+if len(got) != 32:
+    print(sys.argv[1])
+PY
+done)
+for port in $ports; do
+  python3 -c "import socket; s = socket.create_connection(('127.0.0.1', $port)); s.sendall(b'garbage' * 100)" 2> /dev/null
+  (python3 -c "import socket, time; s = socket.create_connection(('127.0.0.1', $port)); time.sleep(2)" 2> /dev/null &)
+  timeout 3 openssl s_client -connect "127.0.0.1:$port" -cert "$tmp/stranger.pem" -key "$tmp/stranger.key" \
+    < /dev/null > /dev/null 2>&1
+done
+TROUPE_SECRET=s3cret timeout 60 "$troupe" worker --rank 1 "${job[@]}" --out "$tmp/w1" "${tls[@]}" > "$tmp/w1.log" 2>&1
+worker_rc=$?
+wait "$rank0"
+rank0_rc=$?
+if [ -z "$ports" ]; then
+  echo "FAIL no listening port of rank 0 was found while it waited for its worker"; fail=1
+elif [ -n "$silent" ]; then
+  echo "FAIL while processes join, rank 0 listens on ports that do not open with the job's challenge: $(echo $silent)"
+  fail=1
+elif [ "$worker_rc" -ne 0 ] || [ "$rank0_rc" -ne 0 ]; then
+  echo "FAIL after hostile connections during the join, the job exited $rank0_rc (worker $worker_rc):"
+  grep -hE "error" "$tmp/w0.log" "$tmp/w1.log" | head -3; fail=1
+else
+  echo "ok   while a TLS job's processes join, each of rank 0's ports $(echo $ports) opens with the job's challenge; hostile connections there leave the job to finish"
+fi
+
 # 20 hostile local connections while a TLS job trains (garbage, idle, a TLS client with a
 # certificate no CA of the job signed), to every port its processes listen on: the job finishes
 # with exit 0. (Its middleman's loopback TLS port closes once every process has joined; one
 # garbage connection there used to end the job.)
-openssl req -x509 -newkey rsa:2048 -nodes -keyout "$tmp/stranger.key" -out "$tmp/stranger.pem" -days 1 \
-  -subj "/CN=stranger" 2> /dev/null
 timeout 120 "$troupe" train --nodes 2 --hidden 8 --epochs 60 --no-progress --out "$tmp/hostile" "${tls[@]}" \
   > "$tmp/hostile.log" 2>&1 &
 job=$!
