@@ -96,7 +96,7 @@ std::shared_ptr<net::group_backend> gloo_member() {
   }
   port = from_rank_0(port);
   if (rank != 0) store = net::kv_connect("127.0.0.1", port, "bench-secret", static_cast<uint32_t>(rank), 30000);
-  return net::connect_gloo_member(rank, world, store, net::gloo_options{"127.0.0.1", 60000});
+  return net::connect_gloo_member(rank, world, store, net::gloo_options{"127.0.0.1", 60000, "bench-secret"});
 }
 
 struct row {

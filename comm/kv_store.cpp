@@ -79,7 +79,7 @@ class kv_client final : public kv_store {
     write_all(s_.get(), req.data(), req.size(), opts_.io_timeout_ms, "kv get");
     uint8_t status = status_refused;
     read_all(s_.get(), &status, 1, timeout_ms + opts_.io_timeout_ms, "kv get reply");
-    if (status == status_timeout) throw net_error(timeout_text(key, timeout_ms));
+    if (status == status_timeout) throw kv_timeout(timeout_text(key, timeout_ms));
     if (status != status_ok) throw net_error("kv store: the server refused to get \"" + key + "\"");
     uint32_t len = 0;
     read_all(s_.get(), &len, sizeof len, opts_.io_timeout_ms, "kv value length");
@@ -137,7 +137,7 @@ std::vector<char> kv_server::get(const std::string& key, int timeout_ms) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!changed_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return stop_ || values_.count(key) > 0; }) ||
       stop_)
-    throw net_error(timeout_text(key, timeout_ms));
+    throw kv_timeout(timeout_text(key, timeout_ms));
   return values_.at(key);
 }
 

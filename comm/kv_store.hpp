@@ -35,12 +35,17 @@ struct kv_options {
   int io_timeout_ms = 30000;   // a request or reply that stalls this long fails
 };
 
+// get's error when the key did not appear in time (every other failure is a plain net_error).
+struct kv_timeout : net_error {
+  using net_error::net_error;
+};
+
 class kv_store {
  public:
   virtual ~kv_store() = default;
   // Throws net_error for a key or value over the limits, or a broken connection.
   virtual void set(const std::string& key, const std::vector<char>& value) = 0;
-  // The key's value once it is set; throws net_error naming the key after timeout_ms.
+  // The key's value once it is set; throws kv_timeout naming the key after timeout_ms.
   virtual std::vector<char> get(const std::string& key, int timeout_ms) = 0;
 };
 

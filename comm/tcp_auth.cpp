@@ -102,15 +102,25 @@ std::optional<uint32_t> auth_verify(int fd, const std::string& secret, const non
   return auth_check_answer(fd, secret, challenge, in, timeout_ms);
 }
 
-std::optional<uint32_t> auth_check_answer(int fd, const std::string& secret, const nonce& challenge,
-                                          const auth_answer& in, int timeout_ms) {
+nonce auth_fresh_nonce() { return fresh_nonce(); }
+
+std::optional<uint32_t> auth_answer_claim(const std::string& secret, const nonce& challenge, const auth_answer& in) {
   nonce theirs{};
   uint32_t claim = 0;
   std::memcpy(theirs.data(), in.data(), 32);
   std::memcpy(&claim, in.data() + 32, 4);
   const mac want = hmac(secret, 'C', challenge, theirs, claim);
   if (CRYPTO_memcmp(want.data(), in.data() + 36, want.size()) != 0) return std::nullopt;
-  const mac proof = hmac(secret, 'A', theirs, challenge, claim);
+  return claim;
+}
+
+std::optional<uint32_t> auth_check_answer(int fd, const std::string& secret, const nonce& challenge,
+                                          const auth_answer& in, int timeout_ms) {
+  const std::optional<uint32_t> claim = auth_answer_claim(secret, challenge, in);
+  if (!claim) return std::nullopt;
+  nonce theirs{};
+  std::memcpy(theirs.data(), in.data(), 32);
+  const mac proof = hmac(secret, 'A', theirs, challenge, *claim);
   write_all(fd, proof.data(), proof.size(), timeout_ms, "auth proof");
   return claim;
 }

@@ -57,5 +57,9 @@ void auth_finish(int fd, const std::string& secret, const auth_pending& p, int t
 using auth_proof = std::array<uint8_t, 32>;
 auth_pending auth_answer_for(const std::string& secret, uint32_t claim, const nonce& challenge, auth_answer& out);
 bool auth_proof_ok(const std::string& secret, const auth_pending& p, const auth_proof& proof);
+// The same challenge-response over a channel that is not a socket of troupe's (a Gloo pair): a
+// fresh challenge, and the claim of an answer to it whose MAC holds (nullopt otherwise).
+nonce auth_fresh_nonce();
+std::optional<uint32_t> auth_answer_claim(const std::string& secret, const nonce& challenge, const auth_answer& answer);
 
 }  // namespace troupe::net

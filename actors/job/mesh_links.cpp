@@ -77,7 +77,7 @@ net_collective_args mesh_links::spanning_member(int id, int member, int size, in
 net_collective_args mesh_links::gloo_member(int id, int member, int size) {
   net_collective_args a;
   a.env = launch_env{member, size, args_.local_host, 0, "gloo"};
-  const net::gloo_options g{args_.local_host, args_.ring.io_timeout_ms};
+  const net::gloo_options g{args_.local_host, args_.ring.io_timeout_ms, args_.secret};
   if (member == 0) {  // serves the group's kv store from now on, so serves() can publish its port
     auto store = std::make_shared<net::kv_server>(args_.local_host, 0, args_.secret);
     std::promise<uint16_t> port;

@@ -163,7 +163,7 @@ class gloo_device_engine final : public net::device_group_engine {
     const auto port = static_cast<uint16_t>(std::stoi(id.substr(colon + 1)));
     std::shared_ptr<net::kv_store> store =
         net::kv_connect(id.substr(0, colon), port, kSecret, static_cast<uint32_t>(rank), 30000);
-    auto member = net::connect_gloo_member(rank, world, std::move(store), net::gloo_options{"127.0.0.1", 60000});
+    auto member = net::connect_gloo_member(rank, world, std::move(store), net::gloo_options{"127.0.0.1", 60000, kSecret});
     ++joins_;
     return member;
   }

@@ -6,7 +6,14 @@
 // was built without Gloo.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <chrono>
+#include <cstring>
+#include <functional>
 #include <future>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -21,21 +28,88 @@ using namespace troupe::net;
 
 namespace {
 
-// A group of `world` members, each connected on a thread of its own.
-std::vector<std::unique_ptr<group_backend>> gloo_group(int world, int timeout_ms = 20000) {
+using store_wrapper = std::function<std::shared_ptr<kv_store>(std::shared_ptr<kv_store>)>;
+
+// A group of `world` members, each connected on a thread of its own (through `wrap`'s store).
+std::vector<std::unique_ptr<group_backend>> gloo_group(int world, int timeout_ms = 20000, store_wrapper wrap = {},
+                                                       int attempts = 4) {
   auto server = std::make_shared<kv_server>("127.0.0.1", 0, "s3cret");
-  const gloo_options o{"127.0.0.1", timeout_ms};
+  gloo_options o{"127.0.0.1", timeout_ms, "s3cret"};
+  o.attempts = attempts;
   std::vector<std::future<std::unique_ptr<group_backend>>> joining;
   for (int r = 0; r < world; ++r)
     joining.push_back(std::async(std::launch::async, [&, r] {
       std::shared_ptr<kv_store> store = r == 0 ? std::shared_ptr<kv_store>(server)
                                                : std::shared_ptr<kv_store>(kv_connect("127.0.0.1", server->port(),
                                                                                       "s3cret", r, 5000));
-      return connect_gloo_member(r, world, store, o);
+      return connect_gloo_member(r, world, wrap ? wrap(store) : store, o);
     }));
   std::vector<std::unique_ptr<group_backend>> members;
   for (auto& j : joining) members.push_back(j.get());
   return members;
+}
+
+// A local process without the secret that watches for Gloo's pair listeners: before a member's
+// pair addresses reach the store, it connects to each of them (and sends garbage, or stays
+// silent), so it is first in every listener's queue. It attacks attempts up to `last_attempt`.
+struct stranger {
+  bool garbage = true;
+  int last_attempt = 0;
+  std::mutex mu;
+  std::vector<socket_fd> connections;
+
+  size_t count() {
+    std::lock_guard<std::mutex> lock(mu);
+    return connections.size();
+  }
+  void attack(const std::string& key, const std::vector<char>& addresses, int pairs) {
+    // "try<k>/<rank>" (or a bare "<rank>", as Gloo names it): a member's pair addresses, one
+    // sockaddr_storage-led record per pair
+    const auto slash = key.find('/');
+    int attempt = 0;
+    if (slash != std::string::npos) {
+      if (key.rfind("try", 0) != 0 || key.find('/', slash + 1) != std::string::npos) return;
+      attempt = std::stoi(key.substr(3, slash - 3));
+    }
+    const std::string rank = slash == std::string::npos ? key : key.substr(slash + 1);
+    if (rank.empty() || rank.find_first_not_of("0123456789") != std::string::npos || attempt > last_attempt) return;
+    const size_t each = addresses.size() / static_cast<size_t>(pairs);
+    for (size_t off = 0; off + each <= addresses.size(); off += each) {
+      sockaddr_in sa{};
+      std::memcpy(&sa, addresses.data() + off, sizeof sa);
+      char host[INET_ADDRSTRLEN];
+      ::inet_ntop(AF_INET, &sa.sin_addr, host, sizeof host);
+      socket_fd c = connect_tcp(host, ntohs(sa.sin_port), 2000);
+      if (garbage) {
+        const std::string junk(512, '\x5a');
+        write_all(c.get(), junk.data(), junk.size(), 2000, "garbage");
+      }
+      std::lock_guard<std::mutex> lock(mu);
+      connections.push_back(std::move(c));
+    }
+  }
+};
+
+class attacked_store final : public kv_store {
+ public:
+  attacked_store(std::shared_ptr<kv_store> inner, std::shared_ptr<stranger> s, int pairs)
+      : inner_(std::move(inner)), stranger_(std::move(s)), pairs_(pairs) {}
+  void set(const std::string& key, const std::vector<char>& value) override {
+    stranger_->attack(key, value, pairs_);
+    inner_->set(key, value);
+  }
+  std::vector<char> get(const std::string& key, int timeout_ms) override { return inner_->get(key, timeout_ms); }
+
+ private:
+  std::shared_ptr<kv_store> inner_;
+  std::shared_ptr<stranger> stranger_;
+  int pairs_;
+};
+
+store_wrapper attacked_by(std::shared_ptr<stranger> s, int world) {
+  return [s, world](std::shared_ptr<kv_store> inner) -> std::shared_ptr<kv_store> {
+    return std::make_shared<attacked_store>(std::move(inner), s, world - 1);
+  };
 }
 
 std::vector<std::vector<float>> inputs(int world, int64_t n, bool integers) {
@@ -146,9 +220,46 @@ TEST(GlooGroup, AMemberThatNeverJoinsFailsTheRendezvousNamingTheKey) {
   if (!backend_built(backend_kind::gloo)) GTEST_SKIP() << "built without Gloo";
   auto server = std::make_shared<kv_server>("127.0.0.1", 0, "s3cret");
   try {
-    connect_gloo_member(0, 2, server, gloo_options{"127.0.0.1", 500});
+    connect_gloo_member(0, 2, server, gloo_options{"127.0.0.1", 500, "s3cret"});
     FAIL() << "no error";
   } catch (const net_error& e) {
     EXPECT_NE(std::string(e.what()).find("was not set within 500 ms"), std::string::npos) << e.what();
   }
+}
+
+// Issue 35, item 7: a local process that reaches Gloo's pair listeners first (this Gloo accepts
+// the first connection on each, unchecked) no longer takes a member's place or fails the job:
+// the pairs' proof of the secret finds it, every member abandons that attempt, and the group
+// connects again on fresh listeners, then reduces exactly. Garbage and silence alike, 2 and 3
+// members, in seconds (the timeout is 20 s: no member waits it out).
+TEST(GlooGroup, AStrangerAtThePairListenersDuringSetUpCostsOneAttemptAndTheGroupStillReducesExactly) {
+  if (!backend_built(backend_kind::gloo)) GTEST_SKIP() << "built without Gloo";
+  for (int world : {2, 3})
+    for (bool garbage : {true, false}) {
+      auto s = std::make_shared<stranger>();
+      s->garbage = garbage;
+      const auto t0 = std::chrono::steady_clock::now();
+      auto g = gloo_group(world, 20000, attacked_by(s, world));
+      const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      EXPECT_GT(s->count(), 0u) << "the stranger reached no listener";
+      EXPECT_LT(took, 15.0) << world << " members, " << (garbage ? "garbage" : "silence") << ": a member waited out its timeout";
+      const auto in = inputs(world, 1001, true);
+      const auto want = ring::serial_ring(ring::op_kind::all_reduce_sum, in, 1001, 0);
+      expect_layout(ring::op_kind::all_reduce_sum, run_all(g, ring::op_kind::all_reduce_sum, in, 0), want, 0.0f);
+    }
+}
+
+TEST(GlooGroup, AStrangerWinningEveryAttemptFailsTheGroupNamingTheCauseWithinSeconds) {
+  if (!backend_built(backend_kind::gloo)) GTEST_SKIP() << "built without Gloo";
+  auto s = std::make_shared<stranger>();
+  s->last_attempt = 1000;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    gloo_group(2, 20000, attacked_by(s, 2), 3);
+    FAIL() << "the group connected with a stranger at every listener";
+  } catch (const net_error& e) {
+    EXPECT_NE(std::string(e.what()).find("3 attempts"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Gloo"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));
 }
