@@ -360,6 +360,7 @@ struct collective_log {
   int32_t rank = 0;
   int32_t ranks = 0;
   std::vector<collective_log_entry> entries;
+  std::string group;  // set where a report must say which group ("tp group 0 (ranks 0,1)")
   // Each entry's `seconds`, from the member's own clock now (another process's may differ).
   void stamp(double now) {
     for (auto& e : entries) e.seconds = e.started_at <= 0 ? 0 : (e.finished_at > 0 ? e.finished_at : now) - e.started_at;
@@ -412,7 +413,7 @@ typename Inspector::result_type inspect(Inspector& f, collective_dump_request&) 
 }
 TROUPE_INSPECT(collective_log_entry, x.seq, x.op, x.total, x.left, x.right, x.state, x.received, x.expected,
                x.started_at, x.finished_at, x.left_link_rate, x.seconds)
-TROUPE_INSPECT(collective_log, x.rank, x.ranks, x.entries)
+TROUPE_INSPECT(collective_log, x.rank, x.ranks, x.entries, x.group)
 // stage -> coordinator, once per step of every rank: the measured record (step_trace.hpp).
 TROUPE_INSPECT(stage_step_record, x.step, x.rank, x.loss_sum, x.count, x.correct, x.peak_live, x.step_start,
                x.step_end, x.compute_seconds, x.tp_seconds, x.peak_activation_bytes, x.peak_memory, x.peak_host_memory, x.actions, x.start_seconds,

@@ -6,8 +6,10 @@
 // the same bits in one process as over the TCP ring.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -60,6 +62,41 @@ class timed_tp_group final : public tp_group {
  private:
   std::shared_ptr<tp_group> inner_;
   double seconds_ = 0;
+};
+
+// One call of a member, as logged_tp_group keeps it. Times are steady-clock seconds (0: not yet).
+struct tp_call {
+  int64_t seq = 0;
+  const char* op = "";  // "all-reduce", "all-gather" or "reduce-scatter"
+  int64_t n = 0;        // elements
+  double started_at = 0, finished_at = 0;
+  bool failed = false;
+};
+
+// Keeps a member's last `keep` calls, written by the thread that makes them as it enters and
+// leaves each, and readable from any other thread while that one waits inside a call for a peer:
+// what the watchdog shows for a stage wedged in a tensor-parallel (or ZeRO-3 parameter) group,
+// which cannot answer for itself.
+class logged_tp_group final : public tp_group {
+ public:
+  explicit logged_tp_group(std::shared_ptr<tp_group> inner, size_t keep = 16) : inner_(std::move(inner)), keep_(keep) {}
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  void all_reduce_sum(float* data, int64_t n) override;
+  void all_gather(float* data, int64_t n) override;
+  void reduce_scatter_sum(float* data, int64_t n) override;
+  std::vector<tp_call> recent() const;  // oldest first
+  const std::shared_ptr<tp_group>& inner() const { return inner_; }
+
+ private:
+  template <class F>
+  void logged(const char* op, int64_t n, F call);
+
+  std::shared_ptr<tp_group> inner_;
+  size_t keep_;
+  mutable std::mutex mu_;
+  std::deque<tp_call> calls_;
+  int64_t next_seq_ = 0;
 };
 
 // One member over a back end; its rank and size are the back end's.

@@ -244,7 +244,7 @@ caf::behavior collective(self_ptr self, std::shared_ptr<collective_pool> pool) {
       },
       [self](const collective_dump_request&) {
         const auto& s = self->state;
-        collective_log out{s.rank, s.ranks, {s.log.begin(), s.log.end()}};
+        collective_log out{s.rank, s.ranks, {s.log.begin(), s.log.end()}, {}};
         out.stamp(now_seconds());
         return out;
       },
@@ -300,6 +300,9 @@ std::vector<collective_log> dump_collective_group(caf::actor_system& sys, const 
 }
 
 std::string to_string(const collective_log& log) {
+  const std::string who =
+      (log.group.empty() ? "collective rank " : log.group + " member ") + std::to_string(log.rank) + "/" + std::to_string(log.ranks);
+  if (log.entries.empty()) return who + ": no collective called yet\n";
   std::string s;
   for (const auto& e : log.entries) {
     // The ledger's times, from the member's clock: how long it took or has waited so far, and
@@ -308,7 +311,7 @@ std::string to_string(const collective_log& log) {
     if (e.started_at > 0 && e.finished_at > 0) timing = fmt::format(", took {:.1f} ms", 1e3 * e.seconds);
     else if (e.started_at > 0) timing = fmt::format(", waiting {:.1f} ms so far", 1e3 * e.seconds);
     if (e.left_link_rate > 0) timing += fmt::format(", left link {:.1f} MB/s", e.left_link_rate / 1e6);
-    s += "collective rank " + std::to_string(log.rank) + "/" + std::to_string(log.ranks) + " seq " +
+    s += who + " seq " +
          std::to_string(e.seq) + " " + (e.op.empty() ? "?" : e.op) + " of " + std::to_string(e.total) +
          (e.left < 0 ? std::string() : " (left " + std::to_string(e.left) + ", right " + std::to_string(e.right) + ")") +
          ": " + e.state + ", " + std::to_string(e.received) + "/" + std::to_string(e.expected) + " elements received" +

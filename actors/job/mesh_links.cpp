@@ -1,6 +1,7 @@
 // mesh_links: collectives and pipeline peers of one process's ranks (mesh_links.hpp).
 #include "actors/job/mesh_links.hpp"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <thread>
@@ -10,6 +11,7 @@
 #include "comm/tp_groups.hpp"
 
 #include "actors/collective/collective.hpp"
+#include "actors/collective/tp_ledger.hpp"
 #include "actors/process/net_actors.hpp"
 #include "actors/stage/stage.hpp"
 
@@ -156,7 +158,29 @@ class remote_tp_member final : public tp_group {
 
 }  // namespace
 
-std::shared_ptr<tp_group> mesh_links::tp_of(int rank) {
+// Each member a stage will call is logged, and its log answers the watchdog through an actor of
+// its own (tp_ledger.hpp): the stage cannot answer while it waits inside the group.
+std::shared_ptr<tp_group> mesh_links::ledgered(std::shared_ptr<tp_group> member, sched::axis a, int rank) {
+  if (!member) return member;
+  const sched::mesh& m = plan_.mesh;
+  std::string ranks;
+  for (int r : m.group(a, rank)) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
+  const std::string group = fmt::format("{} group {} (ranks {})", a == sched::axis::tp ? "tp" : "ZeRO-3 parameter",
+                                        m.group_index(a, rank), ranks);
+  auto logged = std::make_shared<net::logged_tp_group>(std::move(member));
+  caf::actor ledger = spawn_tp_ledger(sys_, logged, group);
+  actors_.push_back(ledger);
+  collectives_.push_back(ledger);
+  return logged;
+}
+
+std::shared_ptr<tp_group> mesh_links::tp_of(int rank) { return ledgered(unlogged_tp_of(rank), sched::axis::tp, rank); }
+
+std::shared_ptr<tp_group> mesh_links::params_of(int rank) {
+  return ledgered(unlogged_params_of(rank), sched::axis::dp, rank);
+}
+
+std::shared_ptr<tp_group> mesh_links::unlogged_tp_of(int rank) {
   const sched::mesh& m = plan_.mesh;
   if (m.tp == 1) return nullptr;
   const int t = m.coords_of(rank).tp;
@@ -171,7 +195,7 @@ std::shared_ptr<tp_group> mesh_links::tp_of(int rank) {
   return remote_group_member(id, t, m.tp, rank);
 }
 
-std::shared_ptr<tp_group> mesh_links::params_of(int rank) {
+std::shared_ptr<tp_group> mesh_links::unlogged_params_of(int rank) {
   const sched::mesh& m = plan_.mesh;
   if (!args_.zero3 || m.dp == 1) return nullptr;
   const int d = m.coords_of(rank).dp;

@@ -147,6 +147,11 @@ class mesh_links {
   net_collective_args spanning_member(int id, int member, int size, int rank);
   net_collective_args ring_member(int id, int member, int size, int rank);
   net_collective_args gloo_member(int id, int member, int size);
+  // tp_of and params_of before their members are logged for the watchdog (ledgered: wrapped in
+  // a logged_tp_group whose log a tp_ledger actor serves, counted among collectives()).
+  std::shared_ptr<tp_group> unlogged_tp_of(int rank);
+  std::shared_ptr<tp_group> unlogged_params_of(int rank);
+  std::shared_ptr<tp_group> ledgered(std::shared_ptr<tp_group> member, sched::axis a, int rank);
   // A member of process-spanning group `id` that a stage's own thread drives (tensor-parallel,
   // ZeRO-3 parameters): MPI's, or a ring or Gloo member connecting on a thread of its own.
   std::shared_ptr<tp_group> remote_group_member(int id, int member, int size, int rank);

@@ -39,9 +39,11 @@ TEST_F(parallel_messages, CollectiveMessagesRoundTrip) {
   EXPECT_EQ(setup.ranks, 4);
   EXPECT_EQ(setup.chunk_elems, 1024);
   round_trip(collective_dump_request{});
-  collective_log log{1, 4, {collective_log_entry{3, "all_reduce_sum", 100, 0, 2, "running", 50, 100, 0.5, 0.0}}};
+  collective_log log{1, 4, {collective_log_entry{3, "all_reduce_sum", 100, 0, 2, "running", 50, 100, 0.5, 0.0}},
+                     "tp group 0 (ranks 0,1)"};
   auto l = round_trip(log);
   ASSERT_EQ(l.entries.size(), 1u);
+  EXPECT_EQ(l.group, "tp group 0 (ranks 0,1)");
   EXPECT_EQ(l.entries[0].op, "all_reduce_sum");
   EXPECT_EQ(l.entries[0].received, 50);
 }
