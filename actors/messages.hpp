@@ -545,6 +545,7 @@ struct worker_ready {
   caf::actor hub;
   std::vector<caf::actor> stages;
   process_endpoints serves;
+  std::vector<caf::actor> collectives;  // its collective members' ledgers, for the watchdog's report
 };
 // job hub -> every process, once all are ready and before training starts: where each data-parallel
 // group's rendezvous listens (by group) and each process's point-to-point endpoint (by process).
@@ -567,7 +568,7 @@ TROUPE_INSPECT_NET(train_summary::server_update, x.server, x.replica, x.step, x.
                    x.slowest, x.held)
 TROUPE_INSPECT_NET(server_records, x.updates)
 TROUPE_INSPECT_NET(process_endpoints, x.ring_groups, x.ring_hosts, x.ring_ports, x.p2p_host, x.p2p_port)
-TROUPE_INSPECT_NET(worker_ready, x.rank, x.hub, x.stages, x.serves)
+TROUPE_INSPECT_NET(worker_ready, x.rank, x.hub, x.stages, x.serves, x.collectives)
 TROUPE_INSPECT_NET(mesh_addresses, x.ring_hosts, x.ring_ports, x.p2p_hosts, x.p2p_ports)
 TROUPE_INSPECT_NET(job_end, x.ok, x.report)
 #undef TROUPE_INSPECT_NET

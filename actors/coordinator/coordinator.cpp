@@ -92,7 +92,10 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
         fail(self, f.what, false);
         finish(self);
       },
-      [self](watch_atom, std::vector<caf::actor> group) { self->state.collectives = std::move(group); },
+      [self](watch_atom, const std::vector<caf::actor>& group) {  // once per process of the job
+        auto& c = self->state.collectives;
+        c.insert(c.end(), group.begin(), group.end());
+      },
       [self](watchdog_atom) { watch(self); },
       [self](settle_atom) {  // no cause came after a symptom: the symptom is all there is to report
         if (self->state.finishing) return;

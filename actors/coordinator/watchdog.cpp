@@ -58,7 +58,7 @@ void report_stall(self_ptr self, const std::vector<pipeline_status>& st) {
   auto done = [self, text, logs, left] {
     if (--*left > 0) return;
     std::string all = text + "collectives:";
-    for (const auto& l : *logs) all += "\n" + l;
+    for (const auto& l : *logs) all += "\n" + (!l.empty() && l.back() == '\n' ? l.substr(0, l.size() - 1) : l);
     fail(self, all, true);
     finish(self);
   };

@@ -111,6 +111,7 @@ struct worker_hub_args {
   caf::actor job_hub;              // remote
   std::vector<caf::actor> stages;  // this process's, in rank order
   process_endpoints serves;
+  std::vector<caf::actor> collectives;  // mesh_links::collectives, sent along for the watchdog
   std::function<void(const mesh_addresses&)> on_addresses;  // mesh_links::apply
   std::chrono::milliseconds peer_timeout{30000};
   std::shared_ptr<std::string> report;  // "" when rank 0 said the job ended well

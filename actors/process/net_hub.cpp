@@ -307,6 +307,8 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
         self->monitor(w.hub);
         for (const auto& st : w.stages) self->monitor(st);
         s.ready[w.rank] = {w.hub, w.stages, w.serves, clock_type::now()};
+        // The watchdog's report then holds this process's ledgers beside process 0's.
+        if (!w.collectives.empty()) self->send(s.args.coordinator, watch_atom::value, w.collectives);
         start_if_all_ready(self);
       },
       [self](peer_pong_atom, int32_t rank) {
@@ -361,7 +363,8 @@ caf::behavior worker_hub(worker_ptr self, worker_hub_args args) {
   if (s.args.server_process)
     self->send(s.args.job_hub, server_ready{s.args.rank, caf::actor_cast<caf::actor>(self), s.args.server_ids, s.args.stages});
   else
-    self->send(s.args.job_hub, worker_ready{s.args.rank, caf::actor_cast<caf::actor>(self), s.args.stages, s.args.serves});
+    self->send(s.args.job_hub,
+               worker_ready{s.args.rank, caf::actor_cast<caf::actor>(self), s.args.stages, s.args.serves, s.args.collectives});
   self->delayed_send(self, tick_of(s.args.peer_timeout), tick_atom::value);
   return {
       [self](const mesh_addresses& a) {

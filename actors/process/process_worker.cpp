@@ -135,6 +135,7 @@ class worker_process final : public joining_process {
     worker_hub_args wa;
     wa.stages = ranks_.stages;
     wa.serves = links_->serves();
+    wa.collectives = links_->collectives();
     wa.on_addresses = [links](const mesh_addresses& a) { links->apply(a); };
     spawn_hub(sys, std::move(wa));
   }

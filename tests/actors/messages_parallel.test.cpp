@@ -111,7 +111,7 @@ TEST_F(parallel_messages, MultiProcessMessagesRoundTrip) {
             std::make_tuple(5, 1, int64_t{7}, int64_t{15}, int64_t{20}, int64_t{22}, int64_t{6}, true));
   EXPECT_FALSE(rec.updates[1].held);
   const process_endpoints serves{{1}, {"10.0.0.2"}, {4242}, "10.0.0.2", 4343};
-  auto w = round_trip(worker_ready{3, caf::actor{}, {caf::actor{}, caf::actor{}}, serves});
+  auto w = round_trip(worker_ready{3, caf::actor{}, {caf::actor{}, caf::actor{}}, serves, {}});
   EXPECT_EQ(w.rank, 3);
   EXPECT_EQ(w.stages.size(), 2u);
   EXPECT_EQ(w.serves.ring_groups, serves.ring_groups);

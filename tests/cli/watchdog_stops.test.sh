@@ -26,14 +26,18 @@ grep -q "ending the process" <<<"$out" || { echo "FAIL the log does not say the 
 # Wedged inside a tensor-parallel group: rank 1's first compute action is held for up to a minute
 # (--jitter), so rank 0 waits inside the group's all-reduce, where neither stage can answer. The
 # report shows the group's ledger: rank 0's call waiting, and rank 1 not yet in it.
-out=$(timeout 60 "$troupe" train --tp 2 --hidden 32 --batch-size 64 --max-steps 4 --eval-batches 1 --no-progress \
-  --watchdog-seconds 1 --jitter 1:60000 --out "$tmp/tp" 2>&1)
-if grep -qE "tp group 0 \(ranks 0,1\) member 0/2 seq 0 all-reduce of [0-9]+: inside the group, waiting for its peers.*waiting [0-9.]+ ms so far" <<<"$out" &&
-   grep -q "tp group 0 (ranks 0,1) member 1/2: no collective called yet" <<<"$out"; then
-  echo "ok   a stage wedged inside a tp group: the report shows the group's ledger"
-else
-  echo "FAIL the report of a stage wedged inside a tp group lacks the group's ledger:"; grep -A8 "watchdog:" <<<"$out" | head -12
-  fail=1
-fi
+# In one process and over two (where rank 1's ledger comes from the other process).
+for nodes in 1 2; do
+  out=$(timeout 60 "$troupe" train --nodes "$nodes" --peer-timeout 5 --tp 2 --hidden 32 --batch-size 64 --max-steps 4 \
+    --eval-batches 1 --no-progress --watchdog-seconds 1 --jitter 1:60000 --out "$tmp/tp$nodes" 2>&1)
+  if grep -qE "tp group 0 \(ranks 0,1\) member 0/2 seq 0 all-reduce of [0-9]+: inside the group, waiting for its peers.*waiting [0-9.]+ ms so far" <<<"$out" &&
+     grep -q "tp group 0 (ranks 0,1) member 1/2: no collective called yet" <<<"$out"; then
+    echo "ok   a stage wedged inside a tp group ($nodes process(es)): the report shows both members' ledgers"
+  else
+    echo "FAIL the report of a stage wedged inside a tp group ($nodes process(es)) lacks the group's ledger:"
+    grep -A8 "watchdog:" <<<"$out" | head -12
+    fail=1
+  fi
+done
 timed "data parallel, two processes" 15 "$troupe" train --nodes 2 --peer-timeout 5 "${job[@]}" --out "$tmp/mp"
 exit $fail
