@@ -446,6 +446,7 @@ struct pipeline_status {
   std::string action;     // text form of the action at the cursor ("" when idle)
   std::string waiting_for;
   double waited_seconds = 0;  // since its last completed action (or its start), by its own clock
+  std::vector<std::string> pipeline_log;  // its last pipeline sends and receives, oldest first
 };
 // stage -> coordinator: an action failed (its text names it); the stage has stopped.
 struct pipeline_failure {
@@ -476,7 +477,7 @@ typename Inspector::result_type inspect(Inspector& f, pipeline_status_request& x
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pipeline_status& x) {
   return f(caf::meta::type_name("pipeline_status"), x.rank, x.step, x.cursor, x.actions, x.completed, x.action,
-           x.waiting_for, x.waited_seconds);
+           x.waiting_for, x.waited_seconds, x.pipeline_log);
 }
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, pipeline_failure& x) {

@@ -41,6 +41,7 @@ void report_stall(self_ptr self, const std::vector<pipeline_status>& st) {
       text += fmt::format("action {} of {} ({}): waits for {} ({:.1f} s since its last action)\n", x.cursor, x.actions,
                           x.action, x.waiting_for, x.waited_seconds);
     else text += fmt::format("action {} of {} ({}): waits for {}\n", x.cursor, x.actions, x.action, x.waiting_for);
+    for (const auto& l : x.pipeline_log) text += "  pipeline: " + l + "\n";  // its link's ledger, oldest first
   }
   for (const auto& x : st)
     if (x.completed >= 0 && !x.action.empty())

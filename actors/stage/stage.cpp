@@ -319,6 +319,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
         request_gather(self, step, static_cast<size_t>(i), std::move(part));
       },
       [self](pipeline_tensor_msg& m) {
+        note_arrival(self->state, m);
         self->state.inbox[{m.step, m.is_grad, m.microbatch, m.boundary}] = std::move(m.value);
         advance_after_message(self);
       },
@@ -337,7 +338,8 @@ caf::behavior stage(self_ptr self, stage_args args) {
                                s.completed,
                                active ? sched::to_string(row(s)[s.progress.earliest]) : std::string(),
                                s.waiting_for,
-                               since};
+                               since,
+                               s.pipe_log.lines(now_seconds())};
       },
       [self](const pipeline_params_request&) {
         auto& s = self->state;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -53,6 +54,32 @@ struct device_action {
   std::shared_ptr<std::function<void()>> work;
 };
 
+// A stage's last pipeline sends and receives, by its own clock: what the watchdog's report shows
+// under the stage's line (the link's ledger, as a collective member keeps one). A receive the
+// stage had been waiting for says how long it waited.
+struct pipeline_ledger {
+  struct entry {
+    bool sent = false, is_grad = false;
+    int32_t microbatch = 0, boundary = 0, peer = 0;
+    int64_t elements = 0;
+    double at = 0, waited = 0;
+  };
+  static constexpr size_t keep = 6;
+  std::deque<entry> entries;
+  // The receive the stage waits for now (set when one first finds its input missing).
+  int64_t waiting_key_step = -1;
+  bool waiting_is_grad = false;
+  int32_t waiting_microbatch = -1, waiting_boundary = -1;
+  double waiting_since = 0;
+
+  void add(entry e) {
+    entries.push_back(e);
+    if (entries.size() > keep) entries.pop_front();
+  }
+  // One line per entry, oldest first, with how long ago each was by `now`.
+  std::vector<std::string> lines(double now) const;
+};
+
 struct stage_state {
   stage_args args;
   // By local chunk. Shared: work on an asynchronous device holds its chunk, so a stage that fails
@@ -73,6 +100,7 @@ struct stage_state {
   bool failed = false;  // fail() ran: nothing more is executed
   double blocked_since = 0;
   std::string waiting_for;
+  pipeline_ledger pipe_log;  // its last sends and receives, for the watchdog
   // Inputs by key; each is consumed by exactly one action of the list.
   int64_t next_request = 0;
   std::map<int64_t, batch> batches;  // global batches by step (stages with chunk 0 or the last)
@@ -177,6 +205,9 @@ inline std::string at_cursor(const stage_state& s) {
   if (s.step < 0 || s.cursor >= row(s).size()) return where + ": ";
   return where + ", action " + std::to_string(s.cursor) + " (" + sched::body_string(row(s)[s.cursor]) + "): ";
 }
+
+// stage_pipeline.cpp: a pipeline tensor arrived (the ledger's receive entry).
+void note_arrival(stage_state& s, const pipeline_tensor_msg& m);
 
 // stage.cpp: the job hears of the failure and the stage quits; the action waiting for a message
 // that just arrived runs if it can (a failure there ends the stage the same way).

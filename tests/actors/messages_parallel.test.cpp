@@ -80,8 +80,9 @@ TEST_F(parallel_messages, PipelineMessagesRoundTrip) {
   EXPECT_EQ(m.microbatch, 3);
   EXPECT_EQ(m.value.to_vector(), sample().to_vector());
   EXPECT_EQ(round_trip(pipeline_status_request{8}).step, 8);
-  auto st = round_trip(pipeline_status{1, 8, 4, 18, 40, "1RA1<0", "activation of microbatch 1"});
+  auto st = round_trip(pipeline_status{1, 8, 4, 18, 40, "1RA1<0", "activation of microbatch 1", 0.5, {"sent x"}});
   EXPECT_EQ(st.action, "1RA1<0");
+  EXPECT_EQ(st.pipeline_log, std::vector<std::string>{"sent x"});
   EXPECT_EQ(st.waiting_for, "activation of microbatch 1");
   EXPECT_EQ(round_trip(pipeline_failure{1, "boom"}).what, "boom");
   EXPECT_EQ(round_trip(pipeline_params_request{1}).stage, 1);

@@ -66,6 +66,17 @@ TEST(PipelineWatchdog, LostActivationIsReportedWithTheBlockedActionsInsteadOfAHa
   std::smatch m;
   ASSERT_TRUE(std::regex_search(what, m, std::regex(R"(from stage 0 \(([0-9.]+) s since its last action\))"))) << what;
   EXPECT_GE(std::stod(m[1]), 0.25) << what;
+  // Each stage's pipeline ledger under its line: stage 0 sent microbatches 0 and 2 but not the
+  // lost 1; stage 1 received only microbatch 0's activation.
+  EXPECT_NE(what.find("  pipeline: sent the activation of microbatch 0 across boundary 0 to stage 1 ("), std::string::npos)
+      << what;
+  EXPECT_NE(what.find("  pipeline: sent the activation of microbatch 2 across boundary 0 to stage 1 ("), std::string::npos)
+      << what;
+  EXPECT_EQ(what.find("sent the activation of microbatch 1 "), std::string::npos) << what;
+  EXPECT_NE(what.find("  pipeline: received the activation of microbatch 0 across boundary 0 from stage 0 ("),
+            std::string::npos)
+      << what;
+  EXPECT_EQ(what.find("received the activation of microbatch 1 "), std::string::npos) << what;
 }
 
 TEST(PipelineWatchdog, LostActivationInADpByPpMeshNamesTheBlockedRanksAndTheWaitingAllReduce) {
