@@ -327,6 +327,9 @@ struct ring_chunk {
   int64_t total = 0;
   int64_t at = 0;
   tensor_slice data;
+  // Set on a collective's first sends (steady-clock seconds when the sender started it): the
+  // receiver times its first hop from there, as the TCP ring does (0: a forwarded chunk).
+  double first_hop_sent_at = 0;
 };
 // spawner -> collective: your place in the ring.
 struct ring_setup {
@@ -334,6 +337,10 @@ struct ring_setup {
   int32_t ranks = 1;
   int64_t chunk_elems = 0;
   caf::actor right;
+  // A slow link (fault injection, --slow-link in one process): this member's sends to its right
+  // neighbour leave at most this fast (0: no cap), each collective's first held back this long.
+  double send_bytes_per_s = 0;
+  double send_latency_s = 0;
 };
 // anyone (a watchdog, a test) -> collective rank r, answered with collective_log.
 struct collective_dump_request {};
@@ -405,8 +412,8 @@ TROUPE_INSPECT(params_request, x.stage)
 TROUPE_INSPECT(collective_request, x.seq, x.op, x.root, x.total, x.data)
 TROUPE_INSPECT(collective_result, x.seq, x.op, x.data, x.finished_at, x.left_link_rate)
 TROUPE_INSPECT(device_group_id, x.id)
-TROUPE_INSPECT(ring_chunk, x.seq, x.op, x.phase, x.origin, x.total, x.at, x.data)
-TROUPE_INSPECT(ring_setup, x.rank, x.ranks, x.chunk_elems, x.right)
+TROUPE_INSPECT(ring_chunk, x.seq, x.op, x.phase, x.origin, x.total, x.at, x.data, x.first_hop_sent_at)
+TROUPE_INSPECT(ring_setup, x.rank, x.ranks, x.chunk_elems, x.right, x.send_bytes_per_s, x.send_latency_s)
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, collective_dump_request&) {
   return f(caf::meta::type_name("collective_dump_request"));

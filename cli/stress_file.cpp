@@ -99,6 +99,8 @@ stress::scenario read_scenario(const std::string& path, const toml::node& node) 
       texts(path, n, key, [&](const std::string& v) { s.stragglers.push_back(stress::parse_relative_straggler(v)); });
     } else if (k == "jitter") {
       texts(path, n, key, [&](const std::string& v) { s.jitter.push_back(parse_jitter(v)); });
+    } else if (k == "slow_links") {
+      texts(path, n, key, [&](const std::string& v) { s.slow_links.push_back(parse_slow_link(v)); });
     } else if (k == "kill_server") {
       const std::string v = text(path, n, key);
       const size_t colon = v.find(':');
@@ -113,7 +115,7 @@ stress::scenario read_scenario(const std::string& path, const toml::node& node) 
         fail(path, n, key, "\"" + v + "\": expected server:updates, e.g. \"0:20\"");
       }
     } else {
-      fail(path, n, key, "unknown key (known in [[scenario]]: name, stragglers, jitter, kill_server)");
+      fail(path, n, key, "unknown key (known in [[scenario]]: name, stragglers, jitter, slow_links, kill_server)");
     }
   }
   if (s.name.empty()) fail(path, node, "scenario.name", "every [[scenario]] needs a name");
@@ -150,7 +152,7 @@ stress::stress_plan load_stress_file(const std::string& path) {
     }
   }
   if (p.scenarios.empty()) {  // no fault: every mode once, as it runs undisturbed
-    p.scenarios.push_back(stress::scenario{"none", {}, {}, -1, 0});
+    p.scenarios.push_back(stress::scenario{"none", {}, {}, {}, -1, 0});
     lines.push_back(static_cast<int>(stress_node->source().begin.line));
   }
   // Each scenario's runs must be jobs the runtime takes: checked one scenario at a time, so the

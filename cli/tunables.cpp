@@ -336,9 +336,9 @@ std::vector<tunable> make_table() {
                       for (const auto& s : v.texts) c.stragglers.push_back(parse_straggler(s));
                     }));
   t.push_back(texts("--slow-link", "comm.slow_links",
-                    "A slow link: mesh rank R's sends to other processes (its data- and tensor-parallel rings) "
-                    "capped at MB megabytes/s, each collective's first byte LATENCY ms late: R:MB[:LATENCY] "
-                    "(MB 0: latency only); repeatable",
+                    "A slow link: mesh rank R's ring sends (to other processes: its data- and tensor-parallel "
+                    "rings; in one process: its data-parallel ring) capped at MB megabytes/s, each collective's "
+                    "first byte LATENCY ms late: R:MB[:LATENCY] (MB 0: latency only); repeatable",
                     [](train_config& c, const value& v) {
                       c.slow_links.clear();
                       for (const auto& s : v.texts) c.slow_links.push_back(parse_slow_link(s));

@@ -108,6 +108,10 @@ std::string run_json(const run& r, const run_metrics& m, const std::string& dir)
   j += fmt::format("\"slow_rank\": {},\n   ",
                    s.slow_rank < 0 ? std::string("null")
                                    : fmt::format("{{\"rank\": {}, \"named_after_step\": {}}}", s.slow_rank, s.slow_rank_step));
+  j += fmt::format("\"slow_link\": {},\n   ",
+                   s.slow_link_to < 0 ? std::string("null")
+                                      : fmt::format("{{\"from\": {}, \"to\": {}, \"named_after_step\": {}}}", s.slow_link_from,
+                                                    s.slow_link_to, s.slow_link_step));
   j += fmt::format("\"first_step\": {}, \"losses\": {},\n   \"step_ends\": {},\n   \"rank_step_ms\": {}}}", s.first_step,
                    array(s.losses, [](double v) { return num(v); }), array(s.step_ends, [](double v) { return num(v); }),
                    array(s.rank_step_seconds, [](const std::vector<double>& v) {
@@ -129,17 +133,29 @@ std::string csv_row(const run& r, const run_metrics& m) {
                      n(m.final_loss), n(m.test_loss), n(m.test_accuracy), n(m.time_to_target));
 }
 
+// What the live detection named while the run went on (slow_rank.hpp, slow_link.hpp), and after
+// which step: beside the scenario's injected faults, whether and how fast it found them.
+std::string named_live(const train_summary& s) {
+  std::string out;
+  if (s.slow_rank >= 0) out = fmt::format("slow rank {} after step {}", s.slow_rank, s.slow_rank_step);
+  if (s.slow_link_to >= 0)
+    out += (out.empty() ? "" : "; ") +
+           fmt::format("slow link {}→{} after step {}", s.slow_link_from, s.slow_link_to, s.slow_link_step);
+  return out.empty() ? "—" : out;
+}
+
 std::string table_row(const run& r, const run_metrics& m) {
   auto td = [](const std::string& s) { return "<td>" + plot::xml_escape(s) + "</td>"; };
   std::string row = "<tr>" + td(std::to_string(r.index)) + td(r.how.name) + td(r.scenario);
-  if (!r.error.empty()) return row + "<td colspan=\"13\" class=\"failed\">failed: " + plot::xml_escape(r.error) + "</td></tr>\n";
+  if (!r.error.empty()) return row + "<td colspan=\"14\" class=\"failed\">failed: " + plot::xml_escape(r.error) + "</td></tr>\n";
   const bool ps = r.how.consistency != consistency_model::none;
   row += td(cell(m.samples_per_s, "{:.0f}")) + td(cell(m.vs_sync, "{:.2f}x")) + td(cell(m.step_ms_p50, "{:.2f}")) +
          td(cell(m.step_ms_p90, "{:.2f}")) + td(cell(m.step_ms_p99, "{:.2f}")) +
          td(ps ? cell(m.staleness_max, "{:.0f}") : "—") + td(ps ? cell(m.staleness_mean, "{:.2f}") : "—") +
          td(ps ? std::to_string(m.lead_max) : "—") + td(ps ? std::to_string(m.held) : "—") +
          td(cell(m.final_loss, "{:.4f}")) + td(cell(m.test_loss, "{:.4f}")) + td(cell(m.test_accuracy, "{:.4f}")) +
-         td(std::isfinite(m.time_to_target) ? fmt::format("{:.2f} s", m.time_to_target) : "not reached");
+         td(std::isfinite(m.time_to_target) ? fmt::format("{:.2f} s", m.time_to_target) : "not reached") +
+         td(named_live(r.summary));
   return row + "</tr>\n";
 }
 
@@ -202,7 +218,7 @@ void write_files(const stress_plan& p, const results& res, const fs::path& dir) 
   html += "<table id=\"runs\"><tr><th>#</th><th>mode</th><th>scenario</th><th>samples/s</th><th>vs sync DP</th>"
           "<th>step p50 ms</th><th>p90 ms</th><th>p99 ms</th><th>staleness max</th><th>staleness mean</th>"
           "<th>lead max (rounds)</th><th>held</th><th>final loss</th><th>test loss</th><th>test acc</th>"
-          "<th>time to target</th></tr>\n";
+          "<th>time to target</th><th>named live</th></tr>\n";
   for (size_t i = 0; i < res.runs.size(); ++i) html += table_row(res.runs[i], metrics[i]);
   html += "</table>\n<p>Step times: between consecutive step ends. Staleness: server updates applied between a "
           "replica's read of the parameters and the apply of its push; lead: rounds a replica's push was ahead of "

@@ -44,6 +44,11 @@ train_config job_of(const stress_plan& p, const mode& m, const scenario& s, doub
       faults->push_back(fmt::format("straggler replica {}: {} {:.2f} ms{}", st.rank, to_string(st.kind), st.ms,
                                     r.times > 0 ? fmt::format(" ({:g}x the step time)", r.times) : ""));
   }
+  c.slow_links = s.slow_links;
+  for (const slow_link_spec& l : s.slow_links)
+    if (faults)
+      faults->push_back(fmt::format("slow link from rank {}: {:g} MB/s{}", l.rank, l.mb_per_s,
+                                    l.latency_ms > 0 ? fmt::format(", {:g} ms late", l.latency_ms) : ""));
   c.kill_server = s.kill_server;
   c.kill_server_after = s.kill_server_after;
   if (faults && s.kill_server >= 0)
@@ -51,7 +56,11 @@ train_config job_of(const stress_plan& p, const mode& m, const scenario& s, doub
   return c;
 }
 
-bool applies(const mode& m, const scenario& s) { return !(s.kill_server >= 0 && m.consistency == consistency_model::none); }
+// A server's fault needs servers; a slow link shapes the collectives' ring, which the server modes do not use.
+bool applies(const mode& m, const scenario& s) {
+  const bool sync = m.consistency == consistency_model::none;
+  return !(s.kill_server >= 0 && sync) && !(!s.slow_links.empty() && !sync);
+}
 
 }  // namespace
 
@@ -130,7 +139,9 @@ std::vector<run> plan_runs(const stress_plan& p) {
       }
       runs.push_back(std::move(r));
     }
-  if (runs.empty()) throw std::invalid_argument("no run: every scenario's faults need a parameter server mode");
+  if (runs.empty())
+    throw std::invalid_argument("no run: every scenario's faults need a mode they apply to (a killed server a parameter "
+                                "server mode, a slow link a sync one)");
   return runs;
 }
 

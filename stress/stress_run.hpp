@@ -40,6 +40,7 @@ struct scenario {
   std::string name;
   std::vector<relative_straggler> stragglers;
   std::vector<jitter_spec> jitter;  // per mesh rank: each compute action's random extra time
+  std::vector<slow_link_spec> slow_links;  // per mesh rank: its data-parallel ring's sends capped (sync modes only)
   int kill_server = -1;  // a parameter server's fault: sync DP is not run under it
   int64_t kill_server_after = 0;
 };

@@ -33,12 +33,18 @@ struct op_record {
   int64_t expected = 0, received = 0;  // elements this rank receives from its left neighbour
   caf::response_promise promise;
   std::vector<ring_chunk> early;  // arrived before the local request
+  // The first hop from the left rank (chunks it sent as it started): bytes, from its start to
+  // the last such chunk's arrival here. The link's speed, which a late left rank does not lower.
+  double hop_bytes = 0, hop_from = 0, hop_last = 0;
 };
 
 struct collective_state {
   int rank = 0, ranks = 1;
   int64_t chunk_elems = 1 << 18;
   caf::actor right;
+  double send_bytes_per_s = 0, send_latency_s = 0;  // a shaped link (ring_setup)
+  double link_free_at = 0;                            // when the shaped link has sent what it was given
+  int64_t latency_seq = -1;                           // the last collective whose first send waited the latency
   std::shared_ptr<collective_pool> pool;
   std::map<int64_t, op_record> ops;
   std::deque<collective_log_entry> log;  // the last kLogEntries collectives, oldest first
@@ -72,14 +78,46 @@ collective_log_entry& log_entry(self_ptr self, int64_t seq) {
 // The segment this rank sends at hop 0 of phase p; every later send forwards what arrived.
 int first_send(const collective_state& s, ring::phase p) { return ring::segments_at_hop(p, s.rank, s.ranks, 0).send; }
 
+// Every chunk to the right neighbour goes here. A shaped link lets each leave only once the ones
+// before it would have crossed at its rate (delayed sends whose due times never decrease, so
+// their order holds), the first of each collective after the link's latency.
+void to_right(self_ptr self, ring_chunk m) {
+  auto& s = self->state;
+  if (s.send_bytes_per_s <= 0 && s.send_latency_s <= 0) {
+    self->send(s.right, std::move(m));
+    return;
+  }
+  const double now = now_seconds();
+  double leaves = std::max(now, s.link_free_at);
+  if (m.seq != s.latency_seq) leaves += s.send_latency_s, s.latency_seq = m.seq;
+  // A first-hop chunk is timed from when the link starts on it, not from when it queued behind
+  // other collectives' traffic: the receiver measures the link's rate, as the TCP ring does.
+  if (m.first_hop_sent_at > 0) m.first_hop_sent_at = leaves;
+  if (s.send_bytes_per_s > 0) leaves += static_cast<double>(m.data.count * static_cast<int64_t>(sizeof(float))) / s.send_bytes_per_s;
+  s.link_free_at = leaves;
+  self->delayed_send(s.right, std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::duration<double>(leaves - now)),
+                     std::move(m));
+}
+
+// A collective's first sends: the chunks carry when this rank started, for the receiver's timing.
 void send_chunks(self_ptr self, int64_t seq, const op_record& op, int phase, int origin, ring::range span,
                  const tensor& base, int64_t base_at) {
   auto& s = self->state;
+  const double started = now_seconds();
   for (int64_t c = 0; c < ring::chunk_count(span.count, s.chunk_elems); ++c) {
     const ring::range ch = ring::chunk(span, s.chunk_elems, c);
-    self->send(s.right, ring_chunk{seq, static_cast<int32_t>(op.kind), phase, origin, op.total, ch.offset,
-                                   tensor_slice{base, ch.offset - base_at, ch.count}});
+    to_right(self, ring_chunk{seq, static_cast<int32_t>(op.kind), phase, origin, op.total, ch.offset,
+                              tensor_slice{base, ch.offset - base_at, ch.count}, started});
   }
+}
+
+// A chunk arrived: a first-hop one adds to the left link's timing.
+void time_hop(op_record& op, const ring_chunk& m) {
+  if (m.first_hop_sent_at <= 0) return;
+  const double now = now_seconds();
+  op.hop_bytes += static_cast<double>(m.data.count * static_cast<int64_t>(sizeof(float)));
+  op.hop_from = op.hop_from > 0 ? std::min(op.hop_from, m.first_hop_sent_at) : m.first_hop_sent_at;
+  op.hop_last = std::max(op.hop_last, now);
 }
 
 void finish_if_done(self_ptr self, int64_t seq) {
@@ -94,7 +132,10 @@ void finish_if_done(self_ptr self, int64_t seq) {
   // Drop this rank's hold on the accumulator before replying, so that once the requester has
   // every reply and lets go of the results, the buffer is free for the next collective.
   caf::response_promise promise = std::move(op.promise);
-  collective_result reply{seq, static_cast<int32_t>(op.kind), std::move(op.result), now};
+  const double hop_s = op.hop_last - op.hop_from;
+  collective_result reply{seq, static_cast<int32_t>(op.kind), std::move(op.result), now,
+                          op.hop_bytes > 0 && hop_s > 0 ? op.hop_bytes / hop_s : 0.0};
+  e.left_link_rate = reply.left_link_rate;
   self->state.ops.erase(it);
   promise.deliver(std::move(reply));
 }
@@ -130,13 +171,13 @@ void on_chunk(self_ptr self, op_record& op, const ring_chunk& m) {
     ring::add(acc, m.data.data(), std::as_const(op.input).data() + m.at, n);
     // origin is the segment's index; before the last hop it is a partial sum to pass on.
     if (!ring::is_last_hop(ring::hop_receiving(ring::phase::reduce, s.rank, s.ranks, m.origin), s.ranks)) {
-      self->send(s.right, ring_chunk{m.seq, m.op, 0, m.origin, m.total, m.at, tensor_slice{op.acc, m.at, n}});
+      to_right(self, ring_chunk{m.seq, m.op, 0, m.origin, m.total, m.at, tensor_slice{op.acc, m.at, n}});
       return;
     }
     if (ring::is_average(op.kind)) ring::scale(acc, n, 1.0f / static_cast<float>(s.ranks));
     if (ring::gathers(op.kind)) {  // the complete segment is this rank's first gather send
-      self->send(s.right, ring_chunk{m.seq, m.op, 1, first_send(s, ring::phase::gather), m.total, m.at,
-                                     tensor_slice{op.acc, m.at, n}});
+      to_right(self, ring_chunk{m.seq, m.op, 1, first_send(s, ring::phase::gather), m.total, m.at,
+                                tensor_slice{op.acc, m.at, n}});
     } else {
       const int64_t at = m.at - ring::segment(op.total, s.ranks, s.rank).offset;
       ring::copy(op.result.data() + at, acc, n);
@@ -147,7 +188,11 @@ void on_chunk(self_ptr self, op_record& op, const ring_chunk& m) {
                           ? ring::forwards(s.rank, s.ranks, m.origin)
                           : !ring::is_last_hop(ring::hop_receiving(ring::phase::gather, s.rank, s.ranks, m.origin),
                                                s.ranks);
-    if (more) self->send(s.right, m);
+    if (more) {
+      ring_chunk forward = m;
+      forward.first_hop_sent_at = 0;
+      to_right(self, std::move(forward));
+    }
   }
 }
 
@@ -230,10 +275,13 @@ caf::behavior collective(self_ptr self, std::shared_ptr<collective_pool> pool) {
         s.ranks = m.ranks;
         s.chunk_elems = std::max<int64_t>(1, m.chunk_elems);
         s.right = m.right;
+        s.send_bytes_per_s = m.send_bytes_per_s;
+        s.send_latency_s = m.send_latency_s;
       },
       [self](collective_request& r) { start(self, r); },
       [self](ring_chunk& m) {
         op_record& op = self->state.ops[m.seq];
+        time_hop(op, m);
         if (!op.started) {
           log_entry(self, m.seq).received += m.data.count;
           op.early.push_back(std::move(m));
@@ -267,8 +315,10 @@ std::vector<caf::actor> spawn_collective_group(caf::actor_system& sys, int ranks
   std::vector<caf::actor> group;
   for (int r = 0; r < ranks; ++r) group.push_back(sys.spawn<caf::detached>(collective, pool));
   const int64_t chunk_elems = std::max<int64_t>(1, opt.chunk_bytes / static_cast<int64_t>(sizeof(float)));
-  for (int r = 0; r < ranks; ++r)
-    caf::anon_send(group[r], ring_setup{r, ranks, chunk_elems, group[ring::right_of(r, ranks)]});
+  for (int r = 0; r < ranks; ++r) {
+    const auto shape = opt.shaped.count(r) ? opt.shaped.at(r) : std::pair<double, double>{0, 0};
+    caf::anon_send(group[r], ring_setup{r, ranks, chunk_elems, group[ring::right_of(r, ranks)], shape.first, shape.second});
+  }
   return group;
 }
 

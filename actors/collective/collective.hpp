@@ -10,7 +10,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "comm/ring_schedule.hpp"
@@ -27,6 +29,8 @@ struct collective_options {
   // repeated collectives touch warm pages instead of faulting in fresh ones. Env
   // TROUPE_COLLECTIVE_POOL_MB.
   int64_t pool_bytes = int64_t{256} << 20;
+  // Slow links (fault injection): member -> its sends' cap in bytes/s and latency in seconds.
+  std::map<int, std::pair<double, double>> shaped = {};
 };
 // collective_options with chunk_bytes from TROUPE_CHUNK_KB and pool_bytes from
 // TROUPE_COLLECTIVE_POOL_MB when they are set.

@@ -132,16 +132,29 @@ void step_done(self_ptr self, int64_t step, const std::vector<stage_step_record>
   const int64_t epoch = step / s.args.steps_per_epoch;
   s.args.log->step(step, epoch, loss, rate);  // first: a step whose line failed is not counted done
   if (!s.args.dispensed && s.args.slow_ranks.window > 0) {
+    if (!s.slow_link) s.slow_link = std::make_unique<slow_link_detector>(s.args.mesh, s.args.slow_ranks);
+    if (const std::string line = s.slow_link->add(ranks); !line.empty()) {
+      spdlog::warn("{}", line);
+      if (sum.slow_link_to < 0 && s.slow_link->current().to >= 0) {
+        sum.slow_link_from = s.slow_link->current().from;
+        sum.slow_link_to = s.slow_link->current().to;
+        sum.slow_link_step = step;
+      }
+    }
     if (!s.slow) s.slow = std::make_unique<slow_rank_detector>(s.args.mesh, s.args.slow_ranks);
     if (const std::string line = s.slow->add(ranks); !line.empty()) {
-      spdlog::warn("{}", line);
-      if (sum.slow_rank < 0 && s.slow->current().rank >= 0) {
-        sum.slow_rank = s.slow->current().rank;
+      // The rank a named slow link delivers to starts each step late (the last of the previous
+      // step's results reach it through that link); unless its own extra compute explains most
+      // of its lateness, it is the link's victim, not a slow rank, and is not named as one.
+      const slow_rank_finding& f = s.slow->current();
+      const bool own = f.compute_ms - f.peers_compute_ms >= 0.5 * f.late_ms;
+      const bool victim = f.rank >= 0 && f.rank == s.slow_link->current().to && !own;
+      if (!victim) spdlog::warn("{}", line);
+      if (!victim && sum.slow_rank < 0 && f.rank >= 0) {
+        sum.slow_rank = f.rank;
         sum.slow_rank_step = step;
       }
     }
-    if (!s.slow_link) s.slow_link = std::make_unique<slow_link_detector>(s.args.mesh, s.args.slow_ranks);
-    if (const std::string line = s.slow_link->add(ranks); !line.empty()) spdlog::warn("{}", line);
   }
   if (s.args.prom) {
     prometheus_step p{step, epoch, loss, rate, -1, -1, ranks};

@@ -240,6 +240,7 @@ rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const pr
                        const job_plan& plan, const caf::actor& coordinator, const job_extras& extras) {
   mesh_links_args one_process;  // in-process groups, local peers, no transport
   one_process.zero3 = cfg.zero >= 3;
+  one_process.slow_links = cfg.slow_links;  // shape the in-process rings' sends (fault injection)
   if (extras.device_of) {
     one_process.engines = engines_of(extras);
     one_process.dp_on_devices = device_groups_allowed(cfg);

@@ -52,7 +52,12 @@ rank_collective mesh_links::collective_of(int rank) {
       g.members = device_group(id, m.group(sched::axis::dp, rank));
       g.on_device = !g.members.empty();
       if (!g.on_device) {
-        g.members = spawn_collective_group(sys_, m.dp, collective_options_from_env());
+        collective_options o = collective_options_from_env();
+        const std::vector<int> ranks = m.group(sched::axis::dp, rank);
+        for (const slow_link_spec& l : args_.slow_links)  // --slow-link in one process: the member's sends
+          for (size_t i = 0; i < ranks.size(); ++i)
+            if (ranks[i] == l.rank) o.shaped[static_cast<int>(i)] = {l.mb_per_s * 1e6, l.latency_ms * 1e-3};
+        g.members = spawn_collective_group(sys_, m.dp, o);
         actors_.insert(actors_.end(), g.members.begin(), g.members.end());
         collectives_.insert(collectives_.end(), g.members.begin(), g.members.end());
       }

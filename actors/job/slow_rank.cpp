@@ -9,7 +9,7 @@ namespace troupe {
 
 std::string slow_rank_finding::describe() const {
   if (rank < 0) return "slow rank: none any more (no rank is the last to hand in its gradients in most recent steps)";
-  const bool device = compute_ms > 1.1 * peers_compute_ms;
+  const bool device = device_slower();
   return fmt::format("slow rank: rank {} hands in its gradients last in {} of the last {} steps, {:.1f} ms after the "
                      "rest of its data-parallel group (a step takes {:.1f} ms): the others wait for it; its compute takes {:.1f} ms "
                      "against its peers' {:.1f} ms ({})",

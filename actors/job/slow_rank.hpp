@@ -39,6 +39,7 @@ struct slow_rank_finding {
   double late_ms = 0;       // median lateness behind the median hand-in of the group's others
   double step_ms = 0;       // median step time
   double compute_ms = 0, peers_compute_ms = 0;  // its median compute, its group's others'
+  bool device_slower() const { return compute_ms > 1.1 * peers_compute_ms; }
   std::string describe() const;
 };
 

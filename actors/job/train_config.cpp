@@ -327,9 +327,9 @@ void validate(const train_config& c) {
     if (l.rank >= c.mesh.ranks())
       bad("slow link of rank " + std::to_string(l.rank) + " but the mesh " + sched::to_string(c.mesh) + " has " +
           std::to_string(c.mesh.ranks()) + " ranks");
-    if (c.mesh.processes < 2)
-      bad("a slow link shapes a rank's sends to other processes; this job runs in one process (add --nodes N)");
-    if (c.backend != net::backend_kind::tcp)
+    if (c.mesh.processes < 2 && c.mesh.dp < 2)
+      bad("a slow link shapes a rank's data-parallel ring sends; this job has dp 1 in one process");
+    if (c.mesh.processes > 1 && c.backend != net::backend_kind::tcp)
       bad(std::string("a slow link shapes troupe's own TCP rings, not --backend ") + net::to_string(c.backend));
   }
 }

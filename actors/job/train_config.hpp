@@ -61,7 +61,8 @@ double jitter_delay_ms(const jitter_spec& j, uint64_t seed, int64_t step, size_t
 
 // A slow link (fault injection): mesh rank `rank`'s ring sends to other processes (its data- and
 // tensor-parallel groups) capped at mb_per_s megabytes per second (0: no cap), each collective's
-// first byte held back latency_ms. Pipeline activations are not shaped.
+// first byte held back latency_ms; in one process, its in-process data-parallel ring's sends
+// (what troupe stress runs). Pipeline activations are not shaped.
 struct slow_link_spec {
   int rank = 0;
   double mb_per_s = 0;
@@ -318,6 +319,9 @@ struct train_summary {
   // and the step after which it was (-1: none was).
   int slow_rank = -1;
   int64_t slow_rank_step = -1;
+  // Likewise the first slow link named (slow_link.hpp): from rank, to rank, and the step (-1: none).
+  int slow_link_from = -1, slow_link_to = -1;
+  int64_t slow_link_step = -1;
   std::vector<int64_t> test_steps;     // the steps done when each test_loss was taken, as metrics.jsonl logs it
   int64_t steps = 0;
   int64_t samples = 0;
