@@ -24,7 +24,7 @@ namespace plan = sched::plan;
 
 struct plan_flags {
   std::string model, cluster, schedule = "1f1b", recompute = "full", optimizer = "adam", offload = "none";
-  std::string precision = "bf16", svg, calibrate, job;
+  std::string precision = "bf16", svg, calibrate, job, accounting = "zero-paper";
   int dp = 0, pp = 1, tp = 1, micro_batch = 1, micro_batches = 0, global_batch = 0, virtual_stages = 2, zero = 0;
   int nodes = 0, top = 10;
   bool search = false, json = false, sequence_parallel = false;
@@ -58,6 +58,8 @@ std::string to_json(const plan::plan_result& r) {
   for (plan::memory_kind k : plan::all_memory_kinds)
     out += std::string("\"") + plan::to_string(k) + "\":" + std::to_string(r.memory.of(k)) + ",";
   out += "\"total\":" + std::to_string(r.memory.total()) + "},\"memory_stage\":" + std::to_string(r.memory_stage);
+  out += ",\"memory_stage_parameters\":" + std::to_string(r.memory_stage_parameters) + ",\"accounting\":\"" +
+         plan::to_string(c.acct) + "\"";
   out += std::string(",\"fits\":") + (r.fits ? "true" : "false");
   char buf[256];
   std::snprintf(buf, sizeof buf,
@@ -72,7 +74,8 @@ void print_report(const plan::model_desc& md, const plan::cluster_desc& cl, cons
   std::printf("%s (%.1fB parameters) on %s: %d x %s\n", md.name.c_str(), md.parameters() / 1e9, cl.name.c_str(),
               cl.gpus(), cl.device.name.c_str());
   std::printf("plan: %s, global batch %d\n", describe(r.config).c_str(), r.config.global_batch);
-  std::printf("memory per device (stage %d, the most loaded), GiB:\n", r.memory_stage);
+  std::printf("memory per device (stage %d, the most loaded; %s accounting), GiB:\n", r.memory_stage,
+              plan::to_string(r.config.acct));
   for (plan::memory_kind k : plan::all_memory_kinds)
     std::printf("  %-16s %8.2f\n", plan::to_string(k), r.memory.of(k) / plan::gib);
   std::printf("  %-16s %8.2f of %.2f: %s\n", "total", r.memory.total() / plan::gib, cl.device.memory_bytes / plan::gib,
@@ -100,6 +103,8 @@ void explain_against_published(const model_file& mf, const plan::cluster_desc& c
   c.m = {cl.gpus() / (pub.tp * pub.pp), pub.pp, pub.tp, 1};
   c.global_batch = batch;
   c.rc = recompute_mode::full;
+  c.acct = chosen.config.acct;  // priced as the search priced its plans
+  while (!plan::has_stage(c.acct, c.zero)) ++c.zero;
   if (cl.gpus() % (pub.tp * pub.pp) != 0 || !plan::check(mf.model, cl, c).empty()) {
     std::printf("\nthe published configuration (t %d, p %d, %s) does not fit %d GPUs: no comparison\n", pub.tp, pub.pp,
                 pub.source.c_str(), cl.gpus());
@@ -113,6 +118,14 @@ void explain_against_published(const model_file& mf, const plan::cluster_desc& c
               ref.fits ? "" : "(does not fit)");
   std::printf("why plan 1:\n");
   for (const std::string& line : plan::explain(chosen, ref)) std::printf("  %s\n", line.c_str());
+}
+
+plan::accounting accounting_of(const plan_flags& f) {
+  try {
+    return plan::parse_accounting(f.accounting);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(std::string("--") + e.what());
+  }
 }
 
 plan::plan_config build_config(const plan_flags& f, const model_file& mf, const plan::cluster_desc& cl) {
@@ -145,6 +158,8 @@ plan::plan_config build_config(const plan_flags& f, const model_file& mf, const 
   if (f.offload == "optimizer") c.where.optimizer = true;
   else if (f.offload == "all") c.where = {true, true};
   else if (f.offload != "none") throw std::invalid_argument("--offload \"" + f.offload + "\": expected none, optimizer or all");
+  c.acct = accounting_of(f);
+  plan::accounted_bytes(c.acct, c.opt, c.zero);  // throws naming the framework when it has no such stage
   return c;
 }
 
@@ -205,6 +220,7 @@ int run(const plan_flags& f) {
     mf = load_model_file(f.model);
     cl = load_cluster_file(f.cluster);
     if (f.nodes) cl.nodes = f.nodes;
+    c.acct = accounting_of(f);
     if (!f.search) {
       c = build_config(f, mf, cl);
       if (const std::string err = plan::check(mf.model, cl, c); !err.empty()) throw std::invalid_argument(err);
@@ -217,7 +233,9 @@ int run(const plan_flags& f) {
     if (f.search) {
       const int batch = f.global_batch ? f.global_batch : mf.global_batch;
       if (batch < 1) throw std::invalid_argument(f.model + " gives no [train] global_batch: pass --global-batch");
-      const auto found = plan::search(mf.model, cl, batch, {}, f.top);
+      plan::search_space space;
+      space.acct = c.acct;
+      const auto found = plan::search(mf.model, cl, batch, space, f.top);
       if (f.json) {
         std::printf("[");
         for (size_t i = 0; i < found.size(); ++i) std::printf("%s%s", i ? "," : "", to_json(found[i]).c_str());
@@ -280,6 +298,10 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--sequence-parallel", f->sequence_parallel, "Split norms and dropouts over tp (Korthikanti 2022)");
   cmd->add_option("--optimizer", f->optimizer, "adam, adamw, sgd [adam]");
   cmd->add_option("--offload", f->offload, "none, optimizer, all [none]");
+  cmd->add_option("--accounting", f->accounting,
+                  "Whose byte counts the model states follow: zero-paper (16-bit parameters and gradients, K = 12), "
+                  "deepspeed (its estimator; ZeRO 1-3), megatron (bf16 with fp32 gradients; ZeRO 0-1), fsdp (FSDP2 full "
+                  "sharding; ZeRO 3) [zero-paper]");
   cmd->add_option("--precision", f->precision, "Compute dtype: bf16, fp16, tf32, fp32 [bf16]");
   cmd->add_option("--nodes", f->nodes, "Resize the cluster to this many nodes")->check(CLI::PositiveNumber);
   cmd->add_flag("--search", f->search, "Search meshes, micro-batches, schedules, ZeRO and recomputation");

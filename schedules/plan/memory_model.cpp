@@ -45,6 +45,56 @@ state_bytes deepspeed_estimator(int zero_stage) {
   return {2, 4, 12, zero_stage >= 3 ? 0.0 : 2.0};
 }
 
+const char* to_string(accounting a) {
+  switch (a) {
+    case accounting::zero_paper: return "zero-paper";
+    case accounting::deepspeed: return "deepspeed";
+    case accounting::megatron: return "megatron";
+    case accounting::fsdp: return "fsdp";
+  }
+  return "?";
+}
+
+accounting parse_accounting(const std::string& text) {
+  for (accounting a : {accounting::zero_paper, accounting::deepspeed, accounting::megatron, accounting::fsdp})
+    if (text == to_string(a)) return a;
+  throw std::invalid_argument("accounting \"" + text + "\": expected zero-paper, deepspeed, megatron or fsdp");
+}
+
+bool has_stage(accounting a, int z) {
+  switch (a) {
+    case accounting::zero_paper: return z >= 0 && z <= 3;
+    case accounting::deepspeed: return z >= 1 && z <= 3;
+    case accounting::megatron: return z == 0 || z == 1;
+    case accounting::fsdp: return z == 3;
+  }
+  return false;
+}
+
+state_bytes accounted_bytes(accounting a, optimizer o, int z) {
+  if (!has_stage(a, z)) {
+    const char* stages = a == accounting::deepspeed  ? "ZeRO 1, 2 and 3 (its estimator's)"
+                         : a == accounting::megatron ? "0 and 1 (its distributed optimizer)"
+                         : a == accounting::fsdp     ? "3 (FSDP's full sharding)"
+                                                     : "0 to 3";
+    throw std::invalid_argument(std::string("accounting ") + to_string(a) + " has no ZeRO stage " + std::to_string(z) +
+                                ": it covers stage " + stages);
+  }
+  const double moments = o == optimizer::adam ? 8 : 4;  // Adam's two fp32 moments, or SGD's momentum
+  switch (a) {
+    case accounting::zero_paper: return mixed_precision(o);
+    case accounting::deepspeed: {
+      state_bytes b = deepspeed_estimator(z);
+      b.optimizer_state = 4 + moments;
+      b.gradients_sharded_from = 1;
+      return b;
+    }
+    case accounting::megatron: return {2, 4, 4 + moments, 0};
+    case accounting::fsdp: return {4, 4, moments, 0};
+  }
+  return {};
+}
+
 memory_by_kind model_states(double params, int dp, int zero_stage, const state_bytes& b, offload where,
                             double gathered_layer_params) {
   if (zero_stage < 0 || zero_stage > 3)
@@ -55,7 +105,8 @@ memory_by_kind model_states(double params, int dp, int zero_stage, const state_b
   const double shard = params / dp;
   memory_by_kind m;
   m.parameters = zero_stage >= 3 ? shard * b.parameters : params * b.parameters;
-  m.gradients = (zero_stage >= 2 ? shard * b.gradients : params * b.gradients) + params * b.gradient_buffer;
+  m.gradients = (zero_stage >= b.gradients_sharded_from ? shard * b.gradients : params * b.gradients) +
+                params * b.gradient_buffer;
   m.optimizer_state = zero_stage >= 1 ? shard * b.optimizer_state : params * b.optimizer_state;
   if (where.optimizer) {
     m.optimizer_state = 0;

@@ -34,6 +34,9 @@ struct state_bytes {
   // Full-size gradient bytes that no stage shards, counted as gradients: DeepSpeed's stage 1-2
   // accumulate 16-bit gradients whole before reducing them into fp32 partitions.
   double gradient_buffer = 0;
+  // The ZeRO stage from which `gradients` are sharded: 2 in the ZeRO paper; DeepSpeed's stage 1
+  // already keeps only its partition's fp32 gradients (beside the whole 16-bit buffer).
+  int gradients_sharded_from = 2;
 };
 
 enum class optimizer { adam, sgd };
@@ -46,6 +49,25 @@ state_bytes mixed_precision(optimizer o);
 // stage 2, 18P/N for stage 3. Read here as 2 bytes of parameters, 4 of fp32 gradients, 12 of
 // fp32 master, momentum and variance, and below stage 3 a whole 16-bit gradient buffer (2).
 state_bytes deepspeed_estimator(int zero_stage);
+
+// Whose byte counts model states follow (troupe plan --accounting). The frameworks keep different
+// copies at different precisions for the same "ZeRO stage", so one count misstates them:
+//   zero-paper  the ZeRO paper's: 16-bit parameters and gradients, K = 12 (the default);
+//   deepspeed   DeepSpeed's estimator (deepspeed_estimator), ZeRO 1-3;
+//   megatron    Megatron-LM in bf16 with fp32 gradient accumulation (its documented 18 bytes per
+//               parameter, 6 + 12/d with the distributed optimizer, which is stage 1): stages 0-1;
+//   fsdp        PyTorch FSDP2 full sharding with bf16 compute and fp32 reduction: the sharded fp32
+//               parameter is the master copy, fp32 gradients, Adam's two moments (16/d), plus
+//               the layer it gathers at 16 bits: stage 3 only.
+enum class accounting { zero_paper, deepspeed, megatron, fsdp };
+const char* to_string(accounting a);  // "zero-paper", "deepspeed", "megatron", "fsdp"
+// Throws std::invalid_argument naming the text and the choices.
+accounting parse_accounting(const std::string& text);
+// Whether the framework has that stage (0: none).
+bool has_stage(accounting a, int zero_stage);
+// Bytes per parameter under `a` at `zero_stage`; throws std::invalid_argument naming the
+// framework and the stages it has when it has no such stage.
+state_bytes accounted_bytes(accounting a, optimizer o, int zero_stage);
 
 // Where ZeRO-Offload puts state instead of the device. Offloading the optimizer also moves the
 // sharded gradients (the host runs the step); offloading parameters needs stage 3.

@@ -177,7 +177,7 @@ void size_memory(const model_desc& md, const cluster_desc& cl, const plan_config
   const double sbh = md.sequence * c.micro_batch * md.hidden;
   r.memory = {};
   for (int d = 0; d < m.pp; ++d) {
-    memory_by_kind mem = model_states(stage_parameters(md, c, d), m.dp, c.zero, mixed_precision(c.opt), c.where,
+    memory_by_kind mem = model_states(stage_parameters(md, c, d), m.dp, c.zero, accounted_bytes(c.acct, c.opt, c.zero), c.where,
                                       md.layer_parameters() / m.tp);
     mem.activations = peak[d] * layers_per_chunk * per_layer;
     // Recomputing a layer in backward rebuilds all of its activations at once.
@@ -189,6 +189,7 @@ void size_memory(const model_desc& md, const cluster_desc& cl, const plan_config
     if (d == 0 || mem.total() > r.memory.total()) {
       r.memory = mem;
       r.memory_stage = d;
+      r.memory_stage_parameters = stage_parameters(md, c, d);
     }
   }
   r.fits = r.memory.total() <= cl.device.memory_bytes;
@@ -347,6 +348,7 @@ std::vector<plan_result> search(const model_desc& md, const cluster_desc& cl, in
           c.global_batch = global_batch;
           c.micro_batch = b;
           c.schedule = name;
+          c.acct = space.acct;
           c.virtual_stages = name == "interleaved" ? 2 : 1;
           if (!check(md, cl, c).empty()) continue;
           const auto key = std::make_tuple(name, pp, c.microbatches(), c.virtual_stages);
@@ -364,6 +366,7 @@ std::vector<plan_result> search(const model_desc& md, const cluster_desc& cl, in
             // Memory first: simulating a plan that cannot fit is wasted work.
             bool any = false;
             for (int z : space.zero) {
+              if (!has_stage(space.acct, z)) continue;
               c.zero = z;
               plan_result probe;
               size_memory(md, cl, c, peak, probe);

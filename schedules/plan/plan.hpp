@@ -44,6 +44,7 @@ struct plan_config {
   recompute_mode rc = recompute_mode::full;
   bool sequence_parallel = false;
   optimizer opt = optimizer::adam;
+  accounting acct = accounting::zero_paper;  // whose byte counts the memory follows
   offload where;
   gemm_precision precision{dtype::bf16, false};
 
@@ -77,6 +78,7 @@ struct plan_result {
   step_breakdown breakdown;
   memory_by_kind memory;  // the most loaded device
   int memory_stage = 0;   // its pipeline stage
+  double memory_stage_parameters = 0;  // the parameters that stage's device holds before ZeRO shards them
   bool fits = false;      // memory.total() <= the device's memory
   double step_seconds = 0, pipeline_seconds = 0, dp_seconds = 0, optimizer_seconds = 0;
   double bubble_fraction = 0;
@@ -111,7 +113,8 @@ struct search_space {
   std::vector<int> tp = {1, 2, 4, 8};
   std::vector<int> micro_batch = {1, 2, 4, 8};
   std::vector<std::string> schedules = {"1f1b", "interleaved", "zb-h1"};
-  std::vector<int> zero = {0, 1, 2, 3};
+  std::vector<int> zero = {0, 1, 2, 3};  // those the accounting has (has_stage)
+  accounting acct = accounting::zero_paper;
   std::vector<recompute_mode> recomputes = {recompute_mode::none, recompute_mode::selective, recompute_mode::full};
   int max_pp = 128;
 };

@@ -12,6 +12,23 @@ for kind in parameters gradients optimizer_state activations buffers "TFLOP/s pe
 done
 json=$("$troupe" plan "$dir/gpt3-175b.toml" "$dir/dgx-a100-1024.toml" --tp 8 --pp 8 --json) || fail "--json exited $?"
 python3 -c 'import json,sys; j=json.loads(sys.argv[1]); assert j["dp"]==16 and j["tflops_per_gpu"]>0, j' "$json" || fail "bad JSON: $json"
+# --accounting: what troupe plan prints is each framework's documented count for the device's
+# parameters P (memory_stage_parameters), d = 8 replicas on one DGX node: DeepSpeed's estimator
+# 4P + 16P/d at ZeRO 1 and 2, Megatron's 18P without and 6P + 12P/d with its distributed
+# optimizer, FSDP2's 16P/d (its gathered layer is a buffer), and the default the ZeRO paper's 16P.
+for spec in "deepspeed 1 4+16/8" "deepspeed 2 4+16/8" "megatron 0 18" "megatron 1 6+12/8" "zero-paper 0 16" "fsdp 3 16/8"; do
+  set -- $spec
+  json=$("$troupe" plan "$dir/megatron-1.7b.toml" "$dir/dgx-a100-1024.toml" --nodes 1 --accounting "$1" --zero "$2" --json) ||
+    fail "--accounting $1 --zero $2 exited $?"
+  python3 - "$json" "$3" "$1" <<'PY' || fail "--accounting $1 --zero $2 prints other model states: $json"
+import json, sys
+j, per, name = json.loads(sys.argv[1]), eval(sys.argv[2]), sys.argv[3]
+m, p = j["memory_bytes"], j["memory_stage_parameters"]
+states = m["parameters"] + m["gradients"] + m["optimizer_state"]
+assert j["accounting"] == name and j["dp"] == 8, j
+assert abs(states - per * p) <= 1e-6 * per * p, (states, per * p)
+PY
+done
 expect_2() {  # expect_2 WHAT-IN-MESSAGE ARGS...
   local what="$1"; shift
   msg=$("$troupe" plan "$@" 2>&1); rc=$?
@@ -22,6 +39,10 @@ expect_2 "nope.toml: cannot open" "$dir/nope.toml" "$dir/dgx-a100-1024.toml"
 printf '[model]\nname = "x"\nlayers = 2\nhidden = 64\nheads = 4\nsequence = 128\nvocab = 1000\nwidth = 3\n' >"$tmp/m.toml"
 expect_2 "model.width: unknown key" "$tmp/m.toml" "$dir/dgx-a100-1024.toml"
 expect_2 "does not divide the 1024 GPUs" "$dir/gpt3-175b.toml" "$dir/dgx-a100-1024.toml" --tp 8 --pp 3
+expect_2 "accounting megatron has no ZeRO stage 3: it covers stage 0 and 1" "$dir/gpt3-175b.toml" "$dir/dgx-a100-1024.toml" \
+  --accounting megatron --zero 3
+expect_2 '--accounting "nope": expected zero-paper, deepspeed, megatron or fsdp' "$dir/gpt3-175b.toml" \
+  "$dir/dgx-a100-1024.toml" --accounting nope
 expect_2 "has 1000 ranks but cluster dgx-a100 has 1024 GPUs" "$dir/gpt3-175b.toml" "$dir/dgx-a100-1024.toml" --tp 8 --pp 5 --dp 25
 table=$("$troupe" plan "$dir/megatron-1.7b.toml" "$dir/dgx-a100-1024.toml" --nodes 4 --search --top 3) || fail "search exited $?"
 [ "$(grep -c '^[0-9] .*dp.*pp.*tp' <<<"$table")" -eq 3 ] || fail "search table: $table"

@@ -77,5 +77,81 @@ TEST(schedules_plan_memory, korthikanti_activations_per_layer) {
   EXPECT_NEAR(saved, 0.70, 0.005);
 }
 
+
+// --accounting: each framework's own documented byte counts, for three model sizes.
+constexpr double sizes[] = {1.7e9, 18.4e9, 174.6e9};
+
+TEST(schedules_plan_memory, megatron_accounting_is_its_distributed_optimizer_table) {
+  // Megatron-LM's distributed-optimizer guide, "bf16 param, fp32 grads": 18 bytes per parameter
+  // without the distributed optimizer, 6 + 12/d with it (d data-parallel ranks).
+  for (double p : sizes)
+    for (int d : {8, 64}) {
+      EXPECT_DOUBLE_EQ(model_states(p, d, 0, accounted_bytes(accounting::megatron, optimizer::adam, 0)).total(), 18 * p);
+      EXPECT_NEAR(model_states(p, d, 1, accounted_bytes(accounting::megatron, optimizer::adam, 1)).total(),
+                  (6 + 12.0 / d) * p, 1e-6 * p);
+    }
+  try {
+    accounted_bytes(accounting::megatron, optimizer::adam, 3);
+    FAIL() << "Megatron has no ZeRO-3";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("accounting megatron has no ZeRO stage 3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(schedules_plan_memory, deepspeed_accounting_is_its_estimators_formulas) {
+  // estimate_zero2_model_states_mem_needs: 4P + 16P/N (stage 1 holds the same: the whole 16-bit
+  // gradients, the fp32 partition); estimate_zero3_model_states_mem_needs: 4L + 18P/N, L the
+  // largest layer's parameters. Without offload, per GPU.
+  for (double p : sizes)
+    for (int n : {8, 16}) {
+      const double layer = p / 100;
+      for (int z : {1, 2})
+        EXPECT_NEAR(model_states(p, n, z, accounted_bytes(accounting::deepspeed, optimizer::adam, z)).total(),
+                    4 * p + 16 * p / n, 1e-6 * p)
+            << "stage " << z;
+      EXPECT_NEAR(model_states(p, n, 3, accounted_bytes(accounting::deepspeed, optimizer::adam, 3), {}, layer).total(),
+                  4 * layer + 18 * p / n, 1e-6 * p);
+    }
+  // And the published example through the same path troupe plan takes.
+  auto ds = [](int z, offload w) {
+    return model_states(t0_3b_params, 8, z, accounted_bytes(accounting::deepspeed, optimizer::adam, z), w,
+                        t0_3b_largest_layer)
+               .total() /
+           gib;
+  };
+  EXPECT_EQ(printed(ds(2, {}), 2), 15.93);
+  EXPECT_EQ(printed(ds(3, {}), 2), 6.10);
+  EXPECT_EQ(printed(ds(3, {true, false}), 2), 0.79);
+  EXPECT_THROW(accounted_bytes(accounting::deepspeed, optimizer::adam, 0), std::invalid_argument);
+}
+
+TEST(schedules_plan_memory, fsdp_accounting_is_full_sharding_of_fp32_state_with_a_16_bit_gathered_layer) {
+  // FSDP2 with bf16 compute and fp32 reduction: the sharded fp32 parameter is the master copy,
+  // fp32 gradients, Adam's two fp32 moments: 16P/N; the gathered layer at 16 bits and its
+  // gradients: 4L. SGD with momentum: 12P/N.
+  for (double p : sizes) {
+    const double layer = p / 100;
+    EXPECT_NEAR(model_states(p, 8, 3, accounted_bytes(accounting::fsdp, optimizer::adam, 3), {}, layer).total(),
+                16 * p / 8 + 4 * layer, 1e-6 * p);
+    EXPECT_NEAR(model_states(p, 8, 3, accounted_bytes(accounting::fsdp, optimizer::sgd, 3), {}, layer).total(),
+                12 * p / 8 + 4 * layer, 1e-6 * p);
+  }
+  for (int z : {0, 1, 2}) EXPECT_THROW(accounted_bytes(accounting::fsdp, optimizer::adam, z), std::invalid_argument);
+}
+
+TEST(schedules_plan_memory, accounting_names_round_trip_and_a_wrong_one_is_named) {
+  for (accounting a : {accounting::zero_paper, accounting::deepspeed, accounting::megatron, accounting::fsdp})
+    EXPECT_EQ(parse_accounting(to_string(a)), a);
+  try {
+    parse_accounting("torch");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("\"torch\": expected zero-paper, deepspeed, megatron or fsdp"), std::string::npos);
+  }
+  // The default is the ZeRO paper's count, unchanged.
+  const state_bytes z = accounted_bytes(accounting::zero_paper, optimizer::adam, 2);
+  EXPECT_EQ(z.parameters + z.gradients + z.optimizer_state, 16);
+}
+
 }  // namespace
 }  // namespace troupe::sched::plan
