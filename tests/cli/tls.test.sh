@@ -115,16 +115,14 @@ fi
 
 # 20 hostile local connections while a TLS job trains (garbage, idle, a TLS client with a
 # certificate no CA of the job signed), to every port its processes listen on: the job finishes
-# with exit 0. (Its middleman's loopback TLS port closes once every process has joined; one
-# garbage connection there used to end the job.)
+# with exit 0. (A middleman's loopback TLS port, which no longer exists, once let one garbage
+# connection end the job.)
 timeout 120 "$troupe" train --nodes 2 --hidden 8 --epochs 60 --no-progress --out "$tmp/hostile" "${tls[@]}" \
   > "$tmp/hostile.log" 2>&1 &
 job=$!
 pids+=($job)
 for _ in $(seq 300); do grep -q "training starts" "$tmp/hostile.log" && break; sleep 0.1; done
-ports=$(for p in $(pgrep -P "$job") $(pgrep -P "$(pgrep -P "$job" | head -1)" 2> /dev/null); do
-  ss -ltnpH 2> /dev/null | grep "pid=$p," | awk '{print $4}' | sed 's/.*://'
-done | sort -u)
+ports=$(listening_ports $(pgrep -P "$job") $(pgrep -P "$(pgrep -P "$job" | head -1)" 2> /dev/null))
 for i in $(seq 20); do
   for port in $ports; do
     case $((i % 3)) in
