@@ -66,6 +66,19 @@ class reader {
     if (!n->is_integer() || *n->value<int64_t>() < 1) fail(path_, n, full(key), "expected an integer >= 1");
     return static_cast<int>(*n->value<int64_t>());
   }
+  int whole(const std::string& key, int fallback) {  // an optional integer >= 0
+    const toml::node* n = get(key, true);
+    if (!n) return fallback;
+    if (!n->is_integer() || *n->value<int64_t>() < 0 || *n->value<int64_t>() > 1000000)
+      fail(path_, n, full(key), "expected an integer >= 0");
+    return static_cast<int>(*n->value<int64_t>());
+  }
+  bool flag(const std::string& key, bool fallback) {
+    const toml::node* n = get(key, true);
+    if (!n) return fallback;
+    if (!n->is_boolean()) fail(path_, n, full(key), "expected true or false");
+    return *n->value<bool>();
+  }
   std::string text(const std::string& key, std::optional<std::string> fallback = std::nullopt) {
     const toml::node* n = get(key, fallback.has_value());
     if (!n) return *fallback;
@@ -141,6 +154,17 @@ model_file load_model_file(const std::string& path) {
     run.tflops_per_gpu = p.number("tflops_per_gpu");
     run.percent_of_peak = p.number("percent_of_peak");
     run.source = p.text("source");
+    run.micro_batch = p.integer("micro_batch", 1);
+    run.schedule = p.text("schedule", std::string("1f1b"));
+    if (run.schedule != "gpipe" && run.schedule != "1f1b" && run.schedule != "interleaved" && run.schedule != "zb-h1")
+      fail(path, nullptr, "published.schedule", "\"" + run.schedule + "\": expected gpipe, 1f1b, interleaved or zb-h1");
+    run.virtual_stages = p.integer("virtual_stages", run.schedule == "interleaved" ? 2 : 1);
+    run.recompute = p.text("recompute", std::string("full"));
+    if (run.recompute != "none" && run.recompute != "selective" && run.recompute != "full")
+      fail(path, nullptr, "published.recompute", "\"" + run.recompute + "\": expected none, selective or full");
+    run.sequence_parallel = p.flag("sequence_parallel", false);
+    run.zero = p.whole("zero", 0);
+    if (run.zero > 3) fail(path, nullptr, "published.zero", "expected 0, 1, 2 or 3");
     f.published = run;
   }
   p.done();

@@ -13,11 +13,20 @@
 namespace troupe::cli {
 
 // What a paper measured for this model, kept beside it so the comparison reads the same file.
+// Besides the mesh, how it ran, so the search compares against it priced under the same
+// assumptions (each optional, defaulting to Narayanan et al. 2021's Table 1 runs: micro-batch 1,
+// 1F1B, full recomputation, no sequence parallelism, no ZeRO).
 struct published_run {
   int tp = 1, pp = 1, dp = 1, global_batch = 1;
   double tflops_per_gpu = 0;
   double percent_of_peak = 0;
   std::string source;
+  int micro_batch = 1;
+  std::string schedule = "1f1b";
+  int virtual_stages = 1;  // chunks per stage (interleaved)
+  std::string recompute = "full";
+  bool sequence_parallel = false;
+  int zero = 0;
 };
 
 struct model_file {
