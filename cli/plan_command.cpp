@@ -40,10 +40,10 @@ std::string json_escape(const std::string& s) {
 
 std::string describe(const plan::plan_config& c) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s b%d M%d %s%s zero%d recompute=%s", sched::to_string(c.m).c_str(), c.micro_batch,
+  std::snprintf(buf, sizeof buf, "%s b%d M%d %s%s zero%d recompute=%s%s", sched::to_string(c.m).c_str(), c.micro_batch,
                 c.microbatches(), c.schedule.c_str(),
                 c.schedule == "interleaved" ? (" v" + std::to_string(c.virtual_stages)).c_str() : "", c.zero,
-                plan::to_string(c.rc));
+                plan::to_string(c.rc), c.sequence_parallel ? " sp" : "");
   return buf;
 }
 
@@ -87,10 +87,10 @@ void print_report(const plan::model_desc& md, const plan::cluster_desc& cl, cons
 }
 
 void print_table(const std::vector<plan::plan_result>& found) {
-  std::printf("%-4s %-56s %9s %9s %7s %6s %8s\n", "rank", "plan", "step_s", "TFLOP/s", "MFU", "bubble", "mem_GiB");
+  std::printf("%-4s %-60s %9s %9s %7s %6s %8s\n", "rank", "plan", "step_s", "TFLOP/s", "MFU", "bubble", "mem_GiB");
   int i = 0;
   for (const auto& r : found)
-    std::printf("%-4d %-56s %9.3f %9.1f %6.1f%% %5.1f%% %8.1f\n", ++i, describe(r.config).c_str(), r.step_seconds,
+    std::printf("%-4d %-60s %9.3f %9.1f %6.1f%% %5.1f%% %8.1f\n", ++i, describe(r.config).c_str(), r.step_seconds,
                 r.tflops_per_gpu, r.mfu * 100, r.bubble_fraction * 100, r.memory.total() / plan::gib);
 }
 
@@ -123,7 +123,7 @@ void explain_against_published(const model_file& mf, const plan::cluster_desc& c
   const plan::plan_result ref = plan::evaluate(mf.model, cl, c);
   std::printf("\nagainst the published configuration (%s: t %d, p %d, %.0f TFLOP/s per GPU measured)\n",
               pub.source.c_str(), pub.tp, pub.pp, pub.tflops_per_gpu);
-  std::printf("     %-56s %9.3f %9.1f %6.1f%% %5.1f%% %8.1f %s\n", describe(ref.config).c_str(), ref.step_seconds,
+  std::printf("     %-60s %9.3f %9.1f %6.1f%% %5.1f%% %8.1f %s\n", describe(ref.config).c_str(), ref.step_seconds,
               ref.tflops_per_gpu, ref.mfu * 100, ref.bubble_fraction * 100, ref.memory.total() / plan::gib,
               ref.fits ? "" : "(does not fit)");
   std::printf("why plan 1:\n");

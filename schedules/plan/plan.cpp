@@ -336,46 +336,55 @@ std::vector<plan_result> search(const model_desc& md, const cluster_desc& cl, in
                                 const search_space& space, int top) {
   std::vector<plan_result> found;
   std::map<std::tuple<std::string, int, int, int>, schedule> schedules;
+  // One mesh, micro-batch, schedule and interleave degree: every recomputation and sequence
+  // parallelism at the lowest ZeRO stage that fits.
+  auto try_plans = [&](plan_config c) {
+    if (!check(md, cl, c).empty()) return;
+    const auto key = std::make_tuple(c.schedule, c.m.pp, c.microbatches(), c.virtual_stages);
+    auto it = schedules.find(key);
+    if (it == schedules.end()) {
+      try {
+        it = schedules.emplace(key, make_named_schedule(c.schedule, c.m.pp, c.microbatches(), c.virtual_stages)).first;
+      } catch (const std::invalid_argument&) {
+        return;  // e.g. interleaved with M not a multiple of P
+      }
+    }
+    const std::vector<int> peak = validate(it->second).peak_live_activations;
+    for (recompute_mode rc : space.recomputes)
+      for (bool sp : space.sequence_parallel) {
+        if (sp && c.m.tp == 1) continue;  // nothing to split
+        c.rc = rc;
+        c.sequence_parallel = sp;
+        // Memory first: simulating a plan that cannot fit is wasted work.
+        bool any = false;
+        for (int z : space.zero) {
+          if (!has_stage(space.acct, z)) continue;
+          c.zero = z;
+          plan_result probe;
+          size_memory(md, cl, c, peak, probe);
+          if (probe.fits) {
+            any = true;
+            break;
+          }
+        }
+        if (any) found.push_back(finish(md, cl, c, it->second));
+      }
+  };
   for (int tp : space.tp)
     for (int pp = 1; pp <= std::min(space.max_pp, md.layers); ++pp) {
       if (md.layers % pp != 0 || cl.gpus() % (tp * pp) != 0) continue;
-      const mesh m{cl.gpus() / (tp * pp), pp, tp, 1};
       for (int b : space.micro_batch)
         for (const std::string& name : space.schedules) {
           if (pp == 1 && name != space.schedules.front()) continue;  // without a pipeline they are one
-          plan_config c;
-          c.m = m;
-          c.global_batch = global_batch;
-          c.micro_batch = b;
-          c.schedule = name;
-          c.acct = space.acct;
-          c.virtual_stages = name == "interleaved" ? 2 : 1;
-          if (!check(md, cl, c).empty()) continue;
-          const auto key = std::make_tuple(name, pp, c.microbatches(), c.virtual_stages);
-          auto it = schedules.find(key);
-          if (it == schedules.end()) {
-            try {
-              it = schedules.emplace(key, make_named_schedule(name, pp, c.microbatches(), c.virtual_stages)).first;
-            } catch (const std::invalid_argument&) {
-              continue;  // e.g. interleaved with M not a multiple of P
-            }
-          }
-          const std::vector<int> peak = validate(it->second).peak_live_activations;
-          for (recompute_mode rc : space.recomputes) {
-            c.rc = rc;
-            // Memory first: simulating a plan that cannot fit is wasted work.
-            bool any = false;
-            for (int z : space.zero) {
-              if (!has_stage(space.acct, z)) continue;
-              c.zero = z;
-              plan_result probe;
-              size_memory(md, cl, c, peak, probe);
-              if (probe.fits) {
-                any = true;
-                break;
-              }
-            }
-            if (any) found.push_back(finish(md, cl, c, it->second));
+          for (int v : name == "interleaved" ? space.interleave : std::vector<int>{1}) {
+            plan_config c;
+            c.m = {cl.gpus() / (tp * pp), pp, tp, 1};
+            c.global_batch = global_batch;
+            c.micro_batch = b;
+            c.schedule = name;
+            c.virtual_stages = v;
+            c.acct = space.acct;
+            try_plans(c);
           }
         }
     }

@@ -116,6 +116,8 @@ struct search_space {
   std::vector<int> zero = {0, 1, 2, 3};  // those the accounting has (has_stage)
   accounting acct = accounting::zero_paper;
   std::vector<recompute_mode> recomputes = {recompute_mode::none, recompute_mode::selective, recompute_mode::full};
+  std::vector<int> interleave = {2, 4};                  // chunks per stage tried for "interleaved"
+  std::vector<bool> sequence_parallel = {false, true};   // tried where tp > 1
   int max_pp = 128;
 };
 

@@ -173,6 +173,45 @@ TEST(schedules_plan, search_returns_plans_that_fit_fastest_first) {
   }
 }
 
+// The search covers what the runtime and the published runs use: sequence parallelism wherever
+// tp > 1 (never at tp 1), and interleaving 4 ways as well as 2; a plan that needs one of them to
+// fit is found only because the space has it.
+TEST(schedules_plan, search_tries_sequence_parallelism_and_interleaving_four_ways) {
+  cluster_desc cl = small_cluster(2);
+  search_space space;
+  space.micro_batch = {1};
+  space.recomputes = {recompute_mode::none};
+  const auto all = search(small_model(), cl, 64, space, 100000);
+  bool sp = false, v4 = false;
+  for (const auto& r : all) {
+    sp = sp || r.config.sequence_parallel;
+    v4 = v4 || (r.config.schedule == "interleaved" && r.config.virtual_stages == 4);
+    if (r.config.sequence_parallel) {
+      EXPECT_GT(r.config.m.tp, 1);
+    }
+  }
+  EXPECT_TRUE(sp) << "no plan with sequence parallelism";
+  EXPECT_TRUE(v4) << "no plan interleaved 4 ways";
+  // Memory that only sequence parallelism's smaller activations fit: every plan found uses it.
+  plan_config c;
+  c.m = {1, 2, 8, 1};
+  c.global_batch = 64;
+  c.schedule = "1f1b";
+  c.rc = recompute_mode::none;
+  const double without = evaluate(small_model(), cl, c).memory.total();
+  c.sequence_parallel = true;
+  const double with = evaluate(small_model(), cl, c).memory.total();
+  ASSERT_LT(with, without);
+  cl.device.memory_bytes = (with + without) / 2;
+  space.tp = {8};
+  space.zero = {0};
+  space.schedules = {"1f1b"};
+  space.max_pp = 2;  // pp 1 needs more memory than pp 2, with or without
+  const auto tight = search(small_model(), cl, 64, space, 100000);
+  ASSERT_FALSE(tight.empty());
+  for (const auto& r : tight) EXPECT_TRUE(r.config.sequence_parallel) << r.config.m.pp;
+}
+
 TEST(schedules_plan, the_breakdown_adds_up_to_the_step_and_its_idle_is_the_simulators_idle_of_that_stage) {
   const cluster_desc cl = small_cluster(2);
   for (const auto& [m, schedule, v, zero, rc] :
