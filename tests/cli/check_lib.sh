@@ -28,13 +28,17 @@ PY
 need_fashion_mnist() {
   [ -e /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] || { echo "skip: no Fashion-MNIST"; exit 77; }
 }
-# `listening_ports PID...`: the TCP ports the processes listen on, one per line (from /proc, so it
-# needs neither ss's process column nor lsof).
-listening_ports() {
+# `listening_ports PID...`: the TCP ports the processes listen on, one per line; `listening_inodes
+# PID`: the socket inodes of those listening sockets (a socket two processes share has one inode).
+# From /proc, so they need neither ss's process column nor lsof.
+listening_ports() { listening_sockets ports "$@"; }
+listening_inodes() { listening_sockets inodes "$@"; }
+listening_sockets() {
   python3 - "$@" <<'PY'
 import os, sys
+what, pids = sys.argv[1], sys.argv[2:]
 inodes = set()
-for pid in sys.argv[1:]:
+for pid in pids:
     try:
         fds = os.listdir(f"/proc/{pid}/fd")
     except OSError:
@@ -46,12 +50,12 @@ for pid in sys.argv[1:]:
             continue
         if link.startswith("socket:["):
             inodes.add(link[8:-1])
-ports = set()
+found = set()
 for table in ("/proc/net/tcp", "/proc/net/tcp6"):
     for line in open(table).readlines()[1:]:
         f = line.split()
         if f[3] == "0A" and f[9] in inodes:
-            ports.add(int(f[1].rsplit(":", 1)[1], 16))
-print("\n".join(str(p) for p in sorted(ports)))
+            found.add(int(f[1].rsplit(":", 1)[1], 16) if what == "ports" else int(f[9]))
+print("\n".join(str(x) for x in sorted(found)))
 PY
 }
