@@ -160,6 +160,14 @@ void tls_channel::pump() {
   size_t in_done = 0;
   while (!stop_) {
     bool wire_in = false, wire_out = false, plain_out = false, closed = false, progress = true;
+    // An SSL call that did not complete says which way the wire must move before it can (either
+    // call may need either: a record to read, a write to flush); anything else ends the session.
+    auto wait_on_wire = [&](int result) {
+      const int e = SSL_get_error(ssl_, result);
+      wire_in = wire_in || e == SSL_ERROR_WANT_READ;
+      wire_out = wire_out || e == SSL_ERROR_WANT_WRITE;
+      return e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE;
+    };
     while (progress && !closed) {
       progress = wire_in = wire_out = plain_out = false;
       if (out.empty()) {
@@ -175,10 +183,7 @@ void tls_channel::pump() {
           out.erase(out.begin(), out.begin() + w);
           progress = true;
         } else {
-          const int e = SSL_get_error(ssl_, w);
-          if (e == SSL_ERROR_WANT_WRITE) wire_out = true;
-          else if (e == SSL_ERROR_WANT_READ) wire_in = true;
-          else closed = true;
+          closed = !wait_on_wire(w);
         }
       }
       if (in_done == in.size() && !closed) {
@@ -189,10 +194,7 @@ void tls_channel::pump() {
         if (r > 0) {
           progress = true;
         } else {
-          const int e = SSL_get_error(ssl_, r);
-          if (e == SSL_ERROR_WANT_READ) wire_in = true;
-          else if (e == SSL_ERROR_WANT_WRITE) wire_out = true;
-          else closed = true;
+          closed = !wait_on_wire(r);
         }
       }
       if (in_done < in.size() && !closed) {

@@ -184,29 +184,23 @@ class device_member final : public tp_group {
 
 }  // namespace
 
-namespace {
-template <class F>
-void timed(double& seconds, F call) {
-  const auto t0 = std::chrono::steady_clock::now();
-  call();
-  seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
-
 template <class F>
 void logged_tp_group::logged(const char* op, int64_t n, F call) {
   const auto now = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+  const double started = now();
   int64_t seq = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     seq = next_seq_++;
-    calls_.push_back(tp_call{seq, op, n, now(), 0, false});
+    calls_.push_back(tp_call{seq, op, n, started, 0, false});
     if (calls_.size() > keep_) calls_.pop_front();
   }
   auto finish = [&](bool failed) {
+    const double t = now();
     std::lock_guard<std::mutex> lock(mu_);
+    seconds_ += t - started;
     for (auto& c : calls_)
-      if (c.seq == seq) c.finished_at = now(), c.failed = failed;
+      if (c.seq == seq) c.finished_at = t, c.failed = failed;
   };
   try {
     call();
@@ -226,19 +220,13 @@ void logged_tp_group::all_gather(float* data, int64_t n) {
 void logged_tp_group::reduce_scatter_sum(float* data, int64_t n) {
   logged("reduce-scatter", n, [&] { inner_->reduce_scatter_sum(data, n); });
 }
+double logged_tp_group::seconds() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return seconds_;
+}
 std::vector<tp_call> logged_tp_group::recent() const {
   std::lock_guard<std::mutex> lock(mu_);
   return {calls_.begin(), calls_.end()};
-}
-
-void timed_tp_group::all_reduce_sum(float* data, int64_t n) {
-  timed(seconds_, [&] { inner_->all_reduce_sum(data, n); });
-}
-void timed_tp_group::reduce_scatter_sum(float* data, int64_t n) {
-  timed(seconds_, [&] { inner_->reduce_scatter_sum(data, n); });
-}
-void timed_tp_group::all_gather(float* data, int64_t n) {
-  timed(seconds_, [&] { inner_->all_gather(data, n); });
 }
 
 std::vector<std::shared_ptr<tp_group>> make_local_tp_group(int size, local_tp_options opts) {
@@ -268,7 +256,6 @@ std::shared_ptr<tp_group> spanning_device_tp_member(std::shared_ptr<device_group
 }
 
 void abort_local_tp_group(const std::shared_ptr<tp_group>& member, const std::string& why) {
-  if (auto* t = dynamic_cast<timed_tp_group*>(member.get())) return abort_local_tp_group(t->inner(), why);
   if (auto* l = dynamic_cast<logged_tp_group*>(member.get())) return abort_local_tp_group(l->inner(), why);
   if (auto* m = dynamic_cast<local_member*>(member.get())) m->state()->abort(why);
   if (auto* d = dynamic_cast<device_member*>(member.get())) d->abort(why);

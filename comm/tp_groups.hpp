@@ -46,24 +46,6 @@ std::shared_ptr<tp_group> spanning_device_tp_member(std::shared_ptr<device_group
 // have not joined yet never will.
 void abort_local_tp_group(const std::shared_ptr<tp_group>& member, const std::string& why);
 
-// Counts the seconds `inner`'s calls take (the sums and the waits for peers): how much of a
-// stage's compute tensor parallelism's collectives are. Driven by one thread, like its inner.
-class timed_tp_group final : public tp_group {
- public:
-  explicit timed_tp_group(std::shared_ptr<tp_group> inner) : inner_(std::move(inner)) {}
-  int rank() const override { return inner_->rank(); }
-  int size() const override { return inner_->size(); }
-  void all_reduce_sum(float* data, int64_t n) override;
-  void all_gather(float* data, int64_t n) override;
-  void reduce_scatter_sum(float* data, int64_t n) override;
-  double seconds() const { return seconds_; }
-  const std::shared_ptr<tp_group>& inner() const { return inner_; }
-
- private:
-  std::shared_ptr<tp_group> inner_;
-  double seconds_ = 0;
-};
-
 // One call of a member, as logged_tp_group keeps it. Times are steady-clock seconds (0: not yet).
 struct tp_call {
   int64_t seq = 0;
@@ -76,7 +58,8 @@ struct tp_call {
 // Keeps a member's last `keep` calls, written by the thread that makes them as it enters and
 // leaves each, and readable from any other thread while that one waits inside a call for a peer:
 // what the watchdog shows for a stage wedged in a tensor-parallel (or ZeRO-3 parameter) group,
-// which cannot answer for itself.
+// which cannot answer for itself. Also the seconds all its calls took (the sums and the waits for
+// peers): how much of a stage's compute tensor parallelism's collectives are.
 class logged_tp_group final : public tp_group {
  public:
   explicit logged_tp_group(std::shared_ptr<tp_group> inner, size_t keep = 16) : inner_(std::move(inner)), keep_(keep) {}
@@ -86,6 +69,7 @@ class logged_tp_group final : public tp_group {
   void all_gather(float* data, int64_t n) override;
   void reduce_scatter_sum(float* data, int64_t n) override;
   std::vector<tp_call> recent() const;  // oldest first
+  double seconds() const;
   const std::shared_ptr<tp_group>& inner() const { return inner_; }
 
  private:
@@ -97,6 +81,7 @@ class logged_tp_group final : public tp_group {
   mutable std::mutex mu_;
   std::deque<tp_call> calls_;
   int64_t next_seq_ = 0;
+  double seconds_ = 0;
 };
 
 // One member over a back end; its rank and size are the back end's.

@@ -58,8 +58,9 @@ void set_up(self_ptr self, stage_args args) {
     CPU_SET(st.args.pin_cpu, &set);
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort: a hint, not a contract
   }
-  if (st.args.tp) {
-    st.tp_clock = std::make_shared<net::timed_tp_group>(st.args.tp);
+  if (st.args.tp) {  // the job's links hand out logged members (the watchdog reads them); a test's may be bare
+    st.tp_clock = std::dynamic_pointer_cast<net::logged_tp_group>(st.args.tp);
+    if (!st.tp_clock) st.tp_clock = std::make_shared<net::logged_tp_group>(st.args.tp);
     st.args.tp = st.tp_clock;
   }
   layer_list all = build_layers(st.args.model, st.args.tp.get(), st.args.sequence_parallel);
