@@ -1,19 +1,23 @@
 // `troupe info` (see info_command.hpp). One `key: value` per line, so scripts can grep it.
 #include "cli/info_command.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 #include <memory>
+#include <stdexcept>
 #include <thread>
 
 #include "actors/job/accelerators.hpp"
 #include "cli/flags_reference.hpp"
 #include "comm/collective_backend.hpp"
 #include "kernels/blas_runtime.hpp"
+#include "kernels/gemm_library.hpp"
 
 namespace troupe::cli {
 
 void add_info_command(CLI::App& app, int& exit_code) {
-  auto* cmd = app.add_subcommand("info", "Show the build's version, the BLAS kernels in use, the cores, the collective back ends, the GPUs and what reduces between them");
+  auto* cmd = app.add_subcommand("info", "Show the build's version, the GEMM library and BLAS kernels in use, the cores, the collective back ends, the GPUs and what reduces between them");
   auto flags_reference_only = std::make_shared<bool>(false);
   cmd->add_flag("--flags-reference", *flags_reference_only,
                 "Print the reference of every flag and config key (docs/reference/flags.md) and nothing else");
@@ -27,6 +31,17 @@ void add_info_command(CLI::App& app, int& exit_code) {
     std::printf("version: %s\n", TROUPE_VERSION);
     std::printf("blas kernels: %s\n", k.running.c_str());
     std::printf("blas kernels chosen by OpenBLAS at load: %s\n", k.loaded.c_str());
+    gemm_choice gemm;
+    try {
+      gemm = chosen_gemm_library();
+    } catch (const std::invalid_argument& e) {
+      spdlog::error("troupe info: {}", e.what());
+      exit_code = 2;
+      return;
+    }
+    std::printf("gemm library: %s (%s; TROUPE_GEMM=openblas|onednn overrides)\n", to_string(gemm.library),
+                gemm.reason.c_str());
+    for (gemm_library l : all_gemm_libraries) std::printf("gemm library %s: %s\n", to_string(l), describe_gemm_library(l).c_str());
     std::printf("hardware threads: %u\n", std::thread::hardware_concurrency());
     std::printf("collective back ends: %s\n", net::built_backends().c_str());
     std::printf("gpus: %s\n", describe_accelerators().c_str());

@@ -43,6 +43,14 @@ if(NOT TARGET troupe_blas)
   target_include_directories(troupe_blas INTERFACE ${OpenBLAS_INCLUDE_DIRS})
   target_link_libraries(troupe_blas INTERFACE ${OpenBLAS_LIBRARIES})
 endif()
+# oneDNN's sgemm, the GEMMs' library on CPUs with AVX-512 (kernels/gemm_library.hpp). Debian's
+# threads with OpenMP; troupe calls omp_set_num_threads itself, so it links the runtime too.
+troupe_find(dnnl CONFIG)
+troupe_find(OpenMP COMPONENTS CXX)
+if(NOT TARGET troupe_gemm)
+  add_library(troupe_gemm INTERFACE IMPORTED)
+  target_link_libraries(troupe_gemm INTERFACE troupe_blas DNNL::dnnl ${OpenMP_CXX_LIBRARIES})
+endif()
 
 # CAF 0.17.6 ships no CMake config or .pc file.
 find_path(CAF_INCLUDE_DIR caf/all.hpp)

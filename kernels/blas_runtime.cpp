@@ -51,14 +51,6 @@ std::string blas_core_name() { return openblas_get_corename(); }
 
 void set_blas_threads(int threads) { openblas_set_num_threads(threads); }
 
-void sgemm_rowmajor(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                    int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc) {
-  ensure_blas_kernels();
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              static_cast<int>(M), static_cast<int>(N), static_cast<int>(K), alpha, A, static_cast<int>(lda), B,
-              static_cast<int>(ldb), beta, C, static_cast<int>(ldc));
-}
-
 int blas_max_threads() {
   const std::string config = openblas_get_config();
   const auto at = config.find("MAX_THREADS=");

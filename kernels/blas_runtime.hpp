@@ -23,11 +23,6 @@ const blas_kernels& ensure_blas_kernels();
 std::string blas_core_name();
 void set_blas_threads(int threads);
 
-// C = alpha op(A) op(B) + beta C, row-major, one cblas_sgemm on the kernels chosen above. With
-// OpenBLAS at one thread (as jobs run it) it runs on the calling thread alone, so its bits do not
-// depend on who calls it.
-void sgemm_rowmajor(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-                    int64_t lda, const float* B, int64_t ldb, float beta, float* C, int64_t ldc);
 // The most threads this OpenBLAS was built for (MAX_THREADS in openblas_get_config(); 64 in
 // Debian 12's). More than that hangs inside OpenBLAS, so the CLI refuses them.
 int blas_max_threads();

@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "kernels/blas_runtime.hpp"
+#include "kernels/gemm_library.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/parallel.hpp"
 

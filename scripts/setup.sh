@@ -17,7 +17,7 @@ case "$action" in train|test|build|bench) ;; *) echo "usage: $0 train|test|build
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libcaf-dev liburing-dev capnproto libcapnp-dev libspdlog-dev libfmt-dev
-  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev zlib1g-dev libdeflate-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev libdnnl-dev zlib1g-dev libdeflate-dev
   libtomlplusplus-dev libcli11-dev libssl-dev openssl python3 iproute2
   dataset-fashion-mnist fortunes
   librsvg2-dev

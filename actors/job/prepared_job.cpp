@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "kernels/blas_runtime.hpp"
+#include "kernels/gemm_library.hpp"
 #include "kernels/parallel.hpp"
 #include "storage/output_file.hpp"
 
@@ -86,10 +87,13 @@ prepared_job prepare_job(const train_config& cfg) {
   // included (kernels/parallel.hpp); OpenBLAS's own threads would split a GEMM by their count.
   set_blas_threads(1);
   set_kernel_threads(cfg.threads);
+  const gemm_choice& gemm = chosen_gemm_library();  // a bad TROUPE_GEMM stops the job here, named
   if (k.loaded != k.running)
-    spdlog::info("OpenBLAS kernels {} (OpenBLAS chose {} on this CPU), {} thread(s)", k.running, k.loaded, cfg.threads);
+    spdlog::info("OpenBLAS kernels {} (OpenBLAS chose {} on this CPU), {} thread(s); GEMMs on {} ({})", k.running,
+                 k.loaded, cfg.threads, describe_gemm_library(gemm_library_in_use()), gemm.reason);
   else
-    spdlog::info("OpenBLAS kernels {}, {} thread(s)", k.running, cfg.threads);
+    spdlog::info("OpenBLAS kernels {}, {} thread(s); GEMMs on {} ({})", k.running, cfg.threads,
+                 describe_gemm_library(gemm_library_in_use()), gemm.reason);
   return p;
 }
 

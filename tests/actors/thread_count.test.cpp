@@ -1,8 +1,8 @@
 // --threads changes how fast a job runs, never what it computes: a GPT trained 20 steps on one
 // and on two threads per device gives bitwise the same losses and parameters, alone and as two
 // ranks of one process (dp 2, each rank its own threads). The kernels split work by the shape
-// alone (kernels/parallel.hpp), GEMMs included; OpenBLAS's own threads would not, as the first
-// test shows.
+// alone (kernels/parallel.hpp), GEMMs included, on either GEMM library; OpenBLAS's own threads
+// would not, as the first test shows.
 #include <gtest/gtest.h>
 
 #include <cblas.h>
@@ -16,6 +16,7 @@
 
 #include "actors/job/training_job.hpp"
 #include "kernels/blas_runtime.hpp"
+#include "kernels/gemm_library.hpp"
 #include "tests/actors/tiny_jobs.hpp"
 #include "tests/kernels/grad_check.hpp"
 #include "tests/scratch_dir.hpp"
@@ -102,6 +103,27 @@ TEST(ThreadCount, GptLossesAndParametersOverTwentyStepsAreBitwiseEqualOnOneAndTw
   ASSERT_EQ(one.losses.size(), static_cast<size_t>(test::kSteps));
   EXPECT_EQ(two.losses, one.losses);  // doubles compared exactly
   EXPECT_TRUE(same_bits(two.final_params.to_vector(), one.final_params.to_vector()));
+}
+
+// The same on each GEMM library, whichever this CPU would choose (kernels/gemm_library.hpp): the
+// blocks, not the library, make the bits independent of the thread count. The two libraries
+// themselves may round differently; their losses agree to float precision.
+TEST(ThreadCount, OnOpenBlasAndOnOneDnnEachGivesTheSameBitsOnOneAndTwoThreads) {
+  std::vector<double> first_losses;
+  for (gemm_library l : all_gemm_libraries) {
+    use_gemm_library(l);
+    const train_summary one = train(1, 1), two = train(2, 1);
+    ASSERT_EQ(one.losses.size(), static_cast<size_t>(test::kSteps)) << to_string(l);
+    EXPECT_EQ(two.losses, one.losses) << to_string(l);
+    EXPECT_TRUE(same_bits(two.final_params.to_vector(), one.final_params.to_vector())) << to_string(l);
+    if (first_losses.empty()) {
+      first_losses = one.losses;
+      continue;
+    }
+    for (size_t i = 0; i < one.losses.size(); ++i)
+      EXPECT_NEAR(one.losses[i], first_losses[i], 1e-4 * std::abs(first_losses[i])) << "step " << i;
+  }
+  use_gemm_library(chosen_gemm_library().library);
 }
 
 TEST(ThreadCount, TwoRanksInOneProcessEachOnTwoThreadsMatchEachOnOne) {

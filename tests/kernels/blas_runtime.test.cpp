@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/blas_runtime.hpp"
+#include "kernels/gemm_library.hpp"
 #include "kernels/ops.hpp"
 
 namespace troupe {
@@ -36,6 +37,7 @@ void expect_small_gemm_is_right() {
 TEST(BlasRuntime, OpenBlasSwitchesKernelsAtRunTimeAndStillMultipliesCorrectly) {
   const std::string before = blas_core_name();
   if (!this_cpu_features().avx2_fma) GTEST_SKIP() << "no AVX2 on this CPU";
+  use_gemm_library(gemm_library::openblas);  // the ops' GEMMs on OpenBLAS, whichever this CPU chose
   ASSERT_TRUE(switch_blas_kernels("Prescott")) << "this OpenBLAS is not a dynamic-arch build";
   EXPECT_EQ(blas_core_name(), "Prescott");
   expect_small_gemm_is_right();
@@ -44,6 +46,7 @@ TEST(BlasRuntime, OpenBlasSwitchesKernelsAtRunTimeAndStillMultipliesCorrectly) {
   expect_small_gemm_is_right();
   ASSERT_TRUE(switch_blas_kernels(before));
   EXPECT_EQ(blas_core_name(), before);
+  use_gemm_library(chosen_gemm_library().library);
 }
 
 // Prints the kernels this binary runs with, for the cross-program comparison, and checks the
