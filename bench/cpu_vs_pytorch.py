@@ -7,7 +7,9 @@ pipeline stages (--pp 2 --micro-batches 4) against PyTorch on 2 threads; and dat
 `--dp 2` with one thread per rank, against PyTorch DDP over gloo with 2 processes of 1 thread
 (the MLP's under torch.distributed.run, the GPT's from bench/pytorch_gpt.py). Every row runs the
 two peers alternately, --repeats times, and reports medians with the load average seen. It also
-runs build/bench/sgemm_bound and gives the GPT's GFLOP/s at 1 thread as a fraction of sgemm's.
+runs build/bench/sgemm_bound and gives the GPT's GFLOP/s at 1 thread as a fraction of sgemm's, and
+prints the CPU model and what computes on each side (troupe's GEMM library and OpenBLAS kernels,
+PyTorch's MKL / oneDNN and CPU capability).
 
     bench/cpu_vs_pytorch.py [--build build] [--repeats 3] [--epochs 5] [--steps 60] [--warmup 5] [--only mlp|gpt]
 """
@@ -68,16 +70,40 @@ def gpt_rows(a):
 
 def sgemm_bound(a, env):
     """build/bench/sgemm_bound's table: {threads: (square GFLOP/s, the GPT step's GEMMs GFLOP/s on OpenBLAS's
-    threads, the same as the kernels block them)}, and the GFLOP per step."""
+    threads, the same as the kernels block them on the GEMM library in use)}, and the GFLOP per step."""
     p = subprocess.run([os.path.join(a.build, "bench", "sgemm_bound")], env=env, capture_output=True, text=True,
                        check=True)
     sys.stderr.write(p.stdout)
     flops = float(re.search(r"= ([0-9.]+) GFLOP", p.stdout).group(1))
-    # | threads | square GFLOP/s | step GEMMs ms | GFLOP/s | as the kernels run them: ms | GFLOP/s |
-    rows = {int(m.group(1)): (float(m.group(2)), float(m.group(4)), float(m.group(6)))
-            for m in re.finditer(r"^\| (\d+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \| ([0-9.]+) \|$",
-                                 p.stdout, re.M)}
+    in_use = re.search(r"the kernels' GEMM library here: (\w+)", p.stdout).group(1)
+    header = next(line for line in p.stdout.splitlines() if line.startswith("| threads"))
+    libraries = re.findall(r"as the kernels run them on (\w+)", header)
+    col = 4 + 2 * libraries.index(in_use) + 1  # the in-use library's GFLOP/s
+    rows = {}
+    for line in p.stdout.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells and cells[0].isdigit():
+            rows[int(cells[0])] = (float(cells[1]), float(cells[3]), float(cells[col]))
     return rows, flops, p.stdout
+
+
+def kernels_of_both(a, env):
+    """The CPU model and what computes on each side: troupe's GEMM library and OpenBLAS kernels (`troupe info`),
+    PyTorch's BLAS and CPU capability."""
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+               "unknown CPU")
+    info = subprocess.run([os.path.join(a.build, "troupe"), "info"], env=env, capture_output=True, text=True,
+                          check=True).stdout
+    field = dict(line.split(": ", 1) for line in info.splitlines() if ": " in line)
+    gemm = field.get("gemm library", "?")
+    ours = f"GEMMs on {field.get('gemm library ' + gemm.split()[0], gemm)}, OpenBLAS kernels {field.get('blas kernels')}"
+    torch = subprocess.run([a.python, "-c", "import torch, re; c = torch.__config__.show(); "
+                            "m = re.search(r'Math Kernel Library Version ([^ ]+)', c); "
+                            "d = re.search(r'MKL-DNN (v[0-9.]+)', c); "
+                            "print('MKL ' + m.group(1) if m else 'no MKL', '/ oneDNN ' + d.group(1) if d else '', "
+                            "'/ CPU capability', torch.backends.cpu.get_cpu_capability())"],
+                           env=env, capture_output=True, text=True, check=True).stdout.strip()
+    return cpu, ours, torch
 
 
 def main():
@@ -109,7 +135,9 @@ def main():
                       f"(load average {results[i]['load'][-1]:.2f})", file=sys.stderr, flush=True)
     bound, flops, _ = sgemm_bound(a, env) if a.only != "mlp" else ({}, 0.0, "")
 
+    cpu, ours, theirs = kernels_of_both(a, env)
     med = statistics.median
+    print(f"CPU: {cpu}, {os.cpu_count()} cores; troupe: {ours}; PyTorch: {theirs}")
     print(f"troupe against PyTorch {torch_version} ({a.python}), median of {a.repeats} alternating runs; "
           f"load average over the runs {min(min(r['load']) for r in results):.2f}–{max(max(r['load']) for r in results):.2f}")
     print()

@@ -1,9 +1,9 @@
 // The GEMM ceiling a CPU training step is measured against: OpenBLAS sgemm GFLOP/s on a large
 // square product, and the GPT step's own GEMMs (every linear's forward and both backward
 // products, at the model's shapes) timed alone, at each thread count asked for: once with
-// OpenBLAS's own threads, once as the kernels run them (ops::matmul_*, fixed row blocks on the
-// device's threads). Also prints the GPT's FLOPs per step counted from its shape. It trains
-// nothing and times no other op.
+// OpenBLAS's own threads, then as the kernels run them (ops::matmul_*, fixed row blocks on the
+// device's threads) on each GEMM library the kernels can use. Also prints the GPT's FLOPs per
+// step counted from its shape. It trains nothing and times no other op.
 //
 //   sgemm_bound [--threads 1,2] [--vocab 96] [--batch 16] [--context 64] [--channels 128] [--blocks 4]
 #include <cblas.h>
@@ -13,12 +13,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "bench/load_average.hpp"
 #include "kernels/blas_runtime.hpp"
+#include "kernels/gemm_library.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/parallel.hpp"
 
@@ -103,7 +105,7 @@ std::vector<linear_shape> gpt_linears(const gpt_shape& s) {
 }
 
 // The same products as gpt_gemms, as a step runs them (the fastest pass, as above): through ops::matmul_*, each cut into
-// the kernels' fixed row blocks on the device's threads (OpenBLAS itself on one thread).
+// the kernels' fixed row blocks on the device's threads, on the GEMM library in use (on one thread per block).
 double time_ops(const gpt_shape& s, int repeats) {
   const int64_t N = s.batch * s.context;
   const std::vector<linear_shape> ls = gpt_linears(s);
@@ -177,10 +179,16 @@ int main(int argc, char** argv) {
               (linear + attention) / 1e9);
   const std::vector<gemm> square{{CblasNoTrans, CblasNoTrans, 1024, 1024, 1024}};
   const std::vector<gemm> step = gpt_gemms(s);
-  std::printf("OpenBLAS %s, load average %s\n", troupe::blas_core_name().c_str(), troupe::bench::load_average().c_str());
-  std::printf("| threads | sgemm 1024^3 GFLOP/s | the GPT step's %zu GEMMs: ms | their GFLOP/s | "
-              "as the kernels run them (blocks on the device's threads): ms | GFLOP/s |\n", step.size());
-  std::printf("|---:|---:|---:|---:|---:|---:|\n");
+  const troupe::gemm_library in_use = troupe::gemm_library_in_use();
+  std::printf("OpenBLAS %s; the kernels' GEMM library here: %s (%s); load average %s\n",
+              troupe::blas_core_name().c_str(), troupe::to_string(in_use),
+              troupe::describe_gemm_library(in_use).c_str(), troupe::bench::load_average().c_str());
+  std::printf("| threads | sgemm 1024^3 GFLOP/s | the GPT step's %zu GEMMs: ms | their GFLOP/s |", step.size());
+  for (troupe::gemm_library l : troupe::all_gemm_libraries)
+    std::printf(" as the kernels run them on %s (blocks on the device's threads): ms | GFLOP/s |", troupe::to_string(l));
+  std::printf("\n|---:|---:|---:|---:|");
+  for (size_t i = 0; i < std::size(troupe::all_gemm_libraries); ++i) std::printf("---:|---:|");
+  std::printf("\n");
   for (int t : threads) {
     troupe::set_blas_threads(t);  // OpenBLAS's own threads, for the first three columns
     troupe::set_kernel_threads(1);
@@ -188,9 +196,14 @@ int main(int argc, char** argv) {
     const double st = time_gemms(step, 15);
     troupe::set_blas_threads(1);
     troupe::set_kernel_threads(t);
-    const double so = time_ops(s, 15);
-    std::printf("| %d | %.1f | %.2f | %.1f | %.2f | %.1f |\n", t, flops_of(square) / sq / 1e9, st * 1e3,
-                flops_of(step) / st / 1e9, so * 1e3, flops_of(step) / so / 1e9);
+    std::printf("| %d | %.1f | %.2f | %.1f |", t, flops_of(square) / sq / 1e9, st * 1e3, flops_of(step) / st / 1e9);
+    for (troupe::gemm_library l : troupe::all_gemm_libraries) {
+      troupe::use_gemm_library(l);
+      const double so = time_ops(s, 15);
+      std::printf(" %.2f | %.1f |", so * 1e3, flops_of(step) / so / 1e9);
+    }
+    troupe::use_gemm_library(in_use);
+    std::printf("\n");
   }
   return 0;
 }
