@@ -54,6 +54,7 @@ int64_t count_params(const model_spec& spec) {
 }  // namespace
 
 prepared_job prepare_job(const train_config& cfg) {
+  const gemm_choice& gemm = chosen_gemm_library();  // a bad TROUPE_GEMM stops the job here, named
   // Every process writes its shard of a checkpoint: a folder it cannot write is bad input, found
   // now rather than at the first save, steps into training.
   if (!cfg.checkpoint_dir.empty()) storage::check_writable_folder(cfg.checkpoint_dir, "--checkpoint-dir");
@@ -87,7 +88,6 @@ prepared_job prepare_job(const train_config& cfg) {
   // included (kernels/parallel.hpp); OpenBLAS's own threads would split a GEMM by their count.
   set_blas_threads(1);
   set_kernel_threads(cfg.threads);
-  const gemm_choice& gemm = chosen_gemm_library();  // a bad TROUPE_GEMM stops the job here, named
   if (k.loaded != k.running)
     spdlog::info("OpenBLAS kernels {} (OpenBLAS chose {} on this CPU), {} thread(s); GEMMs on {} ({})", k.running,
                  k.loaded, cfg.threads, describe_gemm_library(gemm_library_in_use()), gemm.reason);
