@@ -71,8 +71,9 @@ std::string to_json(const plan::plan_result& r) {
 }
 
 void print_report(const plan::model_desc& md, const plan::cluster_desc& cl, const plan::plan_result& r) {
-  std::printf("%s (%.1fB parameters) on %s: %d x %s\n", md.name.c_str(), md.parameters() / 1e9, cl.name.c_str(),
-              cl.gpus(), cl.device.name.c_str());
+  const std::string shape = md.describe_shape();
+  std::printf("%s (%.1fB parameters%s%s) on %s: %d x %s\n", md.name.c_str(), md.parameters() / 1e9,
+              shape.empty() ? "" : "; ", shape.c_str(), cl.name.c_str(), cl.gpus(), cl.device.name.c_str());
   std::printf("plan: %s, global batch %d\n", describe(r.config).c_str(), r.config.global_batch);
   std::printf("memory per device (stage %d, the most loaded; %s accounting), GiB:\n", r.memory_stage,
               plan::to_string(r.config.acct));

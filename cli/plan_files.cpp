@@ -140,6 +140,17 @@ model_file load_model_file(const std::string& path) {
   f.model.heads = m.integer("heads");
   f.model.sequence = m.integer("sequence");
   f.model.vocab = m.integer("vocab");
+  f.model.kv_heads = m.integer("kv_heads", f.model.heads);
+  f.model.ffn_hidden = m.integer("ffn_hidden", static_cast<int>(4 * f.model.hidden));
+  const std::string activation = m.text("activation", std::string("gelu"));
+  const std::optional<sched::plan::activation_kind> a = sched::plan::parse_activation(activation);
+  if (!a) fail(path, nullptr, "model.activation", "\"" + activation + "\": expected gelu or swiglu");
+  f.model.activation = *a;
+  f.model.tied_embeddings = m.flag("tied_embeddings", true);
+  f.model.fused_attention = m.flag("fused_attention", false);
+  if (f.model.heads % f.model.kv_heads != 0)
+    fail(path, nullptr, "model.kv_heads",
+         std::to_string(f.model.kv_heads) + " does not divide heads " + std::to_string(f.model.heads));
   m.done();
   reader t(path, root, "train", false);
   if (t.present()) f.global_batch = t.integer("global_batch");

@@ -121,9 +121,11 @@ memory_by_kind model_states(double params, int dp, int zero_stage, const state_b
 
 double activation_bytes_per_layer(const layer_shape& s, int tp, bool sp, recompute_mode r) {
   const double t = tp, sbh = s.sequence * s.micro_batch * s.hidden;
-  const double attention = 5 * s.heads * s.sequence / (s.hidden * t);
+  const double attention = s.fused_attention ? 0 : 5 * s.heads * s.sequence / (s.hidden * t);
+  const double f = s.ffn > 0 ? s.ffn : 4 * s.hidden;
+  const double split = 4 + 4 * s.kv_share + (s.swiglu ? 6 : 4) * f / s.hidden;  // 24 for GPT-3's shape
   // Layer norms and dropouts are replicated over tp unless sequence parallelism splits them.
-  const double linear = sp ? 34 / t : 10 + 24 / t;
+  const double linear = sp ? (10 + split) / t : 10 + split / t;
   switch (r) {
     case recompute_mode::none:
       return sbh * (linear + attention);

@@ -90,13 +90,19 @@ struct layer_shape {
   double micro_batch = 1;  // b
   double hidden = 1024;    // h
   double heads = 16;       // a
+  double kv_share = 1;     // k and v width over h (kv_heads / a; below 1 under grouped-query attention)
+  double ffn = 0;          // the MLP's width f; 0: 4h
+  bool swiglu = false;     // the MLP keeps its gate and up outputs (2f) and their product (f)
+  bool fused_attention = false;  // flash attention: no s x s scores, softmax output or dropout mask kept
 };
 
 // Bytes one transformer layer stashes for one micro-batch at 16-bit precision, tensor-parallel
 // over `tp` (Korthikanti et al. 2022, Table 2): sbh(10 + 24/t + 5as/(ht)) without sequence
 // parallelism, sbh(34/t + 5as/(ht)) with it; selective recomputation drops the 5as/(ht) term
 // (attention scores are recomputed); full recomputation keeps only the layer's input, 2sbh
-// (2sbh/t with sequence parallelism).
+// (2sbh/t with sequence parallelism). Of the 24 split over tp, q, k, v and the projection's input
+// are 2 + 2 + 2 + 2 (k and v scale with kv_share under grouped-query attention) and the MLP's
+// 16 = 4f/h (SwiGLU 6f/h); fused attention keeps no 5as/(ht) term, as selective recomputation.
 double activation_bytes_per_layer(const layer_shape& s, int tp, bool sequence_parallel, recompute_mode r);
 
 // 1e9 bytes, as the ZeRO paper prints GB, and 2^30 bytes, as DeepSpeed's estimator prints GB.

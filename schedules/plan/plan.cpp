@@ -15,9 +15,22 @@
 
 namespace troupe::sched::plan {
 
+const char* to_string(activation_kind a) { return a == activation_kind::swiglu ? "swiglu" : "gelu"; }
+
+std::optional<activation_kind> parse_activation(const std::string& text) {
+  for (activation_kind a : {activation_kind::gelu, activation_kind::swiglu})
+    if (text == to_string(a)) return a;
+  return std::nullopt;
+}
+
+double model_desc::layer_gemm_parameters() const {
+  const double h = hidden, mlp_matrices = activation == activation_kind::swiglu ? 3 : 2;
+  return 2 * h * h + 2 * h * h * kv_share() + mlp_matrices * h * ffn();
+}
+
 double model_desc::model_flops_per_sequence() const {
   const double s = sequence, h = hidden, l = layers;
-  return 72 * s * l * h * h * (1 + s / (6 * h) + vocab / (12 * l * h));
+  return 3 * (2 * s * l * layer_gemm_parameters() + 4 * s * s * h * l + 2 * s * h * vocab);
 }
 
 double model_desc::hardware_flops_per_sequence(recompute_mode r) const {
@@ -27,10 +40,23 @@ double model_desc::hardware_flops_per_sequence(recompute_mode r) const {
       return model_flops_per_sequence();
     case recompute_mode::selective:  // the two attention GEMMs run again: 4s^2h per layer
       return model_flops_per_sequence() + 4 * s * s * h * l;
-    case recompute_mode::full:
-      return 96 * s * l * h * h * (1 + s / (6 * h) + vocab / (16 * l * h));
+    case recompute_mode::full:  // the layers' forward again, not the logits
+      return 4 * (2 * s * l * layer_gemm_parameters() + 4 * s * s * h * l) + 3 * 2 * s * h * vocab;
   }
   return 0;
+}
+
+std::string model_desc::describe_shape() const {
+  std::vector<std::string> parts;
+  if (kv() != heads) parts.push_back("GQA " + std::to_string(kv()) + " kv heads");
+  if (activation != activation_kind::gelu || ffn() != 4 * hidden)
+    parts.push_back(std::string(activation == activation_kind::swiglu ? "SwiGLU " : "GELU ") +
+                    std::to_string(static_cast<long long>(ffn())));
+  if (!tied_embeddings) parts.push_back("untied");
+  if (fused_attention) parts.push_back("fused attention");
+  std::string out;
+  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
+  return out;
 }
 
 std::string check(const model_desc& model, const cluster_desc& cl, const plan_config& c) {
@@ -42,6 +68,16 @@ std::string check(const model_desc& model, const cluster_desc& cl, const plan_co
            std::to_string(cl.gpus_per_node) + "): dp x pp x tp must equal the GPUs";
   if (model.heads % m.tp != 0)
     return "--tp " + std::to_string(m.tp) + " does not divide the " + std::to_string(model.heads) + " heads of " + model.name;
+  if (model.heads % model.kv() != 0)
+    return "kv_heads " + std::to_string(model.kv()) + " does not divide the " + std::to_string(model.heads) +
+           " heads of " + model.name;
+  // Megatron splits the query groups over tp: each rank needs whole k and v heads.
+  if (model.kv() % m.tp != 0)
+    return "--tp " + std::to_string(m.tp) + " does not divide the " + std::to_string(model.kv()) + " kv_heads of " +
+           model.name;
+  if (std::fmod(model.ffn(), m.tp) != 0)
+    return "--tp " + std::to_string(m.tp) + " does not divide ffn_hidden " +
+           std::to_string(static_cast<long long>(model.ffn())) + " of " + model.name;
   if (m.tp > cl.gpus_per_node)
     return "--tp " + std::to_string(m.tp) + " exceeds the " + std::to_string(cl.gpus_per_node) + " GPUs of a node";
   if (c.virtual_stages < 1) return "--virtual-stages must be >= 1";
@@ -72,6 +108,15 @@ struct priced {
   double dp_seconds = 0, optimizer_seconds = 0;
 };
 
+layer_shape shape_of(const model_desc& md, int micro_batch) {
+  layer_shape s{md.sequence, double(micro_batch), md.hidden, double(md.heads)};
+  s.kv_share = md.kv_share();
+  s.ffn = md.ffn();
+  s.swiglu = md.activation == activation_kind::swiglu;
+  s.fused_attention = md.fused_attention;
+  return s;
+}
+
 // Parameters stage d holds on one GPU: its layers, plus the (vocabulary-parallel) embedding on
 // the first stage and its tied copy on the last; positions are not split over tp.
 double stage_parameters(const model_desc& md, const plan_config& c, int d) {
@@ -89,16 +134,22 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
   const dtype dt = c.precision.operands;
   const double t = m.tp, b = c.micro_batch, s = md.sequence, h = md.hidden, a = md.heads, V = md.vocab;
   const double rows = b * s, sbh = s * b * h;
-  const double linear_gemms = hw.gemm_seconds(dt, rows, 3 * h / t, h, 1) + hw.gemm_seconds(dt, rows, h, h / t, 1) +
-                              hw.gemm_seconds(dt, rows, 4 * h / t, h, 1) + hw.gemm_seconds(dt, rows, h, 4 * h / t, 1);
+  // q, k and v in one product (k and v narrower under GQA), the output projection, the MLP's
+  // up (SwiGLU: gate and up, 2f wide) and down projections.
+  const double f = md.ffn(), up = md.activation == activation_kind::swiglu ? 2 * f : f;
+  const double linear_gemms = hw.gemm_seconds(dt, rows, (1 + 2 * md.kv_share()) * h / t, h, 1) +
+                              hw.gemm_seconds(dt, rows, h, h / t, 1) + hw.gemm_seconds(dt, rows, up / t, h, 1) +
+                              hw.gemm_seconds(dt, rows, h, f / t, 1);
   const double heads = b * a / t;
   const double attention_gemms = hw.gemm_seconds(dt, s, s, h / a, heads) + hw.gemm_seconds(dt, s, h / a, s, heads);
   // Bytes read plus written by the unfused passes: two layer norms (4sbh each), two
-  // bias-dropout-adds (7sbh each: two inputs, output, mask), bias+GeLU on the 4h MLP (16sbh/t),
-  // scale-mask-softmax and dropout on the scores (9as^2b/t). Without sequence parallelism the
-  // norms and dropouts repeat on every tp rank.
-  const double linear_bytes = (c.sequence_parallel ? 22 / t : 22) * sbh + 16 * sbh / t;
-  const double attention_bytes = 9 * a * s * s * b / t;
+  // bias-dropout-adds (7sbh each: two inputs, output, mask), bias+GeLU on the MLP (16sbh/t at
+  // 4h: f in, f out; SwiGLU reads 2f and writes f), scale-mask-softmax and dropout on the scores
+  // (9as^2b/t; none when the attention is fused). Without sequence parallelism the norms and
+  // dropouts repeat on every tp rank.
+  const double mlp_bytes = (md.activation == activation_kind::swiglu ? 6 : 4) * f / h * sbh / t;
+  const double linear_bytes = (c.sequence_parallel ? 22 / t : 22) * sbh + mlp_bytes;
+  const double attention_bytes = md.fused_attention ? 0 : 9 * a * s * s * b / t;
   const double tp_collective = group_collective_seconds(collective::all_reduce, 2 * sbh, m, axis::tp, cl);
   const double forward = linear_gemms + attention_gemms + memory_seconds(dev, linear_bytes + attention_bytes) +
                          2 * tp_collective;
@@ -150,11 +201,11 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
   out.costs.send_seconds = p2p.alpha_seconds + (t > 1 ? group_collective_seconds(collective::all_gather, 2 * sbh, m, axis::tp, cl) : 0);
 
   // Per step: the gradients' reduction over dp (ZeRO 1-2: reduce-scatter then all-gather of the
-  // parameters, the same bytes), the tied embedding's all-reduce between first and last stage,
+  // parameters, the same bytes), a tied embedding's all-reduce between first and last stage,
   // and the optimizer step at memory bandwidth over the device's shard of the fp32 state.
   const double params = stage_parameters(md, c, 0);
   if (c.zero < 3) out.dp_seconds = group_collective_seconds(collective::all_reduce, 2 * params, m, axis::dp, cl);
-  if (m.pp > 1) {
+  if (m.pp > 1 && md.tied_embeddings) {
     const link_class& l = pipeline_crosses_nodes(m, cl) ? cl.inter_node : cl.intra_node;
     out.dp_seconds += ring_seconds(collective::all_reduce, 2 * V * h / t, 2, l);
   }
@@ -171,7 +222,7 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
 void size_memory(const model_desc& md, const cluster_desc& cl, const plan_config& c, const std::vector<int>& peak,
                  plan_result& r) {
   const mesh& m = c.m;
-  const layer_shape shape{md.sequence, double(c.micro_batch), md.hidden, double(md.heads)};
+  const layer_shape shape = shape_of(md, c.micro_batch);
   const double per_layer = activation_bytes_per_layer(shape, m.tp, c.sequence_parallel, c.rc);
   const double layers_per_chunk = double(md.layers) / (m.pp * c.virtual_stages);
   const double sbh = md.sequence * c.micro_batch * md.hidden;

@@ -6,6 +6,7 @@
 // memory_model.hpp from the schedule's peak live activations. search() tries the space.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,7 +17,17 @@
 
 namespace troupe::sched::plan {
 
-// A GPT decoder: L layers of width h with a heads, sequence s, vocabulary V (tied embeddings).
+// The MLP's activation: GELU over one fc of width f, or SwiGLU (Shazeer 2020; Llama) over a
+// gate and an up projection of width f each, multiplied.
+enum class activation_kind { gelu, swiglu };
+const char* to_string(activation_kind a);
+std::optional<activation_kind> parse_activation(const std::string& text);
+
+// A GPT decoder: L layers of width h with a query heads, sequence s, vocabulary V. By default
+// GPT-3's shape (Narayanan et al. 2021): kv_heads = a (multi-head attention), an MLP of 4h with
+// GELU, tied input and output embeddings, unfused attention. kv_heads < a is grouped-query
+// attention (k and v projections of kv_heads * h/a), ffn_hidden another MLP width, untied
+// embeddings a separate output matrix, fused attention (flash) keeps no s x s scores.
 struct model_desc {
   std::string name;
   int layers = 1;
@@ -24,14 +35,33 @@ struct model_desc {
   int heads = 16;
   double sequence = 2048;
   double vocab = 51200;
+  int kv_heads = 0;        // 0: as many as heads
+  double ffn_hidden = 0;   // 0: 4 * hidden
+  activation_kind activation = activation_kind::gelu;
+  bool tied_embeddings = true;
+  bool fused_attention = false;
 
-  double layer_parameters() const { return 12 * hidden * hidden + 13 * hidden; }
-  // Narayanan et al. 2021, eq. for P: 12lh^2 (1 + 13/(12h) + (V + s)/(12lh)).
-  double parameters() const { return layers * layer_parameters() + (vocab + sequence) * hidden; }
-  // FLOPs of one sequence's forward and backward (Narayanan et al. 2021: 72bslh^2 (1 + s/(6h) +
-  // V/(12lh)) per batch of b); with full recomputation the forward runs twice: 96, V/(16lh).
+  int kv() const { return kv_heads > 0 ? kv_heads : heads; }
+  double ffn() const { return ffn_hidden > 0 ? ffn_hidden : 4 * hidden; }
+  // kv_heads * head width over h: the k and v projections' share of a q projection.
+  double kv_share() const { return double(kv()) / heads; }
+  // Weights of a layer's GEMMs: q and the output projection h^2 each, k and v h^2 * kv_share
+  // each, the MLP 2hf (GELU) or 3hf (SwiGLU): 12h^2 for GPT-3's shape.
+  double layer_gemm_parameters() const;
+  double layer_parameters() const { return layer_gemm_parameters() + 13 * hidden; }
+  // Narayanan et al. 2021, eq. for P: 12lh^2 (1 + 13/(12h) + (V + s)/(12lh)); an untied output
+  // embedding adds Vh.
+  double parameters() const {
+    return layers * layer_parameters() + ((tied_embeddings ? 1 : 2) * vocab + sequence) * hidden;
+  }
+  // FLOPs of one sequence's forward and backward: 3 x (2s per GEMM weight + 4s^2h per layer for
+  // QK^T and AV + 2shV for the logits); for GPT-3's shape Narayanan et al. 2021's 72bslh^2 (1 +
+  // s/(6h) + V/(12lh)) per batch of b. With full recomputation the layers' forward runs twice:
+  // 96, V/(16lh).
   double model_flops_per_sequence() const;
   double hardware_flops_per_sequence(recompute_mode r) const;
+  // What is not GPT-3's shape, for a plan's header: "GQA 8 kv heads, SwiGLU 28672, untied, fused attention".
+  std::string describe_shape() const;
 };
 
 struct plan_config {

@@ -38,6 +38,13 @@ expect_2() {  # expect_2 WHAT-IN-MESSAGE ARGS...
 expect_2 "nope.toml: cannot open" "$dir/nope.toml" "$dir/dgx-a100-1024.toml"
 printf '[model]\nname = "x"\nlayers = 2\nhidden = 64\nheads = 4\nsequence = 128\nvocab = 1000\nwidth = 3\n' >"$tmp/m.toml"
 expect_2 "model.width: unknown key" "$tmp/m.toml" "$dir/dgx-a100-1024.toml"
+# Model shapes beyond GPT-3's: a bad activation and kv_heads that do not divide the heads name the key.
+sed 's/^activation = .*/activation = "relu"/' "$dir/llama-3-8b.toml" > "$tmp/act.toml"
+expect_2 'model.activation: "relu": expected gelu or swiglu' "$tmp/act.toml" "$dir/dgx-h100-1024.toml"
+sed 's/^kv_heads = .*/kv_heads = 5/' "$dir/llama-3-8b.toml" > "$tmp/kv.toml"
+expect_2 "model.kv_heads: 5 does not divide heads 32" "$tmp/kv.toml" "$dir/dgx-h100-1024.toml"
+out=$("$troupe" plan "$dir/llama-2-70b.toml" "$dir/dgx-h100-1024.toml" --tp 8 --pp 4 --dp 32 2>&1) || fail "llama plan exited $?: $out"
+grep -q "^llama-2-70b (69.0B parameters; GQA 8 kv heads, SwiGLU 28672, untied, fused attention)" <<<"$out" || fail "llama header: $out"
 expect_2 "does not divide the 1024 GPUs" "$dir/gpt3-175b.toml" "$dir/dgx-a100-1024.toml" --tp 8 --pp 3
 expect_2 "accounting megatron has no ZeRO stage 3: it covers stage 0 and 1" "$dir/gpt3-175b.toml" "$dir/dgx-a100-1024.toml" \
   --accounting megatron --zero 3

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 #include "cli/plan_files.hpp"
 #include "schedules/plan/plan.hpp"
@@ -82,6 +83,20 @@ TEST(cli_plan_files, unknown_key_and_missing_file_are_named) {
     load_model_file(dir + "/no-such-model.toml");
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("no-such-model.toml: cannot open"), std::string::npos);
+  }
+}
+
+
+// Today's model shapes (grouped-query attention, SwiGLU, untied embeddings) from the example
+// descriptions: the parameter count from each shape is the released model's, within what the
+// description cannot say (learned positions and layer-norm biases where Llama has rotary
+// positions and RMSNorm).
+TEST(llama_descriptions, parameters_from_the_shape_match_the_released_models) {
+  const std::pair<const char*, double> models[] = {{"llama-2-70b", 68976648192.0}, {"llama-3-8b", 8030261248.0}};
+  for (const auto& [name, released] : models) {
+    const model_file f = load_model_file(dir + "/" + name + ".toml");
+    EXPECT_NEAR(f.model.parameters() / released, 1.0, 0.005) << name << ": " << f.model.parameters();
+    EXPECT_NE(f.model.describe_shape().find("GQA 8 kv heads, SwiGLU"), std::string::npos) << f.model.describe_shape();
   }
 }
 

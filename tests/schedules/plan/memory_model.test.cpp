@@ -58,6 +58,25 @@ TEST(schedules_plan_memory, sgd_keeps_less_state_than_adam_and_stages_are_checke
   EXPECT_THROW(model_states(1e9, 8, 2, mixed_precision(optimizer::adam), {true, true}), std::invalid_argument);
 }
 
+// Llama 2 70B's layer (s 4096, h 8192, 64 heads over 8 kv heads, SwiGLU 28672) at t = 8: of the
+// 24 the paper splits over tp, k and v keep 1/8 (4 + 4/8) and the MLP 6f/h = 21 (gate and up
+// outputs, their product), and fused attention keeps no scores.
+TEST(schedules_plan_memory, gqa_swiglu_and_fused_attention_change_the_terms_they_hold) {
+  layer_shape s{4096, 1, 8192, 64};
+  const double sbh = 4096.0 * 8192.0;
+  s.kv_share = 8.0 / 64;
+  s.ffn = 28672;
+  s.swiglu = true;
+  const double scores = 5 * 64 * 4096 / (8192.0 * 8);
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 8, false, recompute_mode::none), sbh * (10 + 25.5 / 8 + scores));
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 8, true, recompute_mode::none), sbh * (35.5 / 8 + scores));
+  s.fused_attention = true;
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 8, false, recompute_mode::none), sbh * (10 + 25.5 / 8));
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 8, false, recompute_mode::none),
+                   activation_bytes_per_layer(s, 8, false, recompute_mode::selective));
+  EXPECT_DOUBLE_EQ(activation_bytes_per_layer(s, 8, false, recompute_mode::full), 2 * sbh);
+}
+
 TEST(schedules_plan_memory, korthikanti_activations_per_layer) {
   // GPT-3 175B's layer: s = 2048, b = 1, h = 12288, a = 96.
   const layer_shape s{2048, 1, 12288, 96};

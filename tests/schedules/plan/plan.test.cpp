@@ -113,6 +113,70 @@ TEST(schedules_plan, check_names_the_field_that_is_wrong) {
   EXPECT_THROW(evaluate(small_model(), cl, c), std::invalid_argument);
 }
 
+TEST(schedules_plan, gqa_and_ffn_width_are_checked_against_tp_naming_the_field) {
+  const cluster_desc cl = small_cluster(2);  // 16 GPUs, 8 a node
+  plan_config c;
+  c.global_batch = 64;
+  c.m = {2, 1, 8, 1};
+  model_desc m = small_model();  // 16 heads
+  m.kv_heads = 4;
+  EXPECT_NE(check(m, cl, c).find("--tp 8 does not divide the 4 kv_heads of small"), std::string::npos) << check(m, cl, c);
+  m.kv_heads = 5;
+  EXPECT_NE(check(m, cl, c).find("kv_heads 5 does not divide the 16 heads of small"), std::string::npos);
+  m.kv_heads = 8;
+  m.ffn_hidden = 2732;
+  EXPECT_NE(check(m, cl, c).find("--tp 8 does not divide ffn_hidden 2732 of small"), std::string::npos);
+  m.ffn_hidden = 2736;
+  EXPECT_EQ(check(m, cl, c), "");
+}
+
+// GPT-3's shape is Narayanan et al. 2021's formulas exactly; each other shape changes the GEMMs'
+// weights by what its matrices hold, and nothing else.
+TEST(schedules_plan, flops_follow_the_layers_matrices_and_reduce_to_narayanans_formula) {
+  model_desc m = small_model();
+  const double s = m.sequence, h = m.hidden, l = m.layers, V = m.vocab;
+  EXPECT_DOUBLE_EQ(m.layer_gemm_parameters(), 12 * h * h);
+  EXPECT_NEAR(m.model_flops_per_sequence() / (72 * s * l * h * h * (1 + s / (6 * h) + V / (12 * l * h))), 1, 1e-12);
+  EXPECT_NEAR(m.hardware_flops_per_sequence(recompute_mode::full) /
+                  (96 * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))), 1, 1e-12);
+  const double mha = m.model_flops_per_sequence();
+  m.kv_heads = 4;  // k and v shrink from h^2 to h^2 / 4 each
+  EXPECT_DOUBLE_EQ(m.layer_gemm_parameters(), 12 * h * h - 2 * h * h * 3 / 4);
+  EXPECT_NEAR(mha - m.model_flops_per_sequence(), 3 * 2 * s * l * (2 * h * h * 3 / 4), 1e-6 * mha);
+  m.activation = activation_kind::swiglu;
+  m.ffn_hidden = 2816;  // three matrices of h x f
+  EXPECT_DOUBLE_EQ(m.layer_gemm_parameters(), 2 * h * h + 2 * h * h / 4 + 3 * h * 2816);
+  EXPECT_EQ(m.describe_shape(), "GQA 4 kv heads, SwiGLU 2816");
+  const double tied = m.parameters();
+  m.tied_embeddings = false;
+  m.fused_attention = true;
+  EXPECT_DOUBLE_EQ(m.parameters() - tied, V * h);
+  EXPECT_EQ(m.describe_shape(), "GQA 4 kv heads, SwiGLU 2816, untied, fused attention");
+  EXPECT_EQ(parse_activation("swiglu"), activation_kind::swiglu);
+  EXPECT_EQ(parse_activation("relu"), std::nullopt);
+}
+
+// Fused attention keeps and moves no s x s scores: activations fall by the 5as/(ht) term and
+// the step by the softmax's passes over memory; untied embeddings drop the first and last
+// stages' embedding all-reduce.
+TEST(schedules_plan, fused_attention_saves_the_scores_memory_and_time_and_untied_embeddings_their_all_reduce) {
+  const cluster_desc cl = small_cluster(2);
+  plan_config c;
+  c.global_batch = 64;
+  c.m = {4, 2, 2, 1};
+  c.rc = recompute_mode::none;
+  model_desc m = small_model();
+  const plan_result plain = evaluate(m, cl, c);
+  m.fused_attention = true;
+  const plan_result fused = evaluate(m, cl, c);
+  EXPECT_LT(fused.memory.activations, plain.memory.activations);
+  EXPECT_LT(fused.step_seconds, plain.step_seconds);
+  EXPECT_DOUBLE_EQ(fused.memory.parameters, plain.memory.parameters);
+  m.tied_embeddings = false;
+  const plan_result untied = evaluate(m, cl, c);
+  EXPECT_LT(untied.dp_seconds, fused.dp_seconds);
+}
+
 TEST(schedules_plan, more_microbatches_shrink_the_bubble_and_recomputation_costs_time_but_saves_memory) {
   const cluster_desc cl = small_cluster(1);
   plan_config c;
