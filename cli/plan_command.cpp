@@ -26,6 +26,7 @@ struct plan_flags {
   std::string model, cluster, schedule = "1f1b", recompute = "full", optimizer = "adam", offload = "none";
   std::string precision = "bf16", svg, calibrate, job, accounting = "zero-paper";
   int dp = 0, pp = 1, tp = 1, micro_batch = 1, micro_batches = 0, global_batch = 0, virtual_stages = 2, zero = 0;
+  int first_stage_layers = 0, last_stage_layers = 0;
   int nodes = 0, top = 10;
   bool search = false, json = false, sequence_parallel = false;
   double lateness = -1;  // --lateness: price ready dispatch against fixed under that much noise (-1: not)
@@ -44,7 +45,10 @@ std::string describe(const plan::plan_config& c) {
                 c.microbatches(), c.schedule.c_str(),
                 c.schedule == "interleaved" ? (" v" + std::to_string(c.virtual_stages)).c_str() : "", c.zero,
                 plan::to_string(c.rc), c.sequence_parallel ? " sp" : "");
-  return buf;
+  std::string out = buf;
+  if (c.first_stage_layers > 0 || c.last_stage_layers > 0)  // uneven stages (0: that end takes the even share)
+    out += " first/last stage layers " + std::to_string(c.first_stage_layers) + "/" + std::to_string(c.last_stage_layers);
+  return out;
 }
 
 std::string to_json(const plan::plan_result& r) {
@@ -53,7 +57,9 @@ std::string to_json(const plan::plan_result& r) {
                     ",\"tp\":" + std::to_string(c.m.tp) + ",\"micro_batch\":" + std::to_string(c.micro_batch) +
                     ",\"micro_batches\":" + std::to_string(c.microbatches()) + ",\"schedule\":\"" +
                     json_escape(c.schedule) + "\",\"virtual_stages\":" + std::to_string(c.virtual_stages) +
-                    ",\"zero\":" + std::to_string(c.zero) + ",\"recompute\":\"" + plan::to_string(c.rc) + "\"";
+                    ",\"zero\":" + std::to_string(c.zero) + ",\"recompute\":\"" + plan::to_string(c.rc) + "\"" +
+                    ",\"first_stage_layers\":" + std::to_string(c.first_stage_layers) +
+                    ",\"last_stage_layers\":" + std::to_string(c.last_stage_layers);
   out += ",\"memory_bytes\":{";
   for (plan::memory_kind k : plan::all_memory_kinds)
     out += std::string("\"") + plan::to_string(k) + "\":" + std::to_string(r.memory.of(k)) + ",";
@@ -107,6 +113,8 @@ void explain_against_published(const model_file& mf, const plan::cluster_desc& c
   c.micro_batch = pub.micro_batch;
   c.schedule = pub.schedule;
   c.virtual_stages = pub.virtual_stages;
+  c.first_stage_layers = pub.first_stage_layers;
+  c.last_stage_layers = pub.last_stage_layers;
   c.rc = parse_recompute_mode(pub.recompute);
   c.sequence_parallel = pub.sequence_parallel;
   c.zero = pub.zero;
@@ -160,6 +168,8 @@ plan::plan_config build_config(const plan_flags& f, const model_file& mf, const 
     throw std::invalid_argument(f.model + " gives no [train] global_batch: pass --global-batch or --micro-batches");
   c.schedule = f.schedule;
   c.virtual_stages = f.schedule == "interleaved" ? f.virtual_stages : 1;
+  c.first_stage_layers = f.first_stage_layers;
+  c.last_stage_layers = f.last_stage_layers;
   c.zero = f.zero;
   c.sequence_parallel = f.sequence_parallel;
   try {
@@ -310,6 +320,10 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--global-batch", f->global_batch, "Sequences per step [the model file's]");
   cmd->add_option("--schedule", f->schedule, "gpipe, 1f1b, interleaved, zb-h1 [1f1b]");
   cmd->add_option("--virtual-stages", f->virtual_stages, "Chunks per stage for interleaved [2]");
+  cmd->add_option("--first-stage-layers", f->first_stage_layers,
+                  "Layers of the first pipeline stage, the others splitting the rest evenly [0: the even share]");
+  cmd->add_option("--last-stage-layers", f->last_stage_layers,
+                  "Layers of the last pipeline stage, the others splitting the rest evenly [0: the even share]");
   cmd->add_option("--zero", f->zero, "ZeRO stage 0-3 [0]")->check(CLI::Range(0, 3));
   cmd->add_option("--recompute", f->recompute, "none, selective, full [full]");
   cmd->add_flag("--sequence-parallel", f->sequence_parallel, "Split norms and dropouts over tp (Korthikanti 2022)");

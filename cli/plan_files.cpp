@@ -176,6 +176,8 @@ model_file load_model_file(const std::string& path) {
     run.sequence_parallel = p.flag("sequence_parallel", false);
     run.zero = p.whole("zero", 0);
     if (run.zero > 3) fail(path, nullptr, "published.zero", "expected 0, 1, 2 or 3");
+    run.first_stage_layers = p.whole("first_stage_layers", 0);
+    run.last_stage_layers = p.whole("last_stage_layers", 0);
     f.published = run;
   }
   p.done();

@@ -27,6 +27,7 @@ struct published_run {
   std::string recompute = "full";
   bool sequence_parallel = false;
   int zero = 0;
+  int first_stage_layers = 0, last_stage_layers = 0;  // 0: the even share
 };
 
 struct model_file {

@@ -59,6 +59,15 @@ std::string model_desc::describe_shape() const {
   return out;
 }
 
+double stage_layers(const model_desc& md, const plan_config& c, int d) {
+  const int pp = c.m.pp;
+  if (c.first_stage_layers <= 0 && c.last_stage_layers <= 0) return double(md.layers) / pp;
+  if (d == 0 && c.first_stage_layers > 0) return c.first_stage_layers;
+  if (d == pp - 1 && c.last_stage_layers > 0) return c.last_stage_layers;
+  const int ends = (c.first_stage_layers > 0) + (c.last_stage_layers > 0);
+  return double(md.layers - c.first_stage_layers - c.last_stage_layers) / (pp - ends);
+}
+
 std::string check(const model_desc& model, const cluster_desc& cl, const plan_config& c) {
   const mesh& m = c.m;
   if (m.dp < 1 || m.pp < 1 || m.tp < 1) return "mesh " + to_string(m) + ": every axis must be >= 1";
@@ -81,9 +90,27 @@ std::string check(const model_desc& model, const cluster_desc& cl, const plan_co
   if (m.tp > cl.gpus_per_node)
     return "--tp " + std::to_string(m.tp) + " exceeds the " + std::to_string(cl.gpus_per_node) + " GPUs of a node";
   if (c.virtual_stages < 1) return "--virtual-stages must be >= 1";
-  if (model.layers % (m.pp * c.virtual_stages) != 0)
+  if (c.first_stage_layers < 0 || c.last_stage_layers < 0) return "first and last stage layers must be >= 0";
+  if (c.first_stage_layers > 0 || c.last_stage_layers > 0) {
+    const int ends = (c.first_stage_layers > 0) + (c.last_stage_layers > 0);
+    if (m.pp <= ends) return "uneven first/last stage layers need more pipeline stages than --pp " + std::to_string(m.pp);
+    const int rest = model.layers - c.first_stage_layers - c.last_stage_layers, others = m.pp - ends;
+    if (rest < others || rest % others != 0)
+      return "first stage " + std::to_string(c.first_stage_layers) + " and last stage " +
+             std::to_string(c.last_stage_layers) + " layers leave " + std::to_string(rest) + " of " + model.name +
+             "'s " + std::to_string(model.layers) + " layers, which " + std::to_string(others) +
+             " other stages cannot split evenly";
+    for (int d : {0, m.pp - 1})
+      if (static_cast<int>(stage_layers(model, c, d)) % c.virtual_stages != 0)
+        return "virtual stages " + std::to_string(c.virtual_stages) + " do not divide stage " + std::to_string(d) +
+               "'s " + std::to_string(static_cast<int>(stage_layers(model, c, d))) + " layers";
+    if ((rest / others) % c.virtual_stages != 0)
+      return "virtual stages " + std::to_string(c.virtual_stages) + " do not divide the middle stages' " +
+             std::to_string(rest / others) + " layers";
+  } else if (model.layers % (m.pp * c.virtual_stages) != 0) {
     return "--pp " + std::to_string(m.pp) + " x virtual stages " + std::to_string(c.virtual_stages) +
            " does not divide the " + std::to_string(model.layers) + " layers of " + model.name;
+  }
   if (c.micro_batch < 1 || c.global_batch % (m.dp * c.micro_batch) != 0)
     return "global batch " + std::to_string(c.global_batch) + " is not a multiple of dp " + std::to_string(m.dp) +
            " x micro-batch " + std::to_string(c.micro_batch);
@@ -121,7 +148,7 @@ layer_shape shape_of(const model_desc& md, int micro_batch) {
 // the first stage and its tied copy on the last; positions are not split over tp.
 double stage_parameters(const model_desc& md, const plan_config& c, int d) {
   const mesh& m = c.m;
-  double p = md.layers / m.pp * md.layer_parameters() / m.tp;
+  double p = stage_layers(md, c, d) * md.layer_parameters() / m.tp;
   if (d == 0) p += md.vocab * md.hidden / m.tp + md.sequence * md.hidden;
   if (d == m.pp - 1 && m.pp > 1) p += md.vocab * md.hidden / m.tp;
   return p;
@@ -166,21 +193,26 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
   input += out.parts.recompute;
 
   const int chunks = m.pp * c.virtual_stages;
-  const double layers_per_chunk = double(md.layers) / chunks;
-  // ZeRO-3 gathers a chunk's parameters for its forward and again for its backward, and
-  // reduce-scatters its gradients, for every micro-batch.
-  const double chunk_params = layers_per_chunk * md.layer_parameters() / t;
-  double z3_forward = 0, z3_backward = 0;
-  if (c.zero == 3) {
-    z3_forward = group_collective_seconds(collective::all_gather, 2 * chunk_params, m, axis::dp, cl);
-    z3_backward = z3_forward + group_collective_seconds(collective::reduce_scatter, 2 * chunk_params, m, axis::dp, cl);
+  // A chunk of n layers. ZeRO-3 gathers its parameters for its forward and again for its
+  // backward, and reduce-scatters its gradients, for every micro-batch.
+  const auto chunk_of = [&](double n, double& z3) {
+    const double chunk_params = n * md.layer_parameters() / t;
+    double z3_forward = 0, z3_backward = 0;
+    if (c.zero == 3) {
+      z3_forward = group_collective_seconds(collective::all_gather, 2 * chunk_params, m, axis::dp, cl);
+      z3_backward = z3_forward + group_collective_seconds(collective::reduce_scatter, 2 * chunk_params, m, axis::dp, cl);
+    }
+    z3 = z3_forward + z3_backward;
+    return chunk_cost{n * forward + z3_forward, n * (input + weight) + z3_backward, n * input + z3_backward,
+                      n * weight};
+  };
+  out.costs.uniform = chunk_of(double(md.layers) / chunks, out.parts.zero3);
+  out.costs.per_chunk.assign(m.pp, std::vector<chunk_cost>(c.virtual_stages, out.costs.uniform));
+  for (int d = 0; d < m.pp; ++d) {
+    double z3 = 0;
+    const chunk_cost stage_chunk = chunk_of(stage_layers(md, c, d) / c.virtual_stages, z3);
+    for (chunk_cost& k : out.costs.per_chunk[d]) k = stage_chunk;
   }
-  const chunk_cost layer_chunk{layers_per_chunk * forward + z3_forward,
-                               layers_per_chunk * (input + weight) + z3_backward,
-                               layers_per_chunk * input + z3_backward, layers_per_chunk * weight};
-  out.parts.zero3 = z3_forward + z3_backward;
-  out.costs.uniform = layer_chunk;
-  out.costs.per_chunk.assign(m.pp, std::vector<chunk_cost>(c.virtual_stages, layer_chunk));
   // The logits GEMM and the cross-entropy passes (fp16 logits in, fp32 probabilities out) sit on
   // the model's last chunk; the vocabulary-parallel embedding's all-reduce on its first.
   const double logits = hw.gemm_seconds(dt, rows, V / t, h, 1), ce_bytes = 6 * b * s * V / t;
@@ -224,10 +256,10 @@ void size_memory(const model_desc& md, const cluster_desc& cl, const plan_config
   const mesh& m = c.m;
   const layer_shape shape = shape_of(md, c.micro_batch);
   const double per_layer = activation_bytes_per_layer(shape, m.tp, c.sequence_parallel, c.rc);
-  const double layers_per_chunk = double(md.layers) / (m.pp * c.virtual_stages);
   const double sbh = md.sequence * c.micro_batch * md.hidden;
   r.memory = {};
   for (int d = 0; d < m.pp; ++d) {
+    const double layers_per_chunk = stage_layers(md, c, d) / c.virtual_stages;
     memory_by_kind mem = model_states(stage_parameters(md, c, d), m.dp, c.zero, accounted_bytes(c.acct, c.opt, c.zero), c.where,
                                       md.layer_parameters() / m.tp);
     mem.activations = peak[d] * layers_per_chunk * per_layer;
@@ -253,7 +285,7 @@ step_breakdown break_down(const model_desc& md, const plan_config& c, const pric
   for (int d = 1; d < c.m.pp; ++d)
     if (sim.idle_seconds[d] < sim.idle_seconds[b.stage]) b.stage = d;
   const double M = c.microbatches(), v = c.virtual_stages;
-  const double layers = double(md.layers) / c.m.pp;  // this stage's, over its v chunks
+  const double layers = stage_layers(md, c, b.stage);  // this stage's, over its v chunks
   const int chunks = c.m.pp * c.virtual_stages;
   b.compute = M * layers * p.parts.compute;
   if ((chunks - 1) % c.m.pp == b.stage) b.compute += M * p.parts.head;
@@ -423,7 +455,15 @@ std::vector<plan_result> search(const model_desc& md, const cluster_desc& cl, in
   };
   for (int tp : space.tp)
     for (int pp = 1; pp <= std::min(space.max_pp, md.layers); ++pp) {
-      if (md.layers % pp != 0 || cl.gpus() % (tp * pp) != 0) continue;
+      if (cl.gpus() % (tp * pp) != 0) continue;
+      // Where pp does not divide the layers, the middle stages take ceil(L / pp) and the first
+      // and last share what is left, as Llama 3 405B's run split them.
+      int ends = 0;
+      if (md.layers % pp != 0) {
+        const int middle = (md.layers + pp - 1) / pp, rest = md.layers - (pp - 2) * middle;
+        if (pp < 3 || rest < 2 || rest % 2 != 0) continue;
+        ends = rest / 2;
+      }
       for (int b : space.micro_batch)
         for (const std::string& name : space.schedules) {
           if (pp == 1 && name != space.schedules.front()) continue;  // without a pipeline they are one
@@ -434,6 +474,7 @@ std::vector<plan_result> search(const model_desc& md, const cluster_desc& cl, in
             c.micro_batch = b;
             c.schedule = name;
             c.virtual_stages = v;
+            c.first_stage_layers = c.last_stage_layers = ends;
             c.acct = space.acct;
             try_plans(c);
           }

@@ -77,9 +77,17 @@ struct plan_config {
   accounting acct = accounting::zero_paper;  // whose byte counts the memory follows
   offload where;
   gemm_precision precision{dtype::bf16, false};
+  // Layers of the first and the last pipeline stage (0: the even share), the others splitting the
+  // rest evenly: the first and last stages also hold the embedding and the head, so runs give
+  // them fewer layers (Llama 3 405B: 7, 8 x 14, 7 on 16 stages; Megatron's
+  // --decoder-first/last-pipeline-num-layers).
+  int first_stage_layers = 0, last_stage_layers = 0;
 
   int microbatches() const { return global_batch / (m.dp * micro_batch); }
 };
+
+// Layers pipeline stage d holds (over its virtual_stages chunks).
+double stage_layers(const model_desc& md, const plan_config& c, int d);
 
 // Where one step's time goes on the busiest pipeline stage (the one idle least): the parts add
 // up to step_seconds. compute is the layers' and the head's own forward and backward work,

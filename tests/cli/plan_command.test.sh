@@ -45,6 +45,15 @@ sed 's/^kv_heads = .*/kv_heads = 5/' "$dir/llama-3-8b.toml" > "$tmp/kv.toml"
 expect_2 "model.kv_heads: 5 does not divide heads 32" "$tmp/kv.toml" "$dir/dgx-h100-1024.toml"
 out=$("$troupe" plan "$dir/llama-2-70b.toml" "$dir/dgx-h100-1024.toml" --tp 8 --pp 4 --dp 32 2>&1) || fail "llama plan exited $?: $out"
 grep -q "^llama-2-70b (69.0B parameters; GQA 8 kv heads, SwiGLU 28672, untied, fused attention)" <<<"$out" || fail "llama header: $out"
+# Uneven stages: the first and last stages' layers from flags or [published], named in the plan.
+out=$("$troupe" plan "$dir/llama-3-405b.toml" "$dir/dgx-h100-1024.toml" --nodes 1024 --tp 8 --pp 16 --zero 1 \
+      --recompute none --sequence-parallel --first-stage-layers 7 --last-stage-layers 7 2>&1) || fail "405b exited $?: $out"
+grep -q "^plan: dp64.pp16.tp8 b1 M32 1f1b zero1 recompute=none sp first/last stage layers 7/7" <<<"$out" || fail "uneven plan: $out"
+expect_2 "does not divide the 126 layers" "$dir/llama-3-405b.toml" "$dir/dgx-h100-1024.toml" --nodes 1024 --tp 8 --pp 16
+expect_2 "which 14 other stages cannot split evenly" "$dir/llama-3-405b.toml" "$dir/dgx-h100-1024.toml" --nodes 1024 \
+  --tp 8 --pp 16 --first-stage-layers 6 --last-stage-layers 7
+out=$("$troupe" plan "$dir/llama-3-405b.toml" "$dir/dgx-h100-1024.toml" --nodes 1024 --search --top 1 2>&1) || fail "405b search exited $?: $out"
+grep -q "against the published configuration (Grattafiori et al. 2024 (Llama 3), Table 4: t 8, p 16" <<<"$out" || fail "405b reference: $out"
 expect_2 "does not divide the 1024 GPUs" "$dir/gpt3-175b.toml" "$dir/dgx-a100-1024.toml" --tp 8 --pp 3
 expect_2 "accounting megatron has no ZeRO stage 3: it covers stage 0 and 1" "$dir/gpt3-175b.toml" "$dir/dgx-a100-1024.toml" \
   --accounting megatron --zero 3

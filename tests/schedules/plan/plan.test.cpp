@@ -177,6 +177,51 @@ TEST(schedules_plan, fused_attention_saves_the_scores_memory_and_time_and_untied
   EXPECT_LT(untied.dp_seconds, fused.dp_seconds);
 }
 
+// Uneven pipeline stages: the first and last stages take the layers they are given and the
+// others split the rest; each stage's time, memory and parameters follow its own layers.
+TEST(schedules_plan, uneven_first_and_last_stages_price_each_stage_by_its_own_layers) {
+  const cluster_desc cl = small_cluster(2);  // 16 GPUs
+  model_desc m = small_model();
+  m.layers = 10;
+  m.vocab = 1000;  // so the embedding's states do not outweigh a stage's layers
+  plan_config c;
+  c.global_batch = 64;
+  c.m = {4, 4, 1, 1};
+  EXPECT_NE(check(m, cl, c).find("--pp 4 x virtual stages 1 does not divide the 10 layers of small"), std::string::npos);
+  c.first_stage_layers = c.last_stage_layers = 2;  // 2, 3, 3, 2
+  ASSERT_EQ(check(m, cl, c), "");
+  EXPECT_DOUBLE_EQ(stage_layers(m, c, 0), 2);
+  EXPECT_DOUBLE_EQ(stage_layers(m, c, 1), 3);
+  EXPECT_DOUBLE_EQ(stage_layers(m, c, 3), 2);
+  c.rc = recompute_mode::none;
+  const plan_result r = evaluate(m, cl, c);
+  // 1F1B stashes 4, 3, 2, 1 microbatches on stages 0..3: 4 x 2 layers on the first, 3 x 3 on the
+  // second, which is the busiest device (the even split's busiest is the first, 4 x 2.5).
+  EXPECT_EQ(r.memory_stage, 1);
+  EXPECT_DOUBLE_EQ(r.memory_stage_parameters, 3 * m.layer_parameters());
+  c.first_stage_layers = 3;  // leaves 5 for two stages
+  EXPECT_NE(check(m, cl, c).find("leave 5 of small's 10 layers, which 2 other stages cannot split evenly"),
+            std::string::npos) << check(m, cl, c);
+  c.first_stage_layers = 2;
+  c.schedule = "interleaved";
+  c.virtual_stages = 2;
+  EXPECT_NE(check(m, cl, c).find("virtual stages 2 do not divide the middle stages' 3 layers"), std::string::npos)
+      << check(m, cl, c);
+  // --search splits layers pp does not divide as Llama 3 did: ceil(L / pp) in the middle, the
+  // first and last sharing the rest.
+  search_space space;
+  space.tp = {1};
+  space.max_pp = 4;
+  bool uneven = false;
+  for (const plan_result& p : search(m, cl, 64, space, 1000))
+    if (p.config.m.pp == 4) {
+      uneven = true;
+      EXPECT_EQ(p.config.first_stage_layers, 2);
+      EXPECT_EQ(p.config.last_stage_layers, 2);
+    }
+  EXPECT_TRUE(uneven) << "no pp 4 plan for 10 layers";
+}
+
 TEST(schedules_plan, more_microbatches_shrink_the_bubble_and_recomputation_costs_time_but_saves_memory) {
   const cluster_desc cl = small_cluster(1);
   plan_config c;
