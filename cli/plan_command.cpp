@@ -107,17 +107,9 @@ void print_table(const std::vector<plan::plan_result>& found) {
 void explain_against_published(const model_file& mf, const plan::cluster_desc& cl, int batch,
                                const plan::plan_result& chosen) {
   const published_run& pub = *mf.published;
-  plan::plan_config c;
-  c.m = {cl.gpus() / (pub.tp * pub.pp), pub.pp, pub.tp, 1};
+  plan::plan_config c = as_plan_config(pub);
+  c.m.dp = cl.gpus() / (pub.tp * pub.pp);  // on the cluster asked about
   c.global_batch = batch;
-  c.micro_batch = pub.micro_batch;
-  c.schedule = pub.schedule;
-  c.virtual_stages = pub.virtual_stages;
-  c.first_stage_layers = pub.first_stage_layers;
-  c.last_stage_layers = pub.last_stage_layers;
-  c.rc = parse_recompute_mode(pub.recompute);
-  c.sequence_parallel = pub.sequence_parallel;
-  c.zero = pub.zero;
   c.acct = chosen.config.acct;  // priced as the search priced its plans
   if (!plan::has_stage(c.acct, c.zero)) {
     std::printf("\nthe published configuration (ZeRO %d) has no price under %s accounting: no comparison\n", c.zero,

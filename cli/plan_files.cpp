@@ -129,6 +129,21 @@ sched::plan::link_class read_link(reader& r) {
 
 }  // namespace
 
+sched::plan::plan_config as_plan_config(const published_run& run) {
+  sched::plan::plan_config c;
+  c.m = {run.dp, run.pp, run.tp, 1};
+  c.global_batch = run.global_batch;
+  c.micro_batch = run.micro_batch;
+  c.schedule = run.schedule;
+  c.virtual_stages = run.virtual_stages;
+  c.rc = parse_recompute_mode(run.recompute);  // load_model_file admits only the three names
+  c.sequence_parallel = run.sequence_parallel;
+  c.zero = run.zero;
+  c.first_stage_layers = run.first_stage_layers;
+  c.last_stage_layers = run.last_stage_layers;
+  return c;
+}
+
 model_file load_model_file(const std::string& path) {
   const toml::table root = parse(path);
   only_tables(path, root, {"model", "train", "published"});

@@ -30,6 +30,11 @@ struct published_run {
   int first_stage_layers = 0, last_stage_layers = 0;  // 0: the even share
 };
 
+// The configuration a published run states (its mesh, batch, micro-batch, schedule,
+// recomputation, sequence parallelism, ZeRO stage and stage layers), for pricing it the way
+// the run ran.
+sched::plan::plan_config as_plan_config(const published_run& run);
+
 struct model_file {
   sched::plan::model_desc model;
   int global_batch = 0;                    // [train] global_batch; 0 when the file gives none

@@ -27,10 +27,8 @@ TEST_P(megatron_row, predicted_tflops_per_gpu_within_15_percent_of_published) {
   const published_run& pub = *f.published;
   sched::plan::cluster_desc cl = load_cluster_file(dir + "/dgx-a100-1024.toml");
   cl.nodes = pub.tp * pub.pp * pub.dp / cl.gpus_per_node;
-  sched::plan::plan_config c;
-  c.m = {pub.dp, pub.pp, pub.tp, 1};
-  c.global_batch = pub.global_batch;
-  c.rc = recompute_mode::full;
+  const sched::plan::plan_config c = as_plan_config(pub);  // 1F1B, full recomputation, micro-batch 1
+  ASSERT_EQ(c.rc, recompute_mode::full);
   const sched::plan::plan_result r = sched::plan::evaluate(f.model, cl, c);
   EXPECT_NEAR(r.tflops_per_gpu / pub.tflops_per_gpu, 1.0, 0.15)
       << f.model.name << ": predicted " << r.tflops_per_gpu << " TFLOP/s per GPU, published " << pub.tflops_per_gpu;
@@ -112,14 +110,7 @@ TEST(llama_descriptions, llama_3_405b_on_8192_h100s_within_15_percent_of_publish
   const published_run& pub = *f.published;
   sched::plan::cluster_desc cl = load_cluster_file(dir + "/dgx-h100-1024.toml");
   cl.nodes = pub.tp * pub.pp * pub.dp / cl.gpus_per_node;
-  sched::plan::plan_config c;
-  c.m = {pub.dp, pub.pp, pub.tp, 1};
-  c.global_batch = pub.global_batch;
-  c.rc = parse_recompute_mode(pub.recompute);
-  c.sequence_parallel = pub.sequence_parallel;
-  c.zero = pub.zero;
-  c.first_stage_layers = pub.first_stage_layers;
-  c.last_stage_layers = pub.last_stage_layers;
+  const sched::plan::plan_config c = as_plan_config(pub);
   const sched::plan::plan_result r = sched::plan::evaluate(f.model, cl, c);
   EXPECT_NEAR(r.tflops_per_gpu / pub.tflops_per_gpu, 1.0, 0.15)
       << "predicted " << r.tflops_per_gpu << " TFLOP/s per GPU, published " << pub.tflops_per_gpu;
@@ -150,18 +141,7 @@ TEST(published_runs, search_best_is_never_slower_than_the_published_configuratio
     const bool h100 = entry.path().filename().string().rfind("llama", 0) == 0;
     sched::plan::cluster_desc cl = load_cluster_file(dir + (h100 ? "/dgx-h100-1024.toml" : "/dgx-a100-1024.toml"));
     cl.nodes = pub.tp * pub.pp * pub.dp / cl.gpus_per_node;
-    sched::plan::plan_config c;
-    c.m = {pub.dp, pub.pp, pub.tp, 1};
-    c.global_batch = pub.global_batch;
-    c.micro_batch = pub.micro_batch;
-    c.schedule = pub.schedule;
-    c.virtual_stages = pub.virtual_stages;
-    c.rc = parse_recompute_mode(pub.recompute);
-    c.sequence_parallel = pub.sequence_parallel;
-    c.zero = pub.zero;
-    c.first_stage_layers = pub.first_stage_layers;
-    c.last_stage_layers = pub.last_stage_layers;
-    const sched::plan::plan_result ref = sched::plan::evaluate(f.model, cl, c);
+    const sched::plan::plan_result ref = sched::plan::evaluate(f.model, cl, as_plan_config(pub));
     EXPECT_TRUE(ref.fits) << f.model.name << ": the published configuration needs " << ref.memory.total() / sched::plan::gib
                           << " GiB";
     const std::vector<sched::plan::plan_result> best = sched::plan::search(f.model, cl, pub.global_batch, {}, 1);
