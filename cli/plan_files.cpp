@@ -229,11 +229,18 @@ sched::plan::cluster_desc load_cluster_file(const std::string& path) {
   c.nodes = r.integer("nodes");
   c.gpus_per_node = r.integer("gpus_per_node");
   const std::string device = r.text("device");
+  c.nodes_per_leaf = r.whole("nodes_per_leaf", 0);
+  c.oversubscription = r.number("oversubscription", 1.0);
+  if (c.oversubscription < 1) fail(path, nullptr, "cluster.oversubscription", "expected a number >= 1 (1: non-blocking)");
   r.done();
   reader intra(path, root, "intra_node", true);
   c.intra_node = read_link(intra);
   reader inter(path, root, "inter_node", true);
+  c.gpus_per_nic = inter.integer("gpus_per_nic", 1);
   c.inter_node = read_link(inter);
+  if (c.gpus_per_node % c.gpus_per_nic != 0)
+    fail(path, nullptr, "inter_node.gpus_per_nic",
+         std::to_string(c.gpus_per_nic) + " does not divide gpus_per_node " + std::to_string(c.gpus_per_node));
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   c.device = load_device_file((dir / device).string());
   return c;

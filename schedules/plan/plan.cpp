@@ -227,7 +227,7 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
 
   // Megatron's scatter-gather: each tp rank sends 1/t of the boundary activation over its own
   // link, then the receivers all-gather it on NVLink.
-  const link_class& p2p = pipeline_crosses_nodes(m, cl) ? cl.inter_node : cl.intra_node;
+  const link_class p2p = pipeline_crosses_nodes(m, cl) ? inter_node_link(cl, pipeline_span(m, cl)) : cl.intra_node;
   out.costs.activation_bytes = out.costs.grad_bytes = 2 * sbh / t;
   out.costs.link_bytes_per_second = p2p.bus_bytes_per_second;
   out.costs.send_seconds = p2p.alpha_seconds + (t > 1 ? group_collective_seconds(collective::all_gather, 2 * sbh, m, axis::tp, cl) : 0);
@@ -238,7 +238,7 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
   const double params = stage_parameters(md, c, 0);
   if (c.zero < 3) out.dp_seconds = group_collective_seconds(collective::all_reduce, 2 * params, m, axis::dp, cl);
   if (m.pp > 1 && md.tied_embeddings) {
-    const link_class& l = pipeline_crosses_nodes(m, cl) ? cl.inter_node : cl.intra_node;
+    const link_class l = pipeline_crosses_nodes(m, cl) ? inter_node_link(cl, pipeline_span(m, cl)) : cl.intra_node;
     out.dp_seconds += ring_seconds(collective::all_reduce, 2 * V * h / t, 2, l);
   }
   const double shard = c.zero >= 1 ? params / m.dp : params;

@@ -96,6 +96,14 @@ int stride_of(const mesh& m, axis a) {
 
 }  // namespace
 
+link_class inter_node_link(const cluster_desc& cl, int span_nodes) {
+  link_class l = cl.inter_node;
+  l.bus_bytes_per_second /= std::max(cl.gpus_per_nic, 1);
+  if (cl.nodes_per_leaf > 0 && span_nodes > cl.nodes_per_leaf && cl.oversubscription > 1)
+    l.bus_bytes_per_second /= cl.oversubscription;
+  return l;
+}
+
 double group_collective_seconds(collective c, double bytes, const mesh& m, axis a, const cluster_desc& cl) {
   const int n = m.size(a);
   if (n <= 1) return 0;
@@ -107,12 +115,16 @@ double group_collective_seconds(collective c, double bytes, const mesh& m, axis 
   // Hierarchical: within the node on NVLink, across nodes each of the per_node ranks carries
   // 1/per_node of the buffer over its own NIC, then back within the node.
   const double inside = one_level(c, bytes, per_node, cl.intra_node);
-  const double across = one_level(c, bytes / per_node, nodes, cl.inter_node);
+  // The group's first and last member are (n - 1) * stride ranks apart.
+  const int span = (n - 1) * stride / cl.gpus_per_node + 1;
+  const double across = one_level(c, bytes / per_node, nodes, inter_node_link(cl, span));
   return inside + across;
 }
 
 bool pipeline_crosses_nodes(const mesh& m, const cluster_desc& cl) {
   return m.pp > 1 && m.tp * m.pp > cl.gpus_per_node;
 }
+
+int pipeline_span(const mesh& m, const cluster_desc& cl) { return std::max(2, m.tp / cl.gpus_per_node + 1); }
 
 }  // namespace troupe::sched::plan

@@ -73,10 +73,24 @@ struct cluster_desc {
   int gpus_per_node = 1;
   int nodes = 1;
   link_class intra_node;  // NVLink/NVSwitch
-  link_class inter_node;  // per GPU: its own NIC (DGX A100: one 200 Gb/s HCA per GPU)
+  link_class inter_node;  // one NIC's (DGX A100: one 200 Gb/s HCA per GPU)
+  // GPUs that share one NIC (1: a NIC each, as DGX nodes). A node's GPUs all cross the network
+  // at once (every GPU is in some data-parallel group, every tp rank sends its share of an
+  // activation), so each gets 1/gpus_per_nic of its NIC.
+  int gpus_per_nic = 1;
+  // A tiered network: leaf switches of nodes_per_leaf nodes (0: one non-blocking tier), whose
+  // uplinks carry 1/oversubscription of what their nodes can send, so traffic between nodes of
+  // different leaves gets that share of the NIC's bandwidth.
+  int nodes_per_leaf = 0;
+  double oversubscription = 1;
 
   int gpus() const { return gpus_per_node * nodes; }
 };
+
+// The link one GPU has to GPUs on other nodes when the farthest of them is `span_nodes` nodes
+// away counting its own (2: the next node): its NIC's share, and the uplinks' share of that when
+// the span leaves its leaf switch.
+link_class inter_node_link(const cluster_desc& cl, int span_nodes);
 
 enum class collective { all_reduce, all_gather, reduce_scatter };
 
@@ -93,5 +107,8 @@ double group_collective_seconds(collective c, double bytes, const mesh& m, axis 
 
 // Whether consecutive pipeline stages sit on different nodes (then activations cross the NICs).
 bool pipeline_crosses_nodes(const mesh& m, const cluster_desc& cl);
+// The nodes a pipeline hop spans counting both ends (stage neighbours are tp ranks apart): 2 for
+// the next node, so a hop leaves a leaf switch only when a stage's tp group spans more nodes.
+int pipeline_span(const mesh& m, const cluster_desc& cl);
 
 }  // namespace troupe::sched::plan

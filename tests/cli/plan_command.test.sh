@@ -54,6 +54,21 @@ expect_2 "which 14 other stages cannot split evenly" "$dir/llama-3-405b.toml" "$
   --tp 8 --pp 16 --first-stage-layers 6 --last-stage-layers 7
 out=$("$troupe" plan "$dir/llama-3-405b.toml" "$dir/dgx-h100-1024.toml" --nodes 1024 --search --top 1 2>&1) || fail "405b search exited $?: $out"
 grep -q "against the published configuration (Grattafiori et al. 2024 (Llama 3), Table 4: t 8, p 16" <<<"$out" || fail "405b reference: $out"
+# Shared NICs and an oversubscribed tier slow the cross-node reductions; bad values name the key.
+cp "$dir/h100-sxm.toml" "$tmp/h100-sxm.toml"  # the cluster file names its device beside it
+sed 's/^bus_bandwidth_gb_per_s = 46/bus_bandwidth_gb_per_s = 46\ngpus_per_nic = 2/; s/^device = .*/&\nnodes_per_leaf = 4\noversubscription = 2/' \
+    "$dir/dgx-h100-1024.toml" > "$tmp/shared.toml"
+plain=$("$troupe" plan "$dir/llama-2-70b.toml" "$dir/dgx-h100-1024.toml" --tp 8 --pp 4 --dp 32 --json) || fail "plain json"
+shared=$("$troupe" plan "$dir/llama-2-70b.toml" "$tmp/shared.toml" --tp 8 --pp 4 --dp 32 --json) || fail "shared json: $shared"
+python3 - "$plain" "$shared" <<'PY' || fail "shared NICs did not slow the dp reduction: $plain / $shared"
+import json, sys
+a, b = (json.loads(x) for x in sys.argv[1:3])
+assert b["dp_seconds"] > 1.9 * a["dp_seconds"], (a["dp_seconds"], b["dp_seconds"])
+PY
+sed 's/^gpus_per_nic = 2/gpus_per_nic = 3/' "$tmp/shared.toml" > "$tmp/shared3.toml"
+expect_2 "inter_node.gpus_per_nic: 3 does not divide gpus_per_node 8" "$dir/llama-2-70b.toml" "$tmp/shared3.toml"
+sed 's/^oversubscription = 2/oversubscription = 0.5/' "$tmp/shared.toml" > "$tmp/over.toml"
+expect_2 "cluster.oversubscription: expected a number >= 1" "$dir/llama-2-70b.toml" "$tmp/over.toml"
 expect_2 "does not divide the 1024 GPUs" "$dir/gpt3-175b.toml" "$dir/dgx-a100-1024.toml" --tp 8 --pp 3
 expect_2 "accounting megatron has no ZeRO stage 3: it covers stage 0 and 1" "$dir/gpt3-175b.toml" "$dir/dgx-a100-1024.toml" \
   --accounting megatron --zero 3

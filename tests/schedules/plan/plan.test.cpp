@@ -55,6 +55,33 @@ TEST(schedules_plan_time, groups_inside_a_node_use_nvlink_and_groups_across_use_
   EXPECT_FALSE(pipeline_crosses_nodes({4, 4, 2, 1}, cl));
 }
 
+// A shared NIC gives each of its GPUs a share; an oversubscribed tier divides what crosses
+// leaves, and only that.
+TEST(schedules_plan_time, shared_nics_and_oversubscribed_tiers_divide_the_bandwidth_that_crosses_them) {
+  cluster_desc cl = small_cluster(4);  // 4 nodes of 8
+  const mesh tp8{4, 1, 8, 1};           // dp groups: one rank on each of the 4 nodes
+  const double dedicated = group_collective_seconds(collective::all_reduce, 1e9, tp8, axis::dp, cl);
+  cl.gpus_per_nic = 2;
+  link_class half = cl.inter_node;
+  half.bus_bytes_per_second /= 2;
+  EXPECT_DOUBLE_EQ(group_collective_seconds(collective::all_reduce, 1e9, tp8, axis::dp, cl),
+                   ring_seconds(collective::all_reduce, 1e9, 4, half));
+  EXPECT_GT(group_collective_seconds(collective::all_reduce, 1e9, tp8, axis::dp, cl), 1.9 * dedicated);
+  cl.gpus_per_nic = 1;
+  cl.nodes_per_leaf = 2;
+  cl.oversubscription = 4;  // the group spans 4 nodes, two leaves: its traffic crosses the uplinks
+  link_class quarter = cl.inter_node;
+  quarter.bus_bytes_per_second /= 4;
+  EXPECT_DOUBLE_EQ(group_collective_seconds(collective::all_reduce, 1e9, tp8, axis::dp, cl),
+                   ring_seconds(collective::all_reduce, 1e9, 4, quarter));
+  cl.nodes_per_leaf = 4;  // one leaf holds them all: the tier is not crossed
+  EXPECT_DOUBLE_EQ(group_collective_seconds(collective::all_reduce, 1e9, tp8, axis::dp, cl), dedicated);
+  // A pipeline hop to the next node stays within a leaf of 2.
+  cl.nodes_per_leaf = 2;
+  EXPECT_EQ(pipeline_span({1, 4, 8, 1}, cl), 2);
+  EXPECT_DOUBLE_EQ(inter_node_link(cl, 2).bus_bytes_per_second, cl.inter_node.bus_bytes_per_second);
+}
+
 TEST(schedules_plan_time, gemm_is_compute_bound_at_efficiency_and_pays_for_a_partial_wave) {
   device_desc d = small_cluster(1).device;
   d.gemm_efficiency = 0.5;
