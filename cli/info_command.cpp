@@ -27,10 +27,6 @@ void add_info_command(CLI::App& app, int& exit_code) {
       exit_code = 0;
       return;
     }
-    const blas_kernels& k = ensure_blas_kernels();
-    std::printf("version: %s\n", TROUPE_VERSION);
-    std::printf("blas kernels: %s\n", k.running.c_str());
-    std::printf("blas kernels chosen by OpenBLAS at load: %s\n", k.loaded.c_str());
     gemm_choice gemm;
     try {
       gemm = chosen_gemm_library();
@@ -39,6 +35,10 @@ void add_info_command(CLI::App& app, int& exit_code) {
       exit_code = 2;
       return;
     }
+    const blas_kernels& k = ensure_blas_kernels();
+    std::printf("version: %s\n", TROUPE_VERSION);
+    std::printf("blas kernels: %s\n", k.running.c_str());
+    std::printf("blas kernels chosen by OpenBLAS at load: %s\n", k.loaded.c_str());
     std::printf("gemm library: %s (%s; TROUPE_GEMM=openblas|onednn overrides)\n", to_string(gemm.library),
                 gemm.reason.c_str());
     for (gemm_library l : all_gemm_libraries) std::printf("gemm library %s: %s\n", to_string(l), describe_gemm_library(l).c_str());

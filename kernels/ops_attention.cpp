@@ -14,6 +14,7 @@
 
 #include "kernels/ops.hpp"
 #include "kernels/parallel.hpp"
+#include "kernels/simd.hpp"
 #include "kernels/sums.hpp"
 
 namespace troupe::ops {
@@ -22,10 +23,10 @@ namespace {
 
 constexpr int64_t R = 4;  // rows of a register block
 
-// GCC's vector types, so a block's accumulators stay in registers (as plain float arrays GCC
-// kept them in memory, and the kernels ran at a fifth of the speed of per-head sgemm).
-typedef float v8 __attribute__((vector_size(32)));
-typedef float v16 __attribute__((vector_size(64)));
+using simd::load;
+using simd::store;
+using simd::v16;
+using simd::v8;
 #if defined(__AVX512F__)
 // Blocks of 4 rows x 32 columns: 8 zmm accumulators, twice the work per FMA of 4 x 16 in ymm.
 using vec = v16;
@@ -34,17 +35,6 @@ using vec = v8;  // 4 x 16 in ymm: with 16 registers, 4 x 32 would spill
 #endif
 constexpr int64_t L = sizeof(vec) / sizeof(float);  // lanes of one vector
 constexpr int64_t W = 2 * L;                        // columns of a full block
-
-template <class V>
-inline V load(const float* p) {
-  V v;
-  __builtin_memcpy(&v, p, sizeof v);
-  return v;
-}
-template <class V>
-inline void store(float* p, V v) {
-  __builtin_memcpy(p, &v, sizeof v);
-}
 
 // out[r][0..N*lanes) = alpha * sum over k in [lo, hi) of a(r, k) * b[k][0..N*lanes), for 4
 // rows r, where a(r, k) = a[r * ars + k * aks] (a row-major matrix, or with ars = 1 and aks its

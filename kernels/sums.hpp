@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/simd.hpp"
+
 namespace troupe::ops {
 
 // Eight independent partial sums: a single float accumulator is a serial dependency GCC must not
@@ -23,12 +25,10 @@ inline float sum(const float* a, int64_t n) {
 // a causal softmax that chain was 40% of the attention's forward. Any order gives the same value
 // for values that are not NaN.
 inline float max_of(const float* a, int64_t n) {
-  typedef float v8 __attribute__((vector_size(32)));
-  v8 m = {a[0], a[0], a[0], a[0], a[0], a[0], a[0], a[0]};
+  simd::v8 m = {a[0], a[0], a[0], a[0], a[0], a[0], a[0], a[0]};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    v8 x;
-    __builtin_memcpy(&x, a + i, sizeof x);
+    const simd::v8 x = simd::load<simd::v8>(a + i);
     m = x > m ? x : m;
   }
   float r = m[0];

@@ -207,11 +207,10 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
                       n * weight};
   };
   out.costs.uniform = chunk_of(double(md.layers) / chunks, out.parts.zero3);
-  out.costs.per_chunk.assign(m.pp, std::vector<chunk_cost>(c.virtual_stages, out.costs.uniform));
+  out.costs.per_chunk.resize(m.pp);
   for (int d = 0; d < m.pp; ++d) {
     double z3 = 0;
-    const chunk_cost stage_chunk = chunk_of(stage_layers(md, c, d) / c.virtual_stages, z3);
-    for (chunk_cost& k : out.costs.per_chunk[d]) k = stage_chunk;
+    out.costs.per_chunk[d].assign(c.virtual_stages, chunk_of(stage_layers(md, c, d) / c.virtual_stages, z3));
   }
   // The logits GEMM and the cross-entropy passes (fp16 logits in, fp32 probabilities out) sit on
   // the model's last chunk; the vocabulary-parallel embedding's all-reduce on its first.
