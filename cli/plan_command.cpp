@@ -24,8 +24,12 @@ namespace plan = sched::plan;
 
 struct plan_flags {
   std::string model, cluster, schedule = "1f1b", recompute = "full", optimizer = "adam", offload = "none";
-  std::string precision = "bf16", svg, calibrate, job, accounting = "zero-paper";
+  std::string precision, svg, calibrate, job, accounting = "zero-paper";  // precision "": bf16, or the published run's
+  std::string cp_attention = "ring", order = "tp-cp-pp-dp";
   int dp = 0, pp = 1, tp = 1, micro_batch = 1, micro_batches = 0, global_batch = 0, virtual_stages = 2, zero = 0;
+  int cp = 1, ep = 1;
+  double gemm_efficiency = 0;  // 0: the device's (or the published stack's)
+  bool overlap_dp = false, overlap_tp = false, overlap_ep = false;
   int first_stage_layers = 0, last_stage_layers = 0;
   int nodes = 0, top = 10;
   bool search = false, json = false, sequence_parallel = false;
@@ -46,6 +50,10 @@ std::string describe(const plan::plan_config& c) {
                 c.schedule == "interleaved" ? (" v" + std::to_string(c.virtual_stages)).c_str() : "", c.zero,
                 plan::to_string(c.rc), c.sequence_parallel ? " sp" : "");
   std::string out = buf;
+  if (c.cp > 1) out += " cp" + std::to_string(c.cp) + (c.cp_attention == plan::cp_kind::ring ? "" : " a2a");
+  if (c.ep > 1) out += " ep" + std::to_string(c.ep);
+  if (c.order != plan::rank_order{}) out += std::string(" ") + plan::to_string(c.order);
+  if (c.precision.fp8 != plan::fp8_scaling::none) out += std::string(" ") + plan::to_string(c.precision);
   if (c.first_stage_layers > 0 || c.last_stage_layers > 0)  // uneven stages (0: that end takes the even share)
     out += " first/last stage layers " + std::to_string(c.first_stage_layers) + "/" + std::to_string(c.last_stage_layers);
   return out;
@@ -59,7 +67,10 @@ std::string to_json(const plan::plan_result& r) {
                     json_escape(c.schedule) + "\",\"virtual_stages\":" + std::to_string(c.virtual_stages) +
                     ",\"zero\":" + std::to_string(c.zero) + ",\"recompute\":\"" + plan::to_string(c.rc) + "\"" +
                     ",\"first_stage_layers\":" + std::to_string(c.first_stage_layers) +
-                    ",\"last_stage_layers\":" + std::to_string(c.last_stage_layers);
+                    ",\"last_stage_layers\":" + std::to_string(c.last_stage_layers) +
+                    ",\"cp\":" + std::to_string(c.cp) + ",\"cp_attention\":\"" + plan::to_string(c.cp_attention) +
+                    "\",\"ep\":" + std::to_string(c.ep) + ",\"rank_order\":\"" + plan::to_string(c.order) +
+                    "\",\"precision\":\"" + plan::to_string(c.precision) + "\"";
   out += ",\"memory_bytes\":{";
   for (plan::memory_kind k : plan::all_memory_kinds)
     out += std::string("\"") + plan::to_string(k) + "\":" + std::to_string(r.memory.of(k)) + ",";
@@ -91,6 +102,11 @@ void print_report(const plan::model_desc& md, const plan::cluster_desc& cl, cons
               r.pipeline_seconds, r.dp_seconds, r.optimizer_seconds, r.bubble_fraction * 100);
   std::printf("%.1f TFLOP/s per GPU (hardware FLOPs, recomputation counted), MFU %.1f%%\n", r.tflops_per_gpu,
               r.mfu * 100);
+  std::printf("%.0f tokens/s per GPU; the step on stage %d (the busiest), s:", r.config.global_batch * md.sequence /
+              (r.step_seconds * r.config.gpus()), r.breakdown.stage);
+  for (const plan::named_seconds& p : plan::parts(r.breakdown))
+    if (p.seconds > 0) std::printf(" %s %.3f", p.name, p.seconds);
+  std::printf("\n");
 }
 
 void print_table(const std::vector<plan::plan_result>& found) {
@@ -108,15 +124,17 @@ void explain_against_published(const model_file& mf, const plan::cluster_desc& c
                                const plan::plan_result& chosen) {
   const published_run& pub = *mf.published;
   plan::plan_config c = as_plan_config(pub);
-  c.m.dp = cl.gpus() / (pub.tp * pub.pp);  // on the cluster asked about
+  c.m.dp = cl.gpus() / (pub.tp * pub.pp * pub.cp);  // on the cluster asked about
   c.global_batch = batch;
   c.acct = chosen.config.acct;  // priced as the search priced its plans
+  c.precision = chosen.config.precision;
+  c.stack = chosen.config.stack;
   if (!plan::has_stage(c.acct, c.zero)) {
     std::printf("\nthe published configuration (ZeRO %d) has no price under %s accounting: no comparison\n", c.zero,
                 plan::to_string(c.acct));
     return;
   }
-  if (cl.gpus() % (pub.tp * pub.pp) != 0 || !plan::check(mf.model, cl, c).empty()) {
+  if (cl.gpus() % (pub.tp * pub.pp * pub.cp) != 0 || !plan::check(mf.model, cl, c).empty()) {
     std::printf("\nthe published configuration (t %d, p %d, %s) does not fit %d GPUs: no comparison\n", pub.tp, pub.pp,
                 pub.source.c_str(), cl.gpus());
     return;
@@ -129,12 +147,20 @@ void explain_against_published(const model_file& mf, const plan::cluster_desc& c
               ref.fits ? "" : "(does not fit)");
   std::printf("why plan 1:\n");
   for (const std::string& line : plan::explain(chosen, ref)) std::printf("  %s\n", line.c_str());
-  // The model prices every stack alike; a run measured faster than the search's best prediction
-  // says the model underrates it, and the reader should know before trusting the ranking.
-  if (pub.tflops_per_gpu > chosen.tflops_per_gpu)
-    std::printf("note: the published run measured %.0f TFLOP/s per GPU, more than plan 1's predicted %.1f: the model "
+  if (!(c.precision == pub.precision) || !(c.stack == pub.stack))
+    std::printf("note: priced at %s on the stack the flags give, not as the published run ran (%s)\n",
+                plan::to_string(c.precision), plan::to_string(pub.precision));
+  // A run measured faster than the search's best prediction says the model underrates it, and
+  // the reader should know before trusting the ranking. Per GPU, in tokens, so FLOP counting
+  // conventions do not enter.
+  const double s = mf.model.sequence;
+  const double measured =
+      pub.global_batch * s / (pub.step_seconds(s, mf.model.hardware_flops_per_sequence(c.rc)) * pub.gpus());
+  const double predicted = chosen.config.global_batch * s / (chosen.step_seconds * chosen.config.gpus());
+  if (measured > predicted)
+    std::printf("note: the published run measured %.0f tokens/s per GPU, more than plan 1's predicted %.0f: the model "
                 "underrates that run, so plan 1 is not shown to beat it\n",
-                pub.tflops_per_gpu, chosen.tflops_per_gpu);
+                measured, predicted);
 }
 
 plan::accounting accounting_of(const plan_flags& f) {
@@ -145,15 +171,40 @@ plan::accounting accounting_of(const plan_flags& f) {
   }
 }
 
+// The precision and software stack plans are priced on: the flags', else (for a search against
+// a published run) the published run's, else bf16 on the device's own GEMM efficiency.
+void precision_and_stack(const plan_flags& f, const published_run* pub, plan::gemm_precision& p, plan::stack_desc& st) {
+  if (pub) {
+    p = pub->precision;
+    st = pub->stack;
+  }
+  if (!f.precision.empty() && !plan::parse_precision(f.precision, p))
+    throw std::invalid_argument("--precision \"" + f.precision + "\": expected fp32, tf32, fp16, bf16, fp8 or fp8-block");
+  if (f.gemm_efficiency > 0) st.gemm_efficiency = f.gemm_efficiency;
+  if (f.gemm_efficiency > 1) throw std::invalid_argument("--gemm-efficiency must be <= 1");
+  st.overlap_dp = st.overlap_dp || f.overlap_dp;
+  st.overlap_tp = st.overlap_tp || f.overlap_tp;
+  st.overlap_ep = st.overlap_ep || f.overlap_ep;
+}
+
 plan::plan_config build_config(const plan_flags& f, const model_file& mf, const plan::cluster_desc& cl) {
   plan::plan_config c;
   c.m = {f.dp, f.pp, f.tp, 1};
+  c.cp = f.cp;
+  c.ep = f.ep;
   if (f.dp == 0) {
-    if (cl.gpus() % (f.pp * f.tp) != 0)
-      throw std::invalid_argument("--pp " + std::to_string(f.pp) + " x --tp " + std::to_string(f.tp) +
-                                  " does not divide the " + std::to_string(cl.gpus()) + " GPUs of " + cl.name);
-    c.m.dp = cl.gpus() / (f.pp * f.tp);
+    if (cl.gpus() % (f.pp * f.tp * f.cp) != 0)
+      throw std::invalid_argument("--pp " + std::to_string(f.pp) + " x --tp " + std::to_string(f.tp) + " x --cp " +
+                                  std::to_string(f.cp) + " does not divide the " + std::to_string(cl.gpus()) +
+                                  " GPUs of " + cl.name);
+    c.m.dp = cl.gpus() / (f.pp * f.tp * f.cp);
   }
+  const auto kind = plan::parse_cp_kind(f.cp_attention);
+  if (!kind) throw std::invalid_argument("--cp-attention \"" + f.cp_attention + "\": expected ring or all-to-all");
+  c.cp_attention = *kind;
+  const auto order = plan::parse_rank_order(f.order);
+  if (!order) throw std::invalid_argument("--rank-order \"" + f.order + "\": expected tp-cp-pp-dp or tp-cp-dp-pp");
+  c.order = *order;
   c.micro_batch = f.micro_batch;
   c.global_batch = f.global_batch ? f.global_batch : f.micro_batches ? f.micro_batches * c.m.dp * f.micro_batch : mf.global_batch;
   if (c.global_batch < 1)
@@ -169,8 +220,7 @@ plan::plan_config build_config(const plan_flags& f, const model_file& mf, const 
   } catch (const std::invalid_argument&) {
     throw std::invalid_argument("--recompute \"" + f.recompute + "\": expected none, selective or full");
   }
-  if (!plan::parse_precision(f.precision, c.precision))
-    throw std::invalid_argument("--precision \"" + f.precision + "\": expected fp32, tf32, fp16 or bf16");
+  precision_and_stack(f, nullptr, c.precision, c.stack);
   if (f.optimizer == "adam" || f.optimizer == "adamw") c.opt = plan::optimizer::adam;
   else if (f.optimizer == "sgd") c.opt = plan::optimizer::sgd;
   else throw std::invalid_argument("--optimizer \"" + f.optimizer + "\": expected adam, adamw or sgd");
@@ -254,6 +304,7 @@ int run(const plan_flags& f) {
       if (batch < 1) throw std::invalid_argument(f.model + " gives no [train] global_batch: pass --global-batch");
       plan::search_space space;
       space.acct = c.acct;
+      precision_and_stack(f, mf.published ? &*mf.published : nullptr, space.precision, space.stack);
       const auto found = plan::search(mf.model, cl, batch, space, f.top);
       if (f.json) {
         std::printf("[");
@@ -316,6 +367,19 @@ void add_plan_command(CLI::App& app, int& exit_code) {
                   "Layers of the first pipeline stage, the others splitting the rest evenly [0: the even share]");
   cmd->add_option("--last-stage-layers", f->last_stage_layers,
                   "Layers of the last pipeline stage, the others splitting the rest evenly [0: the even share]");
+  cmd->add_option("--cp", f->cp, "Context-parallel ranks: each sequence split over them [1]")->check(CLI::PositiveNumber);
+  cmd->add_option("--cp-attention", f->cp_attention, "Context parallelism's attention: ring, all-to-all [ring]");
+  cmd->add_option("--ep", f->ep, "Expert-parallel ranks a mixture of experts spreads its experts over [1]")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--rank-order", f->order,
+                  "Rank layout: tp-cp-pp-dp (troupe's mesh), tp-cp-dp-pp (Megatron-LM's) [tp-cp-pp-dp]");
+  cmd->add_option("--gemm-efficiency", f->gemm_efficiency,
+                  "The software stack's share of peak for a large GEMM [the device file's; a search against a "
+                  "published run: the run's]");
+  cmd->add_flag("--overlap-dp", f->overlap_dp, "The stack hides gradient reduction under backward (--overlap-grad-reduce)");
+  cmd->add_flag("--overlap-tp", f->overlap_tp, "The stack hides tp collectives under GEMMs (--tp-comm-overlap)");
+  cmd->add_flag("--overlap-ep", f->overlap_ep,
+                "The stack runs expert all-to-alls under another micro-batch's compute (--overlap-moe-expert-parallel-comm)");
   cmd->add_option("--zero", f->zero, "ZeRO stage 0-3 [0]")->check(CLI::Range(0, 3));
   cmd->add_option("--recompute", f->recompute, "none, selective, full [full]");
   cmd->add_flag("--sequence-parallel", f->sequence_parallel, "Split norms and dropouts over tp (Korthikanti 2022)");
@@ -325,7 +389,9 @@ void add_plan_command(CLI::App& app, int& exit_code) {
                   "Whose byte counts the model states follow: zero-paper (16-bit parameters and gradients, K = 12), "
                   "deepspeed (its estimator; ZeRO 1-3), megatron (bf16 with fp32 gradients; ZeRO 0-1), fsdp (FSDP2 full "
                   "sharding; ZeRO 3) [zero-paper]");
-  cmd->add_option("--precision", f->precision, "Compute dtype: bf16, fp16, tf32, fp32 [bf16]");
+  cmd->add_option("--precision", f->precision,
+                  "GEMM precision: bf16, fp16, tf32, fp32, fp8 (per tensor), fp8-block [bf16; a search against a "
+                  "published run: the run's]");
   cmd->add_option("--nodes", f->nodes, "Resize the cluster to this many nodes")->check(CLI::PositiveNumber);
   cmd->add_flag("--search", f->search, "Search meshes, micro-batches, schedules, ZeRO and recomputation");
   cmd->add_option("--top", f->top, "Plans --search prints [10]")->check(CLI::PositiveNumber);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -129,9 +130,20 @@ sched::plan::link_class read_link(reader& r) {
 
 }  // namespace
 
+double published_run::step_seconds(double sequence, double flops_per_sequence) const {
+  if (tokens_per_gpu_per_s > 0) return global_batch * sequence / (tokens_per_gpu_per_s * gpus());
+  return global_batch * flops_per_sequence / (tflops_per_gpu * 1e12 * gpus());
+}
+
 sched::plan::plan_config as_plan_config(const published_run& run) {
   sched::plan::plan_config c;
   c.m = {run.dp, run.pp, run.tp, 1};
+  c.cp = run.cp;
+  c.ep = run.ep;
+  c.cp_attention = run.cp_attention;
+  c.order = run.order;
+  c.precision = run.precision;
+  c.stack = run.stack;
   c.global_batch = run.global_batch;
   c.micro_batch = run.micro_batch;
   c.schedule = run.schedule;
@@ -156,13 +168,23 @@ model_file load_model_file(const std::string& path) {
   f.model.sequence = m.integer("sequence");
   f.model.vocab = m.integer("vocab");
   f.model.kv_heads = m.integer("kv_heads", f.model.heads);
+  f.model.head_dim = m.number("head_dim", f.model.hidden / f.model.heads);
   f.model.ffn_hidden = m.integer("ffn_hidden", static_cast<int>(4 * f.model.hidden));
+  f.model.experts = m.whole("experts", 0);
+  f.model.top_k = m.integer("top_k", 1);
+  f.model.moe_ffn_hidden = m.integer("moe_ffn_hidden", static_cast<int>(f.model.ffn_hidden));
+  if (f.model.experts > 0 && f.model.top_k > f.model.experts)
+    fail(path, nullptr, "model.top_k",
+         std::to_string(f.model.top_k) + " exceeds the " + std::to_string(f.model.experts) + " experts");
+  if (f.model.experts == 0 && f.model.top_k != 1)
+    fail(path, nullptr, "model.top_k", "needs experts (a dense model routes nowhere)");
   const std::string activation = m.text("activation", std::string("gelu"));
   const std::optional<sched::plan::activation_kind> a = sched::plan::parse_activation(activation);
   if (!a) fail(path, nullptr, "model.activation", "\"" + activation + "\": expected gelu or swiglu");
   f.model.activation = *a;
   f.model.tied_embeddings = m.flag("tied_embeddings", true);
   f.model.fused_attention = m.flag("fused_attention", false);
+  f.model.dropout = m.flag("dropout", true);
   if (f.model.heads % f.model.kv_heads != 0)
     fail(path, nullptr, "model.kv_heads",
          std::to_string(f.model.kv_heads) + " does not divide heads " + std::to_string(f.model.heads));
@@ -178,7 +200,8 @@ model_file load_model_file(const std::string& path) {
     run.dp = p.integer("dp");
     run.global_batch = p.integer("global_batch");
     run.tflops_per_gpu = p.number("tflops_per_gpu");
-    run.percent_of_peak = p.number("percent_of_peak");
+    run.percent_of_peak = p.number("percent_of_peak", 0.0);
+    run.tokens_per_gpu_per_s = p.number("tokens_per_gpu_per_s", 0.0);
     run.source = p.text("source");
     run.micro_batch = p.integer("micro_batch", 1);
     run.schedule = p.text("schedule", std::string("1f1b"));
@@ -193,6 +216,24 @@ model_file load_model_file(const std::string& path) {
     if (run.zero > 3) fail(path, nullptr, "published.zero", "expected 0, 1, 2 or 3");
     run.first_stage_layers = p.whole("first_stage_layers", 0);
     run.last_stage_layers = p.whole("last_stage_layers", 0);
+    run.cp = p.integer("cp", 1);
+    run.ep = p.integer("ep", 1);
+    const std::string cp_attention = p.text("cp_attention", std::string("ring"));
+    const auto kind = sched::plan::parse_cp_kind(cp_attention);
+    if (!kind) fail(path, nullptr, "published.cp_attention", "\"" + cp_attention + "\": expected ring or all-to-all");
+    run.cp_attention = *kind;
+    const std::string order = p.text("rank_order", std::string("tp-cp-pp-dp"));
+    const auto o = sched::plan::parse_rank_order(order);
+    if (!o) fail(path, nullptr, "published.rank_order", "\"" + order + "\": expected tp-cp-pp-dp or tp-cp-dp-pp");
+    run.order = *o;
+    const std::string precision = p.text("precision", std::string("bf16"));
+    if (!sched::plan::parse_precision(precision, run.precision))
+      fail(path, nullptr, "published.precision", "\"" + precision + "\": expected fp32, tf32, fp16, bf16, fp8 or fp8-block");
+    run.stack.gemm_efficiency = p.number("gemm_efficiency", 0.0);
+    if (run.stack.gemm_efficiency > 1) fail(path, nullptr, "published.gemm_efficiency", "must be <= 1");
+    run.stack.overlap_dp = p.flag("overlap_dp", false);
+    run.stack.overlap_tp = p.flag("overlap_tp", false);
+    run.stack.overlap_ep = p.flag("overlap_ep", false);
     f.published = run;
   }
   p.done();
@@ -214,8 +255,8 @@ sched::plan::device_desc load_device_file(const std::string& path) {
   d.tile_n = r.integer("tile_n", 128);
   r.done();
   reader p(path, root, "peak_tflops", true);
-  for (sched::plan::gemm_precision g : sched::plan::all_precisions)
-    d.peak(g) = p.number(sched::plan::to_string(g), 0.0) * 1e12;
+  for (size_t i = 0; i < std::size(sched::plan::peak_names); ++i)
+    d.peak_flops[i] = p.number(sched::plan::peak_names[i], 0.0) * 1e12;
   p.done();
   return d;
 }

@@ -18,8 +18,11 @@ namespace troupe::cli {
 // 1F1B, full recomputation, no sequence parallelism, no ZeRO).
 struct published_run {
   int tp = 1, pp = 1, dp = 1, global_batch = 1;
-  double tflops_per_gpu = 0;
-  double percent_of_peak = 0;
+  double tflops_per_gpu = 0;         // as the source counts them (see tokens_per_gpu_per_s)
+  double percent_of_peak = 0;        // 0: the source gives none
+  // Tokens per second per GPU, where the source gives them (0: it does not): the step time
+  // follows from them without knowing how the source counted FLOPs.
+  double tokens_per_gpu_per_s = 0;
   std::string source;
   int micro_batch = 1;
   std::string schedule = "1f1b";
@@ -28,11 +31,21 @@ struct published_run {
   bool sequence_parallel = false;
   int zero = 0;
   int first_stage_layers = 0, last_stage_layers = 0;  // 0: the even share
+  int cp = 1, ep = 1;
+  sched::plan::cp_kind cp_attention = sched::plan::cp_kind::ring;
+  sched::plan::rank_order order = sched::plan::rank_order::tp_cp_pp_dp;
+  sched::plan::gemm_precision precision{dtype::bf16, false};
+  sched::plan::stack_desc stack;  // the software it ran on, as the file states it
+
+  int gpus() const { return tp * pp * dp * cp; }
+  // The step time the source's throughput implies for `sequence`-token sequences: from tokens
+  // per second where given, else from its TFLOP/s and `flops_per_sequence` (counted as it counts).
+  double step_seconds(double sequence, double flops_per_sequence) const;
 };
 
-// The configuration a published run states (its mesh, batch, micro-batch, schedule,
-// recomputation, sequence parallelism, ZeRO stage and stage layers), for pricing it the way
-// the run ran.
+// The configuration a published run states (its mesh, cp and ep, batch, micro-batch, schedule,
+// recomputation, sequence parallelism, ZeRO stage, stage layers, rank order, precision and
+// stack), for pricing it the way the run ran.
 sched::plan::plan_config as_plan_config(const published_run& run);
 
 struct model_file {

@@ -121,11 +121,20 @@ memory_by_kind model_states(double params, int dp, int zero_stage, const state_b
 
 double activation_bytes_per_layer(const layer_shape& s, int tp, bool sp, recompute_mode r) {
   const double t = tp, sbh = s.sequence * s.micro_batch * s.hidden;
-  const double attention = s.fused_attention ? 0 : 5 * s.heads * s.sequence / (s.hidden * t);
+  const double keys = s.keys > 0 ? s.keys : s.sequence;
+  const double attention = s.fused_attention ? 0 : 5 * s.heads * keys / (s.hidden * t);
   const double f = s.ffn > 0 ? s.ffn : 4 * s.hidden;
-  const double split = 4 + 4 * s.kv_share + (s.swiglu ? 6 : 4) * f / s.hidden;  // 24 for GPT-3's shape
+  const double mlp = (s.swiglu ? 6 : 4) * f / s.hidden;
+  // 24 for GPT-3's shape
+  double split = 4 * s.q_share + 4 * s.kv_share + (s.top_k > 0 ? s.top_k * (2 + mlp) : mlp);
+  // The two norms' inputs, the qkv and MLP inputs, the two dropout masks.
+  double whole = s.dropout ? 10 : 8;
+  if (s.fp8) {
+    whole -= s.top_k > 0 ? 1 : 2;
+    split -= s.q_share + (s.top_k > 0 ? s.top_k * (1 + f / s.hidden) : f / s.hidden);
+  }
   // Layer norms and dropouts are replicated over tp unless sequence parallelism splits them.
-  const double linear = sp ? (10 + split) / t : 10 + split / t;
+  const double linear = sp ? (whole + split) / t : whole + split / t;
   switch (r) {
     case recompute_mode::none:
       return sbh * (linear + attention);

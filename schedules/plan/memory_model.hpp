@@ -86,14 +86,23 @@ memory_by_kind model_states(double params, int dp, int zero_stage, const state_b
 
 // The shape that sets activation size.
 struct layer_shape {
-  double sequence = 2048;  // s
+  double sequence = 2048;  // s: the tokens of a sequence this rank holds (its share under context parallelism)
   double micro_batch = 1;  // b
   double hidden = 1024;    // h
   double heads = 16;       // a
+  double keys = 0;         // keys each query attends to, for the unfused scores; 0: sequence
+  double q_share = 1;      // the query heads' width over h (a * head_dim / h)
   double kv_share = 1;     // k and v width over h (kv_heads / a; below 1 under grouped-query attention)
-  double ffn = 0;          // the MLP's width f; 0: 4h
+  double ffn = 0;          // the MLP's width f (an expert's with top_k); 0: 4h
   bool swiglu = false;     // the MLP keeps its gate and up outputs (2f) and their product (f)
   bool fused_attention = false;  // flash attention: no s x s scores, softmax output or dropout mask kept
+  // A mixture of experts: each of the rank's s*b/t tokens (its sequence-parallel share) reaches
+  // top_k experts, which keep its routed copy (2h bytes) and their MLP's activations; 0: dense.
+  double top_k = 0;
+  bool dropout = true;  // two sbh masks (attention's output and the MLP's); without, none
+  // FP8 GEMMs keep their inputs as the FP8 casts they ran on (Transformer Engine), a byte each:
+  // the qkv and fc1 inputs, the projection's and fc2's (the experts' routed copies and fc2 inputs).
+  bool fp8 = false;
 };
 
 // Bytes one transformer layer stashes for one micro-batch at 16-bit precision, tensor-parallel
@@ -101,8 +110,9 @@ struct layer_shape {
 // parallelism, sbh(34/t + 5as/(ht)) with it; selective recomputation drops the 5as/(ht) term
 // (attention scores are recomputed); full recomputation keeps only the layer's input, 2sbh
 // (2sbh/t with sequence parallelism). Of the 24 split over tp, q, k, v and the projection's input
-// are 2 + 2 + 2 + 2 (k and v scale with kv_share under grouped-query attention) and the MLP's
-// 16 = 4f/h (SwiGLU 6f/h); fused attention keeps no 5as/(ht) term, as selective recomputation.
+// are 2 + 2 + 2 + 2 (q and the projection's input scale with q_share, k and v with kv_share) and
+// the MLP's 16 = 4f/h (SwiGLU 6f/h; experts top_k (2 + 4f/h or 6f/h), over the tokens' tp
+// share); fused attention keeps no 5as/(ht) term, as selective recomputation.
 double activation_bytes_per_layer(const layer_shape& s, int tp, bool sequence_parallel, recompute_mode r);
 
 // 1e9 bytes, as the ZeRO paper prints GB, and 2^30 bytes, as DeepSpeed's estimator prints GB.

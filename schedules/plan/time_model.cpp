@@ -10,6 +10,10 @@
 namespace troupe::sched::plan {
 
 const char* to_string(gemm_precision p) {
+  if (p.fp8 != fp8_scaling::none) {
+    if (p.operands != dtype::bf16 || p.tf32) return "?";
+    return p.fp8 == fp8_scaling::tensor ? "fp8" : "fp8-block";
+  }
   if (p.tf32) return p.operands == dtype::f32 ? "tf32" : "?";
   switch (p.operands) {
     case dtype::f32:
@@ -37,7 +41,8 @@ bool parse_precision(const std::string& text, gemm_precision& out) {
 
 namespace {
 size_t peak_index(gemm_precision p) {
-  for (size_t i = 0; i < std::size(all_precisions); ++i)
+  if (p.fp8 != fp8_scaling::none && p.operands == dtype::bf16 && !p.tf32) return 4;
+  for (size_t i = 0; i < 4; ++i)
     if (all_precisions[i] == p) return i;
   throw std::invalid_argument(std::string("no published GEMM peak for ") + to_string(p.operands) +
                               " operands" + (p.tf32 ? " on TF32 tensor cores" : ""));
@@ -48,14 +53,18 @@ double device_desc::peak(gemm_precision p) const { return peak_flops[peak_index(
 double& device_desc::peak(gemm_precision p) { return peak_flops[peak_index(p)]; }
 
 double published_device::gemm_seconds(dtype d, double m, double n, double k, double batch) const {
+  return gemm_seconds_at(gemm_precision{d, tf32_ && d == dtype::f32}, m, n, k, batch);
+}
+
+double published_device::gemm_seconds_at(gemm_precision p, double m, double n, double k, double batch) const {
   const device_desc& dev = dev_;
   const double flops = 2 * m * n * k * batch;
   const double tiles = std::ceil(m / dev.tile_m) * std::ceil(n / dev.tile_n) * batch;
   const double waves = std::ceil(tiles / dev.sms);
   const double wave_fill = tiles / (waves * dev.sms);
-  const double peak = dev.peak(gemm_precision{d, tf32_ && d == dtype::f32});
-  const double compute = flops / (peak * dev.gemm_efficiency * wave_fill);
-  const double bytes = 2 * (m * k + k * n + m * n) * batch;
+  const double compute = flops / (dev.peak(p) * dev.gemm_efficiency * wave_fill);
+  const double operand = p.fp8 != fp8_scaling::none ? 1 : 2;
+  const double bytes = (operand * (m * k + k * n) + 2 * m * n) * batch;
   return std::max(compute, memory_seconds(dev, bytes));
 }
 
@@ -104,10 +113,8 @@ link_class inter_node_link(const cluster_desc& cl, int span_nodes) {
   return l;
 }
 
-double group_collective_seconds(collective c, double bytes, const mesh& m, axis a, const cluster_desc& cl) {
-  const int n = m.size(a);
+double group_collective_seconds(collective c, double bytes, int n, int stride, const cluster_desc& cl) {
   if (n <= 1) return 0;
-  const int stride = stride_of(m, a);
   // Group members in one node: the group's ranks are stride apart, nodes hold gpus_per_node ranks.
   const int per_node = std::clamp(cl.gpus_per_node / stride, 1, n);
   if (per_node >= n) return one_level(c, bytes, n, cl.intra_node);
@@ -119,6 +126,21 @@ double group_collective_seconds(collective c, double bytes, const mesh& m, axis 
   const int span = (n - 1) * stride / cl.gpus_per_node + 1;
   const double across = one_level(c, bytes / per_node, nodes, inter_node_link(cl, span));
   return inside + across;
+}
+
+double group_collective_seconds(collective c, double bytes, const mesh& m, axis a, const cluster_desc& cl) {
+  return group_collective_seconds(c, bytes, m.size(a), stride_of(m, a), cl);
+}
+
+double all_to_all_seconds(double bytes, int n, int per_node, int span_nodes, const cluster_desc& cl) {
+  if (n <= 1 || bytes <= 0) return 0;
+  per_node = std::clamp(per_node, 1, n);
+  const double inside = bytes * (per_node - 1) / n / cl.intra_node.bus_bytes_per_second;
+  const double across =
+      per_node < n ? bytes * (n - per_node) / n / inter_node_link(cl, span_nodes).bus_bytes_per_second : 0;
+  const double latency = (per_node - 1) * cl.intra_node.alpha_seconds +
+                         (n - per_node) * (per_node < n ? cl.inter_node.alpha_seconds : 0);
+  return std::max(inside, across) + latency;
 }
 
 bool pipeline_crosses_nodes(const mesh& m, const cluster_desc& cl) {

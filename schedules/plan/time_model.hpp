@@ -17,21 +17,35 @@ namespace troupe::sched::plan {
 
 // The precision of a plan's GEMMs, as vendors publish peaks: the operands' dtype and, for f32
 // operands, whether the products run on TF32 tensor cores. TF32 is a math mode of f32 GEMMs
-// (PyTorch's allow_tf32), not a storage type, so no dtype. The text is --precision's value and
-// the peak's key in a device file: "fp32", "tf32", "fp16", "bf16".
+// (PyTorch's allow_tf32), not a storage type, so no dtype. FP8 is a mode of the linear layers'
+// GEMMs too (Transformer Engine): activations and weights stay 16-bit and are quantized into each
+// GEMM, per tensor (one scale per tensor, "current" or "delayed" scaling) or per block (1x128
+// activation and 128x128 weight tiles, as DeepSeek-V3 trained); attention and the logits stay
+// 16-bit. The text is --precision's value: "fp32", "tf32", "fp16", "bf16", "fp8", "fp8-block";
+// both FP8 modes run at the device file's "fp8" peak.
+enum class fp8_scaling { none, tensor, block };
 struct gemm_precision {
   dtype operands = dtype::bf16;
   bool tf32 = false;
-  friend bool operator==(gemm_precision a, gemm_precision b) { return a.operands == b.operands && a.tf32 == b.tf32; }
+  fp8_scaling fp8 = fp8_scaling::none;
+  friend bool operator==(gemm_precision a, gemm_precision b) {
+    return a.operands == b.operands && a.tf32 == b.tf32 && a.fp8 == b.fp8;
+  }
 };
-inline constexpr gemm_precision all_precisions[4] = {{dtype::f32, false}, {dtype::f32, true},
-                                                     {dtype::f16, false}, {dtype::bf16, false}};
+inline constexpr gemm_precision all_precisions[6] = {{dtype::f32, false},
+                                                     {dtype::f32, true},
+                                                     {dtype::f16, false},
+                                                     {dtype::bf16, false},
+                                                     {dtype::bf16, false, fp8_scaling::tensor},
+                                                     {dtype::bf16, false, fp8_scaling::block}};
 const char* to_string(gemm_precision p);  // "?" for one outside all_precisions
 bool parse_precision(const std::string& text, gemm_precision& out);
+// The peaks a device file gives ([peak_tflops] keys), in device_desc::peak_flops' order.
+inline constexpr const char* peak_names[5] = {"fp32", "tf32", "fp16", "bf16", "fp8"};
 
 struct device_desc {
   std::string name;
-  double peak_flops[4] = {0, 0, 0, 0};  // dense FLOP/s, in all_precisions' order
+  double peak_flops[5] = {0, 0, 0, 0, 0};  // dense FLOP/s, in peak_names' order
   double memory_bandwidth = 0;          // bytes/s
   double memory_bytes = 0;
   // The efficiency curve by matrix size: a GEMM reaches `gemm_efficiency` of peak when its output
@@ -53,6 +67,8 @@ class published_device final : public op_costs {
  public:
   explicit published_device(const device_desc& dev, bool tf32 = false) : dev_(dev), tf32_(tf32) {}
   double gemm_seconds(dtype d, double m, double n, double k, double batch) const override;
+  // The same at precision p (FP8 operands are one byte each; the output is 16-bit).
+  double gemm_seconds_at(gemm_precision p, double m, double n, double k, double batch) const;
 
  private:
   const device_desc& dev_;
@@ -104,6 +120,16 @@ double tree_all_reduce_seconds(double bytes, int n, const link_class& link);
 // hierarchically, within each node on NVLink, then across nodes over the NICs of the group's k
 // ranks in each node. All-reduce takes the faster of ring and tree, as NCCL's tuner would.
 double group_collective_seconds(collective c, double bytes, const mesh& m, axis a, const cluster_desc& cl);
+
+// The same for a group of n ranks `stride` apart in rank order (mesh.hpp's placement gives the
+// strides of dp, pp and tp; the plan's own axes, context and expert parallelism, give theirs).
+double group_collective_seconds(collective c, double bytes, int n, int stride, const cluster_desc& cl);
+
+// An all-to-all in which each of n ranks sends `bytes` in total, spread evenly over the group
+// (MoE's token dispatch and combine, all-to-all context parallelism): `per_node` members share a
+// node, so (n - per_node) / n of each rank's bytes cross its NIC and the rest NVLink, both at
+// once; every peer's message pays a latency. `span_nodes` as inter_node_link's.
+double all_to_all_seconds(double bytes, int n, int per_node, int span_nodes, const cluster_desc& cl);
 
 // Whether consecutive pipeline stages sit on different nodes (then activations cross the NICs).
 bool pipeline_crosses_nodes(const mesh& m, const cluster_desc& cl);
