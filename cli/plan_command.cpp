@@ -28,7 +28,7 @@ struct plan_flags {
   std::string cp_attention = "ring", order = "tp-cp-pp-dp";
   int dp = 0, pp = 1, tp = 1, micro_batch = 1, micro_batches = 0, global_batch = 0, virtual_stages = 2, zero = 0;
   int cp = 1, ep = 1;
-  double gemm_efficiency = 0;  // 0: the device's (or the published stack's)
+  double gemm_efficiency = 0, attention_efficiency = 0;  // 0: the device's (or the published stack's)
   bool overlap_dp = false, overlap_tp = false, overlap_ep = false;
   int first_stage_layers = 0, last_stage_layers = 0;
   int nodes = 0, top = 10;
@@ -182,6 +182,8 @@ void precision_and_stack(const plan_flags& f, const published_run* pub, plan::ge
     throw std::invalid_argument("--precision \"" + f.precision + "\": expected fp32, tf32, fp16, bf16, fp8 or fp8-block");
   if (f.gemm_efficiency > 0) st.gemm_efficiency = f.gemm_efficiency;
   if (f.gemm_efficiency > 1) throw std::invalid_argument("--gemm-efficiency must be <= 1");
+  if (f.attention_efficiency > 0) st.attention_efficiency = f.attention_efficiency;
+  if (f.attention_efficiency > 1) throw std::invalid_argument("--attention-efficiency must be <= 1");
   st.overlap_dp = st.overlap_dp || f.overlap_dp;
   st.overlap_tp = st.overlap_tp || f.overlap_tp;
   st.overlap_ep = st.overlap_ep || f.overlap_ep;
@@ -376,6 +378,9 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--gemm-efficiency", f->gemm_efficiency,
                   "The software stack's share of peak for a large GEMM [the device file's; a search against a "
                   "published run: the run's]");
+  cmd->add_option("--attention-efficiency", f->attention_efficiency,
+                  "The stack's fused attention's share of the 16-bit peak (FlashAttention-2 on H100: 0.35) "
+                  "[the GEMM efficiency]");
   cmd->add_flag("--overlap-dp", f->overlap_dp, "The stack hides gradient reduction under backward (--overlap-grad-reduce)");
   cmd->add_flag("--overlap-tp", f->overlap_tp, "The stack hides tp collectives under GEMMs (--tp-comm-overlap)");
   cmd->add_flag("--overlap-ep", f->overlap_ep,

@@ -231,6 +231,8 @@ model_file load_model_file(const std::string& path) {
       fail(path, nullptr, "published.precision", "\"" + precision + "\": expected fp32, tf32, fp16, bf16, fp8 or fp8-block");
     run.stack.gemm_efficiency = p.number("gemm_efficiency", 0.0);
     if (run.stack.gemm_efficiency > 1) fail(path, nullptr, "published.gemm_efficiency", "must be <= 1");
+    run.stack.attention_efficiency = p.number("attention_efficiency", 0.0);
+    if (run.stack.attention_efficiency > 1) fail(path, nullptr, "published.attention_efficiency", "must be <= 1");
     run.stack.overlap_dp = p.flag("overlap_dp", false);
     run.stack.overlap_tp = p.flag("overlap_tp", false);
     run.stack.overlap_ep = p.flag("overlap_ep", false);

@@ -320,8 +320,12 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
   // Unfused, QK^T writes the scores and AV reads them back; fused (flash), both products stay in
   // on-chip memory, so each costs its FLOPs at the output's tiling, and backward recomputes the
   // scores: five products where the unfused backward has four.
-  const double attention_gemms = md.fused_attention ? 2 * gemm(att, q_rows, d, keys, heads)
-                                                    : gemm(att, q_rows, keys, d, heads) + gemm(att, q_rows, d, keys, heads);
+  device_desc attention_dev = dev;
+  if (c.stack.attention_efficiency > 0) attention_dev.gemm_efficiency = c.stack.attention_efficiency;
+  const published_device attention_hw(attention_dev, c.precision.tf32);
+  const double attention_gemms =
+      md.fused_attention ? attention_hw.fused_attention_seconds(att, q_rows, keys, d, heads)
+                         : gemm(att, q_rows, keys, d, heads) + gemm(att, q_rows, d, keys, heads);
   const double attention_backward = (md.fused_attention ? 2.5 : 2) * attention_gemms;
   // Bytes read plus written by the unfused passes: two layer norms (4sbh each), two
   // bias-dropout-adds (7sbh each: two inputs, output, mask), the MLP's activation, and

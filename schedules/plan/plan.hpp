@@ -117,14 +117,18 @@ std::optional<cp_kind> parse_cp_kind(const std::string& text);
 // all-to-alls while another's forward or backward computes (Megatron-Core's
 // --overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe), so only what outlasts a layer's
 // compute shows.
+// attention_efficiency is the share of the 16-bit peak its fused attention kernels reach (0: the
+// GEMM efficiency): FlashAttention-2 reaches 35% on an H100, FlashAttention-3 up to 75% (Shah et
+// al. 2024).
 struct stack_desc {
   double gemm_efficiency = 0;
+  double attention_efficiency = 0;
   bool overlap_dp = false;
   bool overlap_tp = false;
   bool overlap_ep = false;
   bool operator==(const stack_desc& o) const {
-    return gemm_efficiency == o.gemm_efficiency && overlap_dp == o.overlap_dp && overlap_tp == o.overlap_tp &&
-           overlap_ep == o.overlap_ep;
+    return gemm_efficiency == o.gemm_efficiency && attention_efficiency == o.attention_efficiency &&
+           overlap_dp == o.overlap_dp && overlap_tp == o.overlap_tp && overlap_ep == o.overlap_ep;
   }
 };
 

@@ -68,6 +68,18 @@ double published_device::gemm_seconds_at(gemm_precision p, double m, double n, d
   return std::max(compute, memory_seconds(dev, bytes));
 }
 
+double published_device::fused_attention_seconds(gemm_precision p, double queries, double keys, double d,
+                                                 double heads) const {
+  const device_desc& dev = dev_;
+  const double flops = 4 * queries * keys * d * heads;
+  const double tiles = std::ceil(queries / dev.tile_m) * heads;
+  const double waves = std::ceil(tiles / dev.sms);
+  const double wave_fill = tiles / (waves * dev.sms);
+  const double compute = flops / (dev.peak(p) * dev.gemm_efficiency * wave_fill);
+  const double bytes = 2 * (2 * queries * d + 2 * keys * d) * heads;
+  return std::max(compute, memory_seconds(dev, bytes));
+}
+
 double memory_seconds(const device_desc& dev, double bytes) { return bytes / dev.memory_bandwidth; }
 
 double ring_seconds(collective c, double bytes, int n, const link_class& link) {

@@ -69,6 +69,10 @@ class published_device final : public op_costs {
   double gemm_seconds(dtype d, double m, double n, double k, double batch) const override;
   // The same at precision p (FP8 operands are one byte each; the output is 16-bit).
   double gemm_seconds_at(gemm_precision p, double m, double n, double k, double batch) const;
+  // Fused (flash) attention's forward over `heads` heads of width d: QK^T and PV, 4 * queries *
+  // keys * d FLOPs a head, in tiles of tile_m queries a head; it reads q, k and v and writes the
+  // output, never the scores, so it is bound by compute unless tiny.
+  double fused_attention_seconds(gemm_precision p, double queries, double keys, double d, double heads) const;
 
  private:
   const device_desc& dev_;

@@ -159,7 +159,7 @@ TEST_P(published_runs_on_h100, predicted_step_time_against_the_published_through
 
 INSTANTIATE_TEST_SUITE_P(issue_38, published_runs_on_h100,
                          ::testing::Values(h100_run{"llama-3-8b.toml", true}, h100_run{"llama-3-70b-fp8.toml", true},
-                                           h100_run{"llama-3.1-405b-fp8-cp2.toml", false},
+                                           h100_run{"llama-3.1-405b-fp8-cp2.toml", true},
                                            h100_run{"llama-3-405b-128k.toml", false},
                                            h100_run{"qwen3-235b-a22b-fp8.toml", false}),
                          [](const auto& info) {

@@ -154,6 +154,33 @@ TEST(schedules_plan_forms, fp8_runs_linear_gemms_at_the_fp8_peak_and_keeps_cast_
   EXPECT_LT(b.memory.activations, a.memory.activations);  // linear inputs kept as their FP8 casts
 }
 
+TEST(schedules_plan_forms, fused_attention_costs_its_flops_without_the_score_matrix) {
+  cluster_desc cl = cluster(1);
+  cl.device.tile_m = 128;
+  const published_device hw(cl.device);
+  const gemm_precision bf16{dtype::bf16, false};
+  // 8192 queries of 100 heads in tiles of 128: 6400 tiles, 64 whole waves over 100 SMs.
+  const double flops = 4.0 * 8192 * 4096 * 128 * 100;
+  EXPECT_DOUBLE_EQ(hw.fused_attention_seconds(bf16, 8192, 4096, 128, 100), flops / (100e12 * 0.7));
+  // Unfused, the same products write and read the 8192 x 4096 scores of every head: on a device
+  // with a tenth of the bandwidth that traffic bounds them, while the fused kernel stays compute-bound.
+  cluster_desc narrow = cl;
+  narrow.device.memory_bandwidth = 0.1e12;
+  const published_device slow_memory(narrow.device);
+  const double scores = 2.0 * 8192 * 4096 * 100;  // 16-bit, written once and read once
+  EXPECT_GE(slow_memory.gemm_seconds_at(bf16, 8192, 4096, 128, 100) + slow_memory.gemm_seconds_at(bf16, 8192, 128, 4096, 100),
+            2 * scores / 0.1e12);
+  EXPECT_DOUBLE_EQ(slow_memory.fused_attention_seconds(bf16, 8192, 4096, 128, 100), flops / (100e12 * 0.7));
+  // A stack whose attention kernels reach less of the peak (FlashAttention-2 on H100) is slower
+  // by attention's share only.
+  plan_config c = config({2, 1, 4, 1}, 2);
+  const plan_result fast = evaluate(dense(), cl, c);
+  c.stack.attention_efficiency = 0.35;
+  const plan_result slow = evaluate(dense(), cl, c);
+  EXPECT_GT(slow.breakdown.compute, fast.breakdown.compute);
+  EXPECT_LT(slow.breakdown.compute, 2 * fast.breakdown.compute);
+}
+
 TEST(schedules_plan_forms, uneven_chunks_give_the_first_and_last_chunk_one_layer_fewer) {
   model_desc md = dense();
   md.layers = 126;
