@@ -7,23 +7,16 @@
 #include <string>
 
 #include "schedules/plan/plan.hpp"
+#include "tests/schedules/plan/test_cluster.hpp"
 
 namespace troupe::sched::plan {
 namespace {
 
+// The test cluster with an FP8 peak twice its bf16 one; memory is asserted on, never a limit here.
 cluster_desc cluster(int nodes, double inter_bytes_per_second = 20e9) {
-  cluster_desc cl;
-  cl.name = "test";
-  cl.nodes = nodes;
-  cl.gpus_per_node = 8;
-  cl.device.name = "gpu";
-  cl.device.peak(gemm_precision{dtype::bf16, false}) = 100e12;
+  cluster_desc cl = test_cluster(nodes, inter_bytes_per_second);
   cl.device.peak(gemm_precision{dtype::bf16, false, fp8_scaling::tensor}) = 200e12;
-  cl.device.memory_bandwidth = 1e12;
-  cl.device.memory_bytes = 1e6 * gib;  // memory is asserted on, never a limit here
-  cl.device.sms = 100;
-  cl.intra_node = {0, 200e9};
-  cl.inter_node = {0, inter_bytes_per_second};
+  cl.device.memory_bytes = 1e6 * gib;
   return cl;
 }
 

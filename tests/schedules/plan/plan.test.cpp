@@ -1,6 +1,7 @@
 // The time model's collectives against NCCL's bus-bandwidth definition, placement of groups on
 // nodes, the plan checks, and the search's contract (every plan fits, fastest first).
 #include "schedules/plan/plan.hpp"
+#include "tests/schedules/plan/test_cluster.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,20 +11,7 @@
 namespace troupe::sched::plan {
 namespace {
 
-cluster_desc small_cluster(int nodes) {
-  cluster_desc cl;
-  cl.name = "test";
-  cl.nodes = nodes;
-  cl.gpus_per_node = 8;
-  cl.device.name = "gpu";
-  cl.device.peak(gemm_precision{dtype::bf16, false}) = 100e12;
-  cl.device.memory_bandwidth = 1e12;
-  cl.device.memory_bytes = 80 * gib;
-  cl.device.sms = 100;
-  cl.intra_node = {0, 200e9};
-  cl.inter_node = {0, 20e9};
-  return cl;
-}
+cluster_desc small_cluster(int nodes) { return test_cluster(nodes); }
 
 TEST(schedules_plan_time, ring_all_reduce_moves_2_n_minus_1_over_n_bytes_at_bus_bandwidth) {
   const link_class l{0, 100e9};
