@@ -357,7 +357,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
                   "Measure this machine for troupe's own jobs and write its description to this file (for troupe train --forecast)");
   cmd->add_option("--job", f->job, "With --calibrate: the job config whose model to measure [the default MLP]")
       ->check(CLI::ExistingFile);
-  cmd->add_option("--dp", f->dp, "Data-parallel replicas [the GPUs left by pp x tp]");
+  cmd->add_option("--dp", f->dp, "Data-parallel replicas [the GPUs left by pp x tp x cp]");
   cmd->add_option("--pp", f->pp, "Pipeline stages [1]")->check(CLI::PositiveNumber);
   cmd->add_option("--tp", f->tp, "Tensor-parallel ranks [1]")->check(CLI::PositiveNumber);
   cmd->add_option("--micro-batch-size", f->micro_batch, "Sequences per micro-batch [1]")->check(CLI::PositiveNumber);
@@ -398,7 +398,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
                   "GEMM precision: bf16, fp16, tf32, fp32, fp8 (per tensor), fp8-block [bf16; a search against a "
                   "published run: the run's]");
   cmd->add_option("--nodes", f->nodes, "Resize the cluster to this many nodes")->check(CLI::PositiveNumber);
-  cmd->add_flag("--search", f->search, "Search meshes, micro-batches, schedules, ZeRO and recomputation");
+  cmd->add_flag("--search", f->search, "Search meshes (with cp and ep), micro-batches, schedules, ZeRO and recomputation");
   cmd->add_option("--top", f->top, "Plans --search prints [10]")->check(CLI::PositiveNumber);
   cmd->add_flag("--json", f->json, "Print JSON instead of text");
   cmd->add_option("--lateness", f->lateness,
