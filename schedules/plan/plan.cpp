@@ -128,6 +128,9 @@ std::string check(const model_desc& model, const cluster_desc& cl, const plan_co
     return "--cp " + std::to_string(c.cp) + ": ring attention splits the " +
            std::to_string(static_cast<long long>(model.sequence)) + "-token sequence into 2 x cp = " +
            std::to_string(2 * c.cp) + " equal chunks, which it does not divide";
+  if (c.cp > 1 && c.cp_attention == cp_kind::all_to_all && std::fmod(model.sequence, c.cp) != 0)
+    return "--cp " + std::to_string(c.cp) + " does not divide the " +
+           std::to_string(static_cast<long long>(model.sequence)) + "-token sequence";
   if (c.cp > 1 && c.cp_attention == cp_kind::all_to_all && (model.kv() / std::max(m.tp, 1)) % c.cp != 0)
     return "--cp " + std::to_string(c.cp) + ": all-to-all attention splits each tp rank's " +
            std::to_string(model.kv() / std::max(m.tp, 1)) + " kv heads over cp, which it does not divide";

@@ -236,6 +236,9 @@ TEST(schedules_plan_forms, check_names_cp_and_ep_that_do_not_fit_the_model) {
   c.cp = 2;
   c.cp_attention = cp_kind::all_to_all;  // 4 kv heads over tp 4 leave one per rank
   EXPECT_NE(check(dense(), cluster(1), c).find("kv heads over cp"), std::string::npos);
+  model_desc odd = dense();
+  odd.sequence = 8191;
+  EXPECT_NE(check(odd, cluster(1), c).find("--cp 2 does not divide the 8191-token sequence"), std::string::npos);
 }
 
 TEST(schedules_plan_forms, search_spreads_experts_only_over_degrees_that_divide_them) {
