@@ -1,9 +1,11 @@
-// A training plan for a GPT-style transformer on a cluster: the mesh, micro-batching, schedule,
-// ZeRO stage and recomputation, and what it costs. evaluate() prices every chunk of the pipeline
-// with time_model.hpp, runs the named schedule through simulate() for the step's pipeline part,
-// adds the data-parallel gradient reduction and the optimizer step (not overlapped with the
-// pipeline, as Megatron-LM 2021 runs them), and sizes memory on the most loaded device with
-// memory_model.hpp from the schedule's peak live activations. search() tries the space.
+// A training plan for a GPT-style transformer, dense or a mixture of experts, on a cluster: the
+// mesh (dp, pp, tp, and the planner's own cp and ep), micro-batching, schedule, ZeRO stage,
+// recomputation, precision and the software stack, and what it costs. evaluate() prices every
+// chunk of the pipeline with time_model.hpp, runs the named schedule through simulate() for the
+// step's pipeline part, adds the data-parallel gradient reduction and the optimizer step (after
+// the pipeline, as Megatron-LM 2021 runs them, unless the stack overlaps the reduction), and
+// sizes memory on the most loaded device with memory_model.hpp from the schedule's peak live
+// activations. search() tries the space.
 #pragma once
 
 #include <optional>
