@@ -231,13 +231,10 @@ double dense_dp_seconds(collective k, double bytes, const plan_config& c, const 
          group_collective_seconds(k, bytes / c.cp, c.m.dp, st.dp, cl);
 }
 
-bool crosses_nodes(const plan_config& c, const cluster_desc& cl) {
-  return c.m.pp > 1 && strides_of(c).pp * c.m.pp > cl.gpus_per_node;
-}
-
 link_class pipeline_link(const plan_config& c, const cluster_desc& cl) {
-  if (!crosses_nodes(c, cl)) return cl.intra_node;
-  return inter_node_link(cl, std::max(2, strides_of(c).pp / cl.gpus_per_node + 1));
+  const int stride = strides_of(c).pp;
+  if (!pipeline_crosses_nodes(c.m.pp, stride, cl)) return cl.intra_node;
+  return inter_node_link(cl, pipeline_span(stride, cl));
 }
 
 layer_shape shape_of(const model_desc& md, const plan_config& c) {

@@ -56,13 +56,20 @@ double published_device::gemm_seconds(dtype d, double m, double n, double k, dou
   return gemm_seconds_at(gemm_precision{d, tf32_ && d == dtype::f32}, m, n, k, batch);
 }
 
-double published_device::gemm_seconds_at(gemm_precision p, double m, double n, double k, double batch) const {
-  const device_desc& dev = dev_;
-  const double flops = 2 * m * n * k * batch;
-  const double tiles = std::ceil(m / dev.tile_m) * std::ceil(n / dev.tile_n) * batch;
+namespace {
+// `flops` spread over `tiles` output tiles at p's peak: whole waves over the SMs reach the
+// device's efficiency, a partial last wave idles the SMs it leaves.
+double tiled_compute_seconds(const device_desc& dev, gemm_precision p, double flops, double tiles) {
   const double waves = std::ceil(tiles / dev.sms);
   const double wave_fill = tiles / (waves * dev.sms);
-  const double compute = flops / (dev.peak(p) * dev.gemm_efficiency * wave_fill);
+  return flops / (dev.peak(p) * dev.gemm_efficiency * wave_fill);
+}
+}  // namespace
+
+double published_device::gemm_seconds_at(gemm_precision p, double m, double n, double k, double batch) const {
+  const device_desc& dev = dev_;
+  const double tiles = std::ceil(m / dev.tile_m) * std::ceil(n / dev.tile_n) * batch;
+  const double compute = tiled_compute_seconds(dev, p, 2 * m * n * k * batch, tiles);
   const double operand = p.fp8 != fp8_scaling::none ? 1 : 2;
   const double bytes = (operand * (m * k + k * n) + 2 * m * n) * batch;
   return std::max(compute, memory_seconds(dev, bytes));
@@ -71,11 +78,8 @@ double published_device::gemm_seconds_at(gemm_precision p, double m, double n, d
 double published_device::fused_attention_seconds(gemm_precision p, double queries, double keys, double d,
                                                  double heads) const {
   const device_desc& dev = dev_;
-  const double flops = 4 * queries * keys * d * heads;
-  const double tiles = std::ceil(queries / dev.tile_m) * heads;
-  const double waves = std::ceil(tiles / dev.sms);
-  const double wave_fill = tiles / (waves * dev.sms);
-  const double compute = flops / (dev.peak(p) * dev.gemm_efficiency * wave_fill);
+  const double compute =
+      tiled_compute_seconds(dev, p, 4 * queries * keys * d * heads, std::ceil(queries / dev.tile_m) * heads);
   const double bytes = 2 * (2 * queries * d + 2 * keys * d) * heads;
   return std::max(compute, memory_seconds(dev, bytes));
 }
@@ -155,10 +159,12 @@ double all_to_all_seconds(double bytes, int n, int per_node, int span_nodes, con
   return std::max(inside, across) + latency;
 }
 
-bool pipeline_crosses_nodes(const mesh& m, const cluster_desc& cl) {
-  return m.pp > 1 && m.tp * m.pp > cl.gpus_per_node;
+bool pipeline_crosses_nodes(int pp, int stride, const cluster_desc& cl) {
+  return pp > 1 && stride * pp > cl.gpus_per_node;
 }
+bool pipeline_crosses_nodes(const mesh& m, const cluster_desc& cl) { return pipeline_crosses_nodes(m.pp, m.tp, cl); }
 
-int pipeline_span(const mesh& m, const cluster_desc& cl) { return std::max(2, m.tp / cl.gpus_per_node + 1); }
+int pipeline_span(int stride, const cluster_desc& cl) { return std::max(2, stride / cl.gpus_per_node + 1); }
+int pipeline_span(const mesh& m, const cluster_desc& cl) { return pipeline_span(m.tp, cl); }
 
 }  // namespace troupe::sched::plan

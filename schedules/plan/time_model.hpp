@@ -135,10 +135,13 @@ double group_collective_seconds(collective c, double bytes, int n, int stride, c
 // once; every peer's message pays a latency. `span_nodes` as inter_node_link's.
 double all_to_all_seconds(double bytes, int n, int per_node, int span_nodes, const cluster_desc& cl);
 
-// Whether consecutive pipeline stages sit on different nodes (then activations cross the NICs).
+// Whether consecutive pipeline stages, `stride` ranks apart, sit on different nodes for some pair
+// of them (then activations cross the NICs); in mesh m stage neighbours are tp ranks apart.
+bool pipeline_crosses_nodes(int pp, int stride, const cluster_desc& cl);
 bool pipeline_crosses_nodes(const mesh& m, const cluster_desc& cl);
-// The nodes a pipeline hop spans counting both ends (stage neighbours are tp ranks apart): 2 for
-// the next node, so a hop leaves a leaf switch only when a stage's tp group spans more nodes.
+// The nodes a pipeline hop spans counting both ends: 2 for the next node, more when a stage's
+// ranks (`stride` of them between neighbours) span several nodes.
+int pipeline_span(int stride, const cluster_desc& cl);
 int pipeline_span(const mesh& m, const cluster_desc& cl);
 
 }  // namespace troupe::sched::plan
