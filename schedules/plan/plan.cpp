@@ -1,6 +1,7 @@
 // Pricing and searching plans (see plan.hpp). Per-layer costs count the GEMMs of Megatron-LM's
 // layer (QKV, attention scores and context, projection, two MLP GEMMs), the elementwise passes
-// between them at memory bandwidth, and tensor parallelism's two all-reduces each way.
+// between them at memory bandwidth, and tensor parallelism's two all-reduces each way. The model's
+// arithmetic is in model_desc.cpp, the explanation of one plan against another in explain.cpp.
 #include "schedules/plan/plan.hpp"
 
 #include <algorithm>
@@ -14,76 +15,6 @@
 #include "schedules/validate.hpp"
 
 namespace troupe::sched::plan {
-
-const char* to_string(activation_kind a) { return a == activation_kind::swiglu ? "swiglu" : "gelu"; }
-
-std::optional<activation_kind> parse_activation(const std::string& text) {
-  for (activation_kind a : {activation_kind::gelu, activation_kind::swiglu})
-    if (text == to_string(a)) return a;
-  return std::nullopt;
-}
-
-const char* to_string(rank_order o) { return o == rank_order::tp_cp_dp_pp ? "tp-cp-dp-pp" : "tp-cp-pp-dp"; }
-
-std::optional<rank_order> parse_rank_order(const std::string& text) {
-  for (rank_order o : {rank_order::tp_cp_pp_dp, rank_order::tp_cp_dp_pp})
-    if (text == to_string(o)) return o;
-  return std::nullopt;
-}
-
-const char* to_string(cp_kind k) { return k == cp_kind::all_to_all ? "all-to-all" : "ring"; }
-
-std::optional<cp_kind> parse_cp_kind(const std::string& text) {
-  for (cp_kind k : {cp_kind::ring, cp_kind::all_to_all})
-    if (text == to_string(k)) return k;
-  return std::nullopt;
-}
-
-double model_desc::layer_gemm_parameters() const {
-  return attention_parameters() + (moe() ? layer_expert_parameters() + router_parameters() : mlp_parameters(ffn()));
-}
-
-double model_desc::active_layer_gemm_parameters() const {
-  return attention_parameters() +
-         (moe() ? top_k * mlp_parameters(expert_ffn()) + router_parameters() : mlp_parameters(ffn()));
-}
-
-double model_desc::model_flops_per_sequence() const {
-  const double s = sequence, h = hidden, l = layers;
-  return 3 * (2 * s * l * active_layer_gemm_parameters() + 4 * s * s * q_width() * l + 2 * s * h * vocab);
-}
-
-double model_desc::hardware_flops_per_sequence(recompute_mode r) const {
-  const double s = sequence, h = hidden, l = layers;
-  switch (r) {
-    case recompute_mode::none:
-      return model_flops_per_sequence();
-    case recompute_mode::selective:  // the two attention GEMMs run again: 4s^2ad per layer
-      return model_flops_per_sequence() + 4 * s * s * q_width() * l;
-    case recompute_mode::full:  // the layers' forward again, not the logits
-      return 4 * (2 * s * l * active_layer_gemm_parameters() + 4 * s * s * q_width() * l) + 3 * 2 * s * h * vocab;
-  }
-  return 0;
-}
-
-std::string model_desc::describe_shape() const {
-  std::vector<std::string> parts;
-  if (kv() != heads) parts.push_back("GQA " + std::to_string(kv()) + " kv heads");
-  if (head() != hidden / heads) parts.push_back("head dim " + std::to_string(static_cast<long long>(head())));
-  const auto width = [](double w) { return std::to_string(static_cast<long long>(w)); };
-  if (moe()) {
-    parts.push_back("MoE " + std::to_string(experts) + " experts top-" + std::to_string(top_k) + " " +
-                    (activation == activation_kind::swiglu ? "SwiGLU " : "GELU ") + width(expert_ffn()));
-  } else if (activation != activation_kind::gelu || ffn() != 4 * hidden) {
-    parts.push_back(std::string(activation == activation_kind::swiglu ? "SwiGLU " : "GELU ") + width(ffn()));
-  }
-  if (!tied_embeddings) parts.push_back("untied");
-  if (fused_attention) parts.push_back("fused attention");
-  if (!dropout) parts.push_back("no dropout");
-  std::string out;
-  for (const std::string& p : parts) out += (out.empty() ? "" : ", ") + p;
-  return out;
-}
 
 double stage_layers(const model_desc& md, const plan_config& c, int d) {
   const int pp = c.m.pp;
@@ -591,84 +522,6 @@ dispatch_price price_dispatch(const model_desc& md, const cluster_desc& cl, cons
   const step_statistics ready = simulate_steps(s, p.costs, o, steps);
   out.ready_seconds = ready.mean_makespan_seconds;
   out.out_of_order = ready.out_of_order;
-  return out;
-}
-
-std::vector<named_seconds> parts(const step_breakdown& b) {
-  return {{"compute", b.compute},
-          {"recompute", b.recompute},
-          {"tensor_parallel", b.tensor_parallel},
-          {"context_parallel", b.context_parallel},
-          {"expert_parallel", b.expert_parallel},
-          {"zero3_gathers", b.zero3_gathers},
-          {"pipeline_idle", b.pipeline_idle},
-          {"dp_reduction", b.dp_reduction},
-          {"optimizer", b.optimizer}};
-}
-
-namespace {
-
-// The plan choices that move a part of the step, for the explanation's lines.
-std::string why(const std::string& part, const plan_config& x, const plan_config& y) {
-  auto changed = [](const char* what, const std::string& a, const std::string& b) {
-    return a == b ? std::string() : std::string(what) + " " + a + " -> " + b;
-  };
-  auto join = [](std::vector<std::string> items) {
-    std::string out;
-    for (const auto& i : items)
-      if (!i.empty()) out += (out.empty() ? "" : ", ") + i;
-    return out.empty() ? std::string("the same choices, other sizes") : out;
-  };
-  const std::string mb = changed("micro-batch", std::to_string(x.micro_batch), std::to_string(y.micro_batch));
-  const std::string tp = changed("tp", std::to_string(x.m.tp), std::to_string(y.m.tp));
-  const std::string pp = changed("pp", std::to_string(x.m.pp), std::to_string(y.m.pp));
-  const std::string dp = changed("dp", std::to_string(x.m.dp), std::to_string(y.m.dp));
-  const std::string rc = changed("recomputation", to_string(x.rc), to_string(y.rc));
-  const std::string sched = changed("schedule", x.schedule + (x.virtual_stages > 1 ? " v" + std::to_string(x.virtual_stages) : ""),
-                                    y.schedule + (y.virtual_stages > 1 ? " v" + std::to_string(y.virtual_stages) : ""));
-  const std::string zero = changed("zero", std::to_string(x.zero), std::to_string(y.zero));
-  const std::string cp = changed("cp", std::to_string(x.cp) + " " + to_string(x.cp_attention),
-                                 std::to_string(y.cp) + " " + to_string(y.cp_attention));
-  const std::string ep = changed("ep", std::to_string(x.ep), std::to_string(y.ep));
-  const std::string order = changed("rank order", to_string(x.order), to_string(y.order));
-  if (part == "recompute") return join({rc});
-  if (part == "tensor_parallel") return join({tp, mb, pp});
-  if (part == "context_parallel") return join({cp, tp, mb});
-  if (part == "expert_parallel") return join({ep, tp, mb, order});
-  if (part == "pipeline_idle") return join({sched, pp, changed("micro-batches", std::to_string(x.microbatches()), std::to_string(y.microbatches()))});
-  if (part == "dp_reduction") return join({dp, pp, tp, cp, ep, zero, order});
-  if (part == "optimizer") return join({zero, dp, pp, tp});
-  if (part == "zero3_gathers") return join({zero});
-  return join({tp, pp, mb, cp, ep});  // compute: each GEMM's size and how work splits over devices
-}
-
-}  // namespace
-
-std::vector<std::string> explain(const plan_result& chosen, const plan_result& reference) {
-  const auto a = parts(chosen.breakdown), b = parts(reference.breakdown);
-  std::vector<std::pair<double, std::string>> lines;
-  for (size_t i = 0; i < a.size(); ++i) {
-    const double saved = b[i].seconds - a[i].seconds;
-    if (std::abs(saved) <= 0.005 * reference.step_seconds) continue;
-    char buf[320];
-    std::snprintf(buf, sizeof buf, "%s %.3f s -> %.3f s (%s %.3f s, %.1f%% of the reference step): %s", a[i].name,
-                  b[i].seconds, a[i].seconds, saved > 0 ? "saves" : "costs", std::abs(saved),
-                  100 * std::abs(saved) / reference.step_seconds,
-                  why(a[i].name, reference.config, chosen.config).c_str());
-    lines.emplace_back(-saved, buf);
-  }
-  std::sort(lines.begin(), lines.end());
-  std::vector<std::string> out;
-  char head[200];
-  std::snprintf(head, sizeof head, "step %.3f s against %.3f s: %.2fx the reference's throughput", chosen.step_seconds,
-                reference.step_seconds, reference.step_seconds / chosen.step_seconds);
-  out.emplace_back(head);
-  for (auto& l : lines) out.push_back(std::move(l.second));
-  char mem[200];
-  std::snprintf(mem, sizeof mem, "memory %.1f GiB against %.1f GiB per device (stage %d against %d)",
-                chosen.memory.total() / gib, reference.memory.total() / gib, chosen.memory_stage,
-                reference.memory_stage);
-  out.emplace_back(mem);
   return out;
 }
 
