@@ -13,8 +13,9 @@ namespace troupe {
 namespace {
 
 // saved.tensors after forward: x, the router's logits, then per expert its pre-GELU rows and its
-// output rows; backward_input appends the logits' gradient and per expert its output's and its
-// pre-GELU rows' gradients for backward_weight.
+// output rows. backward_input routes again from the logits (a routing is no tensor to keep) and
+// appends what backward_weight needs, so that half neither routes nor moves tokens: the logits'
+// gradient, then per expert its output's gradient, its pre-GELU rows' gradient and its input rows.
 constexpr size_t kX = 0, kLogits = 1, kExperts = 2;
 
 tensor rows_tensor(std::vector<float> v, int64_t width) {
@@ -128,9 +129,11 @@ tensor moe_mlp::backward_input(const tensor& dy, saved_activations& saved) const
   std::vector<float> routed_dx(static_cast<size_t>(N * C_), 0.0f);
   moe::dispatch_backward(r, din, C_, routed_dx.data());
   ops::add_into(dx.data(), routed_dx.data(), N * C_);
+  std::vector<std::vector<float>> in = moe::dispatch(r, x.data(), C_);  // before x's vector grows below
   saved.tensors.push_back(tensor({N, E}, g.logits));
   for (int64_t e = 0; e < E; ++e) saved.tensors.push_back(rows_tensor(std::move(g.expert_out[static_cast<size_t>(e)]), C_));
   for (tensor& t : dpre) saved.tensors.push_back(std::move(t));
+  for (auto& rows : in) saved.tensors.push_back(rows_tensor(std::move(rows), C_));
   return dx;
 }
 
@@ -139,21 +142,20 @@ void moe_mlp::backward_weight(const tensor& dy, saved_activations& saved) {
   if (saved.tensors.size() == kExperts + static_cast<size_t>(2 * E)) backward_input(dy, saved);  // the first layer of a model
   const tensor& x = saved.tensors.at(kX);
   const int64_t N = x.numel() / C_;
-  const moe::routing r = route(saved.tensors.at(kLogits).data(), N);
   const size_t grads_at = kExperts + static_cast<size_t>(2 * E);
   ops::matmul_backward_weight(grads_, nullptr, saved.tensors.at(grads_at).data(), x.data(), N, C_, E);
-  const std::vector<std::vector<float>> in = moe::dispatch(r, x.data(), C_);
   for (int64_t e = 0; e < E; ++e) {
-    const int64_t n = r.load[static_cast<size_t>(e)];
+    const tensor& h = saved.tensors.at(kExperts + static_cast<size_t>(e));
+    const int64_t n = h.numel() / F_;  // the tokens expert e took
     if (n == 0) continue;
     float* gw = grads_ + E * C_ + e * expert_params();
-    const tensor& h = saved.tensors.at(kExperts + static_cast<size_t>(e));
     const tensor& dout = saved.tensors.at(grads_at + 1 + static_cast<size_t>(e));
     const tensor& dh = saved.tensors.at(grads_at + 1 + static_cast<size_t>(E + e));
+    const tensor& in = saved.tensors.at(grads_at + 1 + static_cast<size_t>(2 * E + e));
     std::vector<float> a(static_cast<size_t>(n * F_));
     ops::gelu_forward(a.data(), h.data(), n * F_);
     ops::matmul_backward_weight(gw + F_ * C_ + F_, gw + F_ * C_ + F_ + C_ * F_, dout.data(), a.data(), n, F_, C_);
-    ops::matmul_backward_weight(gw, gw + F_ * C_, dh.data(), in[static_cast<size_t>(e)].data(), n, C_, F_);
+    ops::matmul_backward_weight(gw, gw + F_ * C_, dh.data(), in.data(), n, C_, F_);
   }
 }
 
