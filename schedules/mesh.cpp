@@ -14,6 +14,8 @@ const char* to_string(axis a) {
       return "pp";
     case axis::tp:
       return "tp";
+    case axis::cp:
+      return "cp";
   }
   return "?";
 }
@@ -21,11 +23,13 @@ const char* to_string(axis a) {
 int mesh::size(axis a) const {
   switch (a) {
     case axis::dp:
-      return dp;
+      return dp * cp;
     case axis::pp:
       return pp;
     case axis::tp:
       return tp;
+    case axis::cp:
+      return cp;
   }
   return 1;
 }
@@ -33,17 +37,22 @@ int mesh::size(axis a) const {
 mesh_coords mesh::coords_of(int rank) const {
   if (rank < 0 || rank >= ranks())
     throw std::out_of_range("rank " + std::to_string(rank) + " is not in mesh " + to_string(*this));
-  return {rank / (pp * tp), (rank / tp) % pp, rank % tp};
+  const int replica = rank / (pp * tp);
+  return {replica / cp, (rank / tp) % pp, rank % tp, replica % cp};
 }
 
-int mesh::rank_of(const mesh_coords& c) const { return (c.dp * pp + c.pp) * tp + c.tp; }
+int mesh::rank_of(const mesh_coords& c) const { return ((c.dp * cp + c.cp) * pp + c.pp) * tp + c.tp; }
+
+int mesh::replica_of(int rank) const { return coords_of(rank).dp * cp + coords_of(rank).cp; }
 
 int mesh::group_index(axis a, int rank) const {
   const mesh_coords c = coords_of(rank);
+  const int replica = c.dp * cp + c.cp;
   switch (a) {
     case axis::dp: return c.pp * tp + c.tp;
-    case axis::pp: return c.dp * tp + c.tp;
-    case axis::tp: return c.dp * pp + c.pp;
+    case axis::pp: return replica * tp + c.tp;
+    case axis::tp: return replica * pp + c.pp;
+    case axis::cp: return (c.dp * pp + c.pp) * tp + c.tp;
   }
   return 0;
 }
@@ -53,7 +62,15 @@ std::vector<int> mesh::group(axis a, int rank) const {
   std::vector<int> out;
   for (int i = 0; i < size(a); ++i) {
     mesh_coords c = at;
-    (a == axis::dp ? c.dp : a == axis::pp ? c.pp : c.tp) = i;
+    switch (a) {
+      case axis::dp:  // replica i: dp i / cp, cp i % cp
+        c.dp = i / cp;
+        c.cp = i % cp;
+        break;
+      case axis::pp: c.pp = i; break;
+      case axis::tp: c.tp = i; break;
+      case axis::cp: c.cp = i; break;
+    }
     out.push_back(rank_of(c));
   }
   return out;
@@ -75,6 +92,7 @@ bool mesh::group_spans_processes(axis a, int rank) const {
 
 std::string to_string(const mesh& m) {
   std::string s = "dp" + std::to_string(m.dp) + ".pp" + std::to_string(m.pp) + ".tp" + std::to_string(m.tp);
+  if (m.cp != 1) s += ".cp" + std::to_string(m.cp);
   if (m.processes != 1) s += "/" + std::to_string(m.processes);
   return s;
 }
@@ -83,6 +101,11 @@ std::optional<mesh> parse_mesh(const std::string& text) {
   mesh m;
   int used = 0;
   if (std::sscanf(text.c_str(), "dp%d.pp%d.tp%d%n", &m.dp, &m.pp, &m.tp, &used) != 3) return std::nullopt;
+  if (static_cast<size_t>(used) != text.size() && text.compare(static_cast<size_t>(used), 3, ".cp") == 0) {
+    int more = 0;
+    if (std::sscanf(text.c_str() + used, ".cp%d%n", &m.cp, &more) != 1) return std::nullopt;
+    used += more;
+  }
   if (static_cast<size_t>(used) != text.size()) {
     int more = 0;
     if (std::sscanf(text.c_str() + used, "/%d%n", &m.processes, &more) != 1 ||
@@ -97,12 +120,13 @@ std::string check(const mesh& m) {
   auto positive = [](const char* name, int v) {
     return v >= 1 ? std::string() : std::string(name) + " must be >= 1, got " + std::to_string(v);
   };
-  for (const std::string& e : {positive("dp", m.dp), positive("pp", m.pp), positive("tp", m.tp),
+  for (const std::string& e : {positive("dp", m.dp), positive("pp", m.pp), positive("tp", m.tp), positive("cp", m.cp),
                                positive("processes", m.processes)})
     if (!e.empty()) return e;
   if (m.ranks() % m.processes != 0)
-    return "the mesh's " + std::to_string(m.ranks()) + " ranks (dp " + std::to_string(m.dp) + " x pp " +
-           std::to_string(m.pp) + " x tp " + std::to_string(m.tp) + ") cannot be split evenly over " + std::to_string(m.processes) + " processes";
+    return "the mesh's " + std::to_string(m.ranks()) + " ranks (dp " + std::to_string(m.dp) +
+           (m.cp > 1 ? " x cp " + std::to_string(m.cp) : std::string()) + " x pp " + std::to_string(m.pp) + " x tp " +
+           std::to_string(m.tp) + ") cannot be split evenly over " + std::to_string(m.processes) + " processes";
   return {};
 }
 

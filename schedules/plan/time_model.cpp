@@ -113,7 +113,8 @@ int stride_of(const mesh& m, axis a) {
       return 1;
     case axis::pp:
       return m.tp;
-    case axis::dp:
+    case axis::dp:  // the replicas (dp x cp) lie along one stride
+    case axis::cp:
       return m.tp * m.pp;
   }
   return 1;

@@ -3,6 +3,7 @@
 // text form round-trips and bad meshes are refused by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
 
 #include "schedules/mesh.hpp"
@@ -60,6 +61,46 @@ TEST(schedules_mesh, group_index_names_each_group_once) {
   }
   EXPECT_EQ(m.group_index(axis::dp, m.rank_of({1, 2, 1})), 2 * 2 + 1);
   EXPECT_EQ(m.group_index(axis::tp, m.rank_of({1, 2, 0})), 1 * 3 + 2);
+}
+
+// Context parallelism: rank = ((d * cp + c) * pp + p) * tp + t; the cp ranks of one replica split
+// its sequence (axis::cp), and the data-parallel group spans dp x cp (they hold the same parameters).
+TEST(schedules_mesh, context_ranks_sit_between_dp_and_pp_and_join_the_data_parallel_group) {
+  mesh m{2, 2, 1, 1};
+  m.cp = 2;
+  ASSERT_EQ(m.ranks(), 8);
+  EXPECT_EQ(m.replicas(), 4);
+  EXPECT_EQ(m.size(axis::dp), 4);
+  EXPECT_EQ(m.size(axis::cp), 2);
+  EXPECT_EQ(m.rank_of({1, 1, 0, 1}), ((1 * 2 + 1) * 2 + 1) * 1 + 0);
+  for (int r = 0; r < m.ranks(); ++r) EXPECT_EQ(m.rank_of(m.coords_of(r)), r);
+  EXPECT_EQ(m.coords_of(5), (mesh_coords{1, 1, 0, 0}));
+  EXPECT_EQ(m.replica_of(5), 2);
+  // Rank 0 (d0 c0 p0): its context partner is d0 c1 p0 = rank 2; its gradients reduce with
+  // every replica's stage 0, in replica order.
+  EXPECT_EQ(m.group(axis::cp, 0), (std::vector<int>{0, 2}));
+  EXPECT_EQ(m.group(axis::dp, 0), (std::vector<int>{0, 2, 4, 6}));
+  EXPECT_EQ(m.group(axis::dp, 7), (std::vector<int>{1, 3, 5, 7}));
+  EXPECT_EQ(m.group(axis::pp, 6), (std::vector<int>{6, 7}));
+  for (axis a : {axis::dp, axis::pp, axis::tp, axis::cp}) {
+    std::set<int> firsts;
+    for (int r = 0; r < m.ranks(); ++r) {
+      const auto g = m.group(a, r);
+      ASSERT_EQ(static_cast<int>(g.size()), m.size(a));
+      EXPECT_NE(std::find(g.begin(), g.end(), r), g.end());
+      firsts.insert(g.front());
+      EXPECT_LT(m.group_index(a, r), m.groups(a));
+      EXPECT_EQ(m.group_index(a, r), m.group_index(a, g.front())) << to_string(a);
+    }
+    EXPECT_EQ(static_cast<int>(firsts.size()), m.groups(a)) << to_string(a);
+  }
+  EXPECT_EQ(to_string(m), "dp2.pp2.tp1.cp2");
+  m.processes = 2;
+  EXPECT_EQ(to_string(m), "dp2.pp2.tp1.cp2/2");
+  EXPECT_EQ(parse_mesh("dp2.pp2.tp1.cp2/2"), m);
+  EXPECT_FALSE(parse_mesh("dp2.pp2.tp1.cp1").has_value());  // cp 1 is written without ".cp1"
+  m.cp = 0;
+  EXPECT_NE(check(m).find("cp must be >= 1"), std::string::npos);
 }
 
 TEST(schedules_mesh, processes_hold_contiguous_equal_blocks_of_ranks) {
