@@ -11,7 +11,7 @@
 
 namespace troupe {
 
-layer_list build_gpt(const model_spec& spec, tp_group* tp, bool sequence_parallel) {
+layer_list build_gpt(const model_spec& spec, tp_group* tp, bool sequence_parallel, tp_group* context) {
   const bool sp = sequence_parallel && tp_size(tp) > 1;
   if (spec.kind != "gpt") throw std::invalid_argument("build_gpt: model.kind is \"" + spec.kind + "\", not \"gpt\"");
   validate(spec, tp_size(tp));
@@ -20,9 +20,9 @@ layer_list build_gpt(const model_spec& spec, tp_group* tp, bool sequence_paralle
   // branches to the residual stream, and this keeps its variance independent of depth.
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(spec.blocks));
   layer_list layers;
-  layers.push_back(std::make_unique<embedding>(spec.vocab, spec.context, C, tp, sp));
+  layers.push_back(std::make_unique<embedding>(spec.vocab, spec.context, C, tp, sp, context));
   for (int64_t i = 0; i < spec.blocks; ++i)
-    layers.push_back(std::make_unique<transformer_block>(C, spec.heads, proj_std, tp, sp));
+    layers.push_back(std::make_unique<transformer_block>(C, spec.heads, proj_std, tp, sp, context));
   layers.push_back(std::make_unique<layernorm>(C, sp ? tp : nullptr));
   if (tp_size(tp) == 1) {
     layers.push_back(std::make_unique<linear>(C, spec.vocab));

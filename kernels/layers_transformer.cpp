@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "kernels/context_attention.hpp"
 #include "kernels/device_ops.hpp"
 #include "kernels/ops.hpp"
 
@@ -43,9 +44,29 @@ void weight_grad(layer& l, const tensor& dy, std::vector<tensor> saved) {
 
 // ---- embedding ----
 
-embedding::embedding(int64_t vocab, int64_t context, int64_t channels, tp_group* g, bool sequence_parallel)
+embedding::embedding(int64_t vocab, int64_t context, int64_t channels, tp_group* g, bool sequence_parallel,
+                     tp_group* context_group)
     : vocab_(vocab), context_(context), channels_(channels), group_(g),
-      rows_(shard_of(vocab, tp_size(g), tp_rank(g))), sequence_parallel_(sequence_parallel && tp_size(g) > 1) {}
+      rows_(shard_of(vocab, tp_size(g), tp_rank(g))), sequence_parallel_(sequence_parallel && tp_size(g) > 1),
+      context_group_(tp_size(context_group) > 1 ? context_group : nullptr) {}
+
+tensor embedding::position_rows(const device_ops& k, int64_t T) const {
+  const float* wpe = params_ + rows_.count * channels_;
+  tensor out = k.empty({T, channels_});
+  const std::vector<int64_t> at = context::positions(*context_group_, T);
+  for (int64_t i = 0; i < T; ++i) std::copy(wpe + at[i] * channels_, wpe + (at[i] + 1) * channels_, out.data() + i * channels_);
+  return out;
+}
+
+void embedding::add_position_grads(const tensor& partial, int64_t T) {
+  float* dwpe = grads_ + rows_.count * channels_;
+  const std::vector<int64_t> at = context_group_ ? context::positions(*context_group_, T) : std::vector<int64_t>();
+  for (int64_t i = 0; i < T; ++i) {
+    float* to = dwpe + (context_group_ ? at[i] : i) * channels_;
+    const float* from = partial.data() + i * channels_;
+    for (int64_t c = 0; c < channels_; ++c) to[c] += from[c];
+  }
+}
 
 std::vector<param_spec> embedding::param_specs() const {
   return {{"wte", {rows_.count, channels_}}, {"wpe", {context_, channels_}}};
@@ -70,13 +91,14 @@ tensor embedding::forward(const tensor& x, saved_activations& saved) const {
   const float* wpe = params_ + rows_.count * C;
   const device_ops& k = ops_on(x);
   tensor y = k.empty({B, T, C});
-  if (tp_size(group_) == 1) {
+  if (tp_size(group_) == 1 && !context_group_) {
     k.embedding_forward(f32_out(y), f32(x), params_, wpe, B, T, C, vocab_);
   } else {
     k.embedding_shard_forward(f32_out(y), f32(x), params_, B, T, C, vocab_, rows_.begin, rows_.count);
     if (sequence_parallel_) y = sp::scatter_rows(group_, y);  // one rank holds each token: the sum is exact
-    else group_->all_reduce_sum(f32_out(y), y.numel());
-    k.position_forward(f32_out(y), wpe, y.size(0), T, C);
+    else if (group_) group_->all_reduce_sum(f32_out(y), y.numel());
+    if (context_group_) k.position_forward(f32_out(y), f32(position_rows(k, T)), y.size(0), T, C);
+    else k.position_forward(f32_out(y), wpe, y.size(0), T, C);
   }
   saved.tensors = {x};
   return y;
@@ -93,13 +115,22 @@ void embedding::backward_weight(const tensor& dy, saved_activations& saved) {
                                 " for tokens " + to_string(x.shape()));
   float* dwpe = grads_ + rows_.count * C;
   const device_ops& k = ops_on(dy);
-  if (tp_size(group_) == 1) return k.embedding_backward(grads_, dwpe, f32(dy), f32(x), B, T, C, vocab_);
+  if (tp_size(group_) == 1 && !context_group_) return k.embedding_backward(grads_, dwpe, f32(dy), f32(x), B, T, C, vocab_);
   if (!sequence_parallel_) {
     k.embedding_shard_backward(grads_, f32(dy), f32(x), B, T, C, rows_.begin, rows_.count);
-    return k.position_backward(dwpe, f32(dy), B, T, C);
+    if (!context_group_) return k.position_backward(dwpe, f32(dy), B, T, C);
+    tensor partial = k.zeros({T * C});
+    k.position_backward(f32_out(partial), f32(dy), B, T, C);
+    return add_position_grads(partial, T);
   }
   const tensor full = sp::gather_rows(group_, dy);
   k.embedding_shard_backward(grads_, f32(full), f32(x), B, T, C, rows_.begin, rows_.count);
+  if (context_group_) {
+    tensor partial = k.zeros({T * C});
+    k.position_backward(f32_out(partial), f32(dy), share, T, C);
+    group_->all_reduce_sum(f32_out(partial), partial.numel());  // every rank's sequences, summed in one order
+    return add_position_grads(partial, T);
+  }
   tensor partial = k.zeros({context_ * C});
   k.position_backward(f32_out(partial), f32(dy), share, T, C);
   sp::add_summed(group_, dwpe, partial);
@@ -203,8 +234,9 @@ std::vector<shard_range> head_rows(int64_t C, int64_t heads, tp_group* g) {
 }  // namespace
 
 transformer_block::transformer_block(int64_t channels, int64_t heads, float proj_std, tp_group* g,
-                                     bool sequence_parallel)
-    : channels_(channels), heads_(heads), proj_std_(proj_std), group_(g), ln1_(channels, sequence_parallel ? g : nullptr),
+                                     bool sequence_parallel, tp_group* context_group)
+    : channels_(channels), heads_(heads), proj_std_(proj_std), group_(g),
+      context_group_(tp_size(context_group) > 1 ? context_group : nullptr), ln1_(channels, sequence_parallel ? g : nullptr),
       qkv_(channels, 3 * channels, head_rows(channels, heads, g), g),
       proj_(channels, channels, head_rows(channels, heads, g).front(), g), ln2_(channels, sequence_parallel ? g : nullptr),
       fc_(channels, 4 * channels, {shard_of(4 * channels, tp_size(g), tp_rank(g))}, g),
@@ -281,11 +313,36 @@ void transformer_block::set_matmul_precision(matmul_precision p) {
     l->set_matmul_precision(p);
 }
 
+std::vector<int64_t> transformer_block::attention_state_shape(const device_ops& k, int64_t B, int64_t T) const {
+  if (context_group_) return context::attention_state_shape(B, local_heads_, T, local_channels_);
+  return k.attention_state_shape(B, local_heads_, T);
+}
+
+void transformer_block::attend(const device_ops& k, tensor& out, tensor& state, const tensor& qkv) const {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = local_channels_;
+  state = k.empty(attention_state_shape(k, B, T));  // both written whole by the attention
+  out = k.empty({B, T, C});
+  if (context_group_)
+    context::attention_forward(*context_group_, f32_out(out), f32_out(state), f32(qkv), B, T, C, local_heads_);
+  else
+    k.attention_forward(f32_out(out), f32_out(state), f32(qkv), B, T, C, local_heads_);
+}
+
+tensor transformer_block::attend_backward(const device_ops& k, const tensor& dout, const tensor& qkv,
+                                          const tensor& state) const {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = local_channels_;
+  tensor dqkv = k.empty(qkv.shape());  // written whole
+  if (context_group_)
+    context::attention_backward(*context_group_, f32_out(dqkv), f32(dout), f32(qkv), f32(state), B, T, C, local_heads_);
+  else
+    k.attention_backward(f32_out(dqkv), f32(dout), f32(qkv), f32(state), B, T, C, local_heads_);
+  return dqkv;
+}
+
 tensor transformer_block::forward(const tensor& x, saved_activations& saved) const {
   if (x.rank() != 3 || x.size(2) != channels_)
     throw std::invalid_argument("transformer_block: input has shape " + to_string(x.shape()) +
                                 ", expected (B, T, " + std::to_string(channels_) + ")");
-  const int64_t T = x.size(1), C = local_channels_;
   const device_ops& k = ops_on(x);
   std::vector<tensor> s(num_forward_slots);
   saved_activations tmp;
@@ -296,10 +353,8 @@ tensor transformer_block::forward(const tensor& x, saved_activations& saved) con
   // Each linear's input slot keeps what the linear kept: at bf16, the rounding its product took.
   s[s_qkv] = qkv_.forward(s[s_ln1_out], tmp);
   s[s_ln1_out] = tmp.tensors.at(0);
-  const int64_t B = s[s_qkv].size(0);  // every sequence of the microbatch (more than x's under sequence parallelism)
-  s[s_att] = k.empty(k.attention_state_shape(B, local_heads_, T));  // both written whole by the attention
-  s[s_att_out] = k.empty({B, T, C});
-  k.attention_forward(f32_out(s[s_att_out]), f32_out(s[s_att]), f32(s[s_qkv]), B, T, C, local_heads_);
+  // Every sequence of the microbatch (more than x's under sequence parallelism).
+  attend(k, s[s_att_out], s[s_att], s[s_qkv]);
   s[s_x2] = proj_.forward(s[s_att_out], tmp);
   s[s_att_out] = tmp.tensors.at(0);
   add_into(s[s_x2], x);  // residual: x2 = x + proj(...)
@@ -314,7 +369,7 @@ tensor transformer_block::forward(const tensor& x, saved_activations& saved) con
   tensor y = fc_proj_.forward(s[s_gelu_out], tmp);
   s[s_gelu_out] = tmp.tensors.at(0);
   add_into(y, s[s_x2]);  // residual: y = x2 + mlp(...)
-  if (selective_) s[s_att] = tensor();
+  if (selective_ && !context_group_) s[s_att] = tensor();
   saved.tensors = std::move(s);
   return y;
 }
@@ -325,7 +380,6 @@ tensor transformer_block::backward_input(const tensor& dy, saved_activations& sa
   if (dy.shape() != s[s_x].shape())
     throw std::invalid_argument("transformer_block: output gradient has shape " + to_string(dy.shape()) +
                                 ", input was " + to_string(s[s_x].shape()));
-  const int64_t B = s[s_qkv].size(0), T = dy.size(1), C = local_channels_;
   const device_ops& k = ops_on(dy);
   tensor d_gelu_out = input_grad(fc_proj_, dy, {s[s_gelu_out]});
   tensor d_fc = input_grad(gelu_, d_gelu_out, {s[s_fc]});
@@ -334,12 +388,10 @@ tensor transformer_block::backward_input(const tensor& dy, saved_activations& sa
   add_into(d_x2, dy);  // the residual passes dy straight through
   tensor d_att_out = input_grad(proj_, d_x2, {s[s_att_out]});
   if (s[s_att].empty()) {  // selective recomputation: the scores again, from the kept qkv
-    s[s_att] = k.empty(k.attention_state_shape(B, local_heads_, T));
-    tensor unused = k.empty({B, T, C});
-    k.attention_forward(f32_out(unused), f32_out(s[s_att]), f32(s[s_qkv]), B, T, C, local_heads_);
+    tensor unused;
+    attend(k, unused, s[s_att], s[s_qkv]);
   }
-  tensor d_qkv = k.empty(s[s_qkv].shape());  // attention_backward zeroes and fills it
-  k.attention_backward(f32_out(d_qkv), f32(d_att_out), f32(s[s_qkv]), f32(s[s_att]), B, T, C, local_heads_);
+  tensor d_qkv = attend_backward(k, d_att_out, s[s_qkv], s[s_att]);
   tensor d_ln1_out = input_grad(qkv_, d_qkv, {s[s_ln1_out]});
   tensor dx = input_grad(ln1_, d_ln1_out, {s[s_x], s[s_ln1_mean], s[s_ln1_rstd]});
   add_into(dx, d_x2);

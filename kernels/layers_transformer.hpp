@@ -12,6 +12,8 @@
 
 namespace troupe {
 
+class device_ops;
+
 // (B, T) token ids held as floats -> (B, T, C) = wte[token] + wpe[position]. T <= context.
 // Tokens have no gradient: backward_input returns an empty tensor.
 // Vocabulary-parallel with a group: this rank holds wte rows shard_of(vocab, tp, rank), looks up
@@ -19,9 +21,12 @@ namespace troupe {
 // everywhere and added after it. The output and its gradient are the same on every rank.
 // With sequence parallelism the lookups are reduce-scattered instead: each rank's output is its
 // share of the sequences (sp:: in layers_parallel.hpp).
+// With a context-parallel group the tokens are this rank's share of each sequence (the data
+// loader cut them, context_attention.hpp says which positions), and wpe is read at those positions.
 class embedding final : public layer {
  public:
-  embedding(int64_t vocab, int64_t context, int64_t channels, tp_group* g = nullptr, bool sequence_parallel = false);
+  embedding(int64_t vocab, int64_t context, int64_t channels, tp_group* g = nullptr, bool sequence_parallel = false,
+            tp_group* context_group = nullptr);
   std::string kind() const override { return "embedding"; }
   std::vector<param_spec> param_specs() const override;
   int64_t full_params() const override { return (vocab_ + context_) * channels_; }
@@ -32,10 +37,17 @@ class embedding final : public layer {
   void backward_weight(const tensor& dy, saved_activations& saved) override;
 
  private:
+  // wpe's rows for tokens 0..T-1 here: the first T, or this rank's positions under cp.
+  // Under cp: wpe's rows at this rank's positions of its T tokens (host memory), and dwpe += the
+  // position gradient `partial` (T rows) at them.
+  tensor position_rows(const device_ops& k, int64_t T) const;
+  void add_position_grads(const tensor& partial, int64_t T);
+
   int64_t vocab_, context_, channels_;
   tp_group* group_;
   shard_range rows_;  // the wte rows held here
   bool sequence_parallel_;
+  tp_group* context_group_;
 };
 
 // Normalizes the last dimension (..., C); eps 1e-5 as PyTorch. Weight 1, bias 0 at init.
@@ -80,8 +92,10 @@ class transformer_block final : public layer {
   // (fc column-parallel, its projection row-parallel): two all-reduces forward, two backward.
   // With sequence_parallel too: the layernorms and residuals run on this rank's share of the
   // sequences; qkv and fc gather the shares, proj and the MLP's projection scatter them.
+  // With a context-parallel group: the block's tokens are this rank's share of each sequence and
+  // its attention meets the group's keys and values (context_attention.hpp).
   transformer_block(int64_t channels, int64_t heads, float proj_std = 0.02f, tp_group* g = nullptr,
-                    bool sequence_parallel = false);
+                    bool sequence_parallel = false, tp_group* context_group = nullptr);
   std::string kind() const override { return "block"; }
   std::vector<param_spec> param_specs() const override;
   int64_t full_params() const override { return full_offset_[num_parts]; }
@@ -92,6 +106,7 @@ class transformer_block final : public layer {
   tensor backward_input(const tensor& dy, saved_activations& saved) const override;
   void backward_weight(const tensor& dy, saved_activations& saved) override;
   // Drops the (B, heads, T, T) softmaxed scores after forward; backward recomputes them from qkv.
+  // Under context parallelism nothing that size is kept, so it changes nothing.
   void set_selective_recompute(bool on) override { selective_ = on; }
   void set_matmul_precision(matmul_precision p) override;
 
@@ -116,10 +131,15 @@ class transformer_block final : public layer {
   const layer* part(int i) const;
   // GPT-2's init of the unsplit block.
   void init_full(float* params, std::mt19937_64& rng) const;
+  // The attention over the packed qkv (B, T, 3C local): this device's, or over the context group.
+  std::vector<int64_t> attention_state_shape(const device_ops& k, int64_t B, int64_t T) const;
+  void attend(const device_ops& k, tensor& out, tensor& state, const tensor& qkv) const;
+  tensor attend_backward(const device_ops& k, const tensor& dout, const tensor& qkv, const tensor& state) const;
 
   int64_t channels_, heads_;
   float proj_std_;
   tp_group* group_;
+  tp_group* context_group_;
   int64_t local_heads_, local_channels_;  // of the attention on this rank
   bool selective_ = false;
   layernorm ln1_;

@@ -42,9 +42,14 @@ int64_t param_count(const model_spec& spec);
 // unsplit model, so every tp degree starts from the single-device parameters.
 // sequence_parallel (GPT, tp > 1): layernorms and residuals on each rank's share of the
 // sequences (layers_parallel.hpp, sp::); the MLP refuses it.
-layer_list build_layers(const model_spec& spec, tp_group* tp = nullptr, bool sequence_parallel = false);
+// context (GPT): the group of ranks that split each sequence (--cp); the layers then see this
+// rank's tokens of it, and attention meets the others' (context_attention.hpp). The MLP, which
+// has no sequence, refuses a group of more than one.
+layer_list build_layers(const model_spec& spec, tp_group* tp = nullptr, bool sequence_parallel = false,
+                        tp_group* context = nullptr);
 layer_list build_mlp(const model_spec& spec, tp_group* tp = nullptr);
-layer_list build_gpt(const model_spec& spec, tp_group* tp = nullptr, bool sequence_parallel = false);  // gpt.cpp
+layer_list build_gpt(const model_spec& spec, tp_group* tp = nullptr, bool sequence_parallel = false,
+                     tp_group* context = nullptr);  // gpt.cpp
 // True when the model's last layer leaves its logits split over the vocabulary (or the MLP's
 // classes) at this tp degree: the loss is then vocab_parallel_cross_entropy.
 bool splits_logits(const model_spec& spec, int tp);

@@ -1,0 +1,95 @@
+// All-gather context-parallel attention over ring_attention's blockwise kernels (see
+// context_attention.hpp). The keys and values travel as one buffer of the group's blocks, block j
+// being rank j's (B, T, 2C) rows of k | v, so the gather and the reduce-scatter of their gradients
+// are the group's ordinary collectives and every back end that carries tensor parallelism carries
+// this too.
+#include "kernels/context_attention.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/ring_attention.hpp"
+
+namespace troupe::context {
+
+namespace ra = ring_attention;
+
+std::vector<int64_t> positions(const tp_group& g, int64_t T_local) {
+  if (T_local < 2 || T_local % 2 != 0)
+    throw std::invalid_argument("context parallelism: each rank holds two equal chunks of a sequence, so its " +
+                                std::to_string(T_local) + " tokens must be even");
+  return ra::balanced_positions(T_local * g.size(), g.size(), g.rank());
+}
+
+std::vector<int64_t> attention_state_shape(int64_t B, int64_t NH, int64_t T, int64_t C) {
+  return {B * (NH * T + T * C)};
+}
+
+namespace {
+
+struct gathered {
+  int64_t block = 0;                        // floats of one rank's k | v rows
+  std::vector<float> kv;                    // the group's blocks in rank order
+  std::vector<std::vector<int64_t>> where;  // each block's positions
+};
+
+// Every rank's keys and values (and where they sit in the sequence) from this rank's packed qkv.
+gathered gather_kv(tp_group& g, const float* qkv, int64_t B, int64_t T, int64_t C) {
+  const int n = g.size();
+  gathered out;
+  out.block = B * T * 2 * C;
+  out.kv.assign(static_cast<size_t>(n * out.block), 0.0f);
+  float* mine = out.kv.data() + g.rank() * out.block;
+  for (int64_t row = 0; row < B * T; ++row)
+    std::copy(qkv + row * 3 * C + C, qkv + row * 3 * C + 3 * C, mine + row * 2 * C);
+  g.all_gather(out.kv.data(), n * out.block);
+  for (int j = 0; j < n; ++j) out.where.push_back(ra::balanced_positions(T * n, n, j));
+  return out;
+}
+
+}  // namespace
+
+void attention_forward(tp_group& g, float* out, float* state, const float* qkv, int64_t B, int64_t T, int64_t C,
+                       int64_t NH) {
+  const gathered kv = gather_kv(g, qkv, B, T, C);
+  const std::vector<int64_t>& mine = kv.where.at(static_cast<size_t>(g.rank()));
+  float* lse = state;
+  float* kept_out = state + B * NH * T;
+  for (int64_t b = 0; b < B; ++b) {
+    ra::partial p = ra::start(T, C, NH);
+    for (int j = 0; j < g.size(); ++j) {
+      const float* block = kv.kv.data() + j * kv.block + b * T * 2 * C;
+      ra::accumulate(p, {qkv + b * T * 3 * C, 3 * C}, mine.data(), {block, 2 * C}, {block + C, 2 * C},
+                     kv.where[static_cast<size_t>(j)].data(), T);
+    }
+    ra::finish(p, {out + b * T * C, C}, lse + b * NH * T);
+  }
+  std::copy(out, out + B * T * C, kept_out);
+}
+
+void attention_backward(tp_group& g, float* dqkv, const float* dout, const float* qkv, const float* state, int64_t B,
+                        int64_t T, int64_t C, int64_t NH) {
+  const gathered kv = gather_kv(g, qkv, B, T, C);
+  const std::vector<int64_t>& mine = kv.where.at(static_cast<size_t>(g.rank()));
+  const float* lse = state;
+  const float* kept_out = state + B * NH * T;
+  std::fill(dqkv, dqkv + B * T * 3 * C, 0.0f);
+  std::vector<float> dkv(kv.kv.size(), 0.0f);  // this rank's queries' share of every block's gradients
+  std::vector<float> D(static_cast<size_t>(NH * T));
+  for (int64_t b = 0; b < B; ++b) {
+    ra::row_dots({dout + b * T * C, C}, {kept_out + b * T * C, C}, T, C, NH, D.data());
+    for (int j = 0; j < g.size(); ++j) {
+      const int64_t at = j * kv.block + b * T * 2 * C;
+      ra::backward_block({qkv + b * T * 3 * C, 3 * C}, mine.data(), T, {dout + b * T * C, C}, lse + b * NH * T,
+                         D.data(), {kv.kv.data() + at, 2 * C}, {kv.kv.data() + at + C, 2 * C},
+                         kv.where[static_cast<size_t>(j)].data(), T, C, NH, {dqkv + b * T * 3 * C, 3 * C},
+                         {dkv.data() + at, 2 * C}, {dkv.data() + at + C, 2 * C});
+    }
+  }
+  g.reduce_scatter_sum(dkv.data(), static_cast<int64_t>(dkv.size()));
+  const float* own = dkv.data() + g.rank() * kv.block;
+  for (int64_t row = 0; row < B * T; ++row) std::copy(own + row * 2 * C, own + row * 2 * C + 2 * C, dqkv + row * 3 * C + C);
+}
+
+}  // namespace troupe::context
