@@ -31,6 +31,10 @@ struct data_loader_args {
   eval_plan held_out;  // held-out samples served, and per eval_batch_msg (train_config.hpp)
   uint64_t seed = 42;
   int rank = 0, ranks = 1;
+  // Context parallelism: the training batches' tokens (and targets) at context rank
+  // context_rank's balanced positions of each sequence (kernels/context_attention.hpp) only.
+  // Held-out batches stay whole: the evaluator's model is unsplit.
+  int context_rank = 0, context_ranks = 1;
 };
 caf::actor spawn_data_loader(caf::actor_system& sys, data_loader_args args);
 

@@ -189,8 +189,9 @@ train_config resolve(const CLI::App& cmd, const train_flags& f) {
   // Several processes and no --dp: as many replicas as the processes hold whole pipelines (one
   // stage per process for --nodes P --pp P), else one replica per process.
   if (c.mesh.processes > 1 && !flagged.count("--dp") && !in_file.count("data_parallel.ranks"))
-    c.mesh.dp = c.mesh.processes % (c.mesh.pp * c.mesh.tp) == 0 ? c.mesh.processes / (c.mesh.pp * c.mesh.tp)
-                                                                : c.mesh.processes;
+    c.mesh.dp = c.mesh.processes % (c.mesh.pp * c.mesh.tp * c.mesh.cp) == 0
+                    ? c.mesh.processes / (c.mesh.pp * c.mesh.tp * c.mesh.cp)
+                    : c.mesh.processes;
   validate(c);
   if (c.mesh.pp > 1 || !c.user_schedule.stages.empty()) check_pipeline_flags(c);
   return c;

@@ -221,6 +221,10 @@ std::vector<tunable> make_table() {
   t.push_back(integer("--tp", "mesh.tp",
                       "Tensor-parallel ranks T splitting every layer (Megatron-LM; innermost in the mesh) [1]", 1,
                       max_ranks, [](train_config& c, const value& v) { c.mesh.tp = static_cast<int>(v.integer); }));
+  t.push_back(integer("--cp", "mesh.cp",
+                      "Context-parallel ranks splitting every sequence (GPT; attention gathers the group's keys and "
+                      "values; T must split into 2 x cp chunks) [1]",
+                      1, max_ranks, [](train_config& c, const value& v) { c.mesh.cp = static_cast<int>(v.integer); }));
   // [data_parallel]
   t.push_back(integer("--dp", "data_parallel.ranks",
                       "Data-parallel replicas N, each on 1/N of every batch [1; with --nodes K: K / pp]", 1, max_ranks,

@@ -17,4 +17,9 @@ struct batch {
 // Rows [begin, end) of a batch (sample-wise; GPT targets move with their sequences).
 batch slice(const batch& b, int64_t begin, int64_t end);
 
+// Tokens `at` (ascending positions) of every sequence of a GPT batch, with their targets: a
+// context-parallel rank's share. Throws std::invalid_argument for a batch that is not (B, T)
+// tokens or a position past T.
+batch take_positions(const batch& b, const std::vector<int64_t>& at);
+
 }  // namespace troupe

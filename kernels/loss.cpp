@@ -42,4 +42,24 @@ batch slice(const batch& b, int64_t begin, int64_t end) {
   return out;
 }
 
+batch take_positions(const batch& b, const std::vector<int64_t>& at) {
+  if (b.inputs.rank() != 2 || static_cast<int64_t>(b.targets.size()) != b.inputs.numel())
+    throw std::invalid_argument("a sequence's positions: the batch has inputs " + to_string(b.inputs.shape()) + " and " +
+                                std::to_string(b.targets.size()) + " targets, not (B, T) tokens with one target each");
+  const int64_t B = b.inputs.size(0), T = b.inputs.size(1), n = static_cast<int64_t>(at.size());
+  batch out;
+  out.inputs = tensor({B, n});
+  for (int64_t i = 0; i < n; ++i)
+    if (at[static_cast<size_t>(i)] < 0 || at[static_cast<size_t>(i)] >= T)
+      throw std::invalid_argument("a sequence's positions: " + std::to_string(at[static_cast<size_t>(i)]) +
+                                  " is not below T = " + std::to_string(T));
+  for (int64_t s = 0; s < B; ++s)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t from = s * T + at[static_cast<size_t>(i)];
+      out.inputs.data()[s * n + i] = b.inputs.data()[from];
+      out.targets.push_back(b.targets[static_cast<size_t>(from)]);
+    }
+  return out;
+}
+
 }  // namespace troupe

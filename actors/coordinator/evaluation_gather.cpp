@@ -21,7 +21,7 @@ void gather_params(self_ptr self, Done done) {
   const auto K = static_cast<size_t>(sched::num_model_chunks(s.args.plan));
   auto parts = std::make_shared<std::vector<std::vector<tensor>>>(K, std::vector<tensor>(static_cast<size_t>(T)));
   // ZeRO-3: no replica holds all of a chunk; each gives its runs and they are put together.
-  const int D = s.args.sharded_params ? s.args.mesh.dp : 1;
+  const int D = s.args.sharded_params ? s.args.mesh.replicas() : 1;
   auto left = std::make_shared<int>(P * T * D);
   for (int d = 0; d < D; ++d)
   for (int p = 0; p < P; ++p)

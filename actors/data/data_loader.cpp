@@ -3,6 +3,7 @@
 // batch. The sampler makes all of them reproducible from the seed alone.
 #include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
+#include "kernels/ring_attention.hpp"
 #include "storage/sampler.hpp"
 
 namespace troupe {
@@ -33,7 +34,11 @@ caf::behavior data_loader(caf::stateful_actor<loader_state>* self, data_loader_a
         const int64_t global = r.unit >= 0 ? r.unit / s.args.ranks : r.step;
         const int share = r.unit >= 0 ? static_cast<int>(r.unit % s.args.ranks) : s.args.rank;
         auto idx = s.sampler->indices(global / per_epoch, global % per_epoch, share, s.args.ranks);
-        return batch_msg{r.step, s.args.train->gather(idx)};
+        batch b = s.args.train->gather(idx);
+        if (s.args.context_ranks > 1)
+          b = take_positions(b, ring_attention::balanced_positions(b.inputs.size(1), s.args.context_ranks,
+                                                                   s.args.context_rank));
+        return batch_msg{r.step, std::move(b)};
       },
       [self](const eval_batch_request& r) {
         auto& s = self->state;

@@ -92,7 +92,7 @@ std::vector<device_group_choice> choose_on_axis(sched::axis axis, const device_e
                                                 std::map<gpu_key, engagement>& engaged, bool across_processes) {
   std::vector<device_group_choice> out(static_cast<size_t>(mesh.groups(axis)));
   std::vector<bool> seen(out.size(), false);
-  const int size = axis == sched::axis::tp ? mesh.tp : mesh.dp;
+  const int size = mesh.size(axis);
   for (int r = 0; r < mesh.ranks(); ++r) {
     const auto g = static_cast<size_t>(mesh.group_index(axis, r));
     if (seen[g]) continue;

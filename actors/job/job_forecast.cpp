@@ -268,7 +268,7 @@ job_forecast price_job(const job_plan& plan, const model_spec& model, const mach
   int64_t most_params = 0;
   for (int stage = 0; stage < pp; ++stage)
     most_params = std::max(most_params, plan.stage_params[plan.slot(stage, 0)]);
-  if (plan.mesh.dp > 1) f.reduce_grads_seconds = all_reduce_seconds(machine, 4.0 * double(most_params));
+  if (plan.mesh.replicas() > 1) f.reduce_grads_seconds = all_reduce_seconds(machine, 4.0 * double(most_params));
   f.optimizer_seconds = double(most_params) * machine.optimizer_s_per_param * sharing;
   costs.reduce_grads_seconds = f.reduce_grads_seconds;
   costs.optimizer_step_seconds = f.optimizer_seconds;
@@ -317,7 +317,7 @@ job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const m
     r.peak.bytes[static_cast<size_t>(memory_kind::activations)] =
         static_cast<int64_t>(peak_activations(plan.schedule, stage, stashes.stash, stashes.rebuild, pp));
     // With data parallelism the stage keeps a copy of each bucket for its collective.
-    if (plan.mesh.dp > 1) r.peak.bytes[static_cast<size_t>(memory_kind::buffers)] = 4 * params;
+    if (plan.mesh.replicas() > 1) r.peak.bytes[static_cast<size_t>(memory_kind::buffers)] = 4 * params;
     // Training runs on one copy of the parameters and of the gradients; the second copy of each
     // (memory_plan.hpp) lives only around O, when the stashes are gone.
     // A stage of several chunks copies the optimizer's answer into each chunk's own buffer, so

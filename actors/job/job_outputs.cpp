@@ -56,11 +56,13 @@ void log_plan(const train_config& cfg, const prepared_job& data, const job_plan&
   spdlog::info("model {} ({} parameters), {} steps of {} samples, optimizer {} lr {}{}", describe(data.model),
                data.num_params, data.total_steps, cfg.batch_size, cfg.optim.kind, cfg.optim.lr,
                cfg.matmul == matmul_precision::f32 ? "" : ", matmuls on bf16 operands");
-  spdlog::info("mesh {} ({} ranks: dp {} x pp {} x tp {}{}), schedule {} P={} M={} v={}, layer chunks{}{}",
-               sched::to_string(plan.mesh), plan.mesh.ranks(), plan.mesh.dp, plan.mesh.pp, plan.mesh.tp,
+  spdlog::info("mesh {} ({} ranks: dp {}{} x pp {} x tp {}{}), schedule {} P={} M={} v={}, layer chunks{}{}",
+               sched::to_string(plan.mesh), plan.mesh.ranks(), plan.mesh.dp,
+               plan.mesh.cp > 1 ? fmt::format(" x cp {} (each sequence split over cp ranks)", plan.mesh.cp) : std::string(),
+               plan.mesh.pp, plan.mesh.tp,
                plan.mesh.tp > 1 ? ", tp innermost: each tensor-parallel group on consecutive ranks" : "", s.name, s.num_stages,
                s.num_microbatches, s.virtual_stages, cut,
-               plan.mesh.dp > 1 && cfg.consistency == consistency_model::none
+               plan.mesh.replicas() > 1 && cfg.consistency == consistency_model::none
                    ? fmt::format(", {} gradient buckets per replica of up to {} MiB",
                                               [&] {
                                                 int n = 0;
@@ -128,7 +130,7 @@ train_summary finish_summary(const train_config& cfg, const job_plan& plan, job_
   spdlog::info("trace of step {}: {} (one Perfetto process per rank: its compute, its all-reduces){}; measured timeline of the "
                "median of the last {} steps: {}",
                traced, sum.trace_path,
-               plan.mesh.dp > 1 && cfg.consistency == consistency_model::none
+               plan.mesh.replicas() > 1 && cfg.consistency == consistency_model::none
                    ? fmt::format("; all-reduce time hidden behind backward: {:.0f}%", 100.0 * sum.overlap_share)
                    : std::string(),
                sum.recent.size(), sum.timeline_path);

@@ -22,7 +22,7 @@ job_plan plan_job(const train_config& cfg, const prepared_job& data) {
   auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
   job_plan p;
   p.mesh = cfg.mesh;
-  const int P = cfg.mesh.pp, N = cfg.mesh.dp;
+  const int P = cfg.mesh.pp, N = cfg.mesh.replicas();  // N: who reduces gradients together
   if (cfg.user_schedule.stages.empty()) {
     p.schedule = sched::make_named_schedule(cfg.schedule, P, cfg.micro_batches, cfg.virtual_stages);
   } else {
@@ -41,8 +41,8 @@ job_plan plan_job(const train_config& cfg, const prepared_job& data) {
     if (!check.ok()) bad("the schedule with ZeRO-3's fetches is refused: " + check.error);
   }
   const int M = p.schedule.num_microbatches;
-  if (cfg.batch_size < static_cast<int64_t>(N) * M)
-    bad("batch_size " + std::to_string(cfg.batch_size) + " is too small for dp " + std::to_string(N) + " x " +
+  if (cfg.batch_size < static_cast<int64_t>(cfg.mesh.dp) * M)
+    bad("batch_size " + std::to_string(cfg.batch_size) + " is too small for dp " + std::to_string(cfg.mesh.dp) + " x " +
         std::to_string(M) + " microbatches: every microbatch needs a sample");
   const int K = sched::num_model_chunks(p.schedule);
   const int T = cfg.mesh.tp;

@@ -58,7 +58,7 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
     set(memory_kind::optimizer_state, k * psi);
     return m;
   }
-  const int64_t shard = shard_size(shard_layout(buckets, plan.mesh.dp, at.dp)) * f;
+  const int64_t shard = shard_size(shard_layout(buckets, plan.mesh.replicas(), plan.mesh.replica_of(rank))) * f;
   // ZeRO 2 and 3's buckets in flight: one microbatch's backward sends each as it completes it;
   // over several, each accumulates until the last one's backward, so all of them are there then.
   const int64_t in_flight = cfg.micro_batches > 1 ? psi : largest_bucket_bytes(plan, rank);
@@ -117,9 +117,9 @@ void check_device_memory(const train_config& cfg, const job_plan& plan, const st
   const std::optional<over_cap> over = first_over_device_memory(cfg, plan);
   if (!over) return;
   std::string hint = also;
-  if (cfg.zero < 2 && plan.mesh.dp > 1)
-    hint += "; a higher --zero partitions more of it over the " + std::to_string(plan.mesh.dp) + " data-parallel ranks";
-  else if (plan.mesh.dp == 1)
+  if (cfg.zero < 2 && plan.mesh.replicas() > 1)
+    hint += "; a higher --zero partitions more of it over the " + std::to_string(plan.mesh.replicas()) + " data-parallel ranks";
+  else if (plan.mesh.replicas() == 1)
     hint += "; ZeRO partitions model states over data-parallel ranks (--dp 2 or more with --zero)";
   throw std::invalid_argument("the job does not fit --device-memory " + format_bytes(cfg.device_memory) + ": rank " +
                               std::to_string(over->rank) + " needs " + format_bytes(over->need.total()) +

@@ -22,17 +22,20 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
                         const collective_of& collective, const tp_group_of_fn& tp_group_of,
                         const std::vector<caf::actor>& observers, const tp_group_of_fn& dp_group_of,
                         const std::vector<caf::actor>& servers, const caf::actor& dispenser,
-                        const std::function<std::shared_ptr<device_queue>(int rank)>& device_of) {
+                        const std::function<std::shared_ptr<device_queue>(int rank)>& device_of,
+                        const tp_group_of_fn& context_of) {
   rank_actors out;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   for (int rank : ranks) {
     const sched::mesh_coords at = plan.mesh.coords_of(rank);
-    auto loader = out.loaders.find(at.dp);
-    if (loader == out.loaders.end()) {
+    const int replica = plan.mesh.replica_of(rank);
+    auto loader = out.loaders.find(replica);
+    if (loader == out.loaders.end()) {  // a replica's ranks read one share; its context ranks, their tokens of it
       const eval_plan eval = plan_evaluation(cfg, data.eval->size(), data.rows_per_sample);
-      auto l = spawn_data_loader(sys, {data.train, data.eval, cfg.batch_size, eval, cfg.seed, at.dp, plan.mesh.dp});
+      auto l = spawn_data_loader(sys, {data.train, data.eval, cfg.batch_size, eval, cfg.seed, at.dp, plan.mesh.dp,
+                                       at.cp, plan.mesh.cp});
       out.members.push_back(l);
-      loader = out.loaders.emplace(at.dp, l).first;
+      loader = out.loaders.emplace(replica, l).first;
     }
     stage_args a;
     a.rank = rank;
@@ -66,10 +69,12 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     a.coordinator = coordinator;
     a.tp = tp_group_of(rank);
     if (a.tp) out.tp_members.push_back(a.tp);
+    if (context_of) a.context = context_of(rank);
+    if (a.context) out.tp_members.push_back(a.context);
     a.zero = cfg.zero;
-    a.dp_rank = at.dp;
-    a.dp_size = plan.mesh.dp;
-    a.writes_checkpoint = cfg.zero >= 1 || at.dp == 0;  // without ZeRO every replica holds the same state
+    a.dp_rank = replica;
+    a.dp_size = plan.mesh.replicas();
+    a.writes_checkpoint = cfg.zero >= 1 || replica == 0;  // without ZeRO every replica holds the same state
     a.resume = plan.resume;
     if (device_of) a.queue = device_of(rank);
     a.memory = device_memory::make(
@@ -258,7 +263,7 @@ rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const pr
   rank_actors out = spawn_ranks(
       sys, cfg, data, plan, all, coordinator, [&](int rank) { return links.collective_of(rank); },
       [&](int rank) { return links.tp_of(rank); }, observers, [&](int rank) { return links.params_of(rank); },
-      servers.by_slot, servers.dispenser, extras.device_of);
+      servers.by_slot, servers.dispenser, extras.device_of, [&](int rank) { return links.context_of(rank); });
   for (const auto& a : servers.actors) out.members.push_back(a), out.detached.push_back(a);
   out.server_updates = servers.updates;
   out.dispensed = servers.dispensed;

@@ -85,7 +85,8 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
                         const collective_of& collective, const tp_group_of_fn& tp_group_of,
                         const std::vector<caf::actor>& observers = {}, const tp_group_of_fn& dp_group_of = {},
                         const std::vector<caf::actor>& servers = {}, const caf::actor& dispenser = {},
-                        const std::function<std::shared_ptr<device_queue>(int rank)>& device_of = {});
+                        const std::function<std::shared_ptr<device_queue>(int rank)>& device_of = {},
+                        const tp_group_of_fn& context_of = {});
 
 // What the job's groups of ranks on accelerators reduce through: the composition's engine, else
 // the build's (gpu_group_engines).

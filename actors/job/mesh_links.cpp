@@ -39,12 +39,17 @@ int comm_group_id(const sched::mesh& m, sched::axis a, int rank) {
 int comm_params_group_id(const sched::mesh& m, int rank) {
   return m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + m.group_index(sched::axis::dp, rank);
 }
-int comm_group_count(const sched::mesh& m) { return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp); }
+int comm_context_group_id(const sched::mesh& m, int rank) {
+  return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + m.group_index(sched::axis::cp, rank);
+}
+int comm_group_count(const sched::mesh& m) {
+  return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + (m.cp > 1 ? m.groups(sched::axis::cp) : 0);
+}
 
 rank_collective mesh_links::collective_of(int rank) {
   const sched::mesh& m = plan_.mesh;
-  if (m.dp == 1) return {};
-  const sched::mesh_coords at = m.coords_of(rank);
+  if (m.replicas() == 1) return {};
+  const int replica = m.replica_of(rank);
   const int id = comm_group_id(m, sched::axis::dp, rank);
   if (!m.group_spans_processes(sched::axis::dp, rank)) {
     local_group& g = local_groups_[id];
@@ -57,24 +62,24 @@ rank_collective mesh_links::collective_of(int rank) {
         for (const slow_link_spec& l : args_.slow_links)  // --slow-link in one process: the member's sends
           for (size_t i = 0; i < ranks.size(); ++i)
             if (ranks[i] == l.rank) o.shaped[static_cast<int>(i)] = {l.mb_per_s * 1e6, l.latency_ms * 1e-3};
-        g.members = spawn_collective_group(sys_, m.dp, o);
+        g.members = spawn_collective_group(sys_, m.replicas(), o);
         actors_.insert(actors_.end(), g.members.begin(), g.members.end());
         collectives_.insert(collectives_.end(), g.members.begin(), g.members.end());
       }
     }
-    return {g.members.at(static_cast<size_t>(at.dp)), g.on_device};
+    return {g.members.at(static_cast<size_t>(replica)), g.on_device};
   }
   // On the devices through an engine that spans processes (NCCL), when the members all have one;
   // else through the host's back end.
-  if (caf::actor c = spanning_device_member(id, at.dp, m.group(sched::axis::dp, rank))) return {c, true};
+  if (caf::actor c = spanning_device_member(id, replica, m.group(sched::axis::dp, rank))) return {c, true};
   if (args_.mpi) {
     net_collective_args a;
     std::shared_ptr<net::group_backend> member = args_.mpi->take(id);
-    a.env = launch_env{at.dp, m.dp, args_.local_host, 0, "mpi"};
+    a.env = launch_env{replica, m.replicas(), args_.local_host, 0, "mpi"};
     a.make_backend = [member] { return member; };
     return {spawn_member(std::move(a))};
   }
-  return {spawn_member(spanning_member(id, at.dp, m.dp, rank))};
+  return {spawn_member(spanning_member(id, replica, m.replicas(), rank))};
 }
 
 net_collective_args mesh_links::spanning_member(int id, int member, int size, int rank) {
@@ -170,7 +175,8 @@ std::shared_ptr<tp_group> mesh_links::ledgered(std::shared_ptr<tp_group> member,
   const sched::mesh& m = plan_.mesh;
   std::string ranks;
   for (int r : m.group(a, rank)) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
-  const std::string group = fmt::format("{} group {} (ranks {})", a == sched::axis::tp ? "tp" : "ZeRO-3 parameter",
+  const std::string group = fmt::format("{} group {} (ranks {})",
+                                        a == sched::axis::tp ? "tp" : a == sched::axis::cp ? "cp" : "ZeRO-3 parameter",
                                         m.group_index(a, rank), ranks);
   auto logged = std::make_shared<net::logged_tp_group>(std::move(member));
   caf::actor ledger = spawn_tp_ledger(sys_, logged, group);
@@ -180,6 +186,23 @@ std::shared_ptr<tp_group> mesh_links::ledgered(std::shared_ptr<tp_group> member,
 }
 
 std::shared_ptr<tp_group> mesh_links::tp_of(int rank) { return ledgered(unlogged_tp_of(rank), sched::axis::tp, rank); }
+
+std::shared_ptr<tp_group> mesh_links::context_of(int rank) {
+  return ledgered(unlogged_context_of(rank), sched::axis::cp, rank);
+}
+
+std::shared_ptr<tp_group> mesh_links::unlogged_context_of(int rank) {
+  const sched::mesh& m = plan_.mesh;
+  if (m.cp == 1) return nullptr;
+  const int c = m.coords_of(rank).cp;
+  const int id = comm_context_group_id(m, rank);
+  if (!m.group_spans_processes(sched::axis::cp, rank)) {
+    auto& g = local_tp_[id];
+    if (g.empty()) g = net::make_local_tp_group(m.cp, {args_.join_timeout_ms});
+    return g.at(static_cast<size_t>(c));
+  }
+  return remote_group_member(id, c, m.cp, rank);
+}
 
 std::shared_ptr<tp_group> mesh_links::params_of(int rank) {
   return ledgered(unlogged_params_of(rank), sched::axis::dp, rank);
@@ -202,15 +225,15 @@ std::shared_ptr<tp_group> mesh_links::unlogged_tp_of(int rank) {
 
 std::shared_ptr<tp_group> mesh_links::unlogged_params_of(int rank) {
   const sched::mesh& m = plan_.mesh;
-  if (!args_.zero3 || m.dp == 1) return nullptr;
-  const int d = m.coords_of(rank).dp;
+  if (!args_.zero3 || m.replicas() == 1) return nullptr;
+  const int d = m.replica_of(rank);
   const int id = comm_params_group_id(m, rank);
   if (!m.group_spans_processes(sched::axis::dp, rank)) {
     auto& g = local_tp_[id];
-    if (g.empty()) g = net::make_local_tp_group(m.dp, {args_.join_timeout_ms});
+    if (g.empty()) g = net::make_local_tp_group(m.replicas(), {args_.join_timeout_ms});
     return g.at(static_cast<size_t>(d));
   }
-  return remote_group_member(id, d, m.dp, rank);
+  return remote_group_member(id, d, m.replicas(), rank);
 }
 
 std::shared_ptr<tp_group> mesh_links::remote_group_member(int id, int member, int size, int rank) {

@@ -35,10 +35,12 @@ namespace troupe {
 // The mesh's groups that may span processes, one id each in a numbering every process derives
 // alike: the data-parallel groups (mesh.group_index(dp)) first, then the tensor-parallel ones,
 // then ZeRO-3's parameter groups (one per data-parallel group: the gathers of a stage's
-// param_fetcher run beside its gradient collectives, so they get a connection of their own).
+// param_fetcher run beside its gradient collectives, so they get a connection of their own),
+// then (cp > 1) the context-parallel groups.
 // Ring rendezvous addresses and MPI communicators are indexed by it.
 int comm_group_id(const sched::mesh& m, sched::axis a, int rank);
 int comm_params_group_id(const sched::mesh& m, int rank);
+int comm_context_group_id(const sched::mesh& m, int rank);
 int comm_group_count(const sched::mesh& m);
 
 struct mesh_links_args {
@@ -92,6 +94,9 @@ class mesh_links {
   rank_collective collective_of(int rank);
   // Before the ranks are spawned: rank's member of its tensor-parallel group (null with tp 1).
   std::shared_ptr<tp_group> tp_of(int rank);
+  // The rank's member of its context-parallel group (null at cp 1): in-process, or across
+  // processes over the job's back end, as a tp group is.
+  std::shared_ptr<tp_group> context_of(int rank);
   // Before the ranks are spawned: rank's member of its ZeRO-3 parameter group (null unless
   // args.zero3 and dp > 1).
   std::shared_ptr<tp_group> params_of(int rank);
@@ -150,6 +155,7 @@ class mesh_links {
   // tp_of and params_of before their members are logged for the watchdog (ledgered: wrapped in
   // a logged_tp_group whose log a tp_ledger actor serves, counted among collectives()).
   std::shared_ptr<tp_group> unlogged_tp_of(int rank);
+  std::shared_ptr<tp_group> unlogged_context_of(int rank);
   std::shared_ptr<tp_group> unlogged_params_of(int rank);
   std::shared_ptr<tp_group> ledgered(std::shared_ptr<tp_group> member, sched::axis a, int rank);
   // A member of process-spanning group `id` that a stage's own thread drives (tensor-parallel,

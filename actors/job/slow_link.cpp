@@ -15,7 +15,7 @@ std::string slow_link_finding::describe() const {
 }
 
 std::string slow_link_detector::add(const std::vector<stage_step_record>& ranks) {
-  if (o_.window <= 0 || mesh_.dp < 2 || seen_++ < o_.warmup) return "";
+  if (o_.window <= 0 || mesh_.replicas() < 2 || seen_++ < o_.warmup) return "";
   std::map<int, double> rate;  // rank -> the median rate of its left link over its buckets
   for (const auto& r : ranks)
     if (const double x = r.left_link_rate(); x > 0) rate[r.rank] = x;

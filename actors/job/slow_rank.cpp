@@ -18,7 +18,7 @@ std::string slow_rank_finding::describe() const {
 }
 
 std::string slow_rank_detector::add(const std::vector<stage_step_record>& ranks) {
-  if (o_.window <= 0 || mesh_.dp < 2 || seen_++ < o_.warmup) return "";
+  if (o_.window <= 0 || mesh_.replicas() < 2 || seen_++ < o_.warmup) return "";
   sample s;
   std::vector<double> steps;
   std::map<int, double> handed;  // rank -> its last bucket's hand-in

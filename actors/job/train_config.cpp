@@ -211,6 +211,19 @@ void validate(const train_config& c) {
           std::to_string(c.batch_size) + " over dp " + std::to_string(N) + " x " + std::to_string(M) +
           " microbatches is not");
   }
+  if (c.mesh.cp > 1) {
+    const std::string cp = "context parallelism (cp " + std::to_string(c.mesh.cp) + ")";
+    if (c.model.kind != "gpt") bad(cp + " splits sequences: model.kind \"" + c.model.kind + "\" has none (use gpt)");
+    if (c.model.context % (2 * c.mesh.cp) != 0)
+      bad(cp + ": model.context " + std::to_string(c.model.context) + " must split into 2 x cp = " +
+          std::to_string(2 * c.mesh.cp) + " equal chunks (each rank holds one from each end of the sequence)");
+    if (c.consistency != consistency_model::none)
+      bad(cp + " reduces gradients over dp x cp in a collective; parameter servers (--consistency) take none");
+    for (const device& d : c.devices)
+      if (!d.is_cpu()) bad(cp + " runs on the CPU only so far; " + d.to_string() + " was given");
+    if (c.zero >= 3)
+      bad(cp + " with ZeRO-3: its sharded evaluation would feed whole sequences to split layers; use --zero 2 or less");
+  }
   if (c.mesh.dp > c.batch_size)
     bad("dp " + std::to_string(c.mesh.dp) + " exceeds batch_size " + std::to_string(c.batch_size) +
         ": a rank would get no rows");
@@ -242,14 +255,14 @@ void validate(const train_config& c) {
     // An MPI communicator holds each process once: a group with two ranks in one process cannot be
     // one. Gloo makes a context per member, wherever it lives.
     if (c.backend == net::backend_kind::mpi)
-    for (sched::axis a : {sched::axis::dp, sched::axis::tp})
+    for (sched::axis a : {sched::axis::dp, sched::axis::tp, sched::axis::cp})
       for (int r = 0; r < c.mesh.ranks(); ++r) {
         if (!c.mesh.group_spans_processes(a, r)) continue;
         int here = 0;
         for (int q : c.mesh.group(a, r)) here += c.mesh.process_of(q) == c.mesh.process_of(r);
         if (here > 1)
           bad("backend " + name + ": process " + std::to_string(c.mesh.process_of(r)) + " holds " + std::to_string(here) +
-              " ranks of a " + (a == sched::axis::dp ? "data" : "tensor") + "-parallel group of rank " + std::to_string(r) +
+              " ranks of a " + (a == sched::axis::dp ? "data" : a == sched::axis::tp ? "tensor" : "context") + "-parallel group of rank " + std::to_string(r) +
               ", which spans processes; give each process at most one (more processes, or --backend tcp)");
       }
   }

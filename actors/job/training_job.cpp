@@ -35,7 +35,7 @@ coordinator_args coordinator_args_for(const train_config& cfg, const prepared_jo
   a.plan = plan.schedule;
   a.model = data.model;
   a.chunks = plan.chunks;
-  a.sharded_params = cfg.zero >= 3 && plan.mesh.dp > 1;
+  a.sharded_params = cfg.zero >= 3 && plan.mesh.replicas() > 1;
   a.trace_step = cfg.trace_step;
   a.log = out.log;
   a.prom = out.prom;
@@ -172,7 +172,7 @@ class whole_job final : public placement {
 };
 
 train_summary run_once(const train_config& cfg, const job_extras& extras) {
-  if (cfg.zero >= 1 && cfg.mesh.dp > 1 && !extras.gradient_observers.empty())
+  if (cfg.zero >= 1 && cfg.mesh.replicas() > 1 && !extras.gradient_observers.empty())
     throw std::invalid_argument("gradient observers see a rank's whole gradients, which ZeRO (zero " +
                                 std::to_string(cfg.zero) + ") hands to its optimizer shard only in part; use zero 0");
   if (cfg.mesh.processes > 1 && !extras.gradient_observers.empty())

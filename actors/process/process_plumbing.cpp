@@ -105,12 +105,15 @@ std::shared_ptr<net::mpi_groups> mpi_for(const train_config& cfg) {
     for (int r : cfg.mesh.ranks_of_process(cfg.process.index))
       if (m.size(a) > 1 && m.group_spans_processes(a, r)) {
         const sched::mesh_coords at = m.coords_of(r);
-        member_of[static_cast<size_t>(comm_group_id(m, a, r))] = a == sched::axis::dp ? at.dp : at.tp;
+        member_of[static_cast<size_t>(comm_group_id(m, a, r))] = a == sched::axis::dp ? m.replica_of(r) : at.tp;
       }
+  for (int r : cfg.mesh.ranks_of_process(cfg.process.index))  // context parallelism's groups
+    if (m.cp > 1 && m.group_spans_processes(sched::axis::cp, r))
+      member_of[static_cast<size_t>(comm_context_group_id(m, r))] = m.coords_of(r).cp;
   if (cfg.zero >= 3)  // ZeRO-3's parameter groups: the data-parallel groups once more
     for (int r : cfg.mesh.ranks_of_process(cfg.process.index))
-      if (m.dp > 1 && m.group_spans_processes(sched::axis::dp, r))
-        member_of[static_cast<size_t>(comm_params_group_id(m, r))] = m.coords_of(r).dp;
+      if (m.replicas() > 1 && m.group_spans_processes(sched::axis::dp, r))
+        member_of[static_cast<size_t>(comm_params_group_id(m, r))] = m.replica_of(r);
   auto mpi = std::make_shared<net::mpi_groups>(member_of);
   if (mpi->world_size() != m.processes || mpi->world_rank() != cfg.process.index)
     throw std::runtime_error("--backend mpi: MPI says this is process " + std::to_string(mpi->world_rank()) + " of " +

@@ -124,7 +124,8 @@ class worker_process final : public joining_process {
     ranks_ = spawn_ranks(
         sys, cfg_, job_, plan_, cfg_.mesh.ranks_of_process(pc_.index), joined_.coordinator,
         [links](int rank) { return links->collective_of(rank); }, [links](int rank) { return links->tp_of(rank); },
-        {}, [links](int rank) { return links->params_of(rank); }, by_slot, joined_.dispenser, device_of_);
+        {}, [links](int rank) { return links->params_of(rank); }, by_slot, joined_.dispenser, device_of_,
+        [links](int rank) { return links->context_of(rank); });
     ranks_.engines = links_->engines();
     ranks_.members.insert(ranks_.members.end(), proxies.begin(), proxies.end());
     links_->connect_pipelines(ranks_.stages, joined_.coordinator);

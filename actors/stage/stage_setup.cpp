@@ -46,7 +46,7 @@ bool needs_own_thread(const stage_args& args) {
   // first NCCL call for them all to join; the local engine's meeting every time), and ZeRO-3's
   // for each unit's gather, so with either it keeps a thread of its own: a scheduler thread held
   // there could be the one a partner needs to arrive.
-  return !is_asynchronous(args.queue) || args.tp || args.zero >= 3;
+  return !is_asynchronous(args.queue) || args.tp || args.context || args.zero >= 3;
 }
 
 void set_up(self_ptr self, stage_args args) {
@@ -63,7 +63,7 @@ void set_up(self_ptr self, stage_args args) {
     if (!st.tp_clock) st.tp_clock = std::make_shared<net::logged_tp_group>(st.args.tp);
     st.args.tp = st.tp_clock;
   }
-  layer_list all = build_layers(st.args.model, st.args.tp.get(), st.args.sequence_parallel);
+  layer_list all = build_layers(st.args.model, st.args.tp.get(), st.args.sequence_parallel, st.args.context.get());
   // Runs first: taking a chunk's layers out of `all` leaves holes a later chunk's runs would read.
   std::vector<storage::value_run> stage_runs;  // the stage's chunks end to end
   std::vector<int64_t> chunk_at;
