@@ -1,6 +1,7 @@
-// Training over a dp x pp x tp mesh equals single-device training on the same global batch and
-// seed: every dp x pp mesh of {1x2, 2x1, 2x2, 4x1, 1x4} under every built-in schedule, tensor
-// parallelism at tp 2 and 4 alone and in 2x1x2, 1x2x2 and 2x2x2, an MLP and a GPT, SGD
+// Training over a dp x pp x tp x cp mesh equals single-device training on the same global batch
+// and seed: every dp x pp mesh of {1x2, 2x1, 2x2, 4x1, 1x4} under every built-in schedule, tensor
+// parallelism at tp 2 and 4 alone and in 2x1x2, 1x2x2 and 2x2x2, context parallelism at cp 2 and
+// 4 alone and beside dp, pp and tp (a GPT of context 8, "gpt8"), an MLP and a GPT, SGD
 // without momentum (which exposes a wrong gradient scale that AdamW's normalisation hides) and
 // AdamW, 20 steps, against a plain loop with no actors. Each run also shows the runtime executed
 // exactly its schedule's rows and held exactly the live activations validate() predicts. Models
@@ -59,7 +60,11 @@ struct mesh_case {
   int M = 4;
   int tp = 1;
   bool sequence_parallel = false;
+  int cp = 1;
 };
+
+// "gpt8" is the GPT at context 8, which context parallelism splits into 2 x cp chunks.
+setup setup_for(const std::string& model) { return model == "mlp" ? mlp_setup() : gpt_setup(model == "gpt8" ? 8 : 6); }
 
 std::string case_name(const ::testing::TestParamInfo<mesh_case>& info) {
   const mesh_case& c = info.param;
@@ -67,14 +72,14 @@ std::string case_name(const ::testing::TestParamInfo<mesh_case>& info) {
   for (auto& ch : s)
     if (ch == '-') ch = '_';
   return "dp" + std::to_string(c.dp) + "_pp" + std::to_string(c.pp) + "_tp" + std::to_string(c.tp) + "_" + s + "_M" + std::to_string(c.M) + "_" +
-         c.model + "_" + c.optim + (c.sequence_parallel ? "_sp" : "");
+         c.model + "_" + c.optim + (c.sequence_parallel ? "_sp" : "") + (c.cp > 1 ? "_cp" + std::to_string(c.cp) : "");
 }
 
 const reference& reference_for(const std::string& model, const std::string& optim) {
   static std::map<std::string, reference> cache;
   auto it = cache.find(model + optim);
   if (it == cache.end())
-    it = cache.emplace(model + optim, train_single_device(model == "mlp" ? mlp_setup() : gpt_setup(), optimizer_for(optim))).first;
+    it = cache.emplace(model + optim, train_single_device(setup_for(model), optimizer_for(optim))).first;
   return it->second;
 }
 
@@ -84,11 +89,12 @@ class MeshMatchesSingleDevice : public ::testing::TestWithParam<mesh_case> {};
 
 TEST_P(MeshMatchesSingleDevice, TwentyStepsSameLossesAndParametersExactScheduleAndLiveActivations) {
   const mesh_case c = GetParam();
-  const setup s = c.model == "mlp" ? mlp_setup() : gpt_setup();
+  const setup s = setup_for(c.model);
   train_config cfg = tiny_config(s, c.optim);
   cfg.mesh.dp = c.dp;
   cfg.mesh.pp = c.pp;
   cfg.mesh.tp = c.tp;
+  cfg.mesh.cp = c.cp;
   cfg.sequence_parallel = c.sequence_parallel;
   cfg.schedule = c.schedule;
   cfg.micro_batches = c.M;
@@ -109,8 +115,8 @@ TEST_P(MeshMatchesSingleDevice, TwentyStepsSameLossesAndParametersExactScheduleA
         ASSERT_EQ(t.stages[d][i].what, plan.stages[d][i]) << "stage " << d << " action " << i;
     }
   }
-  ASSERT_EQ(run.peak_live_activations.size(), static_cast<size_t>(c.dp * c.pp * c.tp));
-  for (int r = 0; r < c.dp * c.pp * c.tp; ++r)
+  ASSERT_EQ(run.peak_live_activations.size(), static_cast<size_t>(c.dp * c.pp * c.tp * c.cp));
+  for (int r = 0; r < c.dp * c.pp * c.tp * c.cp; ++r)
     EXPECT_EQ(run.peak_live_activations[r], predicted[(r / c.tp) % c.pp]) << "rank " << r;
 
   const reference& ref = reference_for(c.model, c.optim);
@@ -121,10 +127,30 @@ TEST_P(MeshMatchesSingleDevice, TwentyStepsSameLossesAndParametersExactScheduleA
   double worst = 0;
   for (int64_t i = 0; i < run.final_params.numel(); ++i)
     worst = std::max(worst, double(std::abs(run.final_params[i] - ref.params[i])));
-  EXPECT_LE(worst, 1e-4);
+  // A key bias's true gradient is exactly zero (it adds q.b to every score of a query, which the
+  // softmax cancels), so AdamW turns its rounding noise into whole lr-sized steps; context
+  // parallelism sums the scores in another order and moves that noise, so the few key-bias
+  // entries may drift a little further there. SGD cases, which expose a wrong gradient, keep 1e-4.
+  EXPECT_LE(worst, c.cp > 1 && c.optim == "adamw" ? 3e-4 : 1e-4);
   EXPECT_LT(ref.losses.back(), ref.losses.front());  // it trained
   if (c.dp > 1) {
     EXPECT_GE(run.buckets, 2);
+  }
+  if (c.cp > 1) {
+    // The split was real, not cp replicas of the whole sequence: every rank held at most 1/cp of
+    // the activations its (dp, pp, tp) place held at cp 1 (T/cp rows of every activation, and
+    // T/cp of each T x T score matrix).
+    cfg.mesh.cp = 1;
+    cfg.out_dir += "-cp1";
+    const train_summary whole = run_training(cfg);
+    ASSERT_EQ(whole.peak_activation_bytes.size(), static_cast<size_t>(c.dp * c.pp * c.tp));
+    ASSERT_EQ(run.peak_activation_bytes.size(), static_cast<size_t>(c.dp * c.pp * c.tp * c.cp));
+    for (int r = 0; r < c.dp * c.pp * c.tp * c.cp; ++r) {
+      const int t = r % c.tp, p = (r / c.tp) % c.pp, d = r / (c.tp * c.pp * c.cp);
+      const int64_t unsplit = whole.peak_activation_bytes[(d * c.pp + p) * c.tp + t];
+      EXPECT_GT(run.peak_activation_bytes[r], 0) << "rank " << r;
+      EXPECT_LE(run.peak_activation_bytes[r] * c.cp, unsplit) << "rank " << r;
+    }
   }
 }
 
@@ -151,6 +177,15 @@ std::vector<mesh_case> all_cases() {
     out.push_back({2, 2, "1f1b", "gpt", optim, 4, 2, true});
   }
   out.push_back({1, 2, "zb-h1", "gpt", "sgd", 4, 2, true});
+  // Context parallelism: each rank holds 2 of the sequence's 2 x cp chunks and attends over the
+  // group's gathered keys and values; its gradients join the dp x cp all-reduce.
+  for (const char* optim : {"sgd", "adamw"}) {
+    for (int cp : {2, 4}) out.push_back({1, 1, "1f1b", "gpt8", optim, 1, 1, false, cp});
+    out.push_back({2, 1, "1f1b", "gpt8", optim, 4, 1, false, 2});
+    out.push_back({1, 1, "1f1b", "gpt8", optim, 1, 2, false, 2});
+  }
+  out.push_back({1, 2, "1f1b", "gpt8", "sgd", 4, 1, false, 2});
+  out.push_back({1, 2, "interleaved", "gpt8", "adamw", 4, 2, false, 2});
   return out;
 }
 }  // namespace

@@ -45,11 +45,12 @@ inline setup mlp_setup() {
   return s;
 }
 
-inline setup gpt_setup() {
+// `context` 8 lets context parallelism split each sequence into 2 x cp chunks at cp 2 and 4.
+inline setup gpt_setup(int64_t context = 6) {
   setup s;
   s.model.kind = "gpt";
   s.model.vocab = 11;
-  s.model.context = 6;
+  s.model.context = context;
   s.model.channels = 8;
   s.model.heads = 4;  // tp 4 takes one head each
   s.model.blocks = 6;
