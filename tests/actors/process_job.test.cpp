@@ -269,6 +269,19 @@ TEST(ProcessJob, GptOverDpByPpByTpAsTwoAndAsEightProcessesEqualsTheSameMeshInOne
   expect_mesh_over_processes_bitwise({2, 2, 2, 1}, {2, 8}, "gpt222", true);
 }
 
+// Context parallelism across processes: pp 2 x cp 2 as 2 processes puts each context pair's ranks
+// in different processes (process 0 holds cp rank 0 of both stages) and as 4 crosses everything; dp 2 x tp 2 x
+// cp 2 as 4 keeps the tp pairs in a process and sends the keys, values and their gradients of
+// every context group over TCP. The in-process bits again.
+TEST(ProcessJob, GptWithContextParallelismAcrossProcessesEqualsTheSameMeshInOneProcessBitwise) {
+  troupe::sched::mesh pp_cp{1, 2, 1, 1};
+  pp_cp.cp = 2;
+  expect_mesh_over_processes_bitwise(pp_cp, {2, 4}, "gptppcp", true);
+  troupe::sched::mesh dp_tp_cp{2, 1, 2, 1};
+  dp_tp_cp.cp = 2;
+  expect_mesh_over_processes_bitwise(dp_tp_cp, {4}, "gptdptpcp", true);
+}
+
 // ZeRO-2 with the optimizer on NVMe, its reduce-scatters and all-gathers on TCP rings between
 // processes: the in-process bits again.
 TEST(ProcessJob, ZeroTwoWithNvmeOffloadOverDpByPpAsTwoAndFourProcessesEqualsOneProcessBitwise) {

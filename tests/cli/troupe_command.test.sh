@@ -56,6 +56,13 @@ check "--tp larger than a hidden layer is refused" 2 "model.hidden \(2\) is smal
 check "--sequence-parallel without --tp is refused" 2 "sequence parallelism .* needs --tp 2 or more" -- \
   "$troupe" train --model gpt --sequence-parallel "${k[@]}"
 check "--sequence-parallel on the mlp is refused" 2 "the mlp has none" -- "$troupe" train --tp 2 --sequence-parallel "${k[@]}"
+check "--cp on the mlp is refused" 2 "context parallelism \(cp 2\) splits sequences: model.kind \"mlp\" has none" -- \
+  "$troupe" train --cp 2 "${k[@]}"
+check "--cp whose 2 x cp chunks do not divide the context is refused" 2 "model.context 6 must split into 2 x cp = 4 equal chunks" -- \
+  "$troupe" train --model gpt --context 6 --cp 2 "${k[@]}"
+check "--cp with ZeRO-3 is refused" 2 "context parallelism \(cp 2\) with ZeRO-3" -- "$troupe" train --model gpt --cp 2 --zero 3 "${k[@]}"
+check "--cp with parameter servers is refused" 2 "parameter servers \(--consistency\) take none" -- \
+  "$troupe" train --model gpt --cp 2 --consistency bsp "${k[@]}"
 check "--seed -1 is refused, not wrapped" 2 "--seed: must be >= 0, got -1" -- "$troupe" train --seed -1 "${k[@]}"
 check "--peer-timeout 1e300 is refused" 2 "--peer-timeout: must be a finite number in \[1, 86400\], got 1e\+300" -- \
   "$troupe" train --peer-timeout 1e300 "${k[@]}"
