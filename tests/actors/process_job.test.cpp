@@ -280,6 +280,9 @@ TEST(ProcessJob, GptWithContextParallelismAcrossProcessesEqualsTheSameMeshInOneP
   troupe::sched::mesh dp_tp_cp{2, 1, 2, 1};
   dp_tp_cp.cp = 2;
   expect_mesh_over_processes_bitwise(dp_tp_cp, {4}, "gptdptpcp", true);
+  troupe::sched::mesh every_axis{2, 2, 2, 1};  // 16 ranks; as 4 processes each holds one (dp, cp) place's pp x tp ranks
+  every_axis.cp = 2;
+  expect_mesh_over_processes_bitwise(every_axis, {4}, "gptdpppptcp", true);
 }
 
 // ZeRO-2 with the optimizer on NVMe, its reduce-scatters and all-gathers on TCP rings between
