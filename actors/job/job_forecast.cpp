@@ -37,6 +37,7 @@ struct batch_shape {
   double rows = 0;       // R: samples (MLP) or tokens (GPT) of the micro-batch
   double sequences = 0;  // b (GPT)
   int tp = 1;
+  int cp = 1;  // context parallelism: rows holds T / cp of each sequence's tokens
 };
 
 void check_modelled(const train_config& cfg, const model_spec& model) {
@@ -69,7 +70,12 @@ double linear_weight(const machine_costs& m, double R, double out, double in) {
 
 layer_cost block_cost(const machine_costs& m, const model_spec& spec, const batch_shape& s, recompute_mode rc) {
   const double R = s.rows, C = spec.channels, t = s.tp, Ct = C / t, H = spec.heads / t, T = spec.context;
-  const double attention_units = s.sequences * H * T * T * (C / spec.heads);
+  // Under context parallelism a rank's T / cp queries meet all T keys, gathered from the group
+  // (kernels/context_attention.hpp): one all-gather of k|v forward, one reduce-scatter of their
+  // gradients back, each about an all-reduce of the rank's own k|v.
+  const double Tq = T / s.cp;
+  const double attention_units = s.sequences * H * Tq * T * (C / spec.heads);
+  const double cp = s.cp > 1 ? all_reduce_seconds(m, 4 * 2 * R * Ct) : 0;
   const double ln_forward = elementwise_seconds(m, 4 * 2 * R * C), ln_backward = elementwise_seconds(m, 4 * 4 * R * C);
   const double add = elementwise_seconds(m, 4 * 3 * R * C);
   const double tp = t > 1 ? all_reduce_seconds(m, 4 * R * C) : 0;
@@ -77,9 +83,9 @@ layer_cost block_cost(const machine_costs& m, const model_spec& spec, const batc
   const double linears[4][2] = {{3 * Ct, C}, {C, Ct}, {4 * Ct, C}, {C, 4 * Ct}};
   layer_cost c;
   const double attention = attention_units * m.attention_forward_s;
-  c.forward = 2 * ln_forward + attention + 2 * add + elementwise_seconds(m, 4 * 2 * 4 * R * Ct) + 2 * tp;
+  c.forward = 2 * ln_forward + attention + 2 * add + elementwise_seconds(m, 4 * 2 * 4 * R * Ct) + 2 * tp + cp;
   c.backward_input = 2 * ln_backward + attention_units * m.attention_backward_s + 2 * add +
-                     elementwise_seconds(m, 4 * 3 * 4 * R * Ct) + 2 * tp;
+                     elementwise_seconds(m, 4 * 3 * 4 * R * Ct) + 2 * tp + cp;
   for (const auto& l : linears) {
     c.forward += linear_forward(m, R, l[0], l[1]);
     c.backward_input += linear_input(m, R, l[0], l[1]);
@@ -87,9 +93,11 @@ layer_cost block_cost(const machine_costs& m, const model_spec& spec, const batc
   }
   // Kept: x, ln1's output, x2, ln2's output (R x C each); qkv, the attention's output, fc's and
   // GELU's outputs (12 R x C/t); the layernorms' means and rstds; the scores (b x H x T x T).
-  const double scores = s.sequences * H * T * T;
+  // Context parallelism keeps no scores: a log-sum-exp per query row and head and a copy of the
+  // attention's output (R x (H + C/t)), from which backward recomputes them block by block.
+  const double scores = s.cp > 1 ? R * (H + Ct) : s.sequences * H * T * T;
   c.stash_floats = 4 * R * C + 12 * R * Ct + 4 * R + scores;
-  if (rc == recompute_mode::selective) {
+  if (rc == recompute_mode::selective && s.cp == 1) {
     c.stash_floats -= scores;
     c.backward_input += attention;
   }
@@ -165,7 +173,8 @@ double loss_seconds(const machine_costs& m, const model_spec& spec, const batch_
 batch_shape shape_of(const train_config& cfg, const model_spec& spec) {
   batch_shape s;
   s.sequences = double(cfg.batch_size) / cfg.mesh.dp / cfg.micro_batches;
-  s.rows = spec.kind == "gpt" ? s.sequences * spec.context : s.sequences;
+  s.cp = cfg.mesh.cp;
+  s.rows = spec.kind == "gpt" ? s.sequences * spec.context / s.cp : s.sequences;
   s.tp = cfg.mesh.tp;
   return s;
 }

@@ -22,6 +22,7 @@ struct forecast_case {
   int dp = 1, pp = 1, tp = 1, micro_batches = 1;
   std::string schedule = "1f1b";
   recompute_mode recompute = recompute_mode::none;
+  int cp = 1;
 };
 
 // gtest prints a failing case by its name, not its bytes.
@@ -38,6 +39,8 @@ inline std::vector<forecast_case> forecast_cases() {
       {"gpt_pp2_zb_h1_m4", "gpt", 1, 2, 1, 4, "zb-h1"},
       {"gpt_selective_recompute", "gpt", 1, 1, 1, 1, "1f1b", recompute_mode::selective},
       {"gpt_pp2_1f1b_m4_full_recompute", "gpt", 1, 2, 1, 4, "1f1b", recompute_mode::full},
+      {"gpt_cp2", "gpt", 1, 1, 1, 1, "1f1b", recompute_mode::none, 2},
+      {"gpt_cp2_tp2", "gpt", 1, 1, 2, 1, "1f1b", recompute_mode::none, 2},
       {"mlp_one_device", "mlp"},
       {"mlp_dp2", "mlp", 2},
       {"mlp_pp2_1f1b_m4", "mlp", 1, 2, 1, 4, "1f1b"},
@@ -90,6 +93,7 @@ inline train_config forecast_config(const forecast_case& c, int64_t steps = 12) 
   cfg.mesh.dp = c.dp;
   cfg.mesh.pp = c.pp;
   cfg.mesh.tp = c.tp;
+  cfg.mesh.cp = c.cp;
   cfg.micro_batches = c.micro_batches;
   cfg.schedule = c.schedule;
   cfg.recompute = c.recompute;
