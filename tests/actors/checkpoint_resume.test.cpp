@@ -34,6 +34,7 @@ struct layout {
   offload_target offload = offload_target::none;
   std::string schedule = "1f1b";
   offload_what what = offload_what::optimizer;  // with an offload target
+  int cp = 1;
 };
 
 std::string name_of(const layout& l) {
@@ -41,6 +42,7 @@ std::string name_of(const layout& l) {
                   std::to_string(l.M) + "_zero" + std::to_string(l.zero);
   if (l.offload != offload_target::none) n += std::string("_offload_") + to_string(l.what) + "_" + to_string(l.offload);
   if (l.schedule != "1f1b") n += "_" + l.schedule;
+  if (l.cp > 1) n += "_cp" + std::to_string(l.cp);
   return n;
 }
 
@@ -55,6 +57,7 @@ train_config config_for(const std::string& model, const std::string& optim, cons
   train_config cfg = tiny_mesh_config(model, optim, l.dp, l.pp, l.tp, l.M);
   if (optim == "sgd") cfg.optim.momentum = 0.9f;  // a state array to save
   cfg.schedule = l.schedule;
+  cfg.mesh.cp = l.cp;
   cfg.zero = l.zero;
   cfg.bucket_mb = 0.0005;  // several buckets per stage: ZeRO's shards are strided pieces
   if (l.offload != offload_target::none) {
@@ -122,6 +125,13 @@ layout interleaved(int dp, int pp, int M, int zero) {  // two chunks per stage, 
   return l;
 }
 
+// Context parallelism: cp ranks hold whole parameters, like data-parallel replicas.
+layout context(int dp, int pp, int tp, int M, int zero, int cp) {
+  layout l = L(dp, pp, tp, M, zero);
+  l.cp = cp;
+  return l;
+}
+
 // ZeRO-3 with its parameters offloaded (params: the moments stay in memory; both: nothing does).
 layout params_off(int dp, int pp, int tp, int M, offload_target o, offload_what what) {
   layout l = L(dp, pp, tp, M, 3, o);
@@ -145,6 +155,7 @@ INSTANTIATE_TEST_SUITE_P(
                       resume_case{"gpt", "adamw", L(2, 2, 1, 2, 2), L(2, 2, 1, 2, 2)},
                       resume_case{"mlp", "sgd", L(2, 1, 1, 1, 3), L(2, 1, 1, 1, 3)},
                       resume_case{"gpt", "adamw", L(2, 1, 2, 1, 3), L(2, 1, 2, 1, 3)},
+                      resume_case{"gpt8", "adamw", context(1, 2, 1, 2, 2, 2), context(1, 2, 1, 2, 2, 2)},
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 2, host), L(2, 1, 1, 1, 2, host)},
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 2, nvme), L(2, 1, 1, 1, 2, nvme)},
                       resume_case{"mlp", "sgd", params_off(2, 1, 1, 1, nvme, offload_what::params),
@@ -166,7 +177,9 @@ INSTANTIATE_TEST_SUITE_P(
                       resume_case{"mlp", "sgd", L(2, 1, 1, 1, 2, nvme), L(2, 1, 1, 1, 0), true},
                       resume_case{"mlp", "adamw", params_off(2, 1, 1, 1, nvme, offload_what::params), L(2, 1, 1, 1, 0), true},
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 0), params_off(2, 1, 1, 1, nvme, offload_what::both), true},
-                      resume_case{"gpt", "adamw", L(2, 2, 2, 2, 1), L(1, 1, 1, 1, 0), false}),
+                      resume_case{"gpt", "adamw", L(2, 2, 2, 2, 1), L(1, 1, 1, 1, 0), false},
+                      resume_case{"gpt8", "adamw", context(2, 1, 1, 1, 1, 2), context(1, 1, 2, 1, 0, 1), false},
+                      resume_case{"gpt8", "sgd", context(1, 1, 1, 1, 0, 1), context(1, 2, 1, 2, 2, 2), false}),
     [](const auto& info) { return case_name(info.param); });
 
 // Saving, with --keep 2: the two newest checkpoints stay, and `latest` names the newest.

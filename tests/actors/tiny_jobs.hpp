@@ -88,10 +88,11 @@ inline train_config tiny_config(const setup& s, const std::string& optim) {
   return cfg;
 }
 
-// tiny_config for `model` ("mlp" or "gpt") over a dp x pp x tp mesh with M microbatches, and a
-// watchdog short enough for a test.
+// tiny_config for `model` ("mlp", "gpt", or "gpt8": the GPT at context 8, which context
+// parallelism splits) over a dp x pp x tp mesh with M microbatches, and a watchdog short enough
+// for a test.
 inline train_config tiny_mesh_config(const std::string& model, const std::string& optim, int dp, int pp, int tp, int M) {
-  train_config cfg = tiny_config(model == "mlp" ? mlp_setup() : gpt_setup(), optim);
+  train_config cfg = tiny_config(model == "mlp" ? mlp_setup() : gpt_setup(model == "gpt8" ? 8 : 6), optim);
   cfg.mesh.dp = dp;
   cfg.mesh.pp = pp;
   cfg.mesh.tp = tp;
