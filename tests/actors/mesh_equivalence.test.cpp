@@ -186,6 +186,8 @@ std::vector<mesh_case> all_cases() {
   }
   out.push_back({1, 2, "1f1b", "gpt8", "sgd", 4, 1, false, 2});
   out.push_back({1, 2, "interleaved", "gpt8", "adamw", 4, 2, false, 2});
+  // Sequence parallelism's layernorm regions on a tp rank's share of a context rank's tokens.
+  out.push_back({1, 1, "1f1b", "gpt8", "adamw", 2, 2, true, 2});
   // Every axis at once: dp 2 x pp 2 x tp 2 x cp 2, 16 ranks.
   for (const char* optim : {"sgd", "adamw"}) out.push_back({2, 2, "1f1b", "gpt8", optim, 4, 2, false, 2});
   return out;
