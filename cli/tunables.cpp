@@ -154,6 +154,22 @@ std::vector<tunable> make_table() {
                       [](train_config& c, const value& v) { c.model.heads = v.integer; }));
   t.push_back(integer("--blocks", "model.blocks", "GPT: transformer blocks [4]", 1, 1 << 12,
                       [](train_config& c, const value& v) { c.model.blocks = v.integer; }));
+  t.push_back(integer("--experts", "model.experts",
+                      "GPT: a mixture of this many experts (4C features each) with a learned router in place of "
+                      "the MLP of every --moe-every-th block (0: dense) [0]",
+                      0, 1 << 12, [](train_config& c, const value& v) { c.model.experts = v.integer; }));
+  t.push_back(integer("--top-k", "model.top_k", "GPT with --experts: experts each token goes to, weighted by the router's renormalized probabilities [2]", 1, 1 << 12,
+                      [](train_config& c, const value& v) { c.model.top_k = v.integer; }));
+  t.push_back(integer("--moe-every", "model.moe_every", "GPT with --experts: every n-th block is a mixture of experts (blocks n-1, 2n-1, ...) [1]", 1, 1 << 12,
+                      [](train_config& c, const value& v) { c.model.moe_every = v.integer; }));
+  t.push_back(number("--capacity-factor", "model.capacity_factor",
+                     "GPT with --experts: an expert takes at most ceil(factor x tokens x top-k / experts) tokens of "
+                     "a micro-batch and drops the rest (0: dropless) [0]",
+                     0, 1024, false, [](train_config& c, const value& v) { c.model.capacity_factor = v.number; }));
+  t.push_back(number("--aux-loss-coef", "model.aux_loss_coefficient",
+                     "GPT with --experts: the coefficient of Switch's load-balancing loss, whose gradient keeps the "
+                     "router spreading tokens [0.01]",
+                     0, 100, false, [](train_config& c, const value& v) { c.model.aux_loss_coefficient = v.number; }));
   // [optimizer]
   t.push_back(choice("--optimizer", "optimizer.kind", "Optimizer: adamw or sgd (with momentum) [adamw]",
                      {"adamw", "sgd"}, [](train_config& c, const value& v) { c.optim.kind = v.text; }));

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "kernels/layers_dense.hpp"
+#include "kernels/layers_moe_block.hpp"
 #include "kernels/layers_transformer.hpp"
 #include "kernels/model.hpp"
 
@@ -21,8 +22,19 @@ layer_list build_gpt(const model_spec& spec, tp_group* tp, bool sequence_paralle
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(spec.blocks));
   layer_list layers;
   layers.push_back(std::make_unique<embedding>(spec.vocab, spec.context, C, tp, sp, context));
-  for (int64_t i = 0; i < spec.blocks; ++i)
-    layers.push_back(std::make_unique<transformer_block>(C, spec.heads, proj_std, tp, sp, context));
+  for (int64_t i = 0; i < spec.blocks; ++i) {
+    if (spec.is_moe_block(i)) {
+      if (tp_size(context) > 1) throw std::invalid_argument("an MoE block does not take a context-parallel group yet");
+      moe_options o;
+      o.experts = spec.experts;
+      o.top_k = spec.top_k;
+      o.capacity_factor = spec.capacity_factor;
+      o.aux_coefficient = static_cast<float>(spec.aux_loss_coefficient);
+      layers.push_back(std::make_unique<moe_block>(C, spec.heads, o, proj_std));
+    } else {
+      layers.push_back(std::make_unique<transformer_block>(C, spec.heads, proj_std, tp, sp, context));
+    }
+  }
   layers.push_back(std::make_unique<layernorm>(C, sp ? tp : nullptr));
   if (tp_size(tp) == 1) {
     layers.push_back(std::make_unique<linear>(C, spec.vocab));

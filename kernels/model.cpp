@@ -25,9 +25,26 @@ void validate(const model_spec& spec, int tp) {
     if (spec.channels % spec.heads != 0)
       throw std::invalid_argument("model.channels (" + std::to_string(spec.channels) +
                                   ") must be divisible by model.heads (" + std::to_string(spec.heads) + ")");
+    if (spec.experts < 0 || spec.experts == 1)
+      throw std::invalid_argument("model.experts must be 0 (dense) or at least 2, got " + std::to_string(spec.experts));
+    if (spec.experts > 0) {
+      if (spec.top_k < 1 || spec.top_k > spec.experts)
+        throw std::invalid_argument("model.top_k must be between 1 and model.experts (" + std::to_string(spec.experts) +
+                                    "), got " + std::to_string(spec.top_k));
+      if (spec.moe_every < 1 || spec.moe_every > spec.blocks)
+        throw std::invalid_argument("model.moe_every must be between 1 and model.blocks (" + std::to_string(spec.blocks) +
+                                    "), got " + std::to_string(spec.moe_every));
+      if (!(spec.capacity_factor >= 0) || !(spec.aux_loss_coefficient >= 0))
+        throw std::invalid_argument("model.capacity_factor and model.aux_loss_coefficient must be >= 0");
+    }
   } else {
     throw std::invalid_argument("model.kind must be \"mlp\" or \"gpt\", got \"" + spec.kind + "\"");
   }
+  if (spec.kind == "mlp" && spec.experts != 0)
+    throw std::invalid_argument("model.experts replaces a GPT block's MLP; the mlp has no blocks (use gpt)");
+  if (spec.experts > 0 && tp > 1)
+    throw std::invalid_argument("model.experts with tp " + std::to_string(tp) +
+                                ": an MoE block holds its experts and attention whole on one rank; use --tp 1");
   validate_tp_split(spec, tp);
 }
 
@@ -65,6 +82,10 @@ int64_t param_count(const model_spec& spec) {
     // embeddings; per block two layernorms, qkv, the attention's projection, the MLP's two
     // linears (12C^2 + 13C); the final layernorm; the head
     n = V * C + T * C + B * (12 * C * C + 13 * C) + 2 * C + V * C + V;
+    // An MoE block's MLP is a router (E x C) and E MLPs of 4C features (8C^2 + 5C each).
+    const auto E = static_cast<long double>(spec.experts);
+    for (int64_t b = 0; b < spec.blocks; ++b)
+      if (spec.is_moe_block(b)) n += E * C + (E - 1) * (8 * C * C + 5 * C);
   }
   if (!(n < 4.6e18L)) throw std::invalid_argument("model " + describe(spec) + " has more than 2^62 parameters");
   return static_cast<int64_t>(n);
@@ -78,7 +99,10 @@ std::string describe(const model_spec& spec) {
   }
   return "gpt vocab=" + std::to_string(spec.vocab) + " T=" + std::to_string(spec.context) +
          " C=" + std::to_string(spec.channels) + " heads=" + std::to_string(spec.heads) +
-         " blocks=" + std::to_string(spec.blocks);
+         " blocks=" + std::to_string(spec.blocks) +
+         (spec.experts > 0 ? " experts=" + std::to_string(spec.experts) + " top_k=" + std::to_string(spec.top_k) +
+                                 (spec.moe_every > 1 ? " moe_every=" + std::to_string(spec.moe_every) : std::string())
+                           : std::string());
 }
 
 layer_list build_layers(const model_spec& spec, tp_group* tp, bool sequence_parallel, tp_group* context) {

@@ -23,6 +23,15 @@ struct model_spec {
   int64_t channels = 128; // C
   int64_t heads = 4;      // NH
   int64_t blocks = 4;     // transformer blocks
+  // gpt, mixture of experts: with experts > 0, every moe_every-th block (blocks moe_every - 1,
+  // 2 moe_every - 1, ...) has E experts of 4C features and a router sending each token to top_k
+  // of them (layers_moe_block.hpp) in place of its MLP.
+  int64_t experts = 0;
+  int64_t top_k = 2;
+  int64_t moe_every = 1;
+  double capacity_factor = 0;  // 0: dropless
+  double aux_loss_coefficient = 0.01;  // Switch's load-balancing loss
+  bool is_moe_block(int64_t block) const { return experts > 0 && (block + 1) % moe_every == 0; }
 };
 
 // Checks a spec and throws std::invalid_argument naming the bad field; with tp > 1 also that

@@ -9,7 +9,11 @@ namespace {
 // The module path of layer i of the GPT: [embedding, block x blocks, layernorm, linear head].
 std::string gpt_prefix(const model_spec& spec, size_t i, const layer& l) {
   const auto blocks = static_cast<size_t>(spec.blocks);
-  const char* expected = i == 0 ? "embedding" : i <= blocks ? "block" : i == blocks + 1 ? "layernorm" : "linear";
+  const char* expected = i == 0                                          ? "embedding"
+                         : i <= blocks && spec.is_moe_block(int64_t(i) - 1) ? "moe_block"
+                         : i <= blocks                                      ? "block"
+                         : i == blocks + 1                                  ? "layernorm"
+                                                                            : "linear";
   if (l.kind() != expected || i > blocks + 2)
     throw std::logic_error("named_params: GPT layer " + std::to_string(i) + " is a " + l.kind() + ", expected a " +
                            expected);

@@ -17,6 +17,12 @@ struct ModelSpec {
   channels @6 :Int64;
   heads @7 :Int64;
   blocks @8 :Int64;
+  # A mixture of experts (model_spec's experts ...): absent (0) in a dense model's manifest.
+  experts @9 :Int64;
+  topK @10 :Int64;
+  moeEvery @11 :Int64;
+  capacityFactor @12 :Float64;
+  auxLossCoefficient @13 :Float64;
 }
 
 # Floats [local, local + count) of each section of a file hold global floats [global, global + count).

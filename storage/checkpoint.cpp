@@ -110,6 +110,11 @@ void to_schema(schema::ModelSpec::Builder b, const model_spec& m) {
   b.setChannels(m.channels);
   b.setHeads(m.heads);
   b.setBlocks(m.blocks);
+  b.setExperts(m.experts);
+  b.setTopK(m.top_k);
+  b.setMoeEvery(m.moe_every);
+  b.setCapacityFactor(m.capacity_factor);
+  b.setAuxLossCoefficient(m.aux_loss_coefficient);
 }
 
 model_spec from_schema(schema::ModelSpec::Reader r) {
@@ -124,14 +129,23 @@ model_spec from_schema(schema::ModelSpec::Reader r) {
   m.channels = r.getChannels();
   m.heads = r.getHeads();
   m.blocks = r.getBlocks();
+  m.experts = r.getExperts();
+  if (m.experts > 0) {  // a dense model's manifest leaves these 0; model_spec's defaults stand
+    m.top_k = r.getTopK();
+    m.moe_every = r.getMoeEvery();
+    m.capacity_factor = r.getCapacityFactor();
+    m.aux_loss_coefficient = r.getAuxLossCoefficient();
+  }
   return m;
 }
 
 bool same_model(const model_spec& a, const model_spec& b) {
   if (a.kind != b.kind) return false;
   if (a.kind == "mlp") return a.inputs == b.inputs && a.hidden == b.hidden && a.classes == b.classes;
+  // The router's settings (top_k, capacity, the loss's coefficient) change no parameter: a run
+  // may resume with others.
   return a.vocab == b.vocab && a.context == b.context && a.channels == b.channels && a.heads == b.heads &&
-         a.blocks == b.blocks;
+         a.blocks == b.blocks && a.experts == b.experts && (a.experts == 0 || a.moe_every == b.moe_every);
 }
 
 std::vector<unsigned char> serialize(const checkpoint_manifest& m) {

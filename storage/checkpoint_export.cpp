@@ -22,6 +22,10 @@ safetensors_metadata model_metadata(const model_spec& s, const std::string& voca
                {"model.channels", std::to_string(s.channels)},
                {"model.heads", std::to_string(s.heads)},
                {"model.blocks", std::to_string(s.blocks)}});
+  if (s.experts > 0)
+    meta.insert({{"model.experts", std::to_string(s.experts)},
+                 {"model.top_k", std::to_string(s.top_k)},
+                 {"model.moe_every", std::to_string(s.moe_every)}});
   if (!vocabulary.empty()) meta["model.vocabulary"] = vocabulary;
   return meta;
 }

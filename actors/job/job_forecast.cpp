@@ -49,6 +49,7 @@ void check_modelled(const train_config& cfg, const model_spec& model) {
   if (cfg.zero != 0) refuse("--zero " + std::to_string(cfg.zero) + " (only plain data parallelism, --zero 0)");
   if (cfg.consistency != consistency_model::none) refuse("parameter servers (--consistency)");
   if (model.kind == "mlp" && cfg.mesh.tp > 1) refuse("an MLP split over --tp");
+  if (model.experts > 0) refuse("a mixture of experts (--experts)");
   if (!cfg.user_schedule.stages.empty()) refuse("a schedule file (only the named schedules)");
   // A GPU's attention keeps a log-sum-exp per row, not the scores, and runs at the GPU's speed.
   for (const device& d : cfg.devices)

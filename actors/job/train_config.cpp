@@ -224,6 +224,12 @@ void validate(const train_config& c) {
     if (c.zero >= 3)
       bad(cp + " with ZeRO-3: its sharded evaluation would feed whole sequences to split layers; use --zero 2 or less");
   }
+  if (c.model.experts > 0) {
+    const std::string moe = "a mixture of experts (--experts " + std::to_string(c.model.experts) + ")";
+    if (c.mesh.cp > 1) bad(moe + " with cp " + std::to_string(c.mesh.cp) + ": its blocks attend over whole sequences; use --cp 1");
+    for (const device& d : c.devices)
+      if (!d.is_cpu()) bad(moe + " runs on the CPU only so far; " + d.to_string() + " was given");
+  }
   if (c.mesh.dp > c.batch_size)
     bad("dp " + std::to_string(c.mesh.dp) + " exceeds batch_size " + std::to_string(c.batch_size) +
         ": a rank would get no rows");

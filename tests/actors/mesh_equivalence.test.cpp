@@ -63,8 +63,23 @@ struct mesh_case {
   int cp = 1;
 };
 
-// "gpt8" is the GPT at context 8, which context parallelism splits into 2 x cp chunks.
-setup setup_for(const std::string& model) { return model == "mlp" ? mlp_setup() : gpt_setup(model == "gpt8" ? 8 : 6); }
+// "gpt8" is the GPT at context 8, which context parallelism splits into 2 x cp chunks. "moe" is
+// the GPT with 4 experts, top-2, in every other block, dropless and without the load-balancing
+// loss: a token's routing is its own, so splitting the batch changes nothing. "moeaux" adds the
+// loss and a capacity that drops tokens, both of which see the whole micro-batch, so only meshes
+// that keep the batch whole (pp at M 1) can equal one device with them.
+setup setup_for(const std::string& model) {
+  if (model == "mlp") return mlp_setup();
+  setup s = gpt_setup(model == "gpt8" ? 8 : 6);
+  if (model == "moe" || model == "moeaux") {
+    s.model.experts = 4;
+    s.model.top_k = 2;
+    s.model.moe_every = 2;
+    s.model.aux_loss_coefficient = model == "moeaux" ? 0.05 : 0.0;
+    s.model.capacity_factor = model == "moeaux" ? 1.0 : 0.0;
+  }
+  return s;
+}
 
 std::string case_name(const ::testing::TestParamInfo<mesh_case>& info) {
   const mesh_case& c = info.param;
@@ -188,6 +203,14 @@ std::vector<mesh_case> all_cases() {
   out.push_back({1, 2, "interleaved", "gpt8", "adamw", 4, 2, false, 2});
   // Sequence parallelism's layernorm regions on a tp rank's share of a context rank's tokens.
   out.push_back({1, 1, "1f1b", "gpt8", "adamw", 2, 2, true, 2});
+  // A mixture of experts in every other block: the batch split over replicas and micro-batches
+  // (dropless, no load-balancing loss), the split backward, and the loss with drops at M 1.
+  for (const char* optim : {"sgd", "adamw"}) {
+    out.push_back({2, 1, "1f1b", "moe", optim, 2});
+    out.push_back({2, 2, "1f1b", "moe", optim, 4});
+    out.push_back({1, 2, "1f1b", "moeaux", optim, 1});
+  }
+  out.push_back({1, 2, "zb-h1", "moe", "sgd", 4});
   // Every axis at once: dp 2 x pp 2 x tp 2 x cp 2, 16 ranks.
   for (const char* optim : {"sgd", "adamw"}) out.push_back({2, 2, "1f1b", "gpt8", optim, 4, 2, false, 2});
   return out;

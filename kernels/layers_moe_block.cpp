@@ -1,0 +1,157 @@
+// moe_block (layers_moe_block.hpp): the sub-layers' own forward and backward, chained, so its
+// math is the sum of parts tested on their own. saved.tensors holds fixed slots (below), then the
+// experts' own saved tensors, which moe_mlp appends to in backward_input.
+#include "kernels/layers_moe_block.hpp"
+
+#include <random>
+#include <stdexcept>
+
+#include "kernels/device_ops.hpp"
+
+namespace troupe {
+
+namespace {
+
+enum slot : size_t {
+  s_x, s_ln1_mean, s_ln1_rstd, s_ln1_out, s_qkv, s_att, s_att_out, s_x2, s_ln2_mean, s_ln2_rstd,
+  g_ln1_out, g_qkv, g_x2, g_ln2_out,  // filled by backward_input, read by backward_weight
+  s_experts                           // moe_mlp's saved tensors from here on
+};
+
+void add_into(tensor& a, const tensor& b) { ops_on(a).add_into(f32_out(a), f32(b), a.numel()); }
+
+tensor input_grad(const layer& l, const tensor& dy, std::vector<tensor> saved) {
+  saved_activations a{std::move(saved)};
+  return l.backward_input(dy, a);
+}
+void weight_grad(layer& l, const tensor& dy, std::vector<tensor> saved) {
+  saved_activations a{std::move(saved)};
+  l.backward_weight(dy, a);
+}
+
+saved_activations experts_of(const std::vector<tensor>& s) {
+  return saved_activations{std::vector<tensor>(s.begin() + s_experts, s.end())};
+}
+
+}  // namespace
+
+moe_block::moe_block(int64_t channels, int64_t heads, moe_options o, float proj_std)
+    : channels_(channels), heads_(heads), proj_std_(proj_std), ln1_(channels), qkv_(channels, 3 * channels),
+      proj_(channels, channels), ln2_(channels), moe_(channels, 4 * channels, o) {
+  if (channels <= 0 || heads <= 0 || channels % heads != 0)
+    throw std::invalid_argument("moe_block: channels (" + std::to_string(channels) +
+                                ") must be a positive multiple of heads (" + std::to_string(heads) + ")");
+  offset_[0] = 0;
+  for (int i = 0; i < num_parts; ++i) offset_[i + 1] = offset_[i] + part(i)->num_params();
+}
+
+layer* moe_block::part(int i) {
+  layer* parts[num_parts] = {&ln1_, &qkv_, &proj_, &ln2_, &moe_};
+  return parts[i];
+}
+
+std::vector<param_spec> moe_block::param_specs() const {
+  const char* prefix[num_parts] = {"ln1", "attn.qkv", "attn.proj", "ln2", "mlp"};
+  std::vector<param_spec> specs;
+  for (int i = 0; i < num_parts; ++i)
+    for (auto& s : part(i)->param_specs()) specs.push_back({std::string(prefix[i]) + "." + s.name, s.shape});
+  return specs;
+}
+
+void moe_block::init(float* params, std::mt19937_64& rng) const {
+  // The dense block's init for the attention half (GPT-2's: zero biases, N(0, 0.02) weights, the
+  // projection's scaled), the experts' own (PyTorch Linear's default) for the rest.
+  std::fill(params, params + offset_[moe_at], 0.0f);
+  ln1_.init(params + offset_[ln1_at], rng);
+  ln2_.init(params + offset_[ln2_at], rng);
+  auto normal = [&rng](float* out, int64_t n, float std) {
+    std::normal_distribution<float> dist(0.0f, std);
+    for (int64_t i = 0; i < n; ++i) out[i] = dist(rng);
+  };
+  normal(params + offset_[qkv_at], 3 * channels_ * channels_, 0.02f);
+  normal(params + offset_[proj_at], channels_ * channels_, proj_std_);
+  moe_.init(params + offset_[moe_at], rng);
+}
+
+void moe_block::bind(const float* params, float* grads) {
+  layer::bind(params, grads);
+  for (int i = 0; i < num_parts; ++i)
+    part(i)->bind(params ? params + offset_[i] : nullptr, grads ? grads + offset_[i] : nullptr);
+}
+
+void moe_block::set_matmul_precision(matmul_precision p) {
+  layer::set_matmul_precision(p);
+  qkv_.set_matmul_precision(p);
+  proj_.set_matmul_precision(p);
+}
+
+tensor moe_block::forward(const tensor& x, saved_activations& saved) const {
+  if (x.rank() != 3 || x.size(2) != channels_)
+    throw std::invalid_argument("moe_block: input has shape " + to_string(x.shape()) + ", expected (B, T, " +
+                                std::to_string(channels_) + ")");
+  const device_ops& k = ops_on(x);
+  const int64_t B = x.size(0), T = x.size(1), C = channels_;
+  std::vector<tensor> s(s_experts);
+  saved_activations tmp;
+  s[s_x] = x;
+  s[s_ln1_out] = ln1_.forward(x, tmp);
+  s[s_ln1_mean] = tmp.tensors.at(1);
+  s[s_ln1_rstd] = tmp.tensors.at(2);
+  s[s_qkv] = qkv_.forward(s[s_ln1_out], tmp);
+  s[s_ln1_out] = tmp.tensors.at(0);  // what the product took (bf16 rounding included)
+  s[s_att] = k.empty(k.attention_state_shape(B, heads_, T));
+  s[s_att_out] = k.empty({B, T, C});
+  k.attention_forward(f32_out(s[s_att_out]), f32_out(s[s_att]), f32(s[s_qkv]), B, T, C, heads_);
+  s[s_x2] = proj_.forward(s[s_att_out], tmp);
+  s[s_att_out] = tmp.tensors.at(0);
+  add_into(s[s_x2], x);
+  const tensor ln2_out = ln2_.forward(s[s_x2], tmp);
+  s[s_ln2_mean] = tmp.tensors.at(1);
+  s[s_ln2_rstd] = tmp.tensors.at(2);
+  saved_activations experts;
+  tensor y = moe_.forward(ln2_out, experts);  // keeps ln2_out as its input
+  add_into(y, s[s_x2]);
+  for (tensor& t : experts.tensors) s.push_back(std::move(t));
+  saved.tensors = std::move(s);
+  return y;
+}
+
+tensor moe_block::backward_input(const tensor& dy, saved_activations& saved) const {
+  auto& s = saved.tensors;
+  if (s.size() <= s_experts || !s[g_x2].empty()) throw std::logic_error("moe_block: backward_input without forward");
+  const device_ops& k = ops_on(dy);
+  const int64_t B = dy.size(0), T = dy.size(1), C = channels_;
+  saved_activations experts = experts_of(s);
+  tensor d_ln2_out = moe_.backward_input(dy, experts);
+  tensor d_x2 = input_grad(ln2_, d_ln2_out, {s[s_x2], s[s_ln2_mean], s[s_ln2_rstd]});
+  add_into(d_x2, dy);
+  tensor d_att_out = input_grad(proj_, d_x2, {s[s_att_out]});
+  tensor d_qkv = k.empty(s[s_qkv].shape());
+  k.attention_backward(f32_out(d_qkv), f32(d_att_out), f32(s[s_qkv]), f32(s[s_att]), B, T, C, heads_);
+  tensor d_ln1_out = input_grad(qkv_, d_qkv, {s[s_ln1_out]});
+  tensor dx = input_grad(ln1_, d_ln1_out, {s[s_x], s[s_ln1_mean], s[s_ln1_rstd]});
+  add_into(dx, d_x2);
+  s.resize(s_experts);
+  s[s_qkv] = s[s_att] = tensor();  // backward_weight needs neither
+  s[g_ln1_out] = std::move(d_ln1_out);
+  s[g_qkv] = std::move(d_qkv);
+  s[g_x2] = std::move(d_x2);
+  s[g_ln2_out] = std::move(d_ln2_out);
+  for (tensor& t : experts.tensors) s.push_back(std::move(t));
+  return dx;
+}
+
+void moe_block::backward_weight(const tensor& dy, saved_activations& saved) {
+  // layer_stack skips backward_input on its first layer; the internal gradients are needed all the same.
+  if (saved.tensors.size() > s_experts && saved.tensors[g_x2].empty()) backward_input(dy, saved);
+  auto& s = saved.tensors;
+  if (s.size() <= s_experts || s[g_x2].empty()) throw std::logic_error("moe_block: backward_weight without forward");
+  saved_activations experts = experts_of(s);
+  moe_.backward_weight(dy, experts);
+  weight_grad(ln2_, s[g_ln2_out], {s[s_x2], s[s_ln2_mean], s[s_ln2_rstd]});
+  weight_grad(proj_, s[g_x2], {s[s_att_out]});
+  weight_grad(qkv_, s[g_qkv], {s[s_ln1_out]});
+  weight_grad(ln1_, s[g_ln1_out], {s[s_x], s[s_ln1_mean], s[s_ln1_rstd]});
+}
+
+}  // namespace troupe

@@ -1,0 +1,45 @@
+// moe_block: a GPT block whose MLP is a mixture of experts (layers_moe.hpp): ln1 -> qkv ->
+// causal attention -> proj, added to the residual, then ln2 -> moe_mlp, added again. The block
+// an MoE GPT (--experts) puts at every --moe-every-th place instead of transformer_block; its
+// parameters are the dense block's attention half under the same names, then mlp.router and
+// mlp.experts.E.*. One rank holds every expert and the whole attention: tensor, context and
+// expert parallelism, and GPUs, are refused by the job before it builds one.
+#pragma once
+
+#include "kernels/layers_dense.hpp"
+#include "kernels/layers_moe.hpp"
+#include "kernels/layers_transformer.hpp"
+
+namespace troupe {
+
+class moe_block final : public layer {
+ public:
+  // proj_std: the attention projection's init std (GPT-2's 0.02 / sqrt(2 * blocks)).
+  moe_block(int64_t channels, int64_t heads, moe_options o, float proj_std = 0.02f);
+  std::string kind() const override { return "moe_block"; }
+  std::vector<param_spec> param_specs() const override;
+  void init(float* params, std::mt19937_64& rng) const override;
+  void bind(const float* params, float* grads) override;
+  tensor forward(const tensor& x, saved_activations& saved) const override;
+  tensor backward_input(const tensor& dy, saved_activations& saved) const override;
+  void backward_weight(const tensor& dy, saved_activations& saved) override;
+  void set_matmul_precision(matmul_precision p) override;  // the attention's linears; the experts stay fp32
+
+  // The routing of the last forward (tokens per expert, drops, the load-balancing loss).
+  const moe::routing& last_routing() const { return moe_.last_routing(); }
+  const moe_mlp& experts() const { return moe_; }
+
+ private:
+  enum { ln1_at, qkv_at, proj_at, ln2_at, moe_at, num_parts };
+  layer* part(int i);
+  const layer* part(int i) const { return const_cast<moe_block*>(this)->part(i); }
+  int64_t channels_, heads_;
+  float proj_std_;
+  layernorm ln1_;
+  linear qkv_, proj_;
+  layernorm ln2_;
+  moe_mlp moe_;
+  int64_t offset_[num_parts + 1];
+};
+
+}  // namespace troupe
