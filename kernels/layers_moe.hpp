@@ -2,8 +2,8 @@
 // of linear -> GELU -> linear), the layer an MoE transformer block puts where its MLP was. Each
 // token goes to its top_k experts and comes back weighted by their gates; the load-balancing
 // loss's gradient enters the router's in backward (its value is routing().aux_loss). On the CPU
-// only, one rank holding every expert; expert parallelism, a GPU path and a GPT that uses it are
-// issue 41's next steps.
+// only, one rank holding every expert (the GPT's moe_block, layers_moe_block.hpp, holds one);
+// expert parallelism and a GPU path are not built yet.
 #pragma once
 
 #include "kernels/layer.hpp"

@@ -6,8 +6,8 @@
 // weight is lost: the token keeps only what its other experts return); capacity 0 drops none.
 // The load-balancing loss is Switch's and Megatron-Core's: coefficient x E x sum over experts of
 // f_e (the share of the N x k assignments the router made to e, before drops) times P_e (e's mean
-// probability), 1 x coefficient when the load is even. No job runs an MoE model yet: an MoE
-// layer in the GPT, --ep and its all-to-alls are issue 41's next steps.
+// probability), 1 x coefficient when the load is even. The GPT's MoE blocks (--experts) route with
+// it; expert parallelism (--ep) and its all-to-alls are not built yet.
 //
 // Every sum runs in a fixed order (tokens ascending, a token's choices in rank order), so a run
 // repeats bit for bit.
