@@ -424,7 +424,8 @@ TROUPE_INSPECT(collective_log, x.rank, x.ranks, x.entries, x.group)
 // stage -> coordinator, once per step of every rank: the measured record (step_trace.hpp).
 TROUPE_INSPECT(stage_step_record, x.step, x.rank, x.loss_sum, x.count, x.correct, x.peak_live, x.step_start,
                x.step_end, x.compute_seconds, x.tp_seconds, x.peak_activation_bytes, x.peak_memory, x.peak_host_memory, x.actions, x.start_seconds,
-               x.end_seconds, x.buckets, x.bucket_sent, x.bucket_done, x.bucket_left_rate)
+               x.end_seconds, x.buckets, x.bucket_sent, x.bucket_done, x.bucket_left_rate, x.moe_layers,
+               x.expert_routed, x.expert_dropped, x.aux_loss_sum, x.aux_forwards)
 #undef TROUPE_INSPECT
 
 // ---- stage <-> stage (pipeline peers), coordinator -> stage ----

@@ -10,7 +10,7 @@
 namespace troupe {
 
 layer_stack::layer_stack(layer_list layers, int64_t first_layer, uint64_t seed, device where)
-    : layers_(std::move(layers)), where_(where), ops_(&ops_for(where)) {
+    : first_layer_(first_layer), layers_(std::move(layers)), where_(where), ops_(&ops_for(where)) {
   int64_t total = 0;
   for (const auto& l : layers_) {
     offsets_.push_back(total);

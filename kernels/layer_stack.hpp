@@ -33,6 +33,7 @@ class layer_stack {
   int64_t num_params() const { return total_params_; }
   const device& where() const { return where_; }
   size_t num_layers() const { return layers_.size(); }
+  int64_t first_layer() const { return first_layer_; }  // the model's index of at(0)
   layer& at(size_t i) { return *layers_.at(i); }
   const layer& at(size_t i) const { return *layers_.at(i); }
   // Every layer's matrix products at p from now on (matmul_precision.hpp).
@@ -111,6 +112,7 @@ class layer_stack {
                   const layer_done_fn& before);
 
  private:
+  int64_t first_layer_ = 0;
   void rebind();
   void bind_unit(size_t u);
   void check_device(const tensor& values, const char* who) const;

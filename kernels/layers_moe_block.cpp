@@ -3,6 +3,7 @@
 // experts' own saved tensors, which moe_mlp appends to in backward_input.
 #include "kernels/layers_moe_block.hpp"
 
+#include <algorithm>
 #include <random>
 #include <stdexcept>
 
@@ -152,6 +153,32 @@ void moe_block::backward_weight(const tensor& dy, saved_activations& saved) {
   weight_grad(proj_, s[g_x2], {s[s_att_out]});
   weight_grad(qkv_, s[g_qkv], {s[s_ln1_out]});
   weight_grad(ln1_, s[g_ln1_out], {s[s_x], s[s_ln1_mean], s[s_ln1_rstd]});
+}
+
+void expert_tally::add(const expert_tally& o) {
+  for (const auto& [layer, counts] : o.routed) {
+    auto& mine = routed[layer];
+    mine.resize(std::max(mine.size(), counts.size()), 0);
+    for (size_t e = 0; e < counts.size(); ++e) mine[e] += counts[e];
+  }
+  for (const auto& [layer, n] : o.dropped) dropped[layer] += n;
+  aux_loss_sum += o.aux_loss_sum;
+  forwards += o.forwards;
+}
+
+void tally_routing(const layer_stack& stack, expert_tally& t) {
+  for (size_t i = 0; i < stack.num_layers(); ++i) {
+    const auto* block = dynamic_cast<const moe_block*>(&stack.at(i));
+    if (!block) continue;
+    const moe::routing& r = block->last_routing();
+    const int64_t layer = stack.first_layer() + static_cast<int64_t>(i);
+    auto& counts = t.routed[layer];
+    counts.resize(r.routed.size(), 0);
+    for (size_t e = 0; e < r.routed.size(); ++e) counts[e] += r.routed[e];
+    t.dropped[layer] += r.dropped;
+    t.aux_loss_sum += r.aux_loss;
+    ++t.forwards;
+  }
 }
 
 }  // namespace troupe

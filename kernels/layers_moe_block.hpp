@@ -6,6 +6,10 @@
 // expert parallelism, and GPUs, are refused by the job before it builds one.
 #pragma once
 
+#include <map>
+#include <vector>
+
+#include "kernels/layer_stack.hpp"
 #include "kernels/layers_dense.hpp"
 #include "kernels/layers_moe.hpp"
 #include "kernels/layers_transformer.hpp"
@@ -41,5 +45,19 @@ class moe_block final : public layer {
   moe_mlp moe_;
   int64_t offset_[num_parts + 1];
 };
+
+// What the routers of a stack's MoE blocks did over some forwards, for the metrics: per block (by
+// the model's layer index), the assignments each expert was routed before drops and the
+// assignments dropped for capacity; and the load-balancing losses' sum over the forwards.
+struct expert_tally {
+  std::map<int64_t, std::vector<int64_t>> routed;  // layer -> per expert
+  std::map<int64_t, int64_t> dropped;               // layer -> assignments
+  double aux_loss_sum = 0;
+  int64_t forwards = 0;                             // block forwards counted in aux_loss_sum
+  bool empty() const { return routed.empty(); }
+  void add(const expert_tally& o);
+};
+// Adds the last forward of every moe_block in `stack` (none: nothing).
+void tally_routing(const layer_stack& stack, expert_tally& t);
 
 }  // namespace troupe

@@ -86,6 +86,7 @@ void step_done(self_ptr self, int64_t step, const std::vector<stage_step_record>
   auto& s = self->state;
   double loss_sum = 0, compute = 0;
   int64_t count = 0;
+  expert_tally experts;  // over every replica: the global batch's routing
   auto& sum = *s.args.summary;
   const size_t n = s.stages.size();
   sum.rank_step_seconds.resize(n);
@@ -99,6 +100,7 @@ void step_done(self_ptr self, int64_t step, const std::vector<stage_step_record>
     const auto r = static_cast<size_t>(x.rank);
     loss_sum += x.loss_sum;
     count += x.count;
+    experts.add(x.experts());
     compute = std::max(compute, x.compute_seconds);  // the busiest device
     sum.rank_step_seconds[r].push_back(x.step_end - x.step_start);
     sum.rank_tp_seconds[r] += x.tp_seconds;
@@ -130,7 +132,8 @@ void step_done(self_ptr self, int64_t step, const std::vector<stage_step_record>
   const double rate = static_cast<double>(s.args.samples_per_step * static_cast<int64_t>(s.recent.size() - 1)) /
                       std::max(span, 1e-9);
   const int64_t epoch = step / s.args.steps_per_epoch;
-  s.args.log->step(step, epoch, loss, rate);  // first: a step whose line failed is not counted done
+  s.args.log->step(step, epoch, loss, rate, experts);  // first: a step whose line failed is not counted done
+  if (!experts.empty()) sum.experts.push_back(std::move(experts));
   if (!s.args.dispensed && s.args.slow_ranks.window > 0) {
     if (!s.slow_link) s.slow_link = std::make_unique<slow_link_detector>(s.args.mesh, s.args.slow_ranks);
     if (const std::string line = s.slow_link->add(ranks); !line.empty()) {

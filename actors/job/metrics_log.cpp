@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -49,9 +50,20 @@ void metrics_log::append(const std::string& line, int64_t step) {
   throw std::runtime_error(fmt::format("{}: cannot write the metrics of step {}: {}", path_, step, std::strerror(err)));
 }
 
-void metrics_log::step(int64_t step, int64_t epoch, double loss, double samples_per_s) {
-  append(fmt::format("{{\"step\": {}, \"epoch\": {}, \"loss\": {:.7g}, \"samples_per_s\": {:.1f}}}\n", step, epoch,
-                     loss, samples_per_s),
+void metrics_log::step(int64_t step, int64_t epoch, double loss, double samples_per_s, const expert_tally& experts) {
+  std::string moe;
+  if (!experts.empty()) {
+    std::string tokens, dropped;
+    for (const auto& [layer, counts] : experts.routed) {
+      tokens += fmt::format("{}\"{}\": [{}]", tokens.empty() ? "" : ", ", layer, fmt::join(counts, ", "));
+      const auto d = experts.dropped.find(layer);
+      dropped += fmt::format("{}\"{}\": {}", dropped.empty() ? "" : ", ", layer, d == experts.dropped.end() ? 0 : d->second);
+    }
+    moe = fmt::format(", \"expert_tokens\": {{{}}}, \"tokens_dropped\": {{{}}}, \"aux_loss\": {:.7g}", tokens, dropped,
+                      experts.forwards ? experts.aux_loss_sum / static_cast<double>(experts.forwards) : 0.0);
+  }
+  append(fmt::format("{{\"step\": {}, \"epoch\": {}, \"loss\": {:.7g}, \"samples_per_s\": {:.1f}{}}}\n", step, epoch,
+                     loss, samples_per_s, moe),
          step);
   const bool first = step % steps_per_epoch_ == 0;
   smoothed_loss_ = first ? loss : 0.95 * smoothed_loss_ + 0.05 * loss;

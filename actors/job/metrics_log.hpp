@@ -7,6 +7,8 @@
 // file cut back to its last whole line.
 #pragma once
 
+#include "kernels/layers_moe_block.hpp"
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -21,7 +23,10 @@ class metrics_log {
   metrics_log(const metrics_log&) = delete;
   metrics_log& operator=(const metrics_log&) = delete;
 
-  void step(int64_t step, int64_t epoch, double loss, double samples_per_s);
+  // With a mixture of experts (experts not empty) the line also holds, per MoE block (by model
+  // layer index), the assignments routed to each expert ("expert_tokens") and those dropped for
+  // capacity ("tokens_dropped"), and the load-balancing loss's mean over the blocks' forwards.
+  void step(int64_t step, int64_t epoch, double loss, double samples_per_s, const expert_tally& experts = {});
   void eval(int64_t epoch, int64_t step, double test_loss, double test_accuracy);
   const std::string& path() const { return path_; }
 

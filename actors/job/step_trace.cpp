@@ -42,6 +42,32 @@ double stage_step_record::left_link_rate() const {
   return known.empty() ? 0 : median(std::move(known));
 }
 
+void stage_step_record::set_experts(const expert_tally& t) {
+  moe_layers.clear(), expert_routed.clear(), expert_dropped.clear();
+  for (const auto& [layer, counts] : t.routed) {
+    moe_layers.push_back(layer);
+    expert_routed.insert(expert_routed.end(), counts.begin(), counts.end());
+    const auto d = t.dropped.find(layer);
+    expert_dropped.push_back(d == t.dropped.end() ? 0 : d->second);
+  }
+  aux_loss_sum = t.aux_loss_sum;
+  aux_forwards = t.forwards;
+}
+
+expert_tally stage_step_record::experts() const {
+  expert_tally t;
+  const size_t blocks = moe_layers.size();
+  const size_t E = blocks ? expert_routed.size() / blocks : 0;
+  for (size_t b = 0; b < blocks; ++b) {
+    t.routed[moe_layers[b]].assign(expert_routed.begin() + static_cast<std::ptrdiff_t>(b * E),
+                                   expert_routed.begin() + static_cast<std::ptrdiff_t>((b + 1) * E));
+    t.dropped[moe_layers[b]] = b < expert_dropped.size() ? expert_dropped[b] : 0;
+  }
+  t.aux_loss_sum = aux_loss_sum;
+  t.forwards = aux_forwards;
+  return t;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());

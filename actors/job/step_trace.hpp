@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/layers_moe_block.hpp"
 #include "schedules/timeline.hpp"
 
 namespace troupe {
@@ -39,6 +40,15 @@ struct stage_step_record {
   std::vector<double> bucket_left_rate;
   // Its left link's speed this step: the median of its buckets' measured rates (0: none measured).
   double left_link_rate() const;
+  // A mixture of experts' routing over the step's forwards (expert_tally, flattened for the
+  // wire): the rank's MoE blocks by model layer index, per block the assignments routed to each
+  // expert (block after block) and those dropped for capacity, and the load-balancing losses'
+  // sum over aux_forwards block forwards. Empty for a dense model.
+  std::vector<int64_t> moe_layers, expert_routed, expert_dropped;
+  double aux_loss_sum = 0;
+  int64_t aux_forwards = 0;
+  void set_experts(const expert_tally& t);
+  expert_tally experts() const;
 };
 
 // Every rank of a step: lane 2r is rank r's actions ("rank r" "compute"), lane 2r+1 its bucket all-reduces (drawn as

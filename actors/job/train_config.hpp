@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/device_memory.hpp"
+#include "kernels/layers_moe_block.hpp"
 #include "kernels/matmul_precision.hpp"
 #include "kernels/model.hpp"
 #include "kernels/optimizer.hpp"
@@ -323,6 +324,8 @@ struct train_summary {
   int slow_link_from = -1, slow_link_to = -1;
   int64_t slow_link_step = -1;
   std::vector<int64_t> test_steps;     // the steps done when each test_loss was taken, as metrics.jsonl logs it
+  // A mixture of experts: each step's routing over the global batch (metrics_log.hpp), in step order.
+  std::vector<expert_tally> experts;
   int64_t steps = 0;
   int64_t samples = 0;
   double train_seconds = 0.0;         // wall time of the training steps, evaluation excluded
