@@ -1,4 +1,4 @@
-// oracle_dump mlp|gpt FILE: runs a tiny unsplit model through troupe's own training step (init,
+// oracle_dump mlp|gpt|moe FILE: runs a tiny unsplit model (moe: the GPT with MoE blocks) through troupe's own training step (init,
 // forward, cross-entropy, backward, AdamW and SGD) and writes every number PyTorch needs to redo
 // it into a safetensors file, for pytorch_oracle.py to compare. Nothing here is compared: the
 // point is that an error troupe's own tests would share (a layernorm eps, a GELU variant, a loss
@@ -56,8 +56,8 @@ job mlp_job() {
   return j;
 }
 
-job gpt_job() {
-  job j{test::oracle_gpt(), {}};
+job gpt_job(const model_spec& spec) {
+  job j{spec, {}};
   std::mt19937_64 rng(7);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(j.spec.vocab) - 1);
   j.data.inputs = tensor({3, j.spec.context});
@@ -157,6 +157,10 @@ void add_bf16_linear(std::vector<named_tensor>& out) {
 storage::safetensors_metadata metadata(const job& j) {
   const optimizer_config a = adamw_config(), g = sgd_config();
   storage::safetensors_metadata m = storage::model_metadata(j.spec);
+  if (j.spec.experts > 0) {
+    m["model.aux_loss_coefficient"] = num(j.spec.aux_loss_coefficient);
+    m["model.capacity_factor"] = num(j.spec.capacity_factor);
+  }
   m.insert({
           {"init_seed", std::to_string(init_seed)}, {"steps", std::to_string(optimizer_steps)},
           {"adamw.lr", num(a.lr)}, {"adamw.beta1", num(a.beta1)}, {"adamw.beta2", num(a.beta2)},
@@ -197,12 +201,15 @@ void dump(const job& j, const std::string& path) {
 
 int main(int argc, char** argv) {
   const std::string kind = argc == 3 ? argv[1] : "";
-  if (kind != "mlp" && kind != "gpt") {
-    std::fprintf(stderr, "usage: %s mlp|gpt FILE.safetensors\n", argv[0]);
+  if (kind != "mlp" && kind != "gpt" && kind != "moe") {
+    std::fprintf(stderr, "usage: %s mlp|gpt|moe FILE.safetensors\n", argv[0]);
     return 2;
   }
   try {
-    troupe::dump(kind == "mlp" ? troupe::mlp_job() : troupe::gpt_job(), argv[2]);
+    troupe::dump(kind == "mlp"   ? troupe::mlp_job()
+                 : kind == "gpt" ? troupe::gpt_job(troupe::test::oracle_gpt())
+                                 : troupe::gpt_job(troupe::test::oracle_moe_gpt()),
+                 argv[2]);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "oracle_dump: %s\n", e.what());
     return 1;

@@ -86,15 +86,43 @@ class FeedForward(nn.Module):
         return self.proj(F.gelu(self.fc(x), approximate="tanh"))
 
 
-class Block(nn.Module):
-    """GPT-2's pre-norm block."""
+class MixtureOfExperts(nn.Module):
+    """Switch/Mixtral routing, dropless: a softmax router, each token to its top_k experts weighted by
+    their probabilities renormalized over the k. Keeps the load-balancing loss of its last forward,
+    coefficient * E * sum_e f_e * P_e with f_e (the share of assignments to e) held constant."""
 
-    def __init__(self, channels, heads):
+    def __init__(self, channels, experts, top_k, coefficient):
+        super().__init__()
+        self.router = nn.Linear(channels, experts, bias=False)
+        self.experts = nn.ModuleList(FeedForward(channels) for _ in range(experts))
+        self.top_k, self.coefficient = top_k, coefficient
+        self.aux_loss = 0.0
+
+    def forward(self, x):
+        flat = x.reshape(-1, x.shape[-1])
+        probs = self.router(flat).softmax(dim=-1)
+        gate, chosen = probs.topk(self.top_k, dim=-1)
+        gate = gate / gate.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(flat)
+        for e, expert in enumerate(self.experts):
+            rows, slot = (chosen == e).nonzero(as_tuple=True)
+            if rows.numel():
+                out = out.index_add(0, rows, gate[rows, slot].unsqueeze(-1) * expert(flat[rows]))
+        E, N = len(self.experts), flat.shape[0]
+        share = torch.bincount(chosen.reshape(-1), minlength=E).double() / (N * self.top_k)
+        self.aux_loss = self.coefficient * E * (share.detach() * probs.mean(dim=0)).sum()
+        return out.reshape(x.shape)
+
+
+class Block(nn.Module):
+    """GPT-2's pre-norm block; with experts, its MLP is a mixture of them."""
+
+    def __init__(self, channels, heads, moe=None):
         super().__init__()
         self.ln1 = nn.LayerNorm(channels, eps=1e-5)
         self.attn = Attention(channels, heads)
         self.ln2 = nn.LayerNorm(channels, eps=1e-5)
-        self.mlp = FeedForward(channels)
+        self.mlp = MixtureOfExperts(channels, *moe) if moe else FeedForward(channels)
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
@@ -104,11 +132,12 @@ class Block(nn.Module):
 class Gpt(nn.Module):
     """Learned positions, final layernorm, an untied head with bias; no dropout."""
 
-    def __init__(self, vocab, context, channels, heads, blocks):
+    def __init__(self, vocab, context, channels, heads, blocks, moe=None, moe_every=1):
         super().__init__()
         self.tok_emb = nn.Embedding(vocab, channels)
         self.pos_emb = nn.Embedding(context, channels)
-        self.blocks = nn.ModuleList(Block(channels, heads) for _ in range(blocks))
+        self.blocks = nn.ModuleList(Block(channels, heads, moe if moe and (b + 1) % moe_every == 0 else None)
+                                    for b in range(blocks))
         self.ln_f = nn.LayerNorm(channels, eps=1e-5)
         self.head = nn.Linear(channels, vocab)
 
@@ -118,12 +147,21 @@ class Gpt(nn.Module):
             x = block(x)
         return self.head(self.ln_f(x))
 
+    def aux_loss(self):
+        return sum(b.mlp.aux_loss for b in self.blocks if isinstance(b.mlp, MixtureOfExperts))
+
 
 def build(meta):
     i = lambda key: int(meta["model." + key])
     if meta["model.kind"] == "mlp":
         return Mlp(i("inputs"), [int(h) for h in meta["model.hidden"].split(",") if h], i("classes")).double()
-    return Gpt(i("vocab"), i("context"), i("channels"), i("heads"), i("blocks")).double()
+    moe = None
+    if int(meta.get("model.experts", "0")) > 0:
+        if float(meta["model.capacity_factor"]) != 0:
+            raise ValueError("the oracle's mixture of experts is dropless")
+        moe = (i("experts"), i("top_k"), float(meta["model.aux_loss_coefficient"]))
+    return Gpt(i("vocab"), i("context"), i("channels"), i("heads"), i("blocks"), moe,
+               i("moe_every") if moe else 1).double()
 
 
 def kind_of(name):
@@ -201,7 +239,8 @@ def main(path):
         model.zero_grad()
         logits = model(inputs)
         loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets)
-        loss.backward()
+        # troupe's loss is the cross-entropy; its gradients include the routers' load-balancing loss.
+        (loss + (model.aux_loss() if isinstance(model, Gpt) else 0)).backward()
         cmp.check(point + "logits", tensors[point + "logits"], logits)
         cmp.check(point + "loss", tensors[point + "loss"], loss)
         for name, p in model.named_parameters():
