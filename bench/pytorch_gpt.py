@@ -113,10 +113,39 @@ class MLP(nn.Module):
         return self.fc_proj(F.gelu(self.fc(x), approximate="tanh"))
 
 
-class Block(nn.Module):
-    def __init__(self, C, heads):
+class MixtureOfExperts(nn.Module):
+    """kernels/layers_moe.cpp's mixture, dropless: a softmax router (no bias), each token to its top_k
+    experts weighted by their probabilities renormalized over the k, each expert an MLP of 4C
+    (PyTorch Linear's default init, as troupe's experts). The Switch load-balancing loss of the
+    last forward (coefficient * E * sum_e f_e * P_e, f_e held constant) is kept for the step's loss."""
+
+    def __init__(self, C, experts, top_k, coefficient):
         super().__init__()
-        self.ln1, self.attn, self.ln2, self.mlp = nn.LayerNorm(C), Attention(C, heads), nn.LayerNorm(C), MLP(C)
+        self.router = nn.Linear(C, experts, bias=False)
+        self.experts = nn.ModuleList(MLP(C) for _ in range(experts))
+        self.top_k, self.coefficient, self.aux_loss = top_k, coefficient, 0.0
+
+    def forward(self, x):
+        flat = x.reshape(-1, x.shape[-1])
+        probs = self.router(flat).softmax(dim=-1)
+        gate, chosen = probs.topk(self.top_k, dim=-1)
+        gate = gate / gate.sum(dim=-1, keepdim=True)
+        out = torch.zeros_like(flat)
+        for e, expert in enumerate(self.experts):
+            rows, slot = (chosen == e).nonzero(as_tuple=True)
+            if rows.numel():
+                out = out.index_add(0, rows, gate[rows, slot].unsqueeze(-1) * expert(flat[rows]))
+        E = len(self.experts)
+        share = torch.bincount(chosen.reshape(-1), minlength=E).float() / (flat.shape[0] * self.top_k)
+        self.aux_loss = self.coefficient * E * (share.detach() * probs.mean(dim=0)).sum()
+        return out.reshape(x.shape)
+
+
+class Block(nn.Module):
+    def __init__(self, C, heads, moe=None):
+        super().__init__()
+        self.ln1, self.attn, self.ln2 = nn.LayerNorm(C), Attention(C, heads), nn.LayerNorm(C)
+        self.mlp = MixtureOfExperts(C, *moe) if moe else MLP(C)
 
     def forward(self, x):
         x = x + self.attn(self.ln1(x))
@@ -126,16 +155,18 @@ class Block(nn.Module):
 class GPT(nn.Module):
     """The whole model, or one pipeline stage of it (the parts it does not hold are None)."""
 
-    def __init__(self, vocab, context, C, heads, blocks):
+    def __init__(self, vocab, context, C, heads, blocks, moe=None, moe_every=1):
         super().__init__()
         self.wte, self.wpe = nn.Embedding(vocab, C), nn.Embedding(context, C)
-        self.blocks = nn.ModuleDict({str(i): Block(C, heads) for i in range(blocks)})
+        self.blocks = nn.ModuleDict({str(i): Block(C, heads, moe if moe and (i + 1) % moe_every == 0 else None)
+                                     for i in range(blocks)})
         self.ln_f, self.head = nn.LayerNorm(C), nn.Linear(C, vocab)
         std, proj_std = 0.02, 0.02 / math.sqrt(2 * blocks)
         for m in (self.wte, self.wpe):
             nn.init.normal_(m.weight, 0.0, std)
         for b in self.blocks.values():
-            for lin, s in ((b.attn.qkv, std), (b.attn.proj, proj_std), (b.mlp.fc, std), (b.mlp.fc_proj, proj_std)):
+            dense = [] if isinstance(b.mlp, MixtureOfExperts) else [(b.mlp.fc, std), (b.mlp.fc_proj, proj_std)]
+            for lin, s in [(b.attn.qkv, std), (b.attn.proj, proj_std)] + dense:
                 nn.init.normal_(lin.weight, 0.0, s)
                 nn.init.zeros_(lin.bias)
         # nn.LayerNorm starts at 1 / 0 and nn.Linear's default init stays for the head.
@@ -159,10 +190,14 @@ class GPT(nn.Module):
             x = self.head(self.ln_f(x))
         return x
 
+    def aux_loss(self):
+        return sum(b.mlp.aux_loss for b in self.blocks.values() if isinstance(b.mlp, MixtureOfExperts))
+
 
 def build_model(a, vocab):
     torch.manual_seed(a.seed)  # the same full model on every rank; each then keeps its share
-    return GPT(vocab, a.context, a.channels, a.heads, a.blocks)
+    moe = (a.experts, a.top_k, a.aux_loss_coef) if a.experts else None
+    return GPT(vocab, a.context, a.channels, a.heads, a.blocks, moe, a.moe_every)
 
 
 # ---- one rank ----
@@ -234,7 +269,8 @@ def worker(rank, a, port, results):
         fully_shard(model, mesh=mesh["dp"])
     elif a.dp > 1:  # over the dp dimension of the mesh: DDP turns the tp shards into local parameters
         from torch.nn.parallel import DistributedDataParallel
-        model = DistributedDataParallel(model, device_mesh=mesh["dp"])
+        # An expert that gets no token on a rank has no gradient there: DDP must look for such.
+        model = DistributedDataParallel(model, device_mesh=mesh["dp"], find_unused_parameters=bool(a.experts))
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=a.weight_decay)
     loss_fn = make_loss(a, vocab, tp_mesh)
     if a.tp > 1:
@@ -266,7 +302,7 @@ def worker(rank, a, port, results):
         with parallel_loss():
             if sched is None:
                 loss = loss_fn(model(x), y)
-                loss.backward()
+                (loss + getattr(model, "module", model).aux_loss() if a.experts else loss).backward()
                 value = float((loss.full_tensor() if hasattr(loss, "full_tensor") else loss).detach())
             else:
                 mb_losses = []
@@ -342,6 +378,10 @@ def main():
     p.add_argument("--channels", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--blocks", type=int, default=4)
+    p.add_argument("--experts", type=int, default=0, help="a mixture of this many experts in every --moe-every-th block (dp only)")
+    p.add_argument("--top-k", type=int, default=2)
+    p.add_argument("--moe-every", type=int, default=1)
+    p.add_argument("--aux-loss-coef", type=float, default=0.01)
     p.add_argument("--lr", type=float, default=3e-3)
     p.add_argument("--weight-decay", type=float, default=0.01)
     p.add_argument("--corpus", default="/usr/share/games/fortunes")
@@ -356,6 +396,8 @@ def main():
         sys.exit(f"--cuts needs {a.pp - 1} entries")
     if a.heads % a.tp or a.batch_size % a.dp or (a.batch_size // a.dp) % a.micro_batches:
         sys.exit("heads must divide by tp, the batch by dp, and each replica's batch by the microbatches")
+    if a.experts and (a.pp > 1 or a.tp > 1 or a.fsdp):
+        sys.exit("--experts runs with --dp only (DDP)")
     world = a.dp * a.pp * a.tp
     import torch.multiprocessing as mp
     from torch.multiprocessing.spawn import ProcessException

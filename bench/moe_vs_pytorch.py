@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""A mixture-of-experts GPT's training throughput, troupe against a plain PyTorch MoE, in one run.
+
+Both train examples/gpt.toml's GPT with every block's MLP a mixture of --experts experts (4C
+features each), top --top-k routing renormalized over the k, dropless, with Switch's
+load-balancing loss at 0.01 (troupe: --experts E --top-k K; PyTorch: bench/pytorch_gpt.py's
+MixtureOfExperts, the token-gather loop every MoE tutorial writes, under DDP over gloo for dp 2).
+One thread per rank, the same steps, the first --warmup untimed; the two run alternately,
+--repeats times, and the table holds medians (with the range). Also checks that both start at
+a first-step loss near ln(vocab).
+
+    bench/moe_vs_pytorch.py [--build build] [--steps 60] [--warmup 5] [--repeats 3] [--experts 4] [--top-k 2]
+"""
+import argparse
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+from tp_vs_pytorch import run_pytorch_peer, troupe_rate
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+
+def run_troupe(a, dp, env):
+    out = tempfile.mkdtemp(prefix="troupe-moe-bench-")
+    cmd = [os.path.join(a.build, "troupe"), "train", "--config", os.path.join(ROOT, "examples", "gpt.toml"),
+           "--experts", str(a.experts), "--top-k", str(a.top_k), "--dp", str(dp), "--threads", "1",
+           "--max-steps", str(a.warmup + a.steps), "--out", out, "--no-progress"]
+    p = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"troupe failed ({' '.join(cmd)}):\n{p.stdout}{p.stderr}")
+    rate, first_loss = troupe_rate(os.path.join(out, "metrics.jsonl"), a.warmup, a.steps, a.batch_size)
+    return {"samples_per_s": rate, "first_loss": first_loss}
+
+
+def run_pytorch(a, dp, env):
+    cmd = [a.python, os.path.join(HERE, "pytorch_gpt.py"), "--experts", str(a.experts), "--top-k", str(a.top_k),
+           "--dp", str(dp), "--steps", str(a.steps), "--warmup", str(a.warmup), "--batch-size", str(a.batch_size)]
+    return run_pytorch_peer(cmd, env)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--python", default=os.path.join(ROOT, ".venv-bench", "bin", "python"))
+    ap.add_argument("--steps", type=int, default=60, help="timed steps, a multiple of 10")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--experts", type=int, default=4)
+    ap.add_argument("--top-k", type=int, default=2)
+    ap.add_argument("--dps", default="1,2", help="data-parallel sizes, comma-separated")
+    a = ap.parse_args()
+    a.batch_size = 16  # examples/gpt.toml's
+    if a.steps % 10 or a.warmup < 1:
+        sys.exit("--steps must be a multiple of 10 and --warmup at least 1 (troupe's rate windows are 10 steps)")
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    dps = [int(d) for d in a.dps.split(",")]
+    runs = {dp: {"troupe": [], "pytorch": []} for dp in dps}
+    torch_version = "?"
+    for rep in range(a.repeats):
+        for dp in dps:
+            order = [("troupe", run_troupe), ("pytorch", run_pytorch)]
+            for name, fn in (order if rep % 2 == 0 else order[::-1]):
+                r = fn(a, dp, env)
+                runs[dp][name].append(r)
+                torch_version = r.get("torch", torch_version)
+                print(f"[{rep + 1}/{a.repeats}] dp {dp} {name}: {r['samples_per_s']:.1f} samples/s, first loss "
+                      f"{r['first_loss']:.4f} (load average {open('/proc/loadavg').read().split()[0]})",
+                      file=sys.stderr, flush=True)
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    print(f"MoE GPT (examples/gpt.toml, every block {a.experts} experts top-{a.top_k}, dropless, aux 0.01), "
+          f"global batch 16, 1 thread per rank, samples/s over {a.steps} steps after {a.warmup}, median (min-max) "
+          f"of {a.repeats} alternating runs; PyTorch {torch_version}; {cpu}")
+    print()
+    print("| dp | troupe | PyTorch (DDP, gloo, for dp 2) | troupe / PyTorch | first-step loss troupe / PyTorch |")
+    print("|---:|---:|---:|---:|---:|")
+    bad = False
+    for dp in dps:
+        t, p = ([r["samples_per_s"] for r in runs[dp][k]] for k in ("troupe", "pytorch"))
+        lt, lp = runs[dp]["troupe"][0]["first_loss"], runs[dp]["pytorch"][0]["first_loss"]
+        bad = bad or abs(lt - lp) > 0.3 or abs(lt - math.log(96)) > 0.6
+        rate = lambda xs: f"{statistics.median(xs):.1f} ({min(xs):.1f}–{max(xs):.1f})"
+        print(f"| {dp} | {rate(t)} | {rate(p)} | **{statistics.median(t) / statistics.median(p):.2f}** | "
+              f"{lt:.3f} / {lp:.3f} |")
+    if bad:
+        sys.exit("first-step losses are not both near ln(vocab): the two models differ")
+
+
+if __name__ == "__main__":
+    main()
