@@ -13,6 +13,8 @@ echo "== CPU training speed: MLP and GPT at 1 and 2 threads, --pp 2, --dp 2 agai
 /usr/bin/python3 "$here/cpu_vs_pytorch.py" --build "$build" --repeats 3
 echo "== GPT over dp x pp x tp meshes: troupe against PyTorch DTensor tensor parallel (gloo)"
 /usr/bin/python3 "$here/tp_vs_pytorch.py" --build "$build" --repeats 3
+echo "== A mixture-of-experts GPT: troupe against a plain PyTorch MoE, dp 1 and dp 2 (DDP, gloo)"
+/usr/bin/python3 "$here/moe_vs_pytorch.py" --build "$build" --repeats 3
 echo "== Live slow-rank and slow-link detection: on against off over two processes"
 /usr/bin/python3 "$here/detection_overhead.py" --troupe "$build/troupe" --repeats 3
 echo "== In-process all-reduce: troupe collectives against Gloo and memcpy"

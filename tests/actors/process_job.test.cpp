@@ -285,6 +285,12 @@ TEST(ProcessJob, GptWithContextParallelismAcrossProcessesEqualsTheSameMeshInOneP
   expect_mesh_over_processes_bitwise(every_axis, {4}, "gptdpppptcp", true);
 }
 
+// A mixture of experts under ZeRO-2 over dp 2 x pp 2: every expert's gradients (some zero where
+// a replica routed it no token) reduce-scattered over TCP rings between processes.
+TEST(ProcessJob, MoeGptUnderZeroTwoOverDpByPpAsTwoAndFourProcessesEqualsOneProcessBitwise) {
+  expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {2, 4}, "gptmoe", true, "moe:zero2:");
+}
+
 // ZeRO-2 with the optimizer on NVMe, its reduce-scatters and all-gathers on TCP rings between
 // processes: the in-process bits again.
 TEST(ProcessJob, ZeroTwoWithNvmeOffloadOverDpByPpAsTwoAndFourProcessesEqualsOneProcessBitwise) {

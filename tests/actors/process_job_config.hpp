@@ -74,6 +74,8 @@ struct job_variant {
   // "gpunolinks:": "gpunccl:" with an engine that has no links between devices, so a pipeline
   // across processes cannot join one (the failure's path).
   bool no_links = false;
+  // "moe:": the small GPT with 4 experts, top-2, in every block.
+  bool moe = false;
 };
 // "nameN:" at the front of `text`: N, and the prefix removed; -1 otherwise.
 inline int take_number(std::string& text, const std::string& name) {
@@ -105,6 +107,9 @@ inline job_variant take_variant(std::string& text) {
     } else if (text.rfind("gpunolinks:", 0) == 0) {
       v.fake_gpu = v.nccl = v.no_links = true;
       text = text.substr(11);
+    } else if (text.rfind("moe:", 0) == 0) {
+      v.moe = true;
+      text = text.substr(4);
     } else if (text.rfind("bsp:", 0) == 0) {
       v.bsp = true;
       text = text.substr(4);
@@ -121,6 +126,10 @@ inline job_variant take_variant(std::string& text) {
 }
 inline void apply(const job_variant& v, train_config& c) {
   c.zero = v.zero;
+  if (v.moe) {
+    c.model.experts = 4;
+    c.model.top_k = 2;
+  }
   if (v.bsp) c.consistency = consistency_model::bsp;
   if (v.ssp >= 0) {
     c.consistency = consistency_model::ssp;

@@ -88,11 +88,17 @@ inline train_config tiny_config(const setup& s, const std::string& optim) {
   return cfg;
 }
 
-// tiny_config for `model` ("mlp", "gpt", or "gpt8": the GPT at context 8, which context
-// parallelism splits) over a dp x pp x tp mesh with M microbatches, and a watchdog short enough
+// tiny_config for `model` ("mlp", "gpt", "gpt8": the GPT at context 8, which context
+// parallelism splits, or "moe": the GPT with 4 experts, top-2, in every other block, with the
+// load-balancing loss) over a dp x pp x tp mesh with M microbatches, and a watchdog short enough
 // for a test.
 inline train_config tiny_mesh_config(const std::string& model, const std::string& optim, int dp, int pp, int tp, int M) {
   train_config cfg = tiny_config(model == "mlp" ? mlp_setup() : gpt_setup(model == "gpt8" ? 8 : 6), optim);
+  if (model == "moe") {
+    cfg.model.experts = 4;
+    cfg.model.top_k = 2;
+    cfg.model.moe_every = 2;
+  }
   cfg.mesh.dp = dp;
   cfg.mesh.pp = pp;
   cfg.mesh.tp = tp;

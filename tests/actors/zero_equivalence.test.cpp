@@ -89,6 +89,8 @@ std::vector<zero_case> all_cases() {
   out.push_back({"gpt", "adamw", 2, 3, 2, 1, 4, recompute_mode::full, "zb-h1"});
   out.push_back({"mlp", "sgd", 2, 3, 2, 1, 4, recompute_mode::none, "zb-h1"});
   out.push_back({"gpt", "adamw", 2, 2, 2, 1, 4, recompute_mode::none, "zb-h1"});
+  // A mixture of experts: its router and experts' parameters sharded like any other.
+  for (int zero : {1, 2, 3}) out.push_back({"moe", "adamw", 2, zero, 1, 1, 2});
   return out;
 }
 
