@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "kernels/device_ops.hpp"
+#include "kernels/sublayer_calls.hpp"
 
 namespace troupe {
 
@@ -19,16 +20,9 @@ enum slot : size_t {
   s_experts                           // moe_mlp's saved tensors from here on
 };
 
-void add_into(tensor& a, const tensor& b) { ops_on(a).add_into(f32_out(a), f32(b), a.numel()); }
-
-tensor input_grad(const layer& l, const tensor& dy, std::vector<tensor> saved) {
-  saved_activations a{std::move(saved)};
-  return l.backward_input(dy, a);
-}
-void weight_grad(layer& l, const tensor& dy, std::vector<tensor> saved) {
-  saved_activations a{std::move(saved)};
-  l.backward_weight(dy, a);
-}
+using sublayer::add_into;
+using sublayer::input_grad;
+using sublayer::weight_grad;
 
 saved_activations experts_of(const std::vector<tensor>& s) {
   return saved_activations{std::vector<tensor>(s.begin() + s_experts, s.end())};

@@ -10,6 +10,7 @@
 #include "kernels/context_attention.hpp"
 #include "kernels/device_ops.hpp"
 #include "kernels/ops.hpp"
+#include "kernels/sublayer_calls.hpp"
 
 namespace troupe {
 
@@ -28,17 +29,9 @@ void check_last_dim(const tensor& x, int64_t features, const char* who, const ch
                                 ", expected last dimension " + std::to_string(features));
 }
 
-void add_into(tensor& a, const tensor& b) { ops_on(a).add_into(f32_out(a), f32(b), a.numel()); }
-
-// A sub-layer's backward over the block's saved tensors, repacked in that layer's own layout.
-tensor input_grad(const layer& l, const tensor& dy, std::vector<tensor> saved) {
-  saved_activations a{std::move(saved)};
-  return l.backward_input(dy, a);
-}
-void weight_grad(layer& l, const tensor& dy, std::vector<tensor> saved) {
-  saved_activations a{std::move(saved)};
-  l.backward_weight(dy, a);
-}
+using sublayer::add_into;
+using sublayer::input_grad;
+using sublayer::weight_grad;
 
 }  // namespace
 

@@ -88,7 +88,10 @@ void poll(self_ptr self) {
     if (s.finishing) return;
     int64_t completed = 0;
     for (const auto& x : *st) completed += std::max<int64_t>(0, x.completed);
-    if (s.polled >= 0 && completed != s.polled) s.last_progress = clock_type::now();
+    // The first poll of a step has nothing to compare with: the actions it counts may have
+    // completed at any time since last_progress, so it starts the clock (a watchdog that said
+    // "no progress for 0.3 s" of stages whose last action was 0.2 s ago, on a busy machine).
+    if ((s.polled < 0 && completed > 0) || (s.polled >= 0 && completed != s.polled)) s.last_progress = clock_type::now();
     s.polled = completed;
     const double idle = std::chrono::duration<double>(clock_type::now() - s.last_progress).count();
     if (idle > s.args.watchdog_seconds) report_stall(self, *st);
