@@ -24,13 +24,12 @@ layer_list build_gpt(const model_spec& spec, tp_group* tp, bool sequence_paralle
   layers.push_back(std::make_unique<embedding>(spec.vocab, spec.context, C, tp, sp, context));
   for (int64_t i = 0; i < spec.blocks; ++i) {
     if (spec.is_moe_block(i)) {
-      if (tp_size(context) > 1) throw std::invalid_argument("an MoE block does not take a context-parallel group yet");
       moe_options o;
       o.experts = spec.experts;
       o.top_k = spec.top_k;
       o.capacity_factor = spec.capacity_factor;
       o.aux_coefficient = static_cast<float>(spec.aux_loss_coefficient);
-      layers.push_back(std::make_unique<moe_block>(C, spec.heads, o, proj_std));
+      layers.push_back(std::make_unique<moe_block>(C, spec.heads, o, proj_std, context));
     } else {
       layers.push_back(std::make_unique<transformer_block>(C, spec.heads, proj_std, tp, sp, context));
     }

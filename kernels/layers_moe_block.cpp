@@ -7,6 +7,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "kernels/context_attention.hpp"
 #include "kernels/device_ops.hpp"
 #include "kernels/sublayer_calls.hpp"
 
@@ -30,8 +31,9 @@ saved_activations experts_of(const std::vector<tensor>& s) {
 
 }  // namespace
 
-moe_block::moe_block(int64_t channels, int64_t heads, moe_options o, float proj_std)
-    : channels_(channels), heads_(heads), proj_std_(proj_std), ln1_(channels), qkv_(channels, 3 * channels),
+moe_block::moe_block(int64_t channels, int64_t heads, moe_options o, float proj_std, tp_group* context_group)
+    : channels_(channels), heads_(heads), proj_std_(proj_std),
+      context_group_(tp_size(context_group) > 1 ? context_group : nullptr), ln1_(channels), qkv_(channels, 3 * channels),
       proj_(channels, channels), ln2_(channels), moe_(channels, 4 * channels, o) {
   if (channels <= 0 || heads <= 0 || channels % heads != 0)
     throw std::invalid_argument("moe_block: channels (" + std::to_string(channels) +
@@ -94,9 +96,14 @@ tensor moe_block::forward(const tensor& x, saved_activations& saved) const {
   s[s_ln1_rstd] = tmp.tensors.at(2);
   s[s_qkv] = qkv_.forward(s[s_ln1_out], tmp);
   s[s_ln1_out] = tmp.tensors.at(0);  // what the product took (bf16 rounding included)
-  s[s_att] = k.empty(k.attention_state_shape(B, heads_, T));
   s[s_att_out] = k.empty({B, T, C});
-  k.attention_forward(f32_out(s[s_att_out]), f32_out(s[s_att]), f32(s[s_qkv]), B, T, C, heads_);
+  if (context_group_) {
+    s[s_att] = k.empty(context::attention_state_shape(B, heads_, T, C));
+    context::attention_forward(*context_group_, f32_out(s[s_att_out]), f32_out(s[s_att]), f32(s[s_qkv]), B, T, C, heads_);
+  } else {
+    s[s_att] = k.empty(k.attention_state_shape(B, heads_, T));
+    k.attention_forward(f32_out(s[s_att_out]), f32_out(s[s_att]), f32(s[s_qkv]), B, T, C, heads_);
+  }
   s[s_x2] = proj_.forward(s[s_att_out], tmp);
   s[s_att_out] = tmp.tensors.at(0);
   add_into(s[s_x2], x);
@@ -122,7 +129,11 @@ tensor moe_block::backward_input(const tensor& dy, saved_activations& saved) con
   add_into(d_x2, dy);
   tensor d_att_out = input_grad(proj_, d_x2, {s[s_att_out]});
   tensor d_qkv = k.empty(s[s_qkv].shape());
-  k.attention_backward(f32_out(d_qkv), f32(d_att_out), f32(s[s_qkv]), f32(s[s_att]), B, T, C, heads_);
+  if (context_group_)
+    context::attention_backward(*context_group_, f32_out(d_qkv), f32(d_att_out), f32(s[s_qkv]), f32(s[s_att]), B, T, C,
+                                heads_);
+  else
+    k.attention_backward(f32_out(d_qkv), f32(d_att_out), f32(s[s_qkv]), f32(s[s_att]), B, T, C, heads_);
   tensor d_ln1_out = input_grad(qkv_, d_qkv, {s[s_ln1_out]});
   tensor dx = input_grad(ln1_, d_ln1_out, {s[s_x], s[s_ln1_mean], s[s_ln1_rstd]});
   add_into(dx, d_x2);

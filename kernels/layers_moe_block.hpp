@@ -2,8 +2,11 @@
 // causal attention -> proj, added to the residual, then ln2 -> moe_mlp, added again. The block
 // an MoE GPT (--experts) puts at every --moe-every-th place instead of transformer_block; its
 // parameters are the dense block's attention half under the same names, then mlp.router and
-// mlp.experts.E.*. One rank holds every expert and the whole attention: tensor, context and
-// expert parallelism, and GPUs, are refused by the job before it builds one.
+// mlp.experts.E.*. One rank holds every expert and the whole attention, of its own tokens: with
+// a context-parallel group the block's tokens are the rank's share of each sequence and its
+// attention meets the group's keys and values (context_attention.hpp), while the router and the
+// experts see only the rank's tokens. Tensor and expert parallelism, and GPUs, are refused by the
+// job before it builds one.
 #pragma once
 
 #include <map>
@@ -19,7 +22,7 @@ namespace troupe {
 class moe_block final : public layer {
  public:
   // proj_std: the attention projection's init std (GPT-2's 0.02 / sqrt(2 * blocks)).
-  moe_block(int64_t channels, int64_t heads, moe_options o, float proj_std = 0.02f);
+  moe_block(int64_t channels, int64_t heads, moe_options o, float proj_std = 0.02f, tp_group* context_group = nullptr);
   std::string kind() const override { return "moe_block"; }
   std::vector<param_spec> param_specs() const override;
   void init(float* params, std::mt19937_64& rng) const override;
@@ -39,6 +42,7 @@ class moe_block final : public layer {
   const layer* part(int i) const { return const_cast<moe_block*>(this)->part(i); }
   int64_t channels_, heads_;
   float proj_std_;
+  tp_group* context_group_;
   layernorm ln1_;
   linear qkv_, proj_;
   layernorm ln2_;

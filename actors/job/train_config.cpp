@@ -226,7 +226,6 @@ void validate(const train_config& c) {
   }
   if (c.model.experts > 0) {
     const std::string moe = "a mixture of experts (--experts " + std::to_string(c.model.experts) + ")";
-    if (c.mesh.cp > 1) bad(moe + " with cp " + std::to_string(c.mesh.cp) + ": its blocks attend over whole sequences; use --cp 1");
     for (const device& d : c.devices)
       if (!d.is_cpu()) bad(moe + " runs on the CPU only so far; " + d.to_string() + " was given");
   }

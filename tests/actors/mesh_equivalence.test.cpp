@@ -63,15 +63,16 @@ struct mesh_case {
   int cp = 1;
 };
 
-// "gpt8" is the GPT at context 8, which context parallelism splits into 2 x cp chunks. "moe" is
+// "gpt8" is the GPT at context 8, which context parallelism splits into 2 x cp chunks ("moe8"
+// the MoE GPT at context 8). "moe" is
 // the GPT with 4 experts, top-2, in every other block, dropless and without the load-balancing
 // loss: a token's routing is its own, so splitting the batch changes nothing. "moeaux" adds the
 // loss and a capacity that drops tokens, both of which see the whole micro-batch, so only meshes
 // that keep the batch whole (pp at M 1) can equal one device with them.
 setup setup_for(const std::string& model) {
   if (model == "mlp") return mlp_setup();
-  setup s = gpt_setup(model == "gpt8" ? 8 : 6);
-  if (model == "moe" || model == "moeaux") {
+  setup s = gpt_setup(model == "gpt8" || model == "moe8" ? 8 : 6);
+  if (model == "moe" || model == "moe8" || model == "moeaux") {
     s.model.experts = 4;
     s.model.top_k = 2;
     s.model.moe_every = 2;
@@ -211,6 +212,8 @@ std::vector<mesh_case> all_cases() {
     out.push_back({1, 2, "1f1b", "moeaux", optim, 1});
   }
   out.push_back({1, 2, "zb-h1", "moe", "sgd", 4});
+  // Its attention over a context group, its routing on each rank's own tokens.
+  for (const char* optim : {"sgd", "adamw"}) out.push_back({2, 1, "1f1b", "moe8", optim, 2, 1, false, 2});
   // Every axis at once: dp 2 x pp 2 x tp 2 x cp 2, 16 ranks.
   for (const char* optim : {"sgd", "adamw"}) out.push_back({2, 2, "1f1b", "gpt8", optim, 4, 2, false, 2});
   return out;
