@@ -16,6 +16,8 @@ check "top-level help lists train" 0 "train" -- "$troupe" --help
 check "info names the GPUs --device can use, or why there are none" 0 "^gpus: ([0-9]+ \(cuda:0 |none \()" -- "$troupe" info
 check "info names what reduces data-parallel groups on GPUs" 0 "^gpu data-parallel groups: (nccl \(|through the host \(troupe was built without CUDA\))" -- "$troupe" info
 check "info names what sums tensor-parallel groups on GPUs" 0 "^gpu tensor-parallel groups: (nccl \(|none \(troupe was built without CUDA\))" -- "$troupe" info
+check "info names the mesh's rank order with cp" 0 "^mesh rank order: tp innermost, then pp, cp, dp" -- "$troupe" info
+check "info says what of context parallelism and of experts is built" 0 "^mixture of experts \(--experts\): CPU ranks" -- "$troupe" info
 check "info names how GPU pipeline stages reach other processes" 0 "^gpu pipeline stages in other processes: (nccl send/recv|pinned host copies)" -- "$troupe" info
 check "a bad --device exits 2 naming it" 2 "--device: a device is cpu, cpu:K, cuda or cuda:N .*got \"gpu\"" -- \
   "$troupe" train --device gpu
