@@ -82,12 +82,23 @@ void moe_block::set_matmul_precision(matmul_precision p) {
   proj_.set_matmul_precision(p);
 }
 
+void moe_block::attend(const device_ops& k, tensor& out, tensor& state, const tensor& qkv) const {
+  const int64_t B = qkv.size(0), T = qkv.size(1), C = channels_;
+  out = k.empty({B, T, C});
+  if (context_group_) {
+    state = k.empty(context::attention_state_shape(B, heads_, T, C));
+    context::attention_forward(*context_group_, f32_out(out), f32_out(state), f32(qkv), B, T, C, heads_);
+  } else {
+    state = k.empty(k.attention_state_shape(B, heads_, T));
+    k.attention_forward(f32_out(out), f32_out(state), f32(qkv), B, T, C, heads_);
+  }
+}
+
 tensor moe_block::forward(const tensor& x, saved_activations& saved) const {
   if (x.rank() != 3 || x.size(2) != channels_)
     throw std::invalid_argument("moe_block: input has shape " + to_string(x.shape()) + ", expected (B, T, " +
                                 std::to_string(channels_) + ")");
   const device_ops& k = ops_on(x);
-  const int64_t B = x.size(0), T = x.size(1), C = channels_;
   std::vector<tensor> s(s_experts);
   saved_activations tmp;
   s[s_x] = x;
@@ -96,14 +107,7 @@ tensor moe_block::forward(const tensor& x, saved_activations& saved) const {
   s[s_ln1_rstd] = tmp.tensors.at(2);
   s[s_qkv] = qkv_.forward(s[s_ln1_out], tmp);
   s[s_ln1_out] = tmp.tensors.at(0);  // what the product took (bf16 rounding included)
-  s[s_att_out] = k.empty({B, T, C});
-  if (context_group_) {
-    s[s_att] = k.empty(context::attention_state_shape(B, heads_, T, C));
-    context::attention_forward(*context_group_, f32_out(s[s_att_out]), f32_out(s[s_att]), f32(s[s_qkv]), B, T, C, heads_);
-  } else {
-    s[s_att] = k.empty(k.attention_state_shape(B, heads_, T));
-    k.attention_forward(f32_out(s[s_att_out]), f32_out(s[s_att]), f32(s[s_qkv]), B, T, C, heads_);
-  }
+  attend(k, s[s_att_out], s[s_att], s[s_qkv]);
   s[s_x2] = proj_.forward(s[s_att_out], tmp);
   s[s_att_out] = tmp.tensors.at(0);
   add_into(s[s_x2], x);
@@ -114,6 +118,7 @@ tensor moe_block::forward(const tensor& x, saved_activations& saved) const {
   tensor y = moe_.forward(ln2_out, experts);  // keeps ln2_out as its input
   add_into(y, s[s_x2]);
   for (tensor& t : experts.tensors) s.push_back(std::move(t));
+  if (selective_ && !context_group_) s[s_att] = tensor();
   saved.tensors = std::move(s);
   return y;
 }
@@ -128,6 +133,10 @@ tensor moe_block::backward_input(const tensor& dy, saved_activations& saved) con
   tensor d_x2 = input_grad(ln2_, d_ln2_out, {s[s_x2], s[s_ln2_mean], s[s_ln2_rstd]});
   add_into(d_x2, dy);
   tensor d_att_out = input_grad(proj_, d_x2, {s[s_att_out]});
+  if (s[s_att].empty()) {  // selective recomputation: the scores again, from the kept qkv
+    tensor unused;
+    attend(k, unused, s[s_att], s[s_qkv]);
+  }
   tensor d_qkv = k.empty(s[s_qkv].shape());
   if (context_group_)
     context::attention_backward(*context_group_, f32_out(d_qkv), f32(d_att_out), f32(s[s_qkv]), f32(s[s_att]), B, T, C,

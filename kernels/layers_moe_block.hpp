@@ -12,6 +12,7 @@
 #include <map>
 #include <vector>
 
+#include "kernels/device_ops.hpp"
 #include "kernels/layer_stack.hpp"
 #include "kernels/layers_dense.hpp"
 #include "kernels/layers_moe.hpp"
@@ -31,6 +32,9 @@ class moe_block final : public layer {
   tensor backward_input(const tensor& dy, saved_activations& saved) const override;
   void backward_weight(const tensor& dy, saved_activations& saved) override;
   void set_matmul_precision(matmul_precision p) override;  // the attention's linears; the experts stay fp32
+  // As transformer_block's: drops the attention's (B, heads, T, T) scores after forward and
+  // rebuilds them from qkv in backward; under context parallelism nothing that size is kept.
+  void set_selective_recompute(bool on) override { selective_ = on; }
 
   // The routing of the last forward (tokens per expert, drops, the load-balancing loss).
   const moe::routing& last_routing() const { return moe_.last_routing(); }
@@ -39,10 +43,13 @@ class moe_block final : public layer {
  private:
   enum { ln1_at, qkv_at, proj_at, ln2_at, moe_at, num_parts };
   layer* part(int i);
+  // The causal attention over the packed qkv: this device's, or over the context group.
+  void attend(const device_ops& k, tensor& out, tensor& state, const tensor& qkv) const;
   const layer* part(int i) const { return const_cast<moe_block*>(this)->part(i); }
   int64_t channels_, heads_;
   float proj_std_;
   tp_group* context_group_;
+  bool selective_ = false;
   layernorm ln1_;
   linear qkv_, proj_;
   layernorm ln2_;

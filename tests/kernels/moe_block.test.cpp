@@ -80,6 +80,36 @@ TEST(MoeBlockBackward, MatchesFiniteDifferencesForTheInputAndEveryParameter) {
   EXPECT_TRUE(test::grads_close("input", dx.data(), test::numeric_grad(probe.data(), probe.numel(), [&] { return loss(probe); }, h)));
 }
 
+// Selective recomputation drops exactly the attention's scores after forward and changes no bit
+// of the input's or the parameters' gradients.
+TEST(MoeBlock, SelectiveRecomputationDropsTheScoresAndChangesNoBit) {
+  moe_options o;
+  o.experts = E;
+  o.top_k = 2;
+  o.aux_coefficient = 0.05f;
+  const tensor x = test::random_tensor({2, 5, C}, 9);
+  const tensor r = test::random_tensor({2, 5, C}, 10);
+  auto run = [&](bool selective, int64_t& kept) {
+    layer_stack stack(one(std::make_unique<moe_block>(C, NH, o)), 0, 5);
+    test::randomize_params(stack, 3);
+    stack.at(0).set_selective_recompute(selective);
+    saved_activations saved;
+    stack.at(0).forward(x, saved);
+    kept = 0;
+    for (const tensor& t : saved.tensors) kept += t.numel();
+    stack.zero_grads();
+    std::vector<float> out = stack.at(0).backward_input(r, saved).to_vector();
+    stack.at(0).backward_weight(r, saved);
+    const std::vector<float> g = stack.grads().to_vector();
+    out.insert(out.end(), g.begin(), g.end());
+    return out;
+  };
+  int64_t all = 0, fewer = 0;
+  const std::vector<float> plain = run(false, all), selective = run(true, fewer);
+  EXPECT_EQ(plain, selective);
+  EXPECT_EQ(all - fewer, 2 * NH * 5 * 5);  // B x heads x T x T
+}
+
 TEST(MoeGpt, EveryNthBlockIsAnMoeBlockAndItsParametersAreNamedAndCounted) {
   model_spec spec;
   spec.kind = "gpt";
