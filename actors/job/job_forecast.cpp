@@ -222,6 +222,32 @@ double peak_activations(const sched::schedule& s, int stage, const std::vector<d
   return peak;
 }
 
+// The stash bytes a stage holds at its last backward (B or W) of the step, that micro-batch's
+// included: when its gradient buckets go out, the activations beside their copies. Under 1F1B
+// and GPipe the earlier micro-batches' stashes are gone by then, so the peak of activations and
+// the buckets' copies do not add up.
+double activations_at_last_backward(const sched::schedule& s, int stage, const std::vector<double>& chunk_stash,
+                                    const std::vector<double>& chunk_rebuild, int pp) {
+  double live = 0, at_last = 0;
+  for (const sched::action& a : s.stages[static_cast<size_t>(stage)]) {
+    const size_t chunk = static_cast<size_t>(a.chunk * pp + stage);
+    if (chunk >= chunk_stash.size()) continue;
+    switch (a.kind) {
+      case sched::op::forward:
+        live += chunk_stash[chunk];
+        break;
+      case sched::op::backward:
+      case sched::op::backward_weight:
+        at_last = chunk_rebuild[chunk] > 0 ? live - chunk_stash[chunk] + chunk_rebuild[chunk] : live;
+        live -= chunk_stash[chunk];
+        break;
+      default:
+        break;
+    }
+  }
+  return at_last;
+}
+
 // Each chunk's stash for one micro-batch and, under full recomputation, the most it holds while
 // a layer is rebuilt (0 otherwise).
 struct chunk_stashes {
@@ -333,8 +359,14 @@ job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const m
     // A stage of several chunks copies the optimizer's answer into each chunk's own buffer, so
     // it trains beside the shard's master copy: two copies then.
     const int64_t copies = static_cast<int64_t>(plan.chunks.size()) / pp > 1 ? 2 : 1;
+    // The buckets' copies are made at the stage's last backward, beside what is live then.
+    const int64_t beside_buffers =
+        r.peak.of(memory_kind::buffers) > 0
+            ? static_cast<int64_t>(activations_at_last_backward(plan.schedule, stage, stashes.stash, stashes.rebuild, pp)) +
+                  r.peak.of(memory_kind::buffers)
+            : 0;
     const int64_t training = copies * 4 * params + 4 * params + r.peak.of(memory_kind::optimizer_state) +
-                             r.peak.of(memory_kind::activations) + r.peak.of(memory_kind::buffers);
+                             std::max(r.peak.of(memory_kind::activations), beside_buffers);
     // Around O the bucket copies may still be held: in one process a rank's ring messages and
     // its peers' results share its buffer, so it goes when the slowest of them lets go. The
     // forecast says both: held (peak_total) and gone (peak_total_low).

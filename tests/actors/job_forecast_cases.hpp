@@ -41,6 +41,11 @@ inline std::vector<forecast_case> forecast_cases() {
       {"gpt_pp2_1f1b_m4_full_recompute", "gpt", 1, 2, 1, 4, "1f1b", recompute_mode::full},
       {"gpt_cp2", "gpt", 1, 1, 1, 1, "1f1b", recompute_mode::none, 2},
       {"gpt_cp2_tp2", "gpt", 1, 1, 2, 1, "1f1b", recompute_mode::none, 2},
+      // Replicas of a pipeline: the buckets' copies sit beside the last micro-batch's stash, not
+      // beside the peak of several.
+      {"gpt_dp2_pp2_1f1b_m4", "gpt", 2, 2, 1, 4, "1f1b"},
+      {"gpt_dp2_pp2_gpipe_m4", "gpt", 2, 2, 1, 4, "gpipe"},
+      {"gpt_pp2_cp2_1f1b_m4", "gpt", 1, 2, 1, 4, "1f1b", recompute_mode::none, 2},
       {"mlp_one_device", "mlp"},
       {"mlp_dp2", "mlp", 2},
       {"mlp_pp2_1f1b_m4", "mlp", 1, 2, 1, 4, "1f1b"},
