@@ -92,4 +92,27 @@ void attention_backward(tp_group& g, float* dqkv, const float* dout, const float
   for (int64_t row = 0; row < B * T; ++row) std::copy(own + row * 2 * C, own + row * 2 * C + 2 * C, dqkv + row * 3 * C + C);
 }
 
+void attend(const device_ops& k, tp_group* group, tensor& out, tensor& state, const tensor& qkv, int64_t C, int64_t NH) {
+  const int64_t B = qkv.size(0), T = qkv.size(1);
+  const bool split = tp_size(group) > 1;
+  // Both written whole by the attention.
+  state = k.empty(split ? attention_state_shape(B, NH, T, C) : k.attention_state_shape(B, NH, T));
+  out = k.empty({B, T, C});
+  if (split)
+    attention_forward(*group, f32_out(out), f32_out(state), f32(qkv), B, T, C, NH);
+  else
+    k.attention_forward(f32_out(out), f32_out(state), f32(qkv), B, T, C, NH);
+}
+
+tensor attend_backward(const device_ops& k, tp_group* group, const tensor& dout, const tensor& qkv, const tensor& state,
+                       int64_t C, int64_t NH) {
+  const int64_t B = qkv.size(0), T = qkv.size(1);
+  tensor dqkv = k.empty(qkv.shape());  // written whole
+  if (tp_size(group) > 1)
+    attention_backward(*group, f32_out(dqkv), f32(dout), f32(qkv), f32(state), B, T, C, NH);
+  else
+    k.attention_backward(f32_out(dqkv), f32(dout), f32(qkv), f32(state), B, T, C, NH);
+  return dqkv;
+}
+
 }  // namespace troupe::context

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/device_ops.hpp"
 #include "kernels/tp_group.hpp"
 
 namespace troupe::context {
@@ -36,5 +37,13 @@ void attention_forward(tp_group& g, float* out, float* state, const float* qkv, 
 // dqkv (B, T, 3C), written whole, from the output gradient (B, T, C).
 void attention_backward(tp_group& g, float* dqkv, const float* dout, const float* qkv, const float* state, int64_t B,
                         int64_t T, int64_t C, int64_t NH);
+
+// A block's causal attention over the packed qkv (B, T, 3C) of its NH heads, as the blocks call it:
+// with a context group (size > 1) over the group as above, else the device's own (device_ops).
+// Makes out (B, T, C) and the state backward needs.
+void attend(const device_ops& k, tp_group* group, tensor& out, tensor& state, const tensor& qkv, int64_t C, int64_t NH);
+// dqkv (B, T, 3C) from dout and what attend kept.
+tensor attend_backward(const device_ops& k, tp_group* group, const tensor& dout, const tensor& qkv, const tensor& state,
+                       int64_t C, int64_t NH);
 
 }  // namespace troupe::context

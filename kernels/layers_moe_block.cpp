@@ -82,18 +82,6 @@ void moe_block::set_matmul_precision(matmul_precision p) {
   proj_.set_matmul_precision(p);
 }
 
-void moe_block::attend(const device_ops& k, tensor& out, tensor& state, const tensor& qkv) const {
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = channels_;
-  out = k.empty({B, T, C});
-  if (context_group_) {
-    state = k.empty(context::attention_state_shape(B, heads_, T, C));
-    context::attention_forward(*context_group_, f32_out(out), f32_out(state), f32(qkv), B, T, C, heads_);
-  } else {
-    state = k.empty(k.attention_state_shape(B, heads_, T));
-    k.attention_forward(f32_out(out), f32_out(state), f32(qkv), B, T, C, heads_);
-  }
-}
-
 tensor moe_block::forward(const tensor& x, saved_activations& saved) const {
   if (x.rank() != 3 || x.size(2) != channels_)
     throw std::invalid_argument("moe_block: input has shape " + to_string(x.shape()) + ", expected (B, T, " +
@@ -107,7 +95,7 @@ tensor moe_block::forward(const tensor& x, saved_activations& saved) const {
   s[s_ln1_rstd] = tmp.tensors.at(2);
   s[s_qkv] = qkv_.forward(s[s_ln1_out], tmp);
   s[s_ln1_out] = tmp.tensors.at(0);  // what the product took (bf16 rounding included)
-  attend(k, s[s_att_out], s[s_att], s[s_qkv]);
+  context::attend(k, context_group_, s[s_att_out], s[s_att], s[s_qkv], channels_, heads_);
   s[s_x2] = proj_.forward(s[s_att_out], tmp);
   s[s_att_out] = tmp.tensors.at(0);
   add_into(s[s_x2], x);
@@ -127,7 +115,6 @@ tensor moe_block::backward_input(const tensor& dy, saved_activations& saved) con
   auto& s = saved.tensors;
   if (s.size() <= s_experts || !s[g_x2].empty()) throw std::logic_error("moe_block: backward_input without forward");
   const device_ops& k = ops_on(dy);
-  const int64_t B = dy.size(0), T = dy.size(1), C = channels_;
   saved_activations experts = experts_of(s);
   tensor d_ln2_out = moe_.backward_input(dy, experts);
   tensor d_x2 = input_grad(ln2_, d_ln2_out, {s[s_x2], s[s_ln2_mean], s[s_ln2_rstd]});
@@ -135,14 +122,9 @@ tensor moe_block::backward_input(const tensor& dy, saved_activations& saved) con
   tensor d_att_out = input_grad(proj_, d_x2, {s[s_att_out]});
   if (s[s_att].empty()) {  // selective recomputation: the scores again, from the kept qkv
     tensor unused;
-    attend(k, unused, s[s_att], s[s_qkv]);
+    context::attend(k, context_group_, unused, s[s_att], s[s_qkv], channels_, heads_);
   }
-  tensor d_qkv = k.empty(s[s_qkv].shape());
-  if (context_group_)
-    context::attention_backward(*context_group_, f32_out(d_qkv), f32(d_att_out), f32(s[s_qkv]), f32(s[s_att]), B, T, C,
-                                heads_);
-  else
-    k.attention_backward(f32_out(d_qkv), f32(d_att_out), f32(s[s_qkv]), f32(s[s_att]), B, T, C, heads_);
+  tensor d_qkv = context::attend_backward(k, context_group_, d_att_out, s[s_qkv], s[s_att], channels_, heads_);
   tensor d_ln1_out = input_grad(qkv_, d_qkv, {s[s_ln1_out]});
   tensor dx = input_grad(ln1_, d_ln1_out, {s[s_x], s[s_ln1_mean], s[s_ln1_rstd]});
   add_into(dx, d_x2);

@@ -43,8 +43,6 @@ class moe_block final : public layer {
  private:
   enum { ln1_at, qkv_at, proj_at, ln2_at, moe_at, num_parts };
   layer* part(int i);
-  // The causal attention over the packed qkv: this device's, or over the context group.
-  void attend(const device_ops& k, tensor& out, tensor& state, const tensor& qkv) const;
   const layer* part(int i) const { return const_cast<moe_block*>(this)->part(i); }
   int64_t channels_, heads_;
   float proj_std_;

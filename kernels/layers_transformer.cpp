@@ -306,30 +306,13 @@ void transformer_block::set_matmul_precision(matmul_precision p) {
     l->set_matmul_precision(p);
 }
 
-std::vector<int64_t> transformer_block::attention_state_shape(const device_ops& k, int64_t B, int64_t T) const {
-  if (context_group_) return context::attention_state_shape(B, local_heads_, T, local_channels_);
-  return k.attention_state_shape(B, local_heads_, T);
-}
-
 void transformer_block::attend(const device_ops& k, tensor& out, tensor& state, const tensor& qkv) const {
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = local_channels_;
-  state = k.empty(attention_state_shape(k, B, T));  // both written whole by the attention
-  out = k.empty({B, T, C});
-  if (context_group_)
-    context::attention_forward(*context_group_, f32_out(out), f32_out(state), f32(qkv), B, T, C, local_heads_);
-  else
-    k.attention_forward(f32_out(out), f32_out(state), f32(qkv), B, T, C, local_heads_);
+  context::attend(k, context_group_, out, state, qkv, local_channels_, local_heads_);
 }
 
 tensor transformer_block::attend_backward(const device_ops& k, const tensor& dout, const tensor& qkv,
                                           const tensor& state) const {
-  const int64_t B = qkv.size(0), T = qkv.size(1), C = local_channels_;
-  tensor dqkv = k.empty(qkv.shape());  // written whole
-  if (context_group_)
-    context::attention_backward(*context_group_, f32_out(dqkv), f32(dout), f32(qkv), f32(state), B, T, C, local_heads_);
-  else
-    k.attention_backward(f32_out(dqkv), f32(dout), f32(qkv), f32(state), B, T, C, local_heads_);
-  return dqkv;
+  return context::attend_backward(k, context_group_, dout, qkv, state, local_channels_, local_heads_);
 }
 
 tensor transformer_block::forward(const tensor& x, saved_activations& saved) const {

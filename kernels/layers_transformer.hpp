@@ -132,7 +132,6 @@ class transformer_block final : public layer {
   // GPT-2's init of the unsplit block.
   void init_full(float* params, std::mt19937_64& rng) const;
   // The attention over the packed qkv (B, T, 3C local): this device's, or over the context group.
-  std::vector<int64_t> attention_state_shape(const device_ops& k, int64_t B, int64_t T) const;
   void attend(const device_ops& k, tensor& out, tensor& state, const tensor& qkv) const;
   tensor attend_backward(const device_ops& k, const tensor& dout, const tensor& qkv, const tensor& state) const;
 

@@ -191,61 +191,48 @@ double stash_of(const std::vector<layer_cost>& layers, const model_spec& spec, i
   return 4 * floats;
 }
 
-// The most stash bytes a stage holds at once, walking its row: a micro-batch's stash lives from
-// its F to its B (or W); full recomputation rebuilds one layer's activations at a time in B or I
-// (chunk_rebuild: the most its stash then holds; 0 without full recomputation).
-double peak_activations(const sched::schedule& s, int stage, const std::vector<double>& chunk_stash,
+// A stage's stash bytes along its row: a micro-batch's stash lives from its F to its B (or W);
+// full recomputation rebuilds one layer's activations at a time in B or I (chunk_rebuild: the
+// most its stash then holds; 0 without full recomputation).
+// peak: the most held at once. at_last_backward: what is held at the row's last B or W, that
+// micro-batch's included: when the gradient buckets go out, the activations beside their copies
+// (under 1F1B and GPipe the earlier micro-batches' stashes are gone by then, so the peak and the
+// copies do not add up).
+struct stash_walk {
+  double peak = 0, at_last_backward = 0;
+};
+stash_walk walk_stashes(const sched::schedule& s, int stage, const std::vector<double>& chunk_stash,
                         const std::vector<double>& chunk_rebuild, int pp) {
-  double live = 0, peak = 0;
+  double live = 0;
+  stash_walk w;
   for (const sched::action& a : s.stages[static_cast<size_t>(stage)]) {
     const size_t chunk = static_cast<size_t>(a.chunk * pp + stage);
     if (chunk >= chunk_stash.size()) continue;
+    // Under full recomputation the micro-batch's stash (its layers' inputs) grows to the rebuilt
+    // layer's activations at most; otherwise it is what forward left.
+    const double rebuilt = chunk_rebuild[chunk] > 0 ? live - chunk_stash[chunk] + chunk_rebuild[chunk] : live;
     switch (a.kind) {
       case sched::op::forward:
         live += chunk_stash[chunk];
-        peak = std::max(peak, live);
+        w.peak = std::max(w.peak, live);
         break;
       case sched::op::backward:
       case sched::op::backward_input:
-        // Under full recomputation the micro-batch's stash (its layers' inputs) grows to the
-        // rebuilt layer's activations at most; otherwise it is what forward left.
-        if (chunk_rebuild[chunk] > 0) peak = std::max(peak, live - chunk_stash[chunk] + chunk_rebuild[chunk]);
-        if (a.kind == sched::op::backward) live -= chunk_stash[chunk];
+        if (chunk_rebuild[chunk] > 0) w.peak = std::max(w.peak, rebuilt);
+        if (a.kind == sched::op::backward) {
+          w.at_last_backward = rebuilt;
+          live -= chunk_stash[chunk];
+        }
         break;
       case sched::op::backward_weight:
+        w.at_last_backward = rebuilt;
         live -= chunk_stash[chunk];
         break;
       default:
         break;
     }
   }
-  return peak;
-}
-
-// The stash bytes a stage holds at its last backward (B or W) of the step, that micro-batch's
-// included: when its gradient buckets go out, the activations beside their copies. Under 1F1B
-// and GPipe the earlier micro-batches' stashes are gone by then, so the peak of activations and
-// the buckets' copies do not add up.
-double activations_at_last_backward(const sched::schedule& s, int stage, const std::vector<double>& chunk_stash,
-                                    const std::vector<double>& chunk_rebuild, int pp) {
-  double live = 0, at_last = 0;
-  for (const sched::action& a : s.stages[static_cast<size_t>(stage)]) {
-    const size_t chunk = static_cast<size_t>(a.chunk * pp + stage);
-    if (chunk >= chunk_stash.size()) continue;
-    switch (a.kind) {
-      case sched::op::forward:
-        live += chunk_stash[chunk];
-        break;
-      case sched::op::backward:
-      case sched::op::backward_weight:
-        at_last = chunk_rebuild[chunk] > 0 ? live - chunk_stash[chunk] + chunk_rebuild[chunk] : live;
-        live -= chunk_stash[chunk];
-        break;
-      default:
-        break;
-    }
-  }
-  return at_last;
+  return w;
 }
 
 // Each chunk's stash for one micro-batch and, under full recomputation, the most it holds while
@@ -350,8 +337,8 @@ job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const m
     r.rank = rank;
     r.peak = predicted_model_states(cfg, plan, rank);
     const int64_t params = plan.stage_params[plan.slot(stage, plan.mesh.coords_of(rank).tp)];
-    r.peak.bytes[static_cast<size_t>(memory_kind::activations)] =
-        static_cast<int64_t>(peak_activations(plan.schedule, stage, stashes.stash, stashes.rebuild, pp));
+    const stash_walk walk = walk_stashes(plan.schedule, stage, stashes.stash, stashes.rebuild, pp);
+    r.peak.bytes[static_cast<size_t>(memory_kind::activations)] = static_cast<int64_t>(walk.peak);
     // With data parallelism the stage keeps a copy of each bucket for its collective.
     if (plan.mesh.replicas() > 1) r.peak.bytes[static_cast<size_t>(memory_kind::buffers)] = 4 * params;
     // Training runs on one copy of the parameters and of the gradients; the second copy of each
@@ -361,10 +348,7 @@ job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const m
     const int64_t copies = static_cast<int64_t>(plan.chunks.size()) / pp > 1 ? 2 : 1;
     // The buckets' copies are made at the stage's last backward, beside what is live then.
     const int64_t beside_buffers =
-        r.peak.of(memory_kind::buffers) > 0
-            ? static_cast<int64_t>(activations_at_last_backward(plan.schedule, stage, stashes.stash, stashes.rebuild, pp)) +
-                  r.peak.of(memory_kind::buffers)
-            : 0;
+        r.peak.of(memory_kind::buffers) > 0 ? static_cast<int64_t>(walk.at_last_backward) + r.peak.of(memory_kind::buffers) : 0;
     const int64_t training = copies * 4 * params + 4 * params + r.peak.of(memory_kind::optimizer_state) +
                              std::max(r.peak.of(memory_kind::activations), beside_buffers);
     // Around O the bucket copies may still be held: in one process a rank's ring messages and
