@@ -65,6 +65,18 @@ check "--cp whose 2 x cp chunks do not divide the context is refused" 2 "model.c
 check "--cp with ZeRO-3 is refused" 2 "context parallelism \(cp 2\) with ZeRO-3" -- "$troupe" train --model gpt --cp 2 --zero 3 "${k[@]}"
 check "--cp with parameter servers is refused" 2 "parameter servers \(--consistency\) take none" -- \
   "$troupe" train --model gpt --cp 2 --consistency bsp "${k[@]}"
+check "--experts on the mlp is refused" 2 "model.experts replaces a GPT block's MLP; the mlp has no blocks" -- \
+  "$troupe" train --experts 4 "${k[@]}"
+check "--experts 1 is refused" 2 "model.experts must be 0 \(dense\) or at least 2, got 1" -- \
+  "$troupe" train --model gpt --experts 1 "${k[@]}"
+check "--top-k above --experts is refused" 2 "model.top_k must be between 1 and model.experts \(4\), got 5" -- \
+  "$troupe" train --model gpt --experts 4 --top-k 5 "${k[@]}"
+check "--experts with --tp is refused" 2 "model.experts with tp 2: an MoE block holds its experts and attention whole" -- \
+  "$troupe" train --model gpt --experts 4 --tp 2 "${k[@]}"
+check "--moe-every beyond the blocks is refused" 2 "model.moe_every must be between 1 and model.blocks \(4\), got 9" -- \
+  "$troupe" train --model gpt --experts 4 --moe-every 9 "${k[@]}"
+check "--experts on a GPU is refused before any device opens" 2 "a mixture of experts \(--experts 4\) runs on the CPU only so far" -- \
+  "$troupe" train --model gpt --experts 4 --device cuda "${k[@]}"
 check "--seed -1 is refused, not wrapped" 2 "--seed: must be >= 0, got -1" -- "$troupe" train --seed -1 "${k[@]}"
 check "--peer-timeout 1e300 is refused" 2 "--peer-timeout: must be a finite number in \[1, 86400\], got 1e\+300" -- \
   "$troupe" train --peer-timeout 1e300 "${k[@]}"
