@@ -7,6 +7,8 @@
 #    loss that does it.
 # 2. Dropped tokens are counted exactly: at capacity factor 1.0, top-1, one micro-batch of N
 #    tokens, each block drops sum over experts of max(0, routed - ceil(N / E)) every step.
+# 3. Over 2 processes (--nodes 2 --dp 2) the routing reaches process 0's metrics as in one
+#    process: the same counts, every step.
 set -u
 troupe=$1
 source "$(dirname "$0")/check_lib.sh"
@@ -46,5 +48,16 @@ for r in rows:
         total += got
 print(f"dropped counts exact over 10 steps x 4 blocks ({total} assignments dropped)")
 if total == 0: sys.exit("FAIL nothing was dropped: the check proves nothing")
+PY
+small=(train --model gpt --experts 4 --top-k 2 --capacity-factor 1.0 --batch-size 16 --max-steps 4 --eval-batches 1 --no-progress --dp 2)
+check "dp 2 in one process" 0 "done: 4 steps" -- "$troupe" "${small[@]}" --out "$tmp/one"
+check "dp 2 over 2 processes" 0 "done: 4 steps" -- "$troupe" "${small[@]}" --nodes 2 --out "$tmp/two"
+python3 - "$tmp/one/metrics.jsonl" "$tmp/two/metrics.jsonl" <<'PY' || fail=1
+import json, sys
+def routing(path):
+    return [(r["expert_tokens"], r["tokens_dropped"]) for r in map(json.loads, open(path)) if "expert_tokens" in r]
+one, two = routing(sys.argv[1]), routing(sys.argv[2])
+if len(one) != 4 or one != two: sys.exit(f"FAIL the routing over 2 processes differs from one process: {one} vs {two}")
+print("routing over 2 processes equals one process's, 4 steps")
 PY
 exit $fail
