@@ -15,6 +15,7 @@ pipeline_chunk::pipeline_chunk(layer_list layers, int64_t first_layer, uint64_t 
     : stack_(std::move(layers), first_layer, seed, where), recompute_(recompute) {
   if (recompute_ == recompute_mode::selective)
     for (size_t i = 0; i < stack_.num_layers(); ++i) stack_.at(i).set_selective_recompute(true);
+  for (size_t i = 0; i < stack_.num_layers(); ++i) routes_ = routes_ || dynamic_cast<moe_block*>(&stack_.at(i));
 }
 
 int64_t pipeline_chunk::bytes_of(const stash& s) {
@@ -55,6 +56,7 @@ tensor pipeline_chunk::forward(int microbatch, const tensor& x) {
     tensor y = need_ ? stack_.forward(x, s.ctx, [&](size_t i) { need_(i, true); }, [&](size_t i) { done_(i, true); })
                      : stack_.forward(x, s.ctx);
     note_bytes(s);
+    if (routes_) tally_routing(stack_, routing_);
     return y;
   }
   // Each layer's input is kept; what the layer saved is dropped as soon as it is done.
@@ -70,6 +72,7 @@ tensor pipeline_chunk::forward(int microbatch, const tensor& x) {
     if (done_) done_(i, true);
   }
   note_bytes(s);
+  if (routes_) tally_routing(stack_, routing_);  // full recomputation's reruns route the same; not counted
   return h;
 }
 

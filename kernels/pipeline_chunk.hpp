@@ -10,8 +10,10 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 
 #include "kernels/layer_stack.hpp"
+#include "kernels/layers_moe_block.hpp"
 #include "kernels/recompute_mode.hpp"
 
 namespace troupe {
@@ -49,6 +51,9 @@ class pipeline_chunk {
   // stash is counted as its forward (or a recomputation) left it, so no action rescans the others.
   int64_t live_bytes() const { return live_bytes_; }
   int64_t peak_bytes() const { return peak_bytes_; }
+  // Its MoE blocks' routing over the forwards since the last call (empty for a dense chunk):
+  // each forward adds its own, read before the next one routes again.
+  expert_tally take_routing() { return std::exchange(routing_, {}); }
   // ZeRO-3: need(i, forward) right before layer i runs and done(i, forward) right after, in
   // forward and in a full backward, so each unit's parameters are streamed in and out around
   // its layers (the stack's split_params); under full recomputation the backward's need(i)
@@ -94,6 +99,8 @@ class pipeline_chunk {
 
   layer_stack stack_;
   recompute_mode recompute_;
+  bool routes_ = false;  // it holds an MoE block
+  expert_tally routing_;
   std::map<int, stash> live_;
   int peak_ = 0;
   int64_t live_bytes_ = 0, peak_bytes_ = 0;

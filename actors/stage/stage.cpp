@@ -67,20 +67,16 @@ bool execute(self_ptr self, const sched::action& a) {
       tensor x = k == 0 ? mb->inputs : take(s, s.forward_in, {a.microbatch, a.chunk}, "input activation");
       const bool last = k == last_model_chunk(s);
       auto out = std::make_shared<std::pair<tensor, loss_result>>();
-      auto routing = std::make_shared<expert_tally>();
       compute_parts c;
       // `tp`: the layers call their group by a plain pointer, so the work holds it while it runs.
       c.work = [chunk = s.chunks.at(static_cast<size_t>(a.chunk)), tp = s.args.tp, mb, x = std::move(x), out, last,
-                loss = last ? s.loss : nullptr, grad_scale, pause = straggle_ms(s) + jitter_ms(s), m = a.microbatch,
-                routing] {
+                loss = last ? s.loss : nullptr, grad_scale, pause = straggle_ms(s) + jitter_ms(s), m = a.microbatch] {
         if (pause > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(pause));
         out->first = chunk->forward(m, x);
-        tally_routing(chunk->stack(), *routing);  // read before another forward routes again
         if (last) out->second = loss(out->first, mb->targets, grad_scale);
       };
-      c.finish = [self, a, out, last, routing] {
+      c.finish = [self, a, out, last] {
         auto& s = self->state;
-        s.experts.add(*routing);
         s.record.peak_live = std::max(s.record.peak_live, ++s.live);
         if (!last) return hand_off(s, a.microbatch, a.chunk, std::move(out->first), true);
         out->second.settle();  // a GPU's loss has reached the host: its queue has completed
@@ -178,8 +174,9 @@ void finish_step(self_ptr self) {
     s.record.peak_host_memory.assign(peak.bytes.begin(), peak.bytes.end());
     s.record.peak_host_memory.push_back(s.args.host_memory->peak_total());
   }
-  s.record.set_experts(s.experts);
-  s.experts = {};
+  expert_tally experts;  // every chunk's forwards of the step have finished
+  for (const auto& c : s.chunks) experts.add(c->take_routing());
+  s.record.set_experts(experts);
   s.record.step_end = now_seconds();
   const double next_start = s.record.step_end;
   self->send(s.args.coordinator, std::move(s.record));
@@ -281,7 +278,6 @@ void stage_detail::begin_step(self_ptr self, int64_t step) {
   s.blocked = false;
   s.straggled = false;
   s.record = {};
-  s.experts = {};
   s.buckets_launched = 0;
   s.record.step_start = now_seconds();
   s.tp_seconds_before = tp_seconds(s);

@@ -132,7 +132,6 @@ struct stage_state {
   bool straggled = false;
   enum class opt_phase { idle, sent, done } opt = opt_phase::idle;
   stage_step_record record;  // what the step reports
-  expert_tally experts;      // its MoE blocks' routing over the step's forwards (none: dense)
   std::shared_ptr<net::logged_tp_group> tp_clock;  // args.tp, logged and timed (tp > 1)
   double tp_seconds_before = 0;                   // its count when the step began
   int live = 0;
