@@ -60,8 +60,8 @@ void add_info_command(CLI::App& app, int& exit_code) {
                                    : "pinned host copies over the point-to-point transport (troupe was built without CUDA)");
     // The two newest parallel forms, and what of them is built, so a user does not learn it from a refusal.
     std::printf("mesh rank order: tp innermost, then pp, cp, dp (rank ((d * cp + c) * pp + p) * tp + t)\n");
-    std::printf("context parallelism (--cp): CPU ranks, in one process or across them; attention all-gathers the "
-                "group's keys and values (the ring and all-to-all forms are not built)\n");
+    std::printf("context parallelism (--cp): CPU ranks, in one process or across them; --cp-mode all-gather, ring "
+                "(point-to-point steps) or all-to-all (Ulysses), over every back end that spans processes\n");
     std::printf("mixture of experts (--experts): CPU ranks, with dp, pp, cp and ZeRO; every rank holds every expert "
                 "(expert parallelism, --ep, is not built)\n");
     exit_code = 0;

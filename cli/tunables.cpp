@@ -238,9 +238,16 @@ std::vector<tunable> make_table() {
                       "Tensor-parallel ranks T splitting every layer (Megatron-LM; innermost in the mesh) [1]", 1,
                       max_ranks, [](train_config& c, const value& v) { c.mesh.tp = static_cast<int>(v.integer); }));
   t.push_back(integer("--cp", "mesh.cp",
-                      "Context-parallel ranks splitting every sequence (GPT; attention gathers the group's keys and "
-                      "values; T must split into 2 x cp chunks) [1]",
+                      "Context-parallel ranks splitting every sequence (GPT; attention meets the group's keys and "
+                      "values as --cp-mode says; T must split into 2 x cp chunks) [1]",
                       1, max_ranks, [](train_config& c, const value& v) { c.mesh.cp = static_cast<int>(v.integer); }));
+  t.push_back(choice("--cp-mode", "mesh.cp_mode",
+                     "How attention meets the context group's keys and values: all-gather (gather them, reduce-scatter "
+                     "their gradients), ring (pass them around the group, each step's transfer behind a block's "
+                     "attention), all-to-all (DeepSpeed-Ulysses: heads split during attention; heads per tp rank "
+                     "must divide by cp) [all-gather]",
+                     {"all-gather", "ring", "all-to-all"},
+                     [](train_config& c, const value& v) { c.cp_mode = *context::parse_cp_mode(v.text); }));
   // [data_parallel]
   t.push_back(integer("--dp", "data_parallel.ranks",
                       "Data-parallel replicas N, each on 1/N of every batch [1; with --nodes K: K / pp]", 1, max_ranks,

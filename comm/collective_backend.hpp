@@ -29,6 +29,10 @@ class group_backend {
   virtual void reduce_scatter(float* data, int64_t n, reduce_op op) = 0;
   virtual void all_gather(float* data, int64_t n) = 0;
   virtual void broadcast(float* data, int64_t n, int root) = 0;
+  // One step of a ring: sends send[n_send] to the next member (rank + 1, wrapping) and receives
+  // recv[n_recv] from the previous one, both at once. The sizes may differ between members, but
+  // each n_recv must be what the previous member sends; the two buffers must not overlap.
+  virtual void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) = 0;
 };
 
 }  // namespace troupe::net

@@ -278,7 +278,36 @@ class gloo_member final : public group_backend {
     });
   }
 
+  // Gloo's point-to-point pairs: this member's send to the next and receive from the previous,
+  // under a slot of their own per step so two steps' bytes never meet.
+  void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
+    const int next = ring::right_of(rank(), world()), prev = ring::left_of(rank(), world());
+    const uint64_t slot = shift_slot + shifts_++;
+    if (world() == 1) {
+      if (n_send != n_recv) throw net_error("Gloo shift: a group of one shifts " + std::to_string(n_send) + " floats into " + std::to_string(n_recv));
+      std::copy(send, send + n_send, recv);
+      return;
+    }
+    gloo_call("shift", [&] {
+      // Gloo's send buffer is not const, though a send only reads it. An empty side is skipped
+      // on both ends alike: the receiver's n_recv is the sender's n_send.
+      std::unique_ptr<gloo::transport::UnboundBuffer> out, in;
+      if (n_recv > 0) {
+        in = ctx_->createUnboundBuffer(recv, static_cast<size_t>(n_recv) * sizeof(float));
+        in->recv(prev, slot);
+      }
+      if (n_send > 0) {
+        out = ctx_->createUnboundBuffer(const_cast<float*>(send), static_cast<size_t>(n_send) * sizeof(float));
+        out->send(next, slot);
+      }
+      if (in && !in->waitRecv(ctx_->getTimeout())) throw net_error("aborted waiting for rank " + std::to_string(prev));
+      if (out && !out->waitSend(ctx_->getTimeout())) throw net_error("aborted sending to rank " + std::to_string(next));
+    });
+  }
+
  private:
+  static constexpr uint64_t shift_slot = uint64_t{0x51} << 48;  // beside prove_pairs' slots
+  uint64_t shifts_ = 0;
   std::shared_ptr<gloo::rendezvous::Context> ctx_;
   std::shared_ptr<kv_store> store_;  // the first member's serves the others for as long as the group lives
 };

@@ -55,6 +55,8 @@ int count_of(int64_t n) {
   return static_cast<int>(n);
 }
 
+constexpr int shift_tag = 7;  // a ring step's messages, apart from anything else on the communicator
+
 class mpi_member final : public group_backend {
  public:
   explicit mpi_member(MPI_Comm comm) : comm_(comm) {
@@ -84,6 +86,18 @@ class mpi_member final : public group_backend {
   }
   void broadcast(float* data, int64_t n, int root) override {
     check(MPI_Bcast(data, count_of(n), MPI_FLOAT, root, comm_), "broadcast");
+  }
+  void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
+    const int next = ring::right_of(rank_, world_), prev = ring::left_of(rank_, world_);
+    MPI_Status status;
+    check(MPI_Sendrecv(send, count_of(n_send), MPI_FLOAT, next, shift_tag, recv, count_of(n_recv), MPI_FLOAT, prev,
+                       shift_tag, comm_, &status),
+          "shift");
+    int got = 0;
+    MPI_Get_count(&status, MPI_FLOAT, &got);
+    if (got != n_recv)
+      throw net_error("MPI shift: rank " + std::to_string(rank_) + " expected " + std::to_string(n_recv) +
+                      " floats from rank " + std::to_string(prev) + ", which sent " + std::to_string(got));
   }
 
  private:

@@ -206,6 +206,16 @@ void nccl_group::recv(void* data, int64_t n, dtype t, int peer, cudaStream_t str
   check(ncclRecv(data, count_of(n, "recv"), nccl_type(t), peer, comm_, stream), "ncclRecv", comm_);
 }
 
+void nccl_group::shift(const void* send, int64_t n_send, void* recv, int64_t n_recv, dtype t, cudaStream_t stream) {
+  live("shift");
+  on_device here(device_);
+  const int next = (rank_ + 1) % world_, prev = (rank_ + world_ - 1) % world_;
+  nccl_call_group g(comm_);
+  if (n_send > 0) check(ncclSend(send, count_of(n_send, "shift"), nccl_type(t), next, comm_, stream), "ncclSend", comm_);
+  if (n_recv > 0) check(ncclRecv(recv, count_of(n_recv, "shift"), nccl_type(t), prev, comm_, stream), "ncclRecv", comm_);
+  g.end();
+}
+
 void nccl_group::synchronize(cudaStream_t stream) {
   on_device here(device_);
   const cudaError_t e = cudaStreamSynchronize(stream);
@@ -263,6 +273,10 @@ class nccl_member final : public group_backend {
     g_->broadcast(data, n, dtype::f32, root, stream_);
     g_->synchronize(stream_);
   }
+  void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
+    g_->shift(send, n_send, recv, n_recv, dtype::f32, stream_);
+    g_->synchronize(stream_);
+  }
 
  private:
   std::shared_ptr<nccl_group> g_;
@@ -294,6 +308,9 @@ class nccl_stream_member final : public group_backend {
   void all_gather(float* data, int64_t n) override { g_->all_gather(data, n, dtype::f32, stream_()); }
   void broadcast(float* data, int64_t n, int root) override {
     g_->broadcast(data, n, dtype::f32, root, stream_());
+  }
+  void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
+    g_->shift(send, n_send, recv, n_recv, dtype::f32, stream_());
   }
 
  private:

@@ -67,6 +67,9 @@ class nccl_group {
   // enqueued by both sides in the same order per peer pair (NCCL matches them in order).
   void send(const void* data, int64_t n, dtype t, int peer, cudaStream_t stream);
   void recv(void* data, int64_t n, dtype t, int peer, cudaStream_t stream);
+  // One step of a ring: send to rank + 1 and receive from rank - 1 in one NCCL group, so the
+  // two never wait on each other (group_backend::shift).
+  void shift(const void* send, int64_t n_send, void* recv, int64_t n_recv, dtype t, cudaStream_t stream);
 
   // Waits for the stream, and turns an error NCCL met asynchronously (a peer gone) into
   // net_error. For a thread that owns the wait (a collective actor's own), never a scheduler's.

@@ -34,8 +34,16 @@ struct op_header {
   int32_t zero = 0;  // no padding: every byte that goes on the wire is initialized
 };
 
+// A ring step (tcp_ring::shift) in the header's kind field: not one of ring::op_kind's.
+constexpr int32_t shift_kind = 64;
+
+const char* call_name(int32_t kind) {
+  return kind == shift_kind ? "shift" : ring::to_string(static_cast<ring::op_kind>(kind));
+}
+
 }  // namespace
 
+// One call's schedule: the header each way, then the payload's chunks in order.
 struct tcp_ring::impl {
   struct send_item {
     const uint8_t* p;
@@ -49,8 +57,21 @@ struct tcp_ring::impl {
     int64_t count = 0;
     bool scale = false;            // then multiply by 1/N (average, at the segment's owner)
   };
+  impl(int32_t kind, uint64_t seq, int64_t n_out, int root, int64_t n_in) : expect_n(n_in) {
+    mine.kind = kind;
+    mine.seq = seq;
+    mine.n = n_out;
+    mine.root = root;
+    sends.push_back({reinterpret_cast<const uint8_t*>(&mine), sizeof mine, -1});
+    recvs.push_back({reinterpret_cast<uint8_t*>(&theirs), sizeof theirs});
+  }
+  op_header mine{}, theirs{};
+  int64_t expect_n;  // what the left rank's header must say it sends
   std::vector<send_item> sends;
   std::vector<recv_item> recvs;
+  // The first hop's receives [1, first_hop_end): what the left rank sends as soon as it starts,
+  // waiting on nothing else, so how fast it arrives is its link's speed (last_left_rate).
+  size_t first_hop_end = 1, first_hop_bytes = 0;
 };
 
 tcp_ring::tcp_ring(int rank, int world, ring_options opts) : rank_(rank), world_(world), opts_(std::move(opts)) {}
@@ -147,32 +168,51 @@ void tcp_ring::reduce_scatter(float* data, int64_t n, reduce_op op) {
 void tcp_ring::all_gather(float* data, int64_t n) { run(ring::op_kind::all_gather, data, n, 0); }
 void tcp_ring::broadcast(float* data, int64_t n, int root) { run(ring::op_kind::broadcast, data, n, root); }
 
-void tcp_ring::run(ring::op_kind kind, float* data, int64_t n, int root) {
+void tcp_ring::check_usable() {
   if (aborted_) broken_ = "stopped: the job is over";
   if (!broken_.empty()) throw net_error("tcp_ring rank " + std::to_string(rank_) + " is broken: " + broken_);
+}
+
+void tcp_ring::shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) {
+  check_usable();
+  if (n_send < 0 || n_recv < 0) throw net_error("tcp_ring: bad arguments to shift");
+  if (world_ == 1) {  // the next member is this one
+    if (n_send != n_recv)
+      throw net_error("tcp_ring: a ring of one shifts " + std::to_string(n_send) + " floats into " +
+                      std::to_string(n_recv));
+    std::copy(send, send + n_send, recv);
+    return;
+  }
+  const int64_t chunk_elems = std::max<int64_t>(1, static_cast<int64_t>(opts_.chunk_bytes / sizeof(float)));
+  impl s(shift_kind, seq_++, n_send, 0, n_recv);
+  for (int64_t c = 0; c < ring::chunk_count(n_send, chunk_elems); ++c) {
+    const ring::range ch = ring::chunk({0, n_send}, chunk_elems, c);
+    s.sends.push_back({reinterpret_cast<const uint8_t*>(send + ch.offset), static_cast<size_t>(ch.count) * sizeof(float), -1});
+  }
+  for (int64_t c = 0; c < ring::chunk_count(n_recv, chunk_elems); ++c) {
+    const ring::range ch = ring::chunk({0, n_recv}, chunk_elems, c);
+    s.recvs.push_back({reinterpret_cast<uint8_t*>(recv + ch.offset), static_cast<size_t>(ch.count) * sizeof(float)});
+    s.first_hop_bytes += static_cast<size_t>(ch.count) * sizeof(float);
+  }
+  s.first_hop_end = s.recvs.size();
+  pump(s, [](size_t) {});
+}
+
+void tcp_ring::run(ring::op_kind kind, float* data, int64_t n, int root) {
+  check_usable();
   if (n < 0 || root < 0 || root >= world_)
     throw net_error(std::string("tcp_ring: bad arguments to ") + ring::to_string(kind));
   const int N = world_, r = rank_;
   if (N == 1) return;  // one rank: the sum is the input; 1/N == 1 needs no scaling
   const int64_t chunk_elems = std::max<int64_t>(1, static_cast<int64_t>(opts_.chunk_bytes / sizeof(float)));
   staging_.resize(static_cast<size_t>(chunk_elems));
-  impl s;
-  op_header mine{}, theirs{};
-  mine.kind = static_cast<int32_t>(kind);
-  mine.seq = seq_++;
-  mine.n = n;
-  mine.root = root;
-  s.sends.push_back({reinterpret_cast<const uint8_t*>(&mine), sizeof mine, -1});
-  s.recvs.push_back({reinterpret_cast<uint8_t*>(&theirs), sizeof theirs});
+  impl s(static_cast<int32_t>(kind), seq_++, n, root, n);
   auto bytes = [&](const ring::range& ch) { return reinterpret_cast<uint8_t*>(data + ch.offset); };
   auto len = [](const ring::range& ch) { return static_cast<size_t>(ch.count) * sizeof(float); };
   // Both phases follow ring::segments_at_hop. A send at hop h forwards what was received at hop
   // h - 1 (the same segment, so chunk c waits on receive chunk c); the gather phase's first send
   // is the segment completed by the reduce phase's last receive.
   int64_t prev_recv = -1;  // index of the first receive item of the previous hop, or -1
-  // The first hop's receives [1, first_hop_end): what the left rank sends as soon as it starts,
-  // waiting on nothing else, so how fast it arrives is its link's speed (last_left_rate).
-  size_t first_hop_end = 1, first_hop_bytes = 0;
   auto run_phase = [&](ring::phase p) {
     for (int hop = 0; hop < N - 1; ++hop) {
       const ring::hop_segments seg = ring::segments_at_hop(p, r, N, hop);
@@ -189,9 +229,9 @@ void tcp_ring::run(ring::op_kind kind, float* data, int64_t n, int root) {
                              ring::is_average(kind) && ring::is_last_hop(hop, N)});
         else
           s.recvs.push_back({bytes(ch), len(ch)});
-        if (hop == 0 && prev_recv == 1) first_hop_bytes += len(ch);
+        if (hop == 0 && prev_recv == 1) s.first_hop_bytes += len(ch);
       }
-      if (hop == 0 && prev_recv == 1) first_hop_end = s.recvs.size();
+      if (hop == 0 && prev_recv == 1) s.first_hop_end = s.recvs.size();
     }
   };
   if (ring::is_reduction(kind)) run_phase(ring::phase::reduce);
@@ -209,22 +249,28 @@ void tcp_ring::run(ring::op_kind kind, float* data, int64_t n, int root) {
       }
     }
   }
-  auto complete = [&](size_t i) {
+  pump(s, [&](size_t i) {
     const auto& it = s.recvs[i];
-    if (i == 0) {
-      if (theirs.magic != mine.magic || theirs.kind != mine.kind || theirs.seq != mine.seq || theirs.n != mine.n ||
-          theirs.root != mine.root)
-        throw net_error("collective mismatch: rank " + std::to_string(r) + " runs " + ring::to_string(kind) + " #" +
-                        std::to_string(mine.seq) + " of " + std::to_string(n) + " floats, its left rank " +
-                        std::to_string(ring::left_of(r, N)) + " runs " +
-                        ring::to_string(static_cast<ring::op_kind>(theirs.kind)) + " #" + std::to_string(theirs.seq) +
-                        " of " + std::to_string(theirs.n));
-      return;
-    }
     if (!it.reduce_into) return;
     ring::add(it.reduce_into, staging_.data(), it.reduce_into, it.count);  // partial first: the ring's order
     if (it.scale) ring::scale(it.reduce_into, it.count, 1.0f / static_cast<float>(N));
+  });
+}
+
+void tcp_ring::pump(impl& s, const std::function<void(size_t)>& received) {
+  const int N = world_, r = rank_;
+  const char* what = call_name(s.mine.kind);
+  auto complete = [&](size_t i) {
+    if (i > 0) return received(i);
+    const op_header &mine = s.mine, &theirs = s.theirs;
+    if (theirs.magic != mine.magic || theirs.kind != mine.kind || theirs.seq != mine.seq || theirs.n != s.expect_n ||
+        theirs.root != mine.root)
+      throw net_error("collective mismatch: rank " + std::to_string(r) + " runs " + what + " #" +
+                      std::to_string(mine.seq) + " expecting " + std::to_string(s.expect_n) + " floats, its left rank " +
+                      std::to_string(ring::left_of(r, N)) + " runs " + call_name(theirs.kind) + " #" +
+                      std::to_string(theirs.seq) + " of " + std::to_string(theirs.n));
   };
+  const size_t first_hop_end = s.first_hop_end, first_hop_bytes = s.first_hop_bytes;
   // The slow link's shaper: how many bytes the cap lets out by now, and how long until the next
   // slice (64 KiB, or what is left) may go; unlimited without --slow-link.
   const bool shaped = opts_.send_bytes_per_s > 0 || opts_.send_latency_s > 0;
@@ -298,7 +344,7 @@ void tcp_ring::run(ring::op_kind kind, float* data, int64_t n, int root) {
       if (rc < 0 && errno != EINTR) throw net_error(std::string("poll: ") + std::strerror(errno));
     }
   } catch (const net_error& e) {
-    broken_ = std::string(ring::to_string(kind)) + ": " + (aborted_ ? "stopped: the job is over" : e.what());
+    broken_ = std::string(what) + ": " + (aborted_ ? "stopped: the job is over" : e.what());
     throw net_error("tcp_ring rank " + std::to_string(r) + ": " + broken_);
   }
 }

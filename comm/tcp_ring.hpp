@@ -60,6 +60,8 @@ class tcp_ring final : public group_backend {
   void all_gather(float* data, int64_t n) override;
   // data[n] of rank `root` copied to every rank.
   void broadcast(float* data, int64_t n, int root) override;
+  // send[n_send] to the right rank, recv[n_recv] from the left: the ring's own step.
+  void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override;
 
   // Bytes this rank sent and received so far, for benchmarks.
   uint64_t bytes_sent() const { return bytes_sent_; }
@@ -78,6 +80,9 @@ class tcp_ring final : public group_backend {
  private:
   tcp_ring(int rank, int world, ring_options opts);
   void run(ring::op_kind kind, float* data, int64_t n, int root);
+  void check_usable();
+  // Moves one call's schedule both ways; `received` runs as each payload item completes.
+  void pump(impl& s, const std::function<void(size_t)>& received);
 
   int rank_, world_;
   ring_options opts_;

@@ -104,6 +104,25 @@ class local_member final : public tp_group {
     s_->barrier(rank_, "all_gather", calls_);  // nobody changes its buffer before all have read it
   }
 
+  // The previous member's send read from its memory once both have posted theirs.
+  void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
+    ++calls_;
+    s_->data[static_cast<size_t>(rank_)] = const_cast<float*>(send);  // only read, by the next member
+    s_->counts[static_cast<size_t>(rank_)] = n_send;
+    s_->barrier(rank_, "shift", calls_);
+    const int prev = ring::left_of(rank_, s_->size);
+    if (s_->counts[static_cast<size_t>(prev)] != n_recv) {
+      const std::string why = "tensor-parallel group: shift #" + std::to_string(calls_) + " on rank " +
+                              std::to_string(rank_) + " expects " + std::to_string(n_recv) + " elements but rank " +
+                              std::to_string(prev) + " sends " + std::to_string(s_->counts[static_cast<size_t>(prev)]) +
+                              " (the ranks run different schedules)";
+      s_->abort(why);
+      throw std::logic_error(why);
+    }
+    ring::copy(recv, s_->data[static_cast<size_t>(prev)], n_recv);
+    s_->barrier(rank_, "shift", calls_);  // nobody changes its send before the next member read it
+  }
+
   const std::shared_ptr<shared_state>& state() const { return s_; }
 
  private:
@@ -136,6 +155,9 @@ class backend_member final : public tp_group {
   void all_reduce_sum(float* data, int64_t n) override { b_->all_reduce(data, n, reduce_op::sum); }
   void all_gather(float* data, int64_t n) override { b_->all_gather(data, n); }
   void reduce_scatter_sum(float* data, int64_t n) override { b_->reduce_scatter(data, n, reduce_op::sum); }
+  void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
+    b_->shift(send, n_send, recv, n_recv);
+  }
 
  private:
   std::shared_ptr<group_backend> b_;
@@ -156,6 +178,9 @@ class device_member final : public tp_group {
   void all_reduce_sum(float* data, int64_t n) override { joined().all_reduce(data, n, reduce_op::sum); }
   void all_gather(float* data, int64_t n) override { joined().all_gather(data, n); }
   void reduce_scatter_sum(float* data, int64_t n) override { joined().reduce_scatter(data, n, reduce_op::sum); }
+  void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
+    joined().shift(send, n_send, recv, n_recv);
+  }
   void abort(const std::string& why) {
     {
       std::lock_guard<std::mutex> lock(group_->mu);
@@ -219,6 +244,9 @@ void logged_tp_group::all_gather(float* data, int64_t n) {
 }
 void logged_tp_group::reduce_scatter_sum(float* data, int64_t n) {
   logged("reduce-scatter", n, [&] { inner_->reduce_scatter_sum(data, n); });
+}
+void logged_tp_group::shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) {
+  logged("shift", n_send, [&] { inner_->shift(send, n_send, recv, n_recv); });
 }
 double logged_tp_group::seconds() const {
   std::lock_guard<std::mutex> lock(mu_);

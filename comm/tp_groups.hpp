@@ -49,8 +49,8 @@ void abort_local_tp_group(const std::shared_ptr<tp_group>& member, const std::st
 // One call of a member, as logged_tp_group keeps it. Times are steady-clock seconds (0: not yet).
 struct tp_call {
   int64_t seq = 0;
-  const char* op = "";  // "all-reduce", "all-gather" or "reduce-scatter"
-  int64_t n = 0;        // elements
+  const char* op = "";  // "all-reduce", "all-gather", "reduce-scatter" or "shift"
+  int64_t n = 0;        // elements (a shift's: those it sends)
   double started_at = 0, finished_at = 0;
   bool failed = false;
 };
@@ -68,6 +68,7 @@ class logged_tp_group final : public tp_group {
   void all_reduce_sum(float* data, int64_t n) override;
   void all_gather(float* data, int64_t n) override;
   void reduce_scatter_sum(float* data, int64_t n) override;
+  void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override;
   std::vector<tp_call> recent() const;  // oldest first
   double seconds() const;
   const std::shared_ptr<tp_group>& inner() const { return inner_; }

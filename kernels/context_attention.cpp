@@ -1,5 +1,5 @@
-// All-gather context-parallel attention over ring_attention's blockwise kernels (see
-// context_attention.hpp). The keys and values travel as one buffer of the group's blocks, block j
+// The all-gather form of context-parallel attention over ring_attention's blockwise kernels,
+// and the choice between the three forms (context_attention.hpp). The keys and values travel as one buffer of the group's blocks, block j
 // being rank j's (B, T, 2C) rows of k | v, so the gather and the reduce-scatter of their gradients
 // are the group's ordinary collectives and every back end that carries tensor parallelism carries
 // this too.
@@ -14,6 +14,30 @@
 namespace troupe::context {
 
 namespace ra = ring_attention;
+
+const char* to_string(cp_mode m) {
+  switch (m) {
+    case cp_mode::all_gather:
+      return "all-gather";
+    case cp_mode::ring:
+      return "ring";
+    case cp_mode::all_to_all:
+      return "all-to-all";
+  }
+  return "?";
+}
+
+std::optional<cp_mode> parse_cp_mode(const std::string& text) {
+  for (cp_mode m : {cp_mode::all_gather, cp_mode::ring, cp_mode::all_to_all})
+    if (text == to_string(m)) return m;
+  return std::nullopt;
+}
+
+std::string refuses(cp_mode mode, int64_t NH, int ranks) {
+  if (mode != cp_mode::all_to_all || ranks <= 1 || NH % ranks == 0) return {};
+  return "--cp-mode all-to-all splits each block's heads over the context ranks: " + std::to_string(NH) +
+         " heads (per tensor-parallel rank) do not divide by cp " + std::to_string(ranks);
+}
 
 std::vector<int64_t> positions(const tp_group& g, int64_t T_local) {
   if (T_local < 2 || T_local % 2 != 0)
@@ -50,8 +74,8 @@ gathered gather_kv(tp_group& g, const float* qkv, int64_t B, int64_t T, int64_t 
 
 }  // namespace
 
-void attention_forward(tp_group& g, float* out, float* state, const float* qkv, int64_t B, int64_t T, int64_t C,
-                       int64_t NH) {
+void gather_forward(tp_group& g, float* out, float* state, const float* qkv, int64_t B, int64_t T, int64_t C,
+                    int64_t NH) {
   const gathered kv = gather_kv(g, qkv, B, T, C);
   const std::vector<int64_t>& mine = kv.where.at(static_cast<size_t>(g.rank()));
   float* lse = state;
@@ -68,8 +92,8 @@ void attention_forward(tp_group& g, float* out, float* state, const float* qkv, 
   std::copy(out, out + B * T * C, kept_out);
 }
 
-void attention_backward(tp_group& g, float* dqkv, const float* dout, const float* qkv, const float* state, int64_t B,
-                        int64_t T, int64_t C, int64_t NH) {
+void gather_backward(tp_group& g, float* dqkv, const float* dout, const float* qkv, const float* state, int64_t B,
+                     int64_t T, int64_t C, int64_t NH) {
   const gathered kv = gather_kv(g, qkv, B, T, C);
   const std::vector<int64_t>& mine = kv.where.at(static_cast<size_t>(g.rank()));
   const float* lse = state;
@@ -92,24 +116,48 @@ void attention_backward(tp_group& g, float* dqkv, const float* dout, const float
   for (int64_t row = 0; row < B * T; ++row) std::copy(own + row * 2 * C, own + row * 2 * C + 2 * C, dqkv + row * 3 * C + C);
 }
 
-void attend(const device_ops& k, tp_group* group, tensor& out, tensor& state, const tensor& qkv, int64_t C, int64_t NH) {
+void attention_forward(tp_group& g, cp_mode mode, float* out, float* state, const float* qkv, int64_t B, int64_t T,
+                       int64_t C, int64_t NH) {
+  switch (mode) {
+    case cp_mode::all_gather:
+      return gather_forward(g, out, state, qkv, B, T, C, NH);
+    case cp_mode::ring:
+      return ring_forward(g, out, state, qkv, B, T, C, NH);
+    case cp_mode::all_to_all:
+      return ulysses_forward(g, out, state, qkv, B, T, C, NH);
+  }
+}
+
+void attention_backward(tp_group& g, cp_mode mode, float* dqkv, const float* dout, const float* qkv,
+                        const float* state, int64_t B, int64_t T, int64_t C, int64_t NH) {
+  switch (mode) {
+    case cp_mode::all_gather:
+      return gather_backward(g, dqkv, dout, qkv, state, B, T, C, NH);
+    case cp_mode::ring:
+      return ring_backward(g, dqkv, dout, qkv, state, B, T, C, NH);
+    case cp_mode::all_to_all:
+      return ulysses_backward(g, dqkv, dout, qkv, state, B, T, C, NH);
+  }
+}
+
+void attend(const device_ops& k, const context_split& split, tensor& out, tensor& state, const tensor& qkv, int64_t C,
+            int64_t NH) {
   const int64_t B = qkv.size(0), T = qkv.size(1);
-  const bool split = tp_size(group) > 1;
   // Both written whole by the attention.
   state = k.empty(split ? attention_state_shape(B, NH, T, C) : k.attention_state_shape(B, NH, T));
   out = k.empty({B, T, C});
   if (split)
-    attention_forward(*group, f32_out(out), f32_out(state), f32(qkv), B, T, C, NH);
+    attention_forward(*split.group, split.mode, f32_out(out), f32_out(state), f32(qkv), B, T, C, NH);
   else
     k.attention_forward(f32_out(out), f32_out(state), f32(qkv), B, T, C, NH);
 }
 
-tensor attend_backward(const device_ops& k, tp_group* group, const tensor& dout, const tensor& qkv, const tensor& state,
-                       int64_t C, int64_t NH) {
+tensor attend_backward(const device_ops& k, const context_split& split, const tensor& dout, const tensor& qkv,
+                       const tensor& state, int64_t C, int64_t NH) {
   const int64_t B = qkv.size(0), T = qkv.size(1);
   tensor dqkv = k.empty(qkv.shape());  // written whole
-  if (tp_size(group) > 1)
-    attention_backward(*group, f32_out(dqkv), f32(dout), f32(qkv), f32(state), B, T, C, NH);
+  if (split)
+    attention_backward(*split.group, split.mode, f32_out(dqkv), f32(dout), f32(qkv), f32(state), B, T, C, NH);
   else
     k.attention_backward(f32_out(dqkv), f32(dout), f32(qkv), f32(state), B, T, C, NH);
   return dqkv;

@@ -12,7 +12,7 @@
 
 namespace troupe {
 
-layer_list build_gpt(const model_spec& spec, tp_group* tp, bool sequence_parallel, tp_group* context) {
+layer_list build_gpt(const model_spec& spec, tp_group* tp, bool sequence_parallel, context::context_split context) {
   const bool sp = sequence_parallel && tp_size(tp) > 1;
   if (spec.kind != "gpt") throw std::invalid_argument("build_gpt: model.kind is \"" + spec.kind + "\", not \"gpt\"");
   validate(spec, tp_size(tp));
@@ -21,7 +21,7 @@ layer_list build_gpt(const model_spec& spec, tp_group* tp, bool sequence_paralle
   // branches to the residual stream, and this keeps its variance independent of depth.
   const float proj_std = 0.02f / std::sqrt(2.0f * static_cast<float>(spec.blocks));
   layer_list layers;
-  layers.push_back(std::make_unique<embedding>(spec.vocab, spec.context, C, tp, sp, context));
+  layers.push_back(std::make_unique<embedding>(spec.vocab, spec.context, C, tp, sp, context.group));
   for (int64_t i = 0; i < spec.blocks; ++i) {
     if (spec.is_moe_block(i)) {
       moe_options o;

@@ -31,13 +31,14 @@ saved_activations experts_of(const std::vector<tensor>& s) {
 
 }  // namespace
 
-moe_block::moe_block(int64_t channels, int64_t heads, moe_options o, float proj_std, tp_group* context_group)
-    : channels_(channels), heads_(heads), proj_std_(proj_std),
-      context_group_(tp_size(context_group) > 1 ? context_group : nullptr), ln1_(channels), qkv_(channels, 3 * channels),
+moe_block::moe_block(int64_t channels, int64_t heads, moe_options o, float proj_std, context::context_split context)
+    : channels_(channels), heads_(heads), proj_std_(proj_std), context_(context), ln1_(channels), qkv_(channels, 3 * channels),
       proj_(channels, channels), ln2_(channels), moe_(channels, 4 * channels, o) {
   if (channels <= 0 || heads <= 0 || channels % heads != 0)
     throw std::invalid_argument("moe_block: channels (" + std::to_string(channels) +
                                 ") must be a positive multiple of heads (" + std::to_string(heads) + ")");
+  if (const std::string why = context::refuses(context_.mode, heads, tp_size(context_.group)); !why.empty())
+    throw std::invalid_argument(why);
   offset_[0] = 0;
   for (int i = 0; i < num_parts; ++i) offset_[i + 1] = offset_[i] + part(i)->num_params();
 }
@@ -95,7 +96,7 @@ tensor moe_block::forward(const tensor& x, saved_activations& saved) const {
   s[s_ln1_rstd] = tmp.tensors.at(2);
   s[s_qkv] = qkv_.forward(s[s_ln1_out], tmp);
   s[s_ln1_out] = tmp.tensors.at(0);  // what the product took (bf16 rounding included)
-  context::attend(k, context_group_, s[s_att_out], s[s_att], s[s_qkv], channels_, heads_);
+  context::attend(k, context_, s[s_att_out], s[s_att], s[s_qkv], channels_, heads_);
   s[s_x2] = proj_.forward(s[s_att_out], tmp);
   s[s_att_out] = tmp.tensors.at(0);
   add_into(s[s_x2], x);
@@ -106,7 +107,7 @@ tensor moe_block::forward(const tensor& x, saved_activations& saved) const {
   tensor y = moe_.forward(ln2_out, experts);  // keeps ln2_out as its input
   add_into(y, s[s_x2]);
   for (tensor& t : experts.tensors) s.push_back(std::move(t));
-  if (selective_ && !context_group_) s[s_att] = tensor();
+  if (selective_ && !context_) s[s_att] = tensor();
   saved.tensors = std::move(s);
   return y;
 }
@@ -122,9 +123,9 @@ tensor moe_block::backward_input(const tensor& dy, saved_activations& saved) con
   tensor d_att_out = input_grad(proj_, d_x2, {s[s_att_out]});
   if (s[s_att].empty()) {  // selective recomputation: the scores again, from the kept qkv
     tensor unused;
-    context::attend(k, context_group_, unused, s[s_att], s[s_qkv], channels_, heads_);
+    context::attend(k, context_, unused, s[s_att], s[s_qkv], channels_, heads_);
   }
-  tensor d_qkv = context::attend_backward(k, context_group_, d_att_out, s[s_qkv], s[s_att], channels_, heads_);
+  tensor d_qkv = context::attend_backward(k, context_, d_att_out, s[s_qkv], s[s_att], channels_, heads_);
   tensor d_ln1_out = input_grad(qkv_, d_qkv, {s[s_ln1_out]});
   tensor dx = input_grad(ln1_, d_ln1_out, {s[s_x], s[s_ln1_mean], s[s_ln1_rstd]});
   add_into(dx, d_x2);

@@ -23,7 +23,7 @@ namespace troupe {
 class moe_block final : public layer {
  public:
   // proj_std: the attention projection's init std (GPT-2's 0.02 / sqrt(2 * blocks)).
-  moe_block(int64_t channels, int64_t heads, moe_options o, float proj_std = 0.02f, tp_group* context_group = nullptr);
+  moe_block(int64_t channels, int64_t heads, moe_options o, float proj_std = 0.02f, context::context_split context = {});
   std::string kind() const override { return "moe_block"; }
   std::vector<param_spec> param_specs() const override;
   void init(float* params, std::mt19937_64& rng) const override;
@@ -46,7 +46,7 @@ class moe_block final : public layer {
   const layer* part(int i) const { return const_cast<moe_block*>(this)->part(i); }
   int64_t channels_, heads_;
   float proj_std_;
-  tp_group* context_group_;
+  context::context_split context_;
   bool selective_ = false;
   layernorm ln1_;
   linear qkv_, proj_;

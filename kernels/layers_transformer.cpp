@@ -227,15 +227,16 @@ std::vector<shard_range> head_rows(int64_t C, int64_t heads, tp_group* g) {
 }  // namespace
 
 transformer_block::transformer_block(int64_t channels, int64_t heads, float proj_std, tp_group* g,
-                                     bool sequence_parallel, tp_group* context_group)
-    : channels_(channels), heads_(heads), proj_std_(proj_std), group_(g),
-      context_group_(tp_size(context_group) > 1 ? context_group : nullptr), ln1_(channels, sequence_parallel ? g : nullptr),
+                                     bool sequence_parallel, context::context_split context)
+    : channels_(channels), heads_(heads), proj_std_(proj_std), group_(g), context_(context), ln1_(channels, sequence_parallel ? g : nullptr),
       qkv_(channels, 3 * channels, head_rows(channels, heads, g), g),
       proj_(channels, channels, head_rows(channels, heads, g).front(), g), ln2_(channels, sequence_parallel ? g : nullptr),
       fc_(channels, 4 * channels, {shard_of(4 * channels, tp_size(g), tp_rank(g))}, g),
       fc_proj_(4 * channels, channels, shard_of(4 * channels, tp_size(g), tp_rank(g)), g) {
   local_heads_ = heads / tp_size(g);
   local_channels_ = channels / tp_size(g);
+  if (const std::string why = context::refuses(context_.mode, local_heads_, tp_size(context_.group)); !why.empty())
+    throw std::invalid_argument(why);
   for (parallel_linear* l : {static_cast<parallel_linear*>(&qkv_), static_cast<parallel_linear*>(&proj_),
                              static_cast<parallel_linear*>(&fc_), static_cast<parallel_linear*>(&fc_proj_)})
     l->set_sequence_parallel(sequence_parallel);
@@ -307,12 +308,12 @@ void transformer_block::set_matmul_precision(matmul_precision p) {
 }
 
 void transformer_block::attend(const device_ops& k, tensor& out, tensor& state, const tensor& qkv) const {
-  context::attend(k, context_group_, out, state, qkv, local_channels_, local_heads_);
+  context::attend(k, context_, out, state, qkv, local_channels_, local_heads_);
 }
 
 tensor transformer_block::attend_backward(const device_ops& k, const tensor& dout, const tensor& qkv,
                                           const tensor& state) const {
-  return context::attend_backward(k, context_group_, dout, qkv, state, local_channels_, local_heads_);
+  return context::attend_backward(k, context_, dout, qkv, state, local_channels_, local_heads_);
 }
 
 tensor transformer_block::forward(const tensor& x, saved_activations& saved) const {
@@ -345,7 +346,7 @@ tensor transformer_block::forward(const tensor& x, saved_activations& saved) con
   tensor y = fc_proj_.forward(s[s_gelu_out], tmp);
   s[s_gelu_out] = tmp.tensors.at(0);
   add_into(y, s[s_x2]);  // residual: y = x2 + mlp(...)
-  if (selective_ && !context_group_) s[s_att] = tensor();
+  if (selective_ && !context_) s[s_att] = tensor();
   saved.tensors = std::move(s);
   return y;
 }

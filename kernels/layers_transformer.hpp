@@ -6,6 +6,7 @@
 // dropout, no KV cache.
 #pragma once
 
+#include "kernels/context_attention.hpp"
 #include "kernels/layer.hpp"
 #include "kernels/layers_dense.hpp"
 #include "kernels/layers_parallel.hpp"
@@ -95,7 +96,7 @@ class transformer_block final : public layer {
   // With a context-parallel group: the block's tokens are this rank's share of each sequence and
   // its attention meets the group's keys and values (context_attention.hpp).
   transformer_block(int64_t channels, int64_t heads, float proj_std = 0.02f, tp_group* g = nullptr,
-                    bool sequence_parallel = false, tp_group* context_group = nullptr);
+                    bool sequence_parallel = false, context::context_split context = {});
   std::string kind() const override { return "block"; }
   std::vector<param_spec> param_specs() const override;
   int64_t full_params() const override { return full_offset_[num_parts]; }
@@ -138,7 +139,7 @@ class transformer_block final : public layer {
   int64_t channels_, heads_;
   float proj_std_;
   tp_group* group_;
-  tp_group* context_group_;
+  context::context_split context_;
   int64_t local_heads_, local_channels_;  // of the attention on this rank
   bool selective_ = false;
   layernorm ln1_;

@@ -105,11 +105,11 @@ std::string describe(const model_spec& spec) {
                            : std::string());
 }
 
-layer_list build_layers(const model_spec& spec, tp_group* tp, bool sequence_parallel, tp_group* context) {
+layer_list build_layers(const model_spec& spec, tp_group* tp, bool sequence_parallel, context::context_split context) {
   validate(spec, tp_size(tp));
   if (sequence_parallel && spec.kind != "gpt")
     throw std::invalid_argument("sequence parallelism splits a GPT's layernorm regions; the mlp has none");
-  if (tp_size(context) > 1 && spec.kind != "gpt")
+  if (context && spec.kind != "gpt")
     throw std::invalid_argument("context parallelism splits sequences: model.kind \"" + spec.kind + "\" has none (use gpt)");
   return spec.kind == "mlp" ? build_mlp(spec, tp) : build_gpt(spec, tp, sequence_parallel, context);
 }

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/context_attention.hpp"
 #include "kernels/layer.hpp"
 #include "kernels/tp_group.hpp"
 
@@ -55,10 +56,10 @@ int64_t param_count(const model_spec& spec);
 // rank's tokens of it, and attention meets the others' (context_attention.hpp). The MLP, which
 // has no sequence, refuses a group of more than one.
 layer_list build_layers(const model_spec& spec, tp_group* tp = nullptr, bool sequence_parallel = false,
-                        tp_group* context = nullptr);
+                        context::context_split context = {});
 layer_list build_mlp(const model_spec& spec, tp_group* tp = nullptr);
 layer_list build_gpt(const model_spec& spec, tp_group* tp = nullptr, bool sequence_parallel = false,
-                     tp_group* context = nullptr);  // gpt.cpp
+                     context::context_split context = {});  // gpt.cpp
 // True when the model's last layer leaves its logits split over the vocabulary (or the MLP's
 // classes) at this tp degree: the loss is then vocab_parallel_cross_entropy.
 bool splits_logits(const model_spec& spec, int tp);

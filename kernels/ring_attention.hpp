@@ -3,8 +3,8 @@
 // within one device), so a rank holding only some of a sequence's queries can meet the other
 // ranks' keys and values as they pass around a ring and still get exactly softmax(QK^T)V for its
 // rows. This is context parallelism's arithmetic (Liu et al. 2023's ring attention, with the
-// causal load balancing Megatron-Core and Llama 3 use); moving the blocks between ranks, and a
-// --cp axis in the job, are not built yet (issue 41).
+// causal load balancing Megatron-Core and Llama 3 use); context_attention.hpp moves the blocks
+// between the ranks of a --cp group in each of its three modes.
 //
 // Positions, not offsets, decide the causal mask, so a rank's queries need not be contiguous:
 // balanced_positions() gives rank r of n the chunks r and 2n-1-r of 2n, which gives every rank

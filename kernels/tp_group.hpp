@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace troupe {
 
@@ -33,7 +34,23 @@ class tp_group {
   // In place: this member's shard_of(n, size(), rank()) ends summed over the group (the rest of
   // data is left undefined).
   virtual void reduce_scatter_sum(float* data, int64_t n) = 0;
+  // One step of a ring: send[n_send] goes to member rank() + 1 (wrapping) while recv[n_recv]
+  // comes from member rank() - 1; n_recv must be what that member sends. The buffers must not
+  // overlap.
+  virtual void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) = 0;
 };
+
+// What all_to_all delivered: member j's block for this member at offsets[j], counts[j] floats,
+// the blocks in member order.
+struct exchanged {
+  std::vector<float> data;
+  std::vector<int64_t> counts, offsets;
+};
+// Every member sends block j of `send` (send_counts[j] floats, the blocks in member order) to
+// member j, its own block included; the sizes may differ per pair. The members first gather the
+// whole count matrix, then pass the blocks around the ring (shift): the block for member r + k
+// travels k steps, so every group that can step a ring carries it, on every back end.
+exchanged all_to_all(tp_group& g, const float* send, const std::vector<int64_t>& send_counts);
 
 // A group that only says where a rank sits: layers built with it have that rank's shapes and
 // parameter layout (to plan buckets, merge shards) but must never run; a collective throws.
@@ -45,6 +62,7 @@ class tp_layout final : public tp_group {
   void all_reduce_sum(float*, int64_t) override;
   void all_gather(float*, int64_t) override;
   void reduce_scatter_sum(float*, int64_t) override;
+  void shift(const float*, int64_t, float*, int64_t) override;
 
  private:
   int rank_, size_;

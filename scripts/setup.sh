@@ -21,6 +21,9 @@ packages=(
   libtomlplusplus-dev libcli11-dev libssl-dev openssl python3 iproute2
   dataset-fashion-mnist fortunes
   librsvg2-dev
+  # Debian's oneDNN CMake config looks for OpenCL and fails without it; the package only
+  # recommends it, and recommendations are not installed here.
+  ocl-icd-opencl-dev
 )
 # The MPI and Gloo collective back ends (--backend mpi|gloo) are built and tested where Open MPI
 # and Gloo are installed.

@@ -51,8 +51,18 @@ class member final : public net::group_backend {
     ops_.synchronize();
     m_->barrier();  // every member has read the others' segments: each may write its own again
   }
+  // The previous member's send read straight from its memory; nobody leaves before all have read.
+  void shift(const float* send, int64_t, float* recv, int64_t n_recv) override {
+    begin();
+    m_->values[static_cast<size_t>(rank_)] = const_cast<float*>(send);  // only read, by the next member
+    m_->barrier();
+    const int prev = ring::left_of(rank_, m_->world());
+    if (n_recv > 0) ops_.copy_floats(recv, m_->values[static_cast<size_t>(prev)], n_recv);
+    ops_.synchronize();
+    m_->barrier();
+  }
   void broadcast(float*, int64_t, int) override {
-    throw std::logic_error("local device group: a stage's collectives are all-reduces, reduce-scatters and all-gathers");
+    throw std::logic_error("local device group: a stage's collectives are all-reduces, reduce-scatters, all-gathers and ring steps");
   }
 
  private:

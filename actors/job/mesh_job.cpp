@@ -70,6 +70,7 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     a.tp = tp_group_of(rank);
     if (a.tp) out.tp_members.push_back(a.tp);
     if (context_of) a.context = context_of(rank);
+    a.context_mode = cfg.cp_mode;
     if (a.context) out.tp_members.push_back(a.context);
     a.zero = cfg.zero;
     a.dp_rank = replica;

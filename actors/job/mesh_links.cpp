@@ -149,6 +149,9 @@ class remote_tp_member final : public tp_group {
   void all_reduce_sum(float* data, int64_t n) override { backend().all_reduce(data, n, net::reduce_op::sum); }
   void all_gather(float* data, int64_t n) override { backend().all_gather(data, n); }
   void reduce_scatter_sum(float* data, int64_t n) override { backend().reduce_scatter(data, n, net::reduce_op::sum); }
+  void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
+    backend().shift(send, n_send, recv, n_recv);
+  }
 
  private:
   net::group_backend& backend() {

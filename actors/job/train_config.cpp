@@ -214,6 +214,9 @@ void validate(const train_config& c) {
   if (c.mesh.cp > 1) {
     const std::string cp = "context parallelism (cp " + std::to_string(c.mesh.cp) + ")";
     if (c.model.kind != "gpt") bad(cp + " splits sequences: model.kind \"" + c.model.kind + "\" has none (use gpt)");
+    if (const std::string why = context::refuses(c.cp_mode, c.model.heads / c.mesh.tp, c.mesh.cp); !why.empty())
+      bad(cp + ": " + why + " (model.heads " + std::to_string(c.model.heads) + ", mesh.tp " +
+          std::to_string(c.mesh.tp) + "); use --cp-mode ring or all-gather");
     if (c.model.context % (2 * c.mesh.cp) != 0)
       bad(cp + ": model.context " + std::to_string(c.model.context) + " must split into 2 x cp = " +
           std::to_string(2 * c.mesh.cp) + " equal chunks (each rank holds one from each end of the sequence)");

@@ -159,6 +159,8 @@ struct train_config {
   // Activation recomputation in every stage (kernels/pipeline_chunk.hpp): the same numbers,
   // fewer bytes held between forward and backward.
   recompute_mode recompute = recompute_mode::none;
+  // How attention meets the context group's keys and values (--cp-mode, [mesh] cp_mode).
+  context::cp_mode cp_mode = context::cp_mode::all_gather;
   // The operands of every linear layer's products (kernels/matmul_precision.hpp): f32, or bf16
   // (rounded operands, fp32 sums; masters, gradients and optimizer state stay fp32).
   matmul_precision matmul = matmul_precision::f32;

@@ -64,9 +64,10 @@ struct stage_args {
   // critical path, as Megatron's do), and the loss is the vocabulary-parallel one. Null: tp 1.
   std::shared_ptr<tp_group> tp;
   // Context parallelism: this rank's member of its cp group; the stage's tokens are its share of
-  // every sequence (the loader cut them) and its blocks' attention gathers the group's keys and
-  // values inside F and B, on the stage's thread like tp's. Null: cp 1.
+  // every sequence (the loader cut them) and its blocks' attention meets the group's keys and
+  // values inside F and B, on the stage's thread like tp's, as context_mode says. Null: cp 1.
   std::shared_ptr<tp_group> context;
+  context::cp_mode context_mode = context::cp_mode::all_gather;
   recompute_mode recompute = recompute_mode::none;
   matmul_precision matmul = matmul_precision::f32;  // of every linear layer in the stage's chunks
   bool sequence_parallel = false;     // with tp: the stage's activations are its tp rank's share of the sequences

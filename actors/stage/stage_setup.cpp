@@ -63,7 +63,8 @@ void set_up(self_ptr self, stage_args args) {
     if (!st.tp_clock) st.tp_clock = std::make_shared<net::logged_tp_group>(st.args.tp);
     st.args.tp = st.tp_clock;
   }
-  layer_list all = build_layers(st.args.model, st.args.tp.get(), st.args.sequence_parallel, st.args.context.get());
+  layer_list all = build_layers(st.args.model, st.args.tp.get(), st.args.sequence_parallel,
+                                {st.args.context.get(), st.args.context_mode});
   // Runs first: taking a chunk's layers out of `all` leaves holes a later chunk's runs would read.
   std::vector<storage::value_run> stage_runs;  // the stage's chunks end to end
   std::vector<int64_t> chunk_at;

@@ -135,9 +135,13 @@ class fake_device_group_engine final : public net::device_group_engine {
       m_->barrier();  // every member has read the others' segments
       count(&fake_device_group_engine::all_gathers_);
     }
-    // The stage's collectives are the three above; nothing else reaches a device group.
+    // The stage's collectives are the three above (a GPU stage takes no context group, whose
+    // ring steps are the only shifts); nothing else reaches a device group.
     void broadcast(float*, int64_t, int) override {
       throw std::logic_error("fake device group: broadcast was never meant to reach it");
+    }
+    void shift(const float*, int64_t, float*, int64_t) override {
+      throw std::logic_error("fake device group: a ring step was never meant to reach it");
     }
 
    private:

@@ -129,6 +129,9 @@ class settled_member final : public net::group_backend {
   }
   void all_gather(float* data, int64_t n) override { settle(), inner_->all_gather(data, n); }
   void broadcast(float* data, int64_t n, int root) override { settle(), inner_->broadcast(data, n, root); }
+  void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
+    settle(), inner_->shift(send, n_send, recv, n_recv);
+  }
 
  private:
   static void settle() {

@@ -118,6 +118,7 @@ class counting_nccl final : public net::device_group_engine {
     void reduce_scatter(float* d, int64_t n, net::reduce_op op) override { b_->reduce_scatter(d, n, op); }
     void all_gather(float* d, int64_t n) override { b_->all_gather(d, n); }
     void broadcast(float* d, int64_t n, int root) override { b_->broadcast(d, n, root); }
+    void shift(const float* s, int64_t ns, float* r, int64_t nr) override { b_->shift(s, ns, r, nr); }
 
    private:
     std::unique_ptr<net::group_backend> b_;

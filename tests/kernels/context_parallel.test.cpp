@@ -2,8 +2,9 @@
 // each pair a thread with its members of two in-process groups) each take their
 // balanced_positions of every sequence; their logits must equal the whole model's rows at those
 // positions, their losses must add up to its loss, and their parameter gradients (summed over the
-// context ranks, as the data-parallel reduction sums them) must equal its gradients. Finite
-// differences through the group check the gathered attention's backward on its own terms.
+// context ranks, as the data-parallel reduction sums them) must equal its gradients; in each of
+// the three modes (all-gather, ring, all-to-all). Finite differences through the group check each
+// mode's attention backward on its own terms.
 #include <gtest/gtest.h>
 
 #include <exception>
@@ -75,8 +76,8 @@ void on_threads(int cp, int tp, const std::function<void(int c, int t)>& fn) {
     if (e) std::rethrow_exception(e);
 }
 
-void expect_gpt_matches_unsplit(int cp, int tp) {
-  SCOPED_TRACE("cp " + std::to_string(cp) + " x tp " + std::to_string(tp));
+void expect_gpt_matches_unsplit(int cp, int tp, context::cp_mode mode) {
+  SCOPED_TRACE("cp " + std::to_string(cp) + " x tp " + std::to_string(tp) + " " + context::to_string(mode));
   const model_spec spec = small_gpt();
   const int64_t B = 3, T = spec.context, V = spec.vocab;
   const batch data = test::token_batch(spec, B);
@@ -98,7 +99,7 @@ void expect_gpt_matches_unsplit(int cp, int tp) {
     tp_group* tg = tp > 1 ? tensor_groups[static_cast<size_t>(c)][static_cast<size_t>(t)].get() : nullptr;
     tp_group& cg = *context_groups[static_cast<size_t>(t)][static_cast<size_t>(c)];
     auto& s = stacks[static_cast<size_t>(c * tp + t)];
-    s = std::make_unique<layer_stack>(build_layers(spec, tg, false, &cg), 0, 9);
+    s = std::make_unique<layer_stack>(build_layers(spec, tg, false, {&cg, mode}), 0, 9);
     const std::vector<int64_t> at = context::positions(cg, T / cp);
     stack_context c_ctx;
     const tensor y = s->forward(take_columns(data.inputs, at), c_ctx);
@@ -140,12 +141,26 @@ void expect_gpt_matches_unsplit(int cp, int tp) {
   EXPECT_LT(rel_diff(merged, full.grads().to_vector()), 1e-4) << "parameter gradients";
 }
 
-TEST(ContextParallelGpt, EqualsTheUnsplitModelAtCp2And4) {
-  expect_gpt_matches_unsplit(2, 1);
-  expect_gpt_matches_unsplit(4, 1);
+class EveryMode : public ::testing::TestWithParam<context::cp_mode> {};
+
+TEST_P(EveryMode, TheGptEqualsTheUnsplitModelAtCp2And4) {
+  expect_gpt_matches_unsplit(2, 1, GetParam());
+  expect_gpt_matches_unsplit(4, 1, GetParam());
 }
 
-TEST(ContextParallelGpt, EqualsTheUnsplitModelAtCp2TimesTp2) { expect_gpt_matches_unsplit(2, 2); }
+TEST_P(EveryMode, TheGptEqualsTheUnsplitModelAtCp2TimesTp2) { expect_gpt_matches_unsplit(2, 2, GetParam()); }
+
+TEST(ContextParallelGpt, AllToAllRefusesHeadsThatDoNotDivideByTheGroupNamingBoth) {
+  auto g = net::make_local_tp_group(3, {2000});
+  try {
+    build_layers(small_gpt(), nullptr, false, {g[0].get(), context::cp_mode::all_to_all});
+    FAIL() << "4 heads over 3 context ranks were accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("4 heads (per tensor-parallel rank) do not divide by cp 3"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(build_layers(small_gpt(), nullptr, false, {g[0].get(), context::cp_mode::ring}));
+}
 
 TEST(ContextParallelGpt, RefusesAnMlpAndAnOddShareOfTheSequence) {
   model_spec mlp;
@@ -155,9 +170,10 @@ TEST(ContextParallelGpt, RefusesAnMlpAndAnOddShareOfTheSequence) {
   EXPECT_EQ(context::positions(*g[1], 4), (std::vector<int64_t>{2, 3, 4, 5}));  // chunks 1 and 2 of 4
 }
 
-// The gathered attention's backward against central differences of sum(out * w) taken through
-// the group: every rank's qkv moves every rank's output, so the check spans the whole group.
-TEST(ContextAttentionBackward, MatchesFiniteDifferencesThroughTheGroup) {
+// Each mode's attention backward against central differences of sum(out * w) taken through the
+// group: every rank's qkv moves every rank's output, so the check spans the whole group.
+TEST_P(EveryMode, TheAttentionBackwardMatchesFiniteDifferencesThroughTheGroup) {
+  const context::cp_mode mode = GetParam();
   const int cp = 2;
   const int64_t B = 2, T = 4, C = 8, NH = 2;  // T tokens per rank, 8 per sequence
   std::vector<std::vector<float>> qkv(cp), w(cp);
@@ -175,14 +191,14 @@ TEST(ContextAttentionBackward, MatchesFiniteDifferencesThroughTheGroup) {
     on_threads(cp, 1, [&](int r, int) {
       tp_group& g = *groups[static_cast<size_t>(r)];
       std::vector<float> out(static_cast<size_t>(B * T * C)), st(static_cast<size_t>(state));
-      context::attention_forward(g, out.data(), st.data(), qkv[static_cast<size_t>(r)].data(), B, T, C, NH);
+      context::attention_forward(g, mode, out.data(), st.data(), qkv[static_cast<size_t>(r)].data(), B, T, C, NH);
       double f = 0;
       for (size_t i = 0; i < out.size(); ++i) f += static_cast<double>(out[i]) * w[static_cast<size_t>(r)][i];
       part[static_cast<size_t>(r)] = f;
       if (!grads) return;
       std::vector<float>& d = (*grads)[static_cast<size_t>(r)];
       d.assign(qkv[static_cast<size_t>(r)].size(), 0.0f);
-      context::attention_backward(g, d.data(), w[static_cast<size_t>(r)].data(), qkv[static_cast<size_t>(r)].data(),
+      context::attention_backward(g, mode, d.data(), w[static_cast<size_t>(r)].data(), qkv[static_cast<size_t>(r)].data(),
                                   st.data(), B, T, C, NH);
     });
     return part[0] + part[1];
@@ -207,6 +223,16 @@ TEST(ContextAttentionBackward, MatchesFiniteDifferencesThroughTheGroup) {
     }
   EXPECT_GT(checked, 50);
 }
+
+INSTANTIATE_TEST_SUITE_P(ContextParallel, EveryMode,
+                         ::testing::Values(context::cp_mode::all_gather, context::cp_mode::ring,
+                                           context::cp_mode::all_to_all),
+                         [](const auto& info) {
+                           std::string name = context::to_string(info.param);
+                           for (char& ch : name)
+                             if (ch == '-') ch = '_';
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace troupe

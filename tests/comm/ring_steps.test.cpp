@@ -1,0 +1,159 @@
+// A ring step (tp_group::shift) and the all-to-all built on it (kernels/tp_group.hpp), on every
+// back end a group of ranks can run on here: members meeting in memory, the TCP ring and Gloo,
+// each member on a thread of its own. Sizes differ per member and per pair (zeros included), so a
+// block that lands one slot off, or a receive that takes the wrong member's count, shows.
+// (MPI's is run by tests/cli/mpi_backend.test.sh under mpirun, NCCL's on GPUs only.)
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <future>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "comm/collective_backend.hpp"
+#include "comm/gloo_group.hpp"
+#include "comm/kv_store.hpp"
+#include "comm/tcp_ring.hpp"
+#include "comm/tp_groups.hpp"
+#include "kernels/tp_group.hpp"
+
+using namespace troupe;
+using namespace troupe::net;
+
+namespace {
+
+using group = std::vector<std::shared_ptr<tp_group>>;
+
+group tcp_group(int n) {
+  std::promise<uint16_t> port;
+  auto port_known = port.get_future().share();
+  std::vector<std::future<std::unique_ptr<tcp_ring>>> joining;
+  for (int r = 0; r < n; ++r)
+    joining.push_back(std::async(std::launch::async, [&, r] {
+      ring_options o;
+      o.chunk_bytes = 64;  // many chunks per step
+      if (r == 0) o.on_master_listening = [&](uint16_t p) { port.set_value(p); };
+      const uint16_t at = r == 0 ? 0 : port_known.get();
+      return tcp_ring::connect(launch_env{r, n, "127.0.0.1", at, "test"}, "s3cret", o);
+    }));
+  group g;
+  for (auto& j : joining) g.push_back(backend_tp_group(std::shared_ptr<group_backend>(j.get())));
+  return g;
+}
+
+group gloo_group(int n) {
+  auto server = std::make_shared<kv_server>("127.0.0.1", 0, "s3cret");
+  std::vector<std::future<std::unique_ptr<group_backend>>> joining;
+  for (int r = 0; r < n; ++r)
+    joining.push_back(std::async(std::launch::async, [&, r] {
+      std::shared_ptr<kv_store> store = r == 0 ? std::shared_ptr<kv_store>(server)
+                                               : std::shared_ptr<kv_store>(kv_connect("127.0.0.1", server->port(),
+                                                                                      "s3cret", r, 5000));
+      return connect_gloo_member(r, n, store, gloo_options{"127.0.0.1", 20000, "s3cret"});
+    }));
+  group g;
+  for (auto& j : joining) g.push_back(backend_tp_group(std::shared_ptr<group_backend>(j.get())));
+  return g;
+}
+
+group make(const std::string& kind, int n) {
+  if (kind == "local") return make_local_tp_group(n, {20000});
+  if (kind == "tcp") return tcp_group(n);
+  return gloo_group(n);
+}
+
+// Runs body(member) for every member, each on its own thread; rethrows the first failure.
+void on_every_member(const group& g, const std::function<void(tp_group&)>& body) {
+  std::vector<std::future<void>> running;
+  for (const auto& m : g) running.push_back(std::async(std::launch::async, [&body, m] { body(*m); }));
+  for (auto& r : running) r.get();
+}
+
+// Floats member o sends member d: some pairs send nothing.
+int64_t count(int o, int d) { return (o * 7 + d * 3) % 5; }
+float value(int o, int d, int64_t i) { return static_cast<float>(o * 1000 + d * 100 + i); }
+
+class RingSteps : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == "gloo" && !backend_built(backend_kind::gloo)) GTEST_SKIP() << "built without Gloo";
+  }
+};
+
+TEST_P(RingSteps, AShiftDeliversEachMembersBufferToTheNextWhateverItsSize) {
+  for (int n : {2, 3, 4}) {
+    const group g = make(GetParam(), n);
+    on_every_member(g, [n](tp_group& m) {
+      const int r = m.rank(), prev = (r + n - 1) % n;
+      for (int step = 0; step < 3; ++step) {  // three steps in a row: no step's bytes reach another
+        const int64_t out_n = 1 + r * 37 + step, in_n = 1 + prev * 37 + step;
+        std::vector<float> out(static_cast<size_t>(out_n)), in(static_cast<size_t>(in_n), -1.0f);
+        for (int64_t i = 0; i < out_n; ++i) out[static_cast<size_t>(i)] = value(r, step, i);
+        m.shift(out.data(), out_n, in.data(), in_n);
+        for (int64_t i = 0; i < in_n; ++i)
+          ASSERT_EQ(in[static_cast<size_t>(i)], value(prev, step, i)) << "member " << r << " step " << step << " of " << n;
+      }
+    });
+  }
+}
+
+TEST_P(RingSteps, AllToAllDeliversEveryPairsBlockWhateverItsSizeZeroIncluded) {
+  for (int n : {2, 3, 4}) {
+    const group g = make(GetParam(), n);
+    on_every_member(g, [n](tp_group& m) {
+      const int r = m.rank();
+      std::vector<int64_t> counts;
+      std::vector<float> send;
+      for (int d = 0; d < n; ++d) {
+        counts.push_back(count(r, d));
+        for (int64_t i = 0; i < count(r, d); ++i) send.push_back(value(r, d, i));
+      }
+      const exchanged got = all_to_all(m, send.data(), counts);
+      int64_t at = 0;
+      for (int o = 0; o < n; ++o) {
+        ASSERT_EQ(got.counts[static_cast<size_t>(o)], count(o, r)) << "from member " << o << " to " << r << " of " << n;
+        ASSERT_EQ(got.offsets[static_cast<size_t>(o)], at);
+        for (int64_t i = 0; i < count(o, r); ++i)
+          ASSERT_EQ(got.data[static_cast<size_t>(at + i)], value(o, r, i)) << "from member " << o << " to " << r;
+        at += count(o, r);
+      }
+      ASSERT_EQ(static_cast<int64_t>(got.data.size()), at);
+    });
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryBackEnd, RingSteps, ::testing::Values("local", "tcp", "gloo"),
+                         [](const auto& info) { return info.param; });
+
+TEST(RingSteps, AShiftWhoseReceiverExpectsAnotherSizeFailsNamingBothInMemory) {
+  const group g = make_local_tp_group(2, {20000});
+  std::vector<std::string> errors(2);
+  on_every_member(g, [&](tp_group& m) {
+    std::vector<float> out(4), in(8);
+    try {
+      m.shift(out.data(), m.rank() == 0 ? 4 : 3, in.data(), 4);
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(m.rank())] = e.what();
+    }
+  });
+  EXPECT_NE(errors[0].find("expects 4 elements but rank 1 sends 3"), std::string::npos) << errors[0];
+}
+
+TEST(RingSteps, AShiftWhoseReceiverExpectsAnotherSizeFailsNamingItOverTcp) {
+  const group g = tcp_group(2);
+  std::vector<std::string> errors(2);
+  on_every_member(g, [&](tp_group& m) {
+    std::vector<float> out(4), in(8);
+    try {
+      m.shift(out.data(), m.rank() == 0 ? 4 : 3, in.data(), 4);
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(m.rank())] = e.what();
+    }
+  });
+  EXPECT_NE(errors[0].find("collective mismatch"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("runs shift"), std::string::npos) << errors[0];
+}
+
+}  // namespace
