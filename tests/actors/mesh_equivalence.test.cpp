@@ -61,6 +61,7 @@ struct mesh_case {
   int tp = 1;
   bool sequence_parallel = false;
   int cp = 1;
+  std::string cp_mode = "all-gather";
 };
 
 // "gpt8" is the GPT at context 8, which context parallelism splits into 2 x cp chunks ("moe8"
@@ -88,7 +89,8 @@ std::string case_name(const ::testing::TestParamInfo<mesh_case>& info) {
   for (auto& ch : s)
     if (ch == '-') ch = '_';
   return "dp" + std::to_string(c.dp) + "_pp" + std::to_string(c.pp) + "_tp" + std::to_string(c.tp) + "_" + s + "_M" + std::to_string(c.M) + "_" +
-         c.model + "_" + c.optim + (c.sequence_parallel ? "_sp" : "") + (c.cp > 1 ? "_cp" + std::to_string(c.cp) : "");
+         c.model + "_" + c.optim + (c.sequence_parallel ? "_sp" : "") + (c.cp > 1 ? "_cp" + std::to_string(c.cp) : "") +
+         (c.cp_mode == "ring" ? "_ring" : c.cp_mode == "all-to-all" ? "_a2a" : "");
 }
 
 const reference& reference_for(const std::string& model, const std::string& optim) {
@@ -111,6 +113,7 @@ TEST_P(MeshMatchesSingleDevice, TwentyStepsSameLossesAndParametersExactScheduleA
   cfg.mesh.pp = c.pp;
   cfg.mesh.tp = c.tp;
   cfg.mesh.cp = c.cp;
+  cfg.cp_mode = *context::parse_cp_mode(c.cp_mode);
   cfg.sequence_parallel = c.sequence_parallel;
   cfg.schedule = c.schedule;
   cfg.micro_batches = c.M;
@@ -216,6 +219,17 @@ std::vector<mesh_case> all_cases() {
   for (const char* optim : {"sgd", "adamw"}) out.push_back({2, 1, "1f1b", "moe8", optim, 2, 1, false, 2});
   // Every axis at once: dp 2 x pp 2 x tp 2 x cp 2, 16 ranks.
   for (const char* optim : {"sgd", "adamw"}) out.push_back({2, 2, "1f1b", "gpt8", optim, 4, 2, false, 2});
+  // The ring (blocks passed around the context group) and the all-to-all (heads split during
+  // attention): alone at cp 2 and 4, beside dp and tp, and on every axis at once.
+  for (const char* mode : {"ring", "all-to-all"}) {
+    for (const char* optim : {"sgd", "adamw"}) {
+      for (int cp : {2, 4}) out.push_back({1, 1, "1f1b", "gpt8", optim, 1, 1, false, cp, mode});
+      out.push_back({2, 1, "1f1b", "gpt8", optim, 4, 1, false, 2, mode});
+      out.push_back({1, 1, "1f1b", "gpt8", optim, 1, 2, false, 2, mode});
+    }
+    out.push_back({2, 2, "1f1b", "gpt8", "adamw", 4, 2, false, 2, mode});
+    out.push_back({2, 1, "1f1b", "moe8", "sgd", 2, 1, false, 2, mode});
+  }
   return out;
 }
 }  // namespace
