@@ -38,7 +38,27 @@ struct batch_shape {
   double sequences = 0;  // b (GPT)
   int tp = 1;
   int cp = 1;  // context parallelism: rows holds T / cp of each sequence's tokens
+  context::cp_mode cp_mode = context::cp_mode::all_gather;
 };
+
+// What a cp mode's backward moves per rank against the all-gather's, whose forward and backward
+// the calibrated all-reduce prices (kernels/context_attention.hpp). Per rank and block, in units
+// of its own q, k, v or output (S floats): the all-gather moves 2(cp - 1) S forward (k and v of
+// the others) and 4(cp - 1) S backward (gathered again, gradients reduce-scattered). The ring
+// moves the same forward and 2(cp - 1) + 2 cp backward (k|v round again, their gradients one
+// step more). The all-to-all's exchanges pass each block (cp - 1) / 2 links on average: forward
+// qkv and the output, 4 S (cp - 1) / 2 = 2(cp - 1) S; backward qkv, dout and dqkv, 7 S (cp - 1) / 2.
+double cp_backward_share(context::cp_mode mode, int cp) {
+  switch (mode) {
+    case context::cp_mode::all_gather:
+      return 1;
+    case context::cp_mode::ring:
+      return (2.0 * (cp - 1) + 2.0 * cp) / (4.0 * (cp - 1));
+    case context::cp_mode::all_to_all:
+      return 7.0 / 8.0;
+  }
+  return 1;
+}
 
 void check_modelled(const train_config& cfg, const model_spec& model) {
   auto refuse = [](const std::string& what) {
@@ -76,7 +96,8 @@ layer_cost block_cost(const machine_costs& m, const model_spec& spec, const batc
   // gradients back, each about an all-reduce of the rank's own k|v.
   const double Tq = T / s.cp;
   const double attention_units = s.sequences * H * Tq * T * (C / spec.heads);
-  const double cp = s.cp > 1 ? all_reduce_seconds(m, 4 * 2 * R * Ct) : 0;
+  const double cp = s.cp > 1 ? all_reduce_seconds(m, 4 * 2 * R * Ct) : 0;  // the forward's, every mode's
+  const double cp_back = cp * (s.cp > 1 ? cp_backward_share(s.cp_mode, s.cp) : 1);
   const double ln_forward = elementwise_seconds(m, 4 * 2 * R * C), ln_backward = elementwise_seconds(m, 4 * 4 * R * C);
   const double add = elementwise_seconds(m, 4 * 3 * R * C);
   const double tp = t > 1 ? all_reduce_seconds(m, 4 * R * C) : 0;
@@ -86,7 +107,7 @@ layer_cost block_cost(const machine_costs& m, const model_spec& spec, const batc
   const double attention = attention_units * m.attention_forward_s;
   c.forward = 2 * ln_forward + attention + 2 * add + elementwise_seconds(m, 4 * 2 * 4 * R * Ct) + 2 * tp + cp;
   c.backward_input = 2 * ln_backward + attention_units * m.attention_backward_s + 2 * add +
-                     elementwise_seconds(m, 4 * 3 * 4 * R * Ct) + 2 * tp + cp;
+                     elementwise_seconds(m, 4 * 3 * 4 * R * Ct) + 2 * tp + cp_back;
   for (const auto& l : linears) {
     c.forward += linear_forward(m, R, l[0], l[1]);
     c.backward_input += linear_input(m, R, l[0], l[1]);
@@ -175,6 +196,7 @@ batch_shape shape_of(const train_config& cfg, const model_spec& spec) {
   batch_shape s;
   s.sequences = double(cfg.batch_size) / cfg.mesh.dp / cfg.micro_batches;
   s.cp = cfg.mesh.cp;
+  s.cp_mode = cfg.cp_mode;
   s.rows = spec.kind == "gpt" ? s.sequences * spec.context / s.cp : s.sequences;
   s.tp = cfg.mesh.tp;
   return s;

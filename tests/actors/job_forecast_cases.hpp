@@ -23,6 +23,7 @@ struct forecast_case {
   std::string schedule = "1f1b";
   recompute_mode recompute = recompute_mode::none;
   int cp = 1;
+  context::cp_mode cp_mode = context::cp_mode::all_gather;
 };
 
 // gtest prints a failing case by its name, not its bytes.
@@ -46,6 +47,9 @@ inline std::vector<forecast_case> forecast_cases() {
       {"gpt_dp2_pp2_1f1b_m4", "gpt", 2, 2, 1, 4, "1f1b"},
       {"gpt_dp2_pp2_gpipe_m4", "gpt", 2, 2, 1, 4, "gpipe"},
       {"gpt_pp2_cp2_1f1b_m4", "gpt", 1, 2, 1, 4, "1f1b", recompute_mode::none, 2},
+      // The other two ways attention meets the group: the same stash, other traffic.
+      {"gpt_cp2_ring", "gpt", 1, 1, 1, 1, "1f1b", recompute_mode::none, 2, context::cp_mode::ring},
+      {"gpt_cp2_all_to_all", "gpt", 1, 1, 1, 1, "1f1b", recompute_mode::none, 2, context::cp_mode::all_to_all},
       {"mlp_one_device", "mlp"},
       {"mlp_dp2", "mlp", 2},
       {"mlp_pp2_1f1b_m4", "mlp", 1, 2, 1, 4, "1f1b"},
@@ -99,6 +103,7 @@ inline train_config forecast_config(const forecast_case& c, int64_t steps = 12) 
   cfg.mesh.pp = c.pp;
   cfg.mesh.tp = c.tp;
   cfg.mesh.cp = c.cp;
+  cfg.cp_mode = c.cp_mode;
   cfg.micro_batches = c.micro_batches;
   cfg.schedule = c.schedule;
   cfg.recompute = c.recompute;
