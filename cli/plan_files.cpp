@@ -302,6 +302,8 @@ constexpr machine_key machine_keys[] = {
     {"gemm_bytes_per_s", &machine_costs::gemm_bytes_per_s, false},
     {"attention_forward_s_per_unit", &machine_costs::attention_forward_s, false},
     {"attention_backward_s_per_unit", &machine_costs::attention_backward_s, false},
+    {"blockwise_attention_forward_s_per_unit", &machine_costs::blockwise_attention_forward_s, false},
+    {"blockwise_attention_backward_s_per_unit", &machine_costs::blockwise_attention_backward_s, false},
     {"elementwise_bytes_per_s", &machine_costs::elementwise_bytes_per_s, true},
     {"optimizer_s_per_param", &machine_costs::optimizer_s_per_param, true},
     {"all_reduce_latency_s", &machine_costs::all_reduce_latency_s, false},

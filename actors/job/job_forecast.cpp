@@ -104,9 +104,12 @@ layer_cost block_cost(const machine_costs& m, const model_spec& spec, const batc
   // (out, in) of qkv, proj, fc and fc_proj on this tp rank.
   const double linears[4][2] = {{3 * Ct, C}, {C, Ct}, {4 * Ct, C}, {C, 4 * Ct}};
   layer_cost c;
-  const double attention = attention_units * m.attention_forward_s;
+  // Context parallelism runs the blockwise kernels (online softmax, no T x T scores kept).
+  const double attention_forward_s = s.cp > 1 ? m.blockwise_attention_forward_s : m.attention_forward_s;
+  const double attention_backward_s = s.cp > 1 ? m.blockwise_attention_backward_s : m.attention_backward_s;
+  const double attention = attention_units * attention_forward_s;
   c.forward = 2 * ln_forward + attention + 2 * add + elementwise_seconds(m, 4 * 2 * 4 * R * Ct) + 2 * tp + cp;
-  c.backward_input = 2 * ln_backward + attention_units * m.attention_backward_s + 2 * add +
+  c.backward_input = 2 * ln_backward + attention_units * attention_backward_s + 2 * add +
                      elementwise_seconds(m, 4 * 3 * 4 * R * Ct) + 2 * tp + cp_back;
   for (const auto& l : linears) {
     c.forward += linear_forward(m, R, l[0], l[1]);

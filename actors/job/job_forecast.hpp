@@ -33,6 +33,8 @@ struct machine_costs : sched::op_costs {
   double gemm_bytes_per_s = 0;          //   + 4(mk + kn + mn) / gemm_bytes_per_s (0: no byte term)
   double attention_forward_s = 0;       // seconds per unit of B * heads * T^2 * head size
   double attention_backward_s = 0;
+  double blockwise_attention_forward_s = 0;   // the same, for the online-softmax kernels --cp runs
+  double blockwise_attention_backward_s = 0;
   double elementwise_bytes_per_s = 0;   // layernorm, GELU, residual adds, embedding, loss
   double optimizer_s_per_param = 0;     // the job's optimizer's step, per parameter
   double all_reduce_latency_s = 0;      // a two-rank in-memory all-reduce of n bytes:

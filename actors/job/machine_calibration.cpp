@@ -19,6 +19,7 @@
 #include "kernels/blas_runtime.hpp"
 #include "kernels/ops.hpp"
 #include "kernels/optimizer.hpp"
+#include "kernels/ring_attention.hpp"
 
 namespace troupe {
 
@@ -124,6 +125,31 @@ void measure_attention(machine_costs& m, const model_spec& model, double sequenc
   m.attention_forward_s = seconds_per_call([&] { ops::attention_forward(out.data(), att.data(), qkv.data(), B, T, C, NH); }) / units;
   m.attention_backward_s =
       seconds_per_call([&] { ops::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, C, NH); }) / units;
+  // The blockwise kernels every --cp mode runs instead (kernels/ring_attention.hpp), the whole
+  // sequence as one block: an online softmax that keeps no T x T scores costs otherwise per unit.
+  namespace ra = ring_attention;
+  std::vector<int64_t> at(static_cast<size_t>(T));
+  for (int64_t i = 0; i < T; ++i) at[static_cast<size_t>(i)] = i;
+  std::vector<float> lse(static_cast<size_t>(B * NH * T)), D(static_cast<size_t>(NH * T));
+  m.blockwise_attention_forward_s = seconds_per_call([&] {
+    for (int64_t b = 0; b < B; ++b) {
+      const float* q = qkv.data() + b * T * 3 * C;
+      ra::partial p = ra::start(T, C, NH);
+      ra::accumulate(p, {q, 3 * C}, at.data(), {q + C, 3 * C}, {q + 2 * C, 3 * C}, at.data(), T);
+      ra::finish(p, {out.data() + b * T * C, C}, lse.data() + b * NH * T);
+    }
+  }) / units;
+  m.blockwise_attention_backward_s = seconds_per_call([&] {
+    std::fill(dqkv.begin(), dqkv.end(), 0.0f);
+    for (int64_t b = 0; b < B; ++b) {
+      const float* q = qkv.data() + b * T * 3 * C;
+      float* dq = dqkv.data() + b * T * 3 * C;
+      ra::row_dots({dout.data() + b * T * C, C}, {out.data() + b * T * C, C}, T, C, NH, D.data());
+      ra::backward_block({q, 3 * C}, at.data(), T, {dout.data() + b * T * C, C}, lse.data() + b * NH * T, D.data(),
+                         {q + C, 3 * C}, {q + 2 * C, 3 * C}, at.data(), T, C, NH, {dq, 3 * C}, {dq + C, 3 * C},
+                         {dq + 2 * C, 3 * C});
+    }
+  }) / units;
 }
 
 void measure_elementwise(machine_costs& m, const model_spec& model, double rows) {

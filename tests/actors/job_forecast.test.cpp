@@ -85,6 +85,7 @@ machine_costs made_up_machine() {
   m.gemm_flops_per_s = 50e9;
   m.gemm_bytes_per_s = 20e9;
   m.attention_forward_s = m.attention_backward_s = 1e-10;
+  m.blockwise_attention_forward_s = m.blockwise_attention_backward_s = 2e-10;
   m.elementwise_bytes_per_s = 10e9;
   m.optimizer_s_per_param = 2e-9;
   m.all_reduce_bytes_per_s = 5e9;
