@@ -2,6 +2,7 @@
 // ops.hpp's matmul and GELU, the tokens moved by moe_routing.hpp.
 #include "kernels/layers_moe.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -12,11 +13,13 @@ namespace troupe {
 
 namespace {
 
-// saved.tensors after forward: x, the router's logits, then per expert its pre-GELU rows and its
-// output rows. backward_input routes again from the logits (a routing is no tensor to keep) and
-// appends what backward_weight needs, so that half neither routes nor moves tokens: the logits'
-// gradient, then per expert its output's gradient, its pre-GELU rows' gradient and its input rows.
-constexpr size_t kX = 0, kLogits = 1, kExperts = 2;
+// saved.tensors after forward: x, the router's logits, how many rows each rank of the expert group
+// sent each local expert, then per local expert its input rows (every rank's, in rank order) and
+// its pre-GELU rows, then per expert (all E) the output rows that came back for this rank's
+// tokens. backward_input routes again from the logits (a routing is no tensor to keep) and appends
+// what backward_weight needs, so that half neither routes nor moves tokens: the logits' gradient,
+// then per local expert its output's gradient and its pre-GELU rows' gradient.
+constexpr size_t kX = 0, kLogits = 1, kFrom = 2, kLocal = 3;
 
 tensor rows_tensor(std::vector<float> v, int64_t width) {
   const int64_t n = width > 0 ? static_cast<int64_t>(v.size()) / width : 0;
@@ -27,18 +30,27 @@ void require_cpu(const tensor& t, const char* what) {
   if (!t.where().is_cpu()) throw std::invalid_argument(std::string("moe_mlp: ") + what + " is not on the CPU; the layer runs on the CPU only");
 }
 
+int64_t rows_of(const std::vector<float>& v, int64_t H) { return static_cast<int64_t>(v.size()) / H; }
+
 }  // namespace
 
-moe_mlp::moe_mlp(int64_t channels, int64_t hidden, moe_options o) : C_(channels), F_(hidden), o_(o) {
+moe_mlp::moe_mlp(int64_t channels, int64_t hidden, moe_options o, tp_group* experts_group)
+    : C_(channels), F_(hidden), o_(o), group_(tp_size(experts_group) > 1 ? experts_group : nullptr),
+      ranks_(tp_size(group_)), rank_(tp_rank(group_)) {
   if (C_ < 1 || F_ < 1 || o_.experts < 1 || o_.top_k < 1 || o_.top_k > o_.experts || !(o_.capacity_factor >= 0))
     throw std::invalid_argument("moe_mlp: " + std::to_string(o_.experts) + " experts, top-" + std::to_string(o_.top_k) +
                                 ", capacity factor " + std::to_string(o_.capacity_factor) +
                                 ": need top_k between 1 and the experts and a factor >= 0");
+  if (o_.experts % ranks_ != 0)
+    throw std::invalid_argument("moe_mlp: " + std::to_string(o_.experts) + " experts do not split evenly over an expert group of " +
+                                std::to_string(ranks_));
+  local_ = o_.experts / ranks_;
+  first_ = rank_ * local_;
 }
 
 std::vector<param_spec> moe_mlp::param_specs() const {
   std::vector<param_spec> specs{{"router.weight", {o_.experts, C_}}};
-  for (int64_t e = 0; e < o_.experts; ++e) {
+  for (int64_t e = first_; e < first_ + local_; ++e) {
     const std::string p = "experts." + std::to_string(e) + ".";
     specs.push_back({p + "fc.weight", {F_, C_}});
     specs.push_back({p + "fc.bias", {F_}});
@@ -48,20 +60,99 @@ std::vector<param_spec> moe_mlp::param_specs() const {
   return specs;
 }
 
+std::vector<param_run> moe_mlp::full_runs() const {
+  const int64_t router = o_.experts * C_;
+  return {{0, router}, {router + first_ * expert_params(), local_ * expert_params()}};
+}
+
 void moe_mlp::init(float* params, std::mt19937_64& rng) const {
-  // PyTorch Linear's default, per matrix: uniform within 1/sqrt(fan in).
+  // PyTorch Linear's default, per matrix: uniform within 1/sqrt(fan in). Drawn for every expert,
+  // so a rank of an expert group holds its experts' single-device values.
   const float by_c = 1.0f / std::sqrt(static_cast<float>(C_)), by_f = 1.0f / std::sqrt(static_cast<float>(F_));
-  fill_uniform(params, o_.experts * C_, by_c, rng);
-  float* p = params + o_.experts * C_;
+  std::vector<float> full(static_cast<size_t>(full_params()));
+  fill_uniform(full.data(), o_.experts * C_, by_c, rng);
+  float* p = full.data() + o_.experts * C_;
   for (int64_t e = 0; e < o_.experts; ++e, p += expert_params()) {
     fill_uniform(p, F_ * C_ + F_, by_c, rng);
     fill_uniform(p + F_ * C_ + F_, C_ * F_ + C_, by_f, rng);
+  }
+  int64_t at = 0;
+  for (const param_run& r : full_runs()) {
+    std::copy(full.data() + r.offset, full.data() + r.offset + r.count, params + at);
+    at += r.count;
   }
 }
 
 moe::routing moe_mlp::route(const float* logits, int64_t N) const {
   return moe::route(logits, N, o_.experts, o_.top_k, moe::capacity_for(o_.capacity_factor, N, o_.experts, o_.top_k),
                     o_.normalize_top_k, o_.aux_coefficient);
+}
+
+std::vector<std::vector<float>> moe_mlp::to_owners(const std::vector<std::vector<float>>& per_expert, int64_t H,
+                                                   std::vector<int64_t>& from) const {
+  const int P = ranks_;
+  const int64_t L = local_;
+  if (!group_) {
+    if (from.empty())
+      for (const auto& rows : per_expert) from.push_back(rows_of(rows, H));
+    return per_expert;
+  }
+  if (from.empty()) {  // the owners learn how many rows of each rank's to expect for each expert
+    std::vector<float> counts;
+    for (const auto& rows : per_expert) counts.push_back(static_cast<float>(rows_of(rows, H)));
+    const exchanged c = all_to_all(*group_, counts.data(), std::vector<int64_t>(static_cast<size_t>(P), L));
+    for (int o = 0; o < P; ++o)
+      for (int64_t j = 0; j < L; ++j)
+        from.push_back(static_cast<int64_t>(c.data[static_cast<size_t>(c.offsets[static_cast<size_t>(o)] + j)]));
+  }
+  std::vector<float> send;
+  std::vector<int64_t> send_counts(static_cast<size_t>(P), 0);
+  for (int64_t e = 0; e < o_.experts; ++e) {  // an owner's experts are contiguous: blocks in owner order
+    const auto& rows = per_expert[static_cast<size_t>(e)];
+    send.insert(send.end(), rows.begin(), rows.end());
+    send_counts[static_cast<size_t>(e / L)] += static_cast<int64_t>(rows.size());
+  }
+  const exchanged got = all_to_all(*group_, send.data(), send_counts);
+  std::vector<std::vector<float>> out(static_cast<size_t>(L));
+  for (int o = 0; o < P; ++o) {
+    int64_t at = got.offsets[static_cast<size_t>(o)];
+    for (int64_t j = 0; j < L; ++j) {
+      const int64_t n = from[static_cast<size_t>(o * L + j)] * H;
+      out[static_cast<size_t>(j)].insert(out[static_cast<size_t>(j)].end(), got.data.begin() + at,
+                                          got.data.begin() + at + n);
+      at += n;
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<float>> moe_mlp::to_origins(const std::vector<std::vector<float>>& per_local, int64_t H,
+                                                    const std::vector<int64_t>& from,
+                                                    const std::vector<int64_t>& load) const {
+  if (!group_) return per_local;
+  const int P = ranks_;
+  const int64_t L = local_;
+  std::vector<float> send;
+  std::vector<int64_t> send_counts(static_cast<size_t>(P), 0), at(static_cast<size_t>(L), 0);
+  for (int o = 0; o < P; ++o)
+    for (int64_t j = 0; j < L; ++j) {
+      const int64_t n = from[static_cast<size_t>(o * L + j)] * H;
+      const auto& rows = per_local[static_cast<size_t>(j)];
+      send.insert(send.end(), rows.begin() + at[static_cast<size_t>(j)], rows.begin() + at[static_cast<size_t>(j)] + n);
+      at[static_cast<size_t>(j)] += n;
+      send_counts[static_cast<size_t>(o)] += n;
+    }
+  const exchanged got = all_to_all(*group_, send.data(), send_counts);
+  std::vector<std::vector<float>> out(static_cast<size_t>(o_.experts));
+  for (int q = 0; q < P; ++q) {
+    int64_t from_q = got.offsets[static_cast<size_t>(q)];
+    for (int64_t j = 0; j < L; ++j) {
+      const int64_t e = q * L + j, n = load[static_cast<size_t>(e)] * H;
+      out[static_cast<size_t>(e)].assign(got.data.begin() + from_q, got.data.begin() + from_q + n);
+      from_q += n;
+    }
+  }
+  return out;
 }
 
 tensor moe_mlp::forward(const tensor& x, saved_activations& saved) const {
@@ -73,27 +164,29 @@ tensor moe_mlp::forward(const tensor& x, saved_activations& saved) const {
   tensor logits({N, E});
   ops::matmul_forward(logits.data(), x.data(), params_, nullptr, N, C_, E);
   last_ = route(logits.data(), N);
-  const std::vector<std::vector<float>> in = moe::dispatch(last_, x.data(), C_);
-  saved.tensors = {x, logits};
-  std::vector<std::vector<float>> outs(static_cast<size_t>(E));
-  std::vector<tensor> pre(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e) {
-    const float* w = params_ + E * C_ + e * expert_params();
-    const int64_t n = last_.load[static_cast<size_t>(e)];
+  std::vector<int64_t> from;
+  std::vector<std::vector<float>> in = to_owners(moe::dispatch(last_, x.data(), C_), C_, from);
+  std::vector<float> from_values(from.begin(), from.end());
+  saved.tensors = {x, logits, tensor({static_cast<int64_t>(from.size())}, from_values)};
+  std::vector<std::vector<float>> outs(static_cast<size_t>(local_));
+  for (int64_t j = 0; j < local_; ++j) {
+    const float* w = params_ + E * C_ + j * expert_params();
+    const int64_t n = rows_of(in[static_cast<size_t>(j)], C_);
     std::vector<float> h(static_cast<size_t>(n * F_)), a(static_cast<size_t>(n * F_));
-    outs[static_cast<size_t>(e)].assign(static_cast<size_t>(n * C_), 0.0f);
+    outs[static_cast<size_t>(j)].assign(static_cast<size_t>(n * C_), 0.0f);
     if (n > 0) {
-      ops::matmul_forward(h.data(), in[static_cast<size_t>(e)].data(), w, w + F_ * C_, n, C_, F_);
+      ops::matmul_forward(h.data(), in[static_cast<size_t>(j)].data(), w, w + F_ * C_, n, C_, F_);
       ops::gelu_forward(a.data(), h.data(), n * F_);
-      ops::matmul_forward(outs[static_cast<size_t>(e)].data(), a.data(), w + F_ * C_ + F_, w + F_ * C_ + F_ + C_ * F_,
+      ops::matmul_forward(outs[static_cast<size_t>(j)].data(), a.data(), w + F_ * C_ + F_, w + F_ * C_ + F_ + C_ * F_,
                           n, F_, C_);
     }
-    pre[static_cast<size_t>(e)] = rows_tensor(std::move(h), F_);
+    saved.tensors.push_back(rows_tensor(std::move(in[static_cast<size_t>(j)]), C_));
+    saved.tensors.push_back(rows_tensor(std::move(h), F_));
   }
+  std::vector<std::vector<float>> back = to_origins(outs, C_, from, last_.load);
   tensor y(x.shape());
-  moe::combine(last_, outs, C_, y.data());
-  for (tensor& t : pre) saved.tensors.push_back(std::move(t));
-  for (auto& o : outs) saved.tensors.push_back(rows_tensor(std::move(o), C_));
+  moe::combine(last_, back, C_, y.data());
+  for (auto& o : back) saved.tensors.push_back(rows_tensor(std::move(o), C_));
   return y;
 }
 
@@ -102,56 +195,60 @@ tensor moe_mlp::backward_input(const tensor& dy, saved_activations& saved) const
   const tensor& x = saved.tensors.at(kX);
   const tensor& logits = saved.tensors.at(kLogits);
   const int64_t N = x.numel() / C_, E = o_.experts;
+  const size_t outs_at = kLocal + static_cast<size_t>(2 * local_);
   const moe::routing r = route(logits.data(), N);
   std::vector<std::vector<float>> outs(static_cast<size_t>(E));
   for (int64_t e = 0; e < E; ++e) {
-    const tensor& o = saved.tensors.at(kExperts + static_cast<size_t>(E + e));
+    const tensor& o = saved.tensors.at(outs_at + static_cast<size_t>(e));
     outs[static_cast<size_t>(e)].assign(o.data(), o.data() + o.numel());
   }
   moe::combine_grads g = moe::combine_backward(r, outs, dy.data(), C_, o_.normalize_top_k, o_.aux_coefficient);
   tensor dx(x.shape());
   ops::matmul_backward_input(dx.data(), g.logits.data(), params_, N, C_, E);  // the router's share
-  std::vector<std::vector<float>> din(static_cast<size_t>(E));
-  std::vector<tensor> dpre(static_cast<size_t>(E));
-  for (int64_t e = 0; e < E; ++e) {
-    const float* w = params_ + E * C_ + e * expert_params();
-    const int64_t n = r.load[static_cast<size_t>(e)];
-    const tensor& h = saved.tensors.at(kExperts + static_cast<size_t>(e));
+  const tensor& from_t = saved.tensors.at(kFrom);
+  std::vector<int64_t> from(from_t.data(), from_t.data() + from_t.numel());
+  const std::vector<std::vector<float>> dout = to_owners(g.expert_out, C_, from);
+  std::vector<std::vector<float>> din(static_cast<size_t>(local_));
+  std::vector<tensor> dh_rows(static_cast<size_t>(local_));
+  for (int64_t j = 0; j < local_; ++j) {
+    const float* w = params_ + E * C_ + j * expert_params();
+    const tensor& h = saved.tensors.at(kLocal + static_cast<size_t>(2 * j + 1));
+    const int64_t n = h.numel() / F_;
     std::vector<float> da(static_cast<size_t>(n * F_)), dh(static_cast<size_t>(n * F_));
-    din[static_cast<size_t>(e)].assign(static_cast<size_t>(n * C_), 0.0f);
+    din[static_cast<size_t>(j)].assign(static_cast<size_t>(n * C_), 0.0f);
     if (n > 0) {
-      ops::matmul_backward_input(da.data(), g.expert_out[static_cast<size_t>(e)].data(), w + F_ * C_ + F_, n, F_, C_);
+      ops::matmul_backward_input(da.data(), dout[static_cast<size_t>(j)].data(), w + F_ * C_ + F_, n, F_, C_);
       ops::gelu_backward(dh.data(), h.data(), da.data(), n * F_);
-      ops::matmul_backward_input(din[static_cast<size_t>(e)].data(), dh.data(), w, n, C_, F_);
+      ops::matmul_backward_input(din[static_cast<size_t>(j)].data(), dh.data(), w, n, C_, F_);
     }
-    dpre[static_cast<size_t>(e)] = rows_tensor(std::move(dh), F_);
+    dh_rows[static_cast<size_t>(j)] = rows_tensor(std::move(dh), F_);
   }
   std::vector<float> routed_dx(static_cast<size_t>(N * C_), 0.0f);
-  moe::dispatch_backward(r, din, C_, routed_dx.data());
+  moe::dispatch_backward(r, to_origins(din, C_, from, r.load), C_, routed_dx.data());
   ops::add_into(dx.data(), routed_dx.data(), N * C_);
-  std::vector<std::vector<float>> in = moe::dispatch(r, x.data(), C_);  // before x's vector grows below
   saved.tensors.push_back(tensor({N, E}, g.logits));
-  for (int64_t e = 0; e < E; ++e) saved.tensors.push_back(rows_tensor(std::move(g.expert_out[static_cast<size_t>(e)]), C_));
-  for (tensor& t : dpre) saved.tensors.push_back(std::move(t));
-  for (auto& rows : in) saved.tensors.push_back(rows_tensor(std::move(rows), C_));
+  for (int64_t j = 0; j < local_; ++j) {
+    saved.tensors.push_back(rows_tensor(dout[static_cast<size_t>(j)], C_));
+    saved.tensors.push_back(std::move(dh_rows[static_cast<size_t>(j)]));
+  }
   return dx;
 }
 
 void moe_mlp::backward_weight(const tensor& dy, saved_activations& saved) {
   const int64_t E = o_.experts;
-  if (saved.tensors.size() == kExperts + static_cast<size_t>(2 * E)) backward_input(dy, saved);  // the first layer of a model
+  const size_t grads_at = kLocal + static_cast<size_t>(2 * local_ + E);
+  if (saved.tensors.size() == grads_at) backward_input(dy, saved);  // the first layer of a model
   const tensor& x = saved.tensors.at(kX);
   const int64_t N = x.numel() / C_;
-  const size_t grads_at = kExperts + static_cast<size_t>(2 * E);
   ops::matmul_backward_weight(grads_, nullptr, saved.tensors.at(grads_at).data(), x.data(), N, C_, E);
-  for (int64_t e = 0; e < E; ++e) {
-    const tensor& h = saved.tensors.at(kExperts + static_cast<size_t>(e));
-    const int64_t n = h.numel() / F_;  // the tokens expert e took
+  for (int64_t j = 0; j < local_; ++j) {
+    const tensor& in = saved.tensors.at(kLocal + static_cast<size_t>(2 * j));
+    const tensor& h = saved.tensors.at(kLocal + static_cast<size_t>(2 * j + 1));
+    const int64_t n = h.numel() / F_;  // the tokens expert first_ + j took, over the group
     if (n == 0) continue;
-    float* gw = grads_ + E * C_ + e * expert_params();
-    const tensor& dout = saved.tensors.at(grads_at + 1 + static_cast<size_t>(e));
-    const tensor& dh = saved.tensors.at(grads_at + 1 + static_cast<size_t>(E + e));
-    const tensor& in = saved.tensors.at(grads_at + 1 + static_cast<size_t>(2 * E + e));
+    float* gw = grads_ + E * C_ + j * expert_params();
+    const tensor& dout = saved.tensors.at(grads_at + 1 + static_cast<size_t>(2 * j));
+    const tensor& dh = saved.tensors.at(grads_at + 2 + static_cast<size_t>(2 * j));
     std::vector<float> a(static_cast<size_t>(n * F_));
     ops::gelu_forward(a.data(), h.data(), n * F_);
     ops::matmul_backward_weight(gw + F_ * C_ + F_, gw + F_ * C_ + F_ + C_ * F_, dout.data(), a.data(), n, F_, C_);
