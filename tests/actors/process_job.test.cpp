@@ -283,6 +283,10 @@ TEST(ProcessJob, GptWithContextParallelismAcrossProcessesEqualsTheSameMeshInOneP
   troupe::sched::mesh every_axis{2, 2, 2, 1};  // 16 ranks; as 4 processes each holds one (dp, cp) place's pp x tp ranks
   every_axis.cp = 2;
   expect_mesh_over_processes_bitwise(every_axis, {4}, "gptdpppptcp", true);
+  // The ring's steps and the all-to-all's blocks between processes: the same bits as in one.
+  // (The small GPT's 2 heads split over cp 2 only without tp.)
+  expect_mesh_over_processes_bitwise(every_axis, {4}, "gptdpppptcpring", true, "ring:");
+  expect_mesh_over_processes_bitwise(pp_cp, {4}, "gptppcpa2a", true, "a2a:");
 }
 
 // A mixture of experts under ZeRO-2 over dp 2 x pp 2: every expert's gradients (some zero where

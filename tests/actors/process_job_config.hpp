@@ -76,6 +76,8 @@ struct job_variant {
   bool no_links = false;
   // "moe:": the small GPT with 4 experts, top-2, in every block.
   bool moe = false;
+  // "ring:" or "a2a:": context parallelism's attention as --cp-mode ring or all-to-all.
+  context::cp_mode cp_mode = context::cp_mode::all_gather;
 };
 // "nameN:" at the front of `text`: N, and the prefix removed; -1 otherwise.
 inline int take_number(std::string& text, const std::string& name) {
@@ -110,6 +112,12 @@ inline job_variant take_variant(std::string& text) {
     } else if (text.rfind("moe:", 0) == 0) {
       v.moe = true;
       text = text.substr(4);
+    } else if (text.rfind("ring:", 0) == 0) {
+      v.cp_mode = context::cp_mode::ring;
+      text = text.substr(5);
+    } else if (text.rfind("a2a:", 0) == 0) {
+      v.cp_mode = context::cp_mode::all_to_all;
+      text = text.substr(4);
     } else if (text.rfind("bsp:", 0) == 0) {
       v.bsp = true;
       text = text.substr(4);
@@ -126,6 +134,7 @@ inline job_variant take_variant(std::string& text) {
 }
 inline void apply(const job_variant& v, train_config& c) {
   c.zero = v.zero;
+  c.cp_mode = v.cp_mode;
   if (v.moe) {
     c.model.experts = 4;
     c.model.top_k = 2;
