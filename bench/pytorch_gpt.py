@@ -23,6 +23,13 @@ over a DeviceMesh ("dp", "pp", "tp"):
   same number of microbatches.
 - dp: DistributedDataParallel over the dp mesh dimension; each replica gets 1/dp of the batch.
   With --fsdp (pp 1, tp 1), FSDP2 instead: `fully_shard` on every block and then on the model.
+- cp (alone: dp, pp, tp 1): DeepSpeed-Ulysses over gloo, as `troupe train --cp N --cp-mode
+  all-to-all`: every rank takes the whole batch's tokens at its balanced positions (chunks c and
+  2N-1-c of 2N), and each attention's q, k and v go through a differentiable all-to-all
+  (torch.distributed._functional_collectives.all_to_all_single_autograd) from "my tokens, every head" to "every
+  token, my heads", are put in position order for F.scaled_dot_product_attention(is_causal) and
+  come back the same way; gradients average over the ranks under DDP. (torch.distributed's own
+  context_parallel has no CPU path for scaled_dot_product_attention.)
 
 Prints one JSON line: samples_per_s (steps after the warm-up), losses (per step, mean over the
 global batch), vocab, torch version.
@@ -95,12 +102,37 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(C, 3 * C)  # rows: per tp rank, [q | k | v] of its heads
         self.proj = nn.Linear(C, C)
 
+    ulysses = None  # (cp, the rows' positions, the permutation to position order): set under --cp
+
     def forward(self, x):
         B, T, _ = x.shape
         qkv = self.qkv(x)  # local under tp: (B, T, 3C/tp)
+        if self.ulysses is not None:
+            return self.proj(self.ulysses_attention(qkv))
         q, k, v = (t.view(B, T, -1, self.head_dim).transpose(1, 2) for t in qkv.split(qkv.shape[-1] // 3, dim=-1))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         return self.proj(y.transpose(1, 2).reshape(B, T, -1))
+
+    def ulysses_attention(self, qkv):
+        import torch.distributed as dist
+        from torch.distributed._functional_collectives import all_to_all_single_autograd
+
+        def all_to_all_single(blocks):  # differentiable, along dim 0
+            return all_to_all_single_autograd(blocks, None, None, dist.group.WORLD)
+
+        cp, order, to_positions = self.ulysses
+        B, T, _ = qkv.shape  # this rank's T tokens, every head
+        H, d = qkv.shape[-1] // 3 // self.head_dim, self.head_dim
+
+        def to_heads(t):  # (B, T, H*d) -> (B, cp*T, H/cp, d): every rank's tokens (rank order), my heads
+            blocks = t.reshape(B, T, cp, H // cp, d).permute(2, 0, 1, 3, 4).contiguous()
+            return all_to_all_single(blocks).permute(1, 0, 2, 3, 4).reshape(B, cp * T, H // cp, d)
+
+        q, k, v = (to_heads(t)[:, to_positions].transpose(1, 2) for t in qkv.split(qkv.shape[-1] // 3, dim=-1))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2)[:, order]  # rank order again
+        blocks = y.reshape(B, cp, T, H // cp, d).permute(1, 0, 2, 3, 4).contiguous()
+        back = all_to_all_single(blocks)  # (cp, B, T, H/cp, d): my tokens, rank j's heads
+        return back.permute(1, 2, 0, 3, 4).reshape(B, T, H * d)
 
 
 class MLP(nn.Module):
@@ -181,9 +213,11 @@ class GPT(nn.Module):
             self.ln_f = self.head = None
         return self
 
+    positions = None  # this rank's token positions under --cp, else 0 .. T-1
+
     def forward(self, x):
         if self.wte is not None:
-            x = self.wte(x) + self.wpe(torch.arange(x.shape[1]))
+            x = self.wte(x) + self.wpe(torch.arange(x.shape[1]) if self.positions is None else self.positions)
         for b in self.blocks.values():
             x = b(x)
         if self.head is not None:
@@ -245,9 +279,11 @@ def make_loss(a, vocab, tp_mesh):
 def worker(rank, a, port, results):
     import torch.distributed as dist
     torch.set_num_threads(a.threads)
-    world = a.dp * a.pp * a.tp
+    world = a.dp * a.pp * a.tp * a.cp
     tokens, vocab = load_corpus(a.corpus, a.context)
     distributed = world > 1
+    if a.cp > 1:
+        return cp_worker(rank, a, port, results, tokens, vocab)
     if distributed:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
         dist.init_process_group("gloo", rank=rank, world_size=world)
@@ -336,6 +372,50 @@ def worker(rank, a, port, results):
         dist.destroy_process_group()
 
 
+def balanced_positions(T, n, r):
+    """kernels/ring_attention.hpp's: chunks r and 2n-1-r of 2n."""
+    c = T // (2 * n)
+    return list(range(r * c, (r + 1) * c)) + list(range((2 * n - 1 - r) * c, (2 * n - r) * c))
+
+
+def cp_worker(rank, a, port, results, tokens, vocab):
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=a.cp)
+    mine = torch.tensor(balanced_positions(a.context, a.cp, rank))
+    order = torch.tensor([p for r in range(a.cp) for p in balanced_positions(a.context, a.cp, r)])
+    model = build_model(a, vocab)
+    model.positions = mine
+    for b in model.blocks.values():
+        b.attn.ulysses = (a.cp, order, torch.argsort(order))
+    model = DistributedDataParallel(model)
+    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=a.weight_decay)
+    data = Batches(tokens, a.context, a.batch_size, a.seed)
+    losses = []
+    t0 = None
+    for step in range(a.warmup + a.steps):
+        if step == a.warmup:
+            dist.barrier()
+            t0 = time.perf_counter()
+        x, y = data.next(0, 1)  # the whole batch, this rank's positions of it
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model(x[:, mine]).flatten(0, 1), y[:, mine].flatten())
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    dist.barrier()
+    seconds = time.perf_counter() - t0
+    t = torch.tensor(losses, dtype=torch.float64) / a.cp  # every rank holds 1/cp of the tokens
+    dist.all_reduce(t)
+    if rank == 0:
+        results.put({"samples_per_s": a.steps * a.batch_size / seconds, "seconds": seconds, "steps": a.steps,
+                     "warmup": a.warmup, "losses": t.tolist(), "vocab": vocab, "torch": torch.__version__,
+                     "threads": torch.get_num_threads(), "cp": a.cp})
+    dist.barrier()
+    dist.destroy_process_group()
+
+
 COMM_OPS = ("all_reduce", "allreduce", "wait", "broadcast", "all_gather", "allgather", "reduce_scatter", "send", "recv",
             "barrier", "gloo")
 
@@ -367,6 +447,7 @@ def main():
     p.add_argument("--dp", type=int, default=1)
     p.add_argument("--pp", type=int, default=1)
     p.add_argument("--tp", type=int, default=1)
+    p.add_argument("--cp", type=int, default=1, help="context parallelism, DeepSpeed-Ulysses over gloo (dp, pp, tp 1)")
     p.add_argument("--micro-batches", type=int, default=1)
     p.add_argument("--fsdp", action="store_true", help="dp through FSDP2's fully_shard (one unit per block) instead of DDP; pp 1, tp 1")
     p.add_argument("--schedule", choices=("1f1b", "gpipe"), default="1f1b")
@@ -398,7 +479,9 @@ def main():
         sys.exit("heads must divide by tp, the batch by dp, and each replica's batch by the microbatches")
     if a.experts and (a.pp > 1 or a.tp > 1 or a.fsdp):
         sys.exit("--experts runs with --dp only (DDP)")
-    world = a.dp * a.pp * a.tp
+    if a.cp > 1 and (a.dp > 1 or a.pp > 1 or a.tp > 1 or a.experts or a.heads % a.cp or a.context % (2 * a.cp)):
+        sys.exit("--cp runs alone (dp, pp, tp 1, no experts), with heads divisible by cp and the context by 2 cp")
+    world = a.dp * a.pp * a.tp * a.cp
     import torch.multiprocessing as mp
     from torch.multiprocessing.spawn import ProcessException
     ctx = mp.get_context("spawn")

@@ -15,6 +15,8 @@ echo "== GPT over dp x pp x tp meshes: troupe against PyTorch DTensor tensor par
 /usr/bin/python3 "$here/tp_vs_pytorch.py" --build "$build" --repeats 3
 echo "== A mixture-of-experts GPT: troupe against a plain PyTorch MoE, dp 1 and dp 2 (DDP, gloo)"
 /usr/bin/python3 "$here/moe_vs_pytorch.py" --build "$build" --repeats 3
+echo "== Context parallelism: troupe's three --cp-mode forms against a PyTorch Ulysses over gloo, cp 2 as 2 processes"
+/usr/bin/python3 "$here/cp_vs_pytorch.py" --build "$build" --repeats 3
 echo "== Live slow-rank and slow-link detection: on against off over two processes"
 /usr/bin/python3 "$here/detection_overhead.py" --troupe "$build/troupe" --repeats 3
 echo "== In-process all-reduce: troupe collectives against Gloo and memcpy"

@@ -1,12 +1,16 @@
-// Blockwise causal attention with an online softmax (see ring_attention.hpp). Plain loops: the
-// arithmetic and its order are what this file fixes; a rank's GEMM-shaped kernels can replace the
-// loops once the order they sum in is the same.
+// Blockwise causal attention with an online softmax (see ring_attention.hpp). Per head, a block's
+// scores and its products with V are GEMMs (ops.hpp's, on the head's rows copied out contiguous);
+// the mask, the running max and sum and the exponentials are plain loops over the scores. A block
+// the mask hides whole (every key after every query) costs nothing.
 #include "kernels/ring_attention.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
 #include <string>
+
+#include "kernels/ops.hpp"
 
 namespace troupe::ring_attention {
 
@@ -47,36 +51,65 @@ float dot(const float* a, const float* b, int64_t n) {
 
 }  // namespace
 
+namespace {
+
+// Head h's hs columns of n strided rows, contiguous.
+void head_rows(float* out, rows r, int64_t n, int64_t h, int64_t hs) {
+  for (int64_t i = 0; i < n; ++i) std::copy(r.data + i * r.stride + h * hs, r.data + i * r.stride + (h + 1) * hs, out + i * hs);
+}
+// Adds contiguous (n, hs) into head h's columns of n strided rows.
+void add_head_rows(mutable_rows r, const float* in, int64_t n, int64_t h, int64_t hs) {
+  for (int64_t i = 0; i < n; ++i) {
+    float* to = r.data + i * r.stride + h * hs;
+    for (int64_t c = 0; c < hs; ++c) to[c] += in[i * hs + c];
+  }
+}
+// True when no key of the block may attend to any query (every key after every query).
+bool hidden(const int64_t* q_pos, int64_t Tq, const int64_t* k_pos, int64_t Tk) {
+  return Tq == 0 || Tk == 0 || *std::min_element(k_pos, k_pos + Tk) > *std::max_element(q_pos, q_pos + Tq);
+}
+
+}  // namespace
+
 void accumulate(partial& p, rows q, const int64_t* q_pos, rows k, rows v, const int64_t* k_pos, int64_t Tk) {
-  const int64_t hs = p.C / p.NH;
+  const int64_t hs = p.C / p.NH, Tq = p.Tq;
+  if (hidden(q_pos, Tq, k_pos, Tk)) return;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  std::vector<float> scores(static_cast<size_t>(Tk));
-  for (int64_t h = 0; h < p.NH; ++h)
-    for (int64_t i = 0; i < p.Tq; ++i) {
-      const float* qi = q.data + i * q.stride + h * hs;
-      float block_max = -std::numeric_limits<float>::infinity();
+  const float none = -std::numeric_limits<float>::infinity();
+  std::vector<float> qh(static_cast<size_t>(Tq * hs)), kh(static_cast<size_t>(Tk * hs)), vh(kh.size()),
+      s(static_cast<size_t>(Tq * Tk)), pv(qh.size());
+  for (int64_t h = 0; h < p.NH; ++h) {
+    head_rows(qh.data(), q, Tq, h, hs);
+    head_rows(kh.data(), k, Tk, h, hs);
+    head_rows(vh.data(), v, Tk, h, hs);
+    ops::matmul_forward(s.data(), qh.data(), kh.data(), nullptr, Tq, hs, Tk);  // q . k for every pair
+    for (int64_t i = 0; i < Tq; ++i) {
+      float* row = s.data() + i * Tk;
+      float block_max = none;
       for (int64_t j = 0; j < Tk; ++j) {
-        if (k_pos[j] > q_pos[i]) continue;
-        scores[static_cast<size_t>(j)] = dot(qi, k.data + j * k.stride + h * hs, hs) * scale;
-        block_max = std::max(block_max, scores[static_cast<size_t>(j)]);
+        row[j] = k_pos[j] > q_pos[i] ? none : row[j] * scale;
+        block_max = std::max(block_max, row[j]);
       }
-      if (block_max == -std::numeric_limits<float>::infinity()) continue;  // the mask hides the whole block
-      float& m = p.max[static_cast<size_t>(h * p.Tq + i)];
-      float& l = p.sum[static_cast<size_t>(h * p.Tq + i)];
+      if (block_max == none) {  // the mask hides the block from this query: it adds nothing
+        std::fill(row, row + Tk, 0.0f);
+        continue;
+      }
+      float& m = p.max[static_cast<size_t>(h * Tq + i)];
+      float& l = p.sum[static_cast<size_t>(h * Tq + i)];
       float* o = p.out.data() + i * p.C + h * hs;
       const float new_max = std::max(m, block_max);
       const float rescale = std::exp(m - new_max);  // 0 before the first key (m = -inf)
       l *= rescale;
       for (int64_t c = 0; c < hs; ++c) o[c] *= rescale;
       for (int64_t j = 0; j < Tk; ++j) {
-        if (k_pos[j] > q_pos[i]) continue;
-        const float e = std::exp(scores[static_cast<size_t>(j)] - new_max);
-        l += e;
-        const float* vj = v.data + j * v.stride + h * hs;
-        for (int64_t c = 0; c < hs; ++c) o[c] += e * vj[c];
+        row[j] = std::exp(row[j] - new_max);  // 0 where masked
+        l += row[j];
       }
       m = new_max;
     }
+    ops::matmul_backward_input(pv.data(), s.data(), vh.data(), Tq, hs, Tk);  // the weights times v
+    add_head_rows({p.out.data(), p.C}, pv.data(), Tq, h, hs);
+  }
 }
 
 void finish(const partial& p, mutable_rows out, float* lse) {
@@ -102,28 +135,36 @@ void row_dots(rows dout, rows out, int64_t Tq, int64_t C, int64_t NH, float* D) 
 void backward_block(rows q, const int64_t* q_pos, int64_t Tq, rows dout, const float* lse, const float* D, rows k,
                     rows v, const int64_t* k_pos, int64_t Tk, int64_t C, int64_t NH, mutable_rows dq,
                     mutable_rows dk, mutable_rows dv) {
+  if (hidden(q_pos, Tq, k_pos, Tk)) return;
   const int64_t hs = C / NH;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-  for (int64_t h = 0; h < NH; ++h)
+  std::vector<float> qh(static_cast<size_t>(Tq * hs)), dyh(qh.size()), kh(static_cast<size_t>(Tk * hs)), vh(kh.size()),
+      prob(static_cast<size_t>(Tq * Tk)), ds(prob.size()), dqh(qh.size()), dkh(kh.size()), dvh(kh.size());
+  for (int64_t h = 0; h < NH; ++h) {
+    head_rows(qh.data(), q, Tq, h, hs);
+    head_rows(dyh.data(), dout, Tq, h, hs);
+    head_rows(kh.data(), k, Tk, h, hs);
+    head_rows(vh.data(), v, Tk, h, hs);
+    ops::matmul_forward(prob.data(), qh.data(), kh.data(), nullptr, Tq, hs, Tk);  // the scores again
+    ops::matmul_forward(ds.data(), dyh.data(), vh.data(), nullptr, Tq, hs, Tk);   // dP = dout . v
     for (int64_t i = 0; i < Tq; ++i) {
-      const float* qi = q.data + i * q.stride + h * hs;
-      const float* dyi = dout.data + i * dout.stride + h * hs;
-      float* dqi = dq.data + i * dq.stride + h * hs;
+      const float lse_i = lse[h * Tq + i], D_i = D[h * Tq + i];
+      float* pr = prob.data() + i * Tk;
+      float* dsr = ds.data() + i * Tk;
       for (int64_t j = 0; j < Tk; ++j) {
-        if (k_pos[j] > q_pos[i]) continue;
-        const float* kj = k.data + j * k.stride + h * hs;
-        const float* vj = v.data + j * v.stride + h * hs;
-        const float prob = std::exp(dot(qi, kj, hs) * scale - lse[h * Tq + i]);
-        const float ds = prob * (dot(dyi, vj, hs) - D[h * Tq + i]) * scale;  // dS = P (dP - D), scaled
-        float* dkj = dk.data + j * dk.stride + h * hs;
-        float* dvj = dv.data + j * dv.stride + h * hs;
-        for (int64_t c = 0; c < hs; ++c) {
-          dqi[c] += ds * kj[c];
-          dkj[c] += ds * qi[c];
-          dvj[c] += prob * dyi[c];
-        }
+        pr[j] = k_pos[j] > q_pos[i] ? 0.0f : std::exp(pr[j] * scale - lse_i);
+        dsr[j] = pr[j] * (dsr[j] - D_i) * scale;  // dS = P (dP - D), scaled
       }
     }
+    std::fill(dkh.begin(), dkh.end(), 0.0f);
+    std::fill(dvh.begin(), dvh.end(), 0.0f);
+    ops::matmul_backward_input(dqh.data(), ds.data(), kh.data(), Tq, hs, Tk);               // dS . k
+    ops::matmul_backward_weight(dkh.data(), nullptr, ds.data(), qh.data(), Tq, hs, Tk);     // dS^T . q
+    ops::matmul_backward_weight(dvh.data(), nullptr, prob.data(), dyh.data(), Tq, hs, Tk);  // P^T . dout
+    add_head_rows(dq, dqh.data(), Tq, h, hs);
+    add_head_rows(dk, dkh.data(), Tk, h, hs);
+    add_head_rows(dv, dvh.data(), Tk, h, hs);
+  }
 }
 
 }  // namespace troupe::ring_attention
