@@ -12,9 +12,9 @@
 //
 // Layout: row-major rows of C = NH * hs floats with head h at columns [h*hs, (h+1)*hs), each
 // operand with its own row stride (so q, k and v can be read in place from a packed (T, 3C)
-// qkv). Every sum runs in a fixed order (blocks in the order given, keys in position order within
-// a block), so a run repeats bit for bit; against one device's attention the sums differ only in
-// order.
+// qkv). Every sum runs in a fixed order (blocks in the order given, within a block the GEMM's
+// for the block's shape), so a run repeats bit for bit; against one device's attention the sums
+// differ only in order.
 #pragma once
 
 #include <cstdint>
