@@ -50,7 +50,9 @@ std::string describe(const plan::plan_config& c) {
                 c.schedule == "interleaved" ? (" v" + std::to_string(c.virtual_stages)).c_str() : "", c.zero,
                 plan::to_string(c.rc), c.sequence_parallel ? " sp" : "");
   std::string out = buf;
-  if (c.cp > 1) out += " cp" + std::to_string(c.cp) + (c.cp_attention == plan::cp_kind::ring ? "" : " a2a");
+  if (c.cp > 1)
+    out += " cp" + std::to_string(c.cp) +
+           (c.cp_attention == plan::cp_kind::ring ? "" : c.cp_attention == plan::cp_kind::all_to_all ? " a2a" : " ag");
   if (c.ep > 1) out += " ep" + std::to_string(c.ep);
   if (c.order != plan::rank_order{}) out += std::string(" ") + plan::to_string(c.order);
   if (c.precision.fp8 != plan::fp8_scaling::none) out += std::string(" ") + plan::to_string(c.precision);
@@ -202,7 +204,7 @@ plan::plan_config build_config(const plan_flags& f, const model_file& mf, const 
     c.m.dp = cl.gpus() / (f.pp * f.tp * f.cp);
   }
   const auto kind = plan::parse_cp_kind(f.cp_attention);
-  if (!kind) throw std::invalid_argument("--cp-attention \"" + f.cp_attention + "\": expected ring or all-to-all");
+  if (!kind) throw std::invalid_argument("--cp-attention \"" + f.cp_attention + "\": expected ring, all-to-all or all-gather");
   c.cp_attention = *kind;
   const auto order = plan::parse_rank_order(f.order);
   if (!order) throw std::invalid_argument("--rank-order \"" + f.order + "\": expected tp-cp-pp-dp or tp-cp-dp-pp");
@@ -370,7 +372,7 @@ void add_plan_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--last-stage-layers", f->last_stage_layers,
                   "Layers of the last pipeline stage, the others splitting the rest evenly [0: the even share]");
   cmd->add_option("--cp", f->cp, "Context-parallel ranks: each sequence split over them [1]")->check(CLI::PositiveNumber);
-  cmd->add_option("--cp-attention", f->cp_attention, "Context parallelism's attention: ring, all-to-all [ring]");
+  cmd->add_option("--cp-attention", f->cp_attention, "Context parallelism's attention: ring, all-to-all, all-gather [ring]");
   cmd->add_option("--ep", f->ep, "Expert-parallel ranks a mixture of experts spreads its experts over [1]")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--rank-order", f->order,

@@ -220,7 +220,7 @@ model_file load_model_file(const std::string& path) {
     run.ep = p.integer("ep", 1);
     const std::string cp_attention = p.text("cp_attention", std::string("ring"));
     const auto kind = sched::plan::parse_cp_kind(cp_attention);
-    if (!kind) fail(path, nullptr, "published.cp_attention", "\"" + cp_attention + "\": expected ring or all-to-all");
+    if (!kind) fail(path, nullptr, "published.cp_attention", "\"" + cp_attention + "\": expected ring, all-to-all or all-gather");
     run.cp_attention = *kind;
     const std::string order = p.text("rank_order", std::string("tp-cp-pp-dp"));
     const auto o = sched::plan::parse_rank_order(order);

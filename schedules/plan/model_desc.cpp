@@ -23,10 +23,20 @@ std::optional<rank_order> parse_rank_order(const std::string& text) {
   return std::nullopt;
 }
 
-const char* to_string(cp_kind k) { return k == cp_kind::all_to_all ? "all-to-all" : "ring"; }
+const char* to_string(cp_kind k) {
+  switch (k) {
+    case cp_kind::ring:
+      return "ring";
+    case cp_kind::all_to_all:
+      return "all-to-all";
+    case cp_kind::all_gather:
+      return "all-gather";
+  }
+  return "?";
+}
 
 std::optional<cp_kind> parse_cp_kind(const std::string& text) {
-  for (cp_kind k : {cp_kind::ring, cp_kind::all_to_all})
+  for (cp_kind k : {cp_kind::ring, cp_kind::all_to_all, cp_kind::all_gather})
     if (text == to_string(k)) return k;
   return std::nullopt;
 }

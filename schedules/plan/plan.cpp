@@ -55,8 +55,8 @@ std::string check(const model_desc& model, const cluster_desc& cl, const plan_co
   if (model.moe() && (model.top_k < 1 || model.top_k > model.experts))
     return "top_k " + std::to_string(model.top_k) + " must be between 1 and the " + std::to_string(model.experts) +
            " experts of " + model.name;
-  if (c.cp > 1 && c.cp_attention == cp_kind::ring && std::fmod(model.sequence, 2.0 * c.cp) != 0)
-    return "--cp " + std::to_string(c.cp) + ": ring attention splits the " +
+  if (c.cp > 1 && c.cp_attention != cp_kind::all_to_all && std::fmod(model.sequence, 2.0 * c.cp) != 0)
+    return "--cp " + std::to_string(c.cp) + ": " + to_string(c.cp_attention) + " attention splits the " +
            std::to_string(static_cast<long long>(model.sequence)) + "-token sequence into 2 x cp = " +
            std::to_string(2 * c.cp) + " equal chunks, which it does not divide";
   if (c.cp > 1 && c.cp_attention == cp_kind::all_to_all && std::fmod(model.sequence, c.cp) != 0)
@@ -242,10 +242,10 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
     const int span = (c.ep + per_node - 1) / per_node;
     a2a = all_to_all_seconds(2 * routed * h, c.ep, per_node, span, cl);
   }
-  // Attention: under ring cp each rank's queries meet every key block; under all-to-all cp each
-  // rank runs the whole sequence for heads / cp. Fused attention skips the blocks the causal
-  // mask hides, half the scores.
-  const bool ring = c.cp_attention == cp_kind::ring || c.cp == 1;
+  // Attention: under ring and all-gather cp each rank's queries meet every key block; under
+  // all-to-all cp each rank runs the whole sequence for heads / cp. Fused attention skips the
+  // blocks the causal mask hides, half the scores.
+  const bool ring = c.cp_attention != cp_kind::all_to_all || c.cp == 1;
   const double q_rows = ring ? sl : s, heads = b * a / t / (ring ? 1 : c.cp);
   const double keys = md.fused_attention ? s / 2 : s, d = md.head();
   // Unfused, QK^T writes the scores and AV reads them back; fused (flash), both products stay in
@@ -275,10 +275,16 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
   // Context parallelism's traffic. Ring: cp - 1 steps, each passing a k and a v block (16-bit,
   // this tp rank's heads) to the next rank while the current block's attention runs; backward
   // passes them again with their gradients. All-to-all: q, k, v in and the context out, each way.
+  // All-gather: every rank's k and v gathered before attention, nothing to hide behind; backward
+  // gathers them again and reduce-scatters their gradients.
   double cp_forward = 0, cp_backward = 0;
   if (c.cp > 1) {
     const bool inside = m.tp * c.cp <= cl.gpus_per_node;
-    if (ring) {
+    if (c.cp_attention == cp_kind::all_gather) {
+      const double gathered = 2 * 2 * rows * kvw / t * c.cp;  // every rank's k and v, 16-bit
+      cp_forward = group_collective_seconds(collective::all_gather, gathered, c.cp, m.tp, cl);
+      cp_backward = cp_forward + group_collective_seconds(collective::reduce_scatter, gathered, c.cp, m.tp, cl);
+    } else if (ring) {
       const link_class l = inside ? cl.intra_node : inter_node_link(cl, (c.cp - 1) * m.tp / cl.gpus_per_node + 1);
       const double block = 2 * 2 * rows * kvw / t;
       const double steps = c.cp - 1;

@@ -103,9 +103,12 @@ std::optional<rank_order> parse_rank_order(const std::string& text);
 // Context parallelism's attention: a ring passing key and value blocks between neighbours while
 // each block's attention runs (Liu et al. 2023; Megatron-Core's and Llama 3's, with the causal
 // load balancing that gives every rank an equal share), or all-to-alls that trade the sequence
-// split for a head split around attention (DeepSpeed-Ulysses, Jacobs et al. 2023).
-enum class cp_kind { ring, all_to_all };
-const char* to_string(cp_kind k);  // "ring", "all-to-all"
+// split for a head split around attention (DeepSpeed-Ulysses, Jacobs et al. 2023), or every
+// rank's keys and values all-gathered before attention and their gradients reduce-scattered after
+// (Llama 3's, Grattafiori et al. 2024, section 3.3.2), with the ring's load balancing. The three
+// forms of troupe train's --cp-mode.
+enum class cp_kind { ring, all_to_all, all_gather };
+const char* to_string(cp_kind k);  // "ring", "all-to-all", "all-gather"
 std::optional<cp_kind> parse_cp_kind(const std::string& text);
 
 // How the software that runs a plan behaves, beyond the device's own GEMM efficiency: a run
@@ -248,7 +251,7 @@ struct search_space {
   std::vector<int> cp = {1, 2, 4, 8, 16, 32};
   double min_cp_tokens = 4096;
   std::vector<int> ep = {1, 2, 4, 8, 16, 32, 64};
-  std::vector<cp_kind> cp_kinds = {cp_kind::ring, cp_kind::all_to_all};
+  std::vector<cp_kind> cp_kinds = {cp_kind::ring, cp_kind::all_to_all, cp_kind::all_gather};
   std::vector<rank_order> orders = {rank_order::tp_cp_pp_dp, rank_order::tp_cp_dp_pp};
   gemm_precision precision{dtype::bf16, false};
   stack_desc stack;  // the software every plan runs on

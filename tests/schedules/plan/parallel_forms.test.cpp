@@ -89,6 +89,43 @@ TEST(schedules_plan_forms, the_ring_shows_what_outlasts_attention_and_each_step_
   EXPECT_EQ(evaluate(md, cluster(1), inside).breakdown.context_parallel, 0);
 }
 
+// Llama 3's all-gather form: the same attention as the ring's (each rank's queries against every
+// key), its k and v gathered with nothing to hide behind. Inside a node, where the ring hides
+// whole, it still shows; and it is nothing but the all-gather forward and the all-gather and
+// reduce-scatter backward of every rank's k|v. (Across nodes it can beat the ring: a gather
+// runs hierarchically, while every ring step waits on its NIC hop.)
+TEST(schedules_plan_forms, the_all_gather_form_computes_what_the_ring_does_and_shows_all_its_traffic) {
+  model_desc md = dense();
+  for (int nodes : {1, 2}) {
+    SCOPED_TRACE(std::to_string(nodes) + " node(s)");
+    plan_config ring = config({1, 1, nodes == 1 ? 2 : 4, 1}, 4);
+    ring.cp = 4;
+    plan_config gathered = ring;
+    gathered.cp_attention = cp_kind::all_gather;
+    const plan_result r = evaluate(md, cluster(nodes, 2e9), ring), g = evaluate(md, cluster(nodes, 2e9), gathered);
+    EXPECT_EQ(check(md, cluster(nodes, 2e9), gathered), "");
+    EXPECT_NEAR(g.breakdown.compute, r.breakdown.compute, 1e-12 * r.breakdown.compute);
+    EXPECT_GT(g.breakdown.context_parallel, 0);
+    if (nodes == 1) {
+      EXPECT_EQ(r.breakdown.context_parallel, 0);
+    }
+    const double rows = md.sequence / gathered.cp;
+    const double bytes = 2 * 2 * rows * md.kv_width() / gathered.m.tp * gathered.cp;
+    const cluster_desc cl = cluster(nodes, 2e9);
+    const double per_layer = 2 * group_collective_seconds(collective::all_gather, bytes, gathered.cp, gathered.m.tp, cl) +
+                             group_collective_seconds(collective::reduce_scatter, bytes, gathered.cp, gathered.m.tp, cl);
+    const double expected = gathered.microbatches() * md.layers * per_layer;
+    EXPECT_NEAR(g.breakdown.context_parallel, expected, 1e-9 * expected);
+  }
+  model_desc odd = dense();
+  odd.sequence = 4100;  // divides by cp 4, not into 2 x 4 chunks
+  plan_config c = config({1, 1, 2, 1}, 4);
+  c.cp = 4;
+  c.cp_attention = cp_kind::all_gather;
+  EXPECT_NE(check(odd, cluster(1), c).find("all-gather attention splits the 4100-token sequence into 2 x cp = 8"),
+            std::string::npos);
+}
+
 TEST(schedules_plan_forms, a_mixture_of_experts_counts_every_expert_as_parameters_and_top_k_as_flops) {
   const model_desc m = moe();
   const double attention = 2 * 2048.0 * 16 * 256 + 2 * 2048.0 * 4 * 256;
@@ -209,7 +246,7 @@ TEST(schedules_plan_forms, overlapped_gradient_reduction_shows_only_what_outlast
 
 TEST(schedules_plan_forms, the_new_choices_have_text_forms_that_round_trip) {
   for (rank_order o : {rank_order::tp_cp_pp_dp, rank_order::tp_cp_dp_pp}) EXPECT_EQ(parse_rank_order(to_string(o)), o);
-  for (cp_kind k : {cp_kind::ring, cp_kind::all_to_all}) EXPECT_EQ(parse_cp_kind(to_string(k)), k);
+  for (cp_kind k : {cp_kind::ring, cp_kind::all_to_all, cp_kind::all_gather}) EXPECT_EQ(parse_cp_kind(to_string(k)), k);
   for (gemm_precision p : all_precisions) {
     gemm_precision back;
     ASSERT_TRUE(parse_precision(to_string(p), back)) << to_string(p);
