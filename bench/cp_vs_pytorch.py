@@ -21,7 +21,7 @@ import subprocess
 import sys
 import tempfile
 
-from tp_vs_pytorch import run_pytorch_peer, troupe_rate
+from tp_vs_pytorch import alternating_runs, checked_arguments, cpu_model, peer_arguments, run_pytorch_peer, troupe_rate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -48,32 +48,17 @@ def run_pytorch(a, T, env):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--python", default=os.path.join(ROOT, ".venv-bench", "bin", "python"))
-    ap.add_argument("--steps", type=int, default=40, help="timed steps, a multiple of 10")
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--repeats", type=int, default=3)
+    peer_arguments(ap, 40)
     ap.add_argument("--cp", type=int, default=2)
     ap.add_argument("--contexts", default="64,256", help="sequence lengths, comma-separated")
-    a = ap.parse_args()
-    a.batch_size = 16  # examples/gpt.toml's
-    if a.steps % 10 or a.warmup < 1:
-        sys.exit("--steps must be a multiple of 10 and --warmup at least 1 (troupe's rate windows are 10 steps)")
+    a = checked_arguments(ap)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     contexts = [int(t) for t in a.contexts.split(",")]
-    runs = {T: {k: [] for k in MODES + ("pytorch",)} for T in contexts}
-    torch_version = "?"
-    for rep in range(a.repeats):
-        for T in contexts:
-            order = [(m, lambda m=m: run_troupe(a, m, T, env)) for m in MODES] + [("pytorch", lambda: run_pytorch(a, T, env))]
-            for name, fn in (order if rep % 2 == 0 else order[::-1]):
-                r = fn()
-                runs[T][name].append(r)
-                torch_version = r.get("torch", torch_version)
-                print(f"[{rep + 1}/{a.repeats}] T {T} {name}: {r['samples_per_s']:.1f} samples/s, first loss "
-                      f"{r['first_loss']:.4f} (load average {open('/proc/loadavg').read().split()[0]})",
-                      file=sys.stderr, flush=True)
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    runs, torch_version = alternating_runs(
+        a.repeats, contexts,
+        lambda T: [(m, lambda m=m: run_troupe(a, m, T, env)) for m in MODES] + [("pytorch", lambda: run_pytorch(a, T, env))],
+        "T")
+    cpu = cpu_model()
     print(f"GPT (examples/gpt.toml) at context T, cp {a.cp} as {a.cp} processes, global batch 16, 1 thread per "
           f"rank, samples/s over {a.steps} steps after {a.warmup}, median (min-max) of {a.repeats} alternating runs; "
           f"PyTorch {torch_version} (Ulysses over gloo); {cpu}")

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import tempfile
 
-from tp_vs_pytorch import run_pytorch_peer, troupe_rate
+from tp_vs_pytorch import alternating_runs, checked_arguments, cpu_model, peer_arguments, run_pytorch_peer, troupe_rate
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -45,33 +45,17 @@ def run_pytorch(a, dp, env):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
-    ap.add_argument("--python", default=os.path.join(ROOT, ".venv-bench", "bin", "python"))
-    ap.add_argument("--steps", type=int, default=60, help="timed steps, a multiple of 10")
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--repeats", type=int, default=3)
+    peer_arguments(ap, 60)
     ap.add_argument("--experts", type=int, default=4)
     ap.add_argument("--top-k", type=int, default=2)
     ap.add_argument("--dps", default="1,2", help="data-parallel sizes, comma-separated")
-    a = ap.parse_args()
-    a.batch_size = 16  # examples/gpt.toml's
-    if a.steps % 10 or a.warmup < 1:
-        sys.exit("--steps must be a multiple of 10 and --warmup at least 1 (troupe's rate windows are 10 steps)")
+    a = checked_arguments(ap)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     dps = [int(d) for d in a.dps.split(",")]
-    runs = {dp: {"troupe": [], "pytorch": []} for dp in dps}
-    torch_version = "?"
-    for rep in range(a.repeats):
-        for dp in dps:
-            order = [("troupe", run_troupe), ("pytorch", run_pytorch)]
-            for name, fn in (order if rep % 2 == 0 else order[::-1]):
-                r = fn(a, dp, env)
-                runs[dp][name].append(r)
-                torch_version = r.get("torch", torch_version)
-                print(f"[{rep + 1}/{a.repeats}] dp {dp} {name}: {r['samples_per_s']:.1f} samples/s, first loss "
-                      f"{r['first_loss']:.4f} (load average {open('/proc/loadavg').read().split()[0]})",
-                      file=sys.stderr, flush=True)
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    runs, torch_version = alternating_runs(
+        a.repeats, dps, lambda dp: [("troupe", lambda: run_troupe(a, dp, env)), ("pytorch", lambda: run_pytorch(a, dp, env))],
+        "dp")
+    cpu = cpu_model()
     print(f"MoE GPT (examples/gpt.toml, every block {a.experts} experts top-{a.top_k}, dropless, aux 0.01), "
           f"global batch 16, 1 thread per rank, samples/s over {a.steps} steps after {a.warmup}, median (min-max) "
           f"of {a.repeats} alternating runs; PyTorch {torch_version}; {cpu}")

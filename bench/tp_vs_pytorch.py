@@ -71,6 +71,45 @@ def run_pytorch(a, mesh, env, threads=1):
     return run_pytorch_peer(cmd, env)
 
 
+def peer_arguments(ap, steps):
+    """The options every troupe-against-PyTorch GPT bench takes."""
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--python", default=os.path.join(ROOT, ".venv-bench", "bin", "python"))
+    ap.add_argument("--steps", type=int, default=steps, help="timed steps, a multiple of 10")
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=3)
+
+
+def checked_arguments(ap):
+    a = ap.parse_args()
+    a.batch_size = 16  # examples/gpt.toml's
+    if a.steps % 10 or a.warmup < 1:
+        sys.exit("--steps must be a multiple of 10 and --warmup at least 1 (troupe's rate windows are 10 steps)")
+    return a
+
+
+def alternating_runs(repeats, cases, runners, label):
+    """runners(case): [(name, fn)], fn() giving a run's dict. Each repeat runs every case's runners,
+    in reverse order on odd repeats; returns ({case: {name: [runs]}}, PyTorch's version)."""
+    runs = {case: {} for case in cases}
+    torch_version = "?"
+    for rep in range(repeats):
+        for case in cases:
+            order = runners(case)
+            for name, fn in (order if rep % 2 == 0 else order[::-1]):
+                r = fn()
+                runs[case].setdefault(name, []).append(r)
+                torch_version = r.get("torch", torch_version)
+                print(f"[{rep + 1}/{repeats}] {label} {case} {name}: {r['samples_per_s']:.1f} samples/s, first loss "
+                      f"{r['first_loss']:.4f} (load average {open('/proc/loadavg').read().split()[0]})",
+                      file=sys.stderr, flush=True)
+    return runs, torch_version
+
+
+def cpu_model():
+    return next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+
+
 def run_pytorch_peer(cmd, env):
     """Runs bench/pytorch_gpt.py and returns its JSON line, with first_loss added."""
     for attempt in range(3):  # its gloo ranks have aborted now and then; such a run is repeated, and said so
