@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace troupe::net {
 
@@ -33,6 +34,11 @@ class group_backend {
   // recv[n_recv] from the previous one, both at once. The sizes may differ between members, but
   // each n_recv must be what the previous member sends; the two buffers must not overlap.
   virtual void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) = 0;
+  // Member j gets send_counts[j] floats of this member's (the blocks end to end in member order,
+  // its own included) while recv_counts[j] come from it into recv, laid out the same way;
+  // recv_counts[j] must be what member j sends here.
+  virtual void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                          const std::vector<int64_t>& recv_counts) = 0;
 };
 
 }  // namespace troupe::net

@@ -4,6 +4,7 @@
 
 #include <gloo/allgatherv.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
 #include <gloo/broadcast.h>
 #include <gloo/math.h>
 #include <gloo/reduce_scatter.h>
@@ -275,6 +276,20 @@ class gloo_member final : public group_backend {
       o.setOutput(data, static_cast<size_t>(n));
       o.setRoot(root);
       gloo::broadcast(o);
+    });
+  }
+
+  void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                  const std::vector<int64_t>& recv_counts) override {
+    if (world() == 1) {
+      std::copy(send, send + send_counts.at(0), recv);
+      return;
+    }
+    gloo_call("all-to-all", [&] {
+      gloo::AlltoallvOptions o(ctx_);
+      o.setInput(const_cast<float*>(send), send_counts);  // only read
+      o.setOutput(recv, recv_counts);
+      gloo::alltoallv(o);
     });
   }
 

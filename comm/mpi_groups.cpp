@@ -87,6 +87,20 @@ class mpi_member final : public group_backend {
   void broadcast(float* data, int64_t n, int root) override {
     check(MPI_Bcast(data, count_of(n), MPI_FLOAT, root, comm_), "broadcast");
   }
+  void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                  const std::vector<int64_t>& recv_counts) override {
+    std::vector<int> sc, sd, rc, rd;
+    int64_t s_at = 0, r_at = 0;
+    for (int j = 0; j < world_; ++j) {
+      sc.push_back(count_of(send_counts.at(static_cast<size_t>(j))));
+      sd.push_back(count_of(s_at));
+      rc.push_back(count_of(recv_counts.at(static_cast<size_t>(j))));
+      rd.push_back(count_of(r_at));
+      s_at += send_counts[static_cast<size_t>(j)];
+      r_at += recv_counts[static_cast<size_t>(j)];
+    }
+    check(MPI_Alltoallv(send, sc.data(), sd.data(), MPI_FLOAT, recv, rc.data(), rd.data(), MPI_FLOAT, comm_), "all-to-all");
+  }
   void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
     const int next = ring::right_of(rank_, world_), prev = ring::left_of(rank_, world_);
     MPI_Status status;

@@ -216,6 +216,24 @@ void nccl_group::shift(const void* send, int64_t n_send, void* recv, int64_t n_r
   g.end();
 }
 
+void nccl_group::all_to_all(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                            const std::vector<int64_t>& recv_counts, dtype t, cudaStream_t stream) {
+  live("all-to-all");
+  on_device here(device_);
+  nccl_call_group g(comm_);
+  int64_t s_at = 0, r_at = 0;
+  for (int j = 0; j < world_; ++j) {
+    const int64_t ns = send_counts.at(static_cast<size_t>(j)), nr = recv_counts.at(static_cast<size_t>(j));
+    if (ns > 0)
+      check(ncclSend(at(const_cast<void*>(send), s_at, t), count_of(ns, "all-to-all"), nccl_type(t), j, comm_, stream),
+            "ncclSend", comm_);
+    if (nr > 0) check(ncclRecv(at(recv, r_at, t), count_of(nr, "all-to-all"), nccl_type(t), j, comm_, stream), "ncclRecv", comm_);
+    s_at += ns;
+    r_at += nr;
+  }
+  g.end();
+}
+
 void nccl_group::synchronize(cudaStream_t stream) {
   on_device here(device_);
   const cudaError_t e = cudaStreamSynchronize(stream);
@@ -277,6 +295,11 @@ class nccl_member final : public group_backend {
     g_->shift(send, n_send, recv, n_recv, dtype::f32, stream_);
     g_->synchronize(stream_);
   }
+  void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                  const std::vector<int64_t>& recv_counts) override {
+    g_->all_to_all(send, send_counts, recv, recv_counts, dtype::f32, stream_);
+    g_->synchronize(stream_);
+  }
 
  private:
   std::shared_ptr<nccl_group> g_;
@@ -311,6 +334,10 @@ class nccl_stream_member final : public group_backend {
   }
   void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
     g_->shift(send, n_send, recv, n_recv, dtype::f32, stream_());
+  }
+  void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                  const std::vector<int64_t>& recv_counts) override {
+    g_->all_to_all(send, send_counts, recv, recv_counts, dtype::f32, stream_());
   }
 
  private:

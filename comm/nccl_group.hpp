@@ -70,6 +70,9 @@ class nccl_group {
   // One step of a ring: send to rank + 1 and receive from rank - 1 in one NCCL group, so the
   // two never wait on each other (group_backend::shift).
   void shift(const void* send, int64_t n_send, void* recv, int64_t n_recv, dtype t, cudaStream_t stream);
+  // Every member's block to every member, in one NCCL group of sends and receives (self included).
+  void all_to_all(const void* send, const std::vector<int64_t>& send_counts, void* recv,
+                  const std::vector<int64_t>& recv_counts, dtype t, cudaStream_t stream);
 
   // Waits for the stream, and turns an error NCCL met asynchronously (a peer gone) into
   // net_error. For a thread that owns the wait (a collective actor's own), never a scheduler's.

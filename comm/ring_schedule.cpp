@@ -134,4 +134,59 @@ std::vector<std::vector<float>> serial_ring(op_kind kind, const std::vector<std:
   return out;
 }
 
+namespace {
+
+// A size as two floats of 24 bits each, exact through a float buffer.
+void put_size(std::vector<float>& out, int64_t n) {
+  out.push_back(static_cast<float>(n >> 24));
+  out.push_back(static_cast<float>(n & ((int64_t{1} << 24) - 1)));
+}
+int64_t get_size(const float* at) { return (static_cast<int64_t>(at[0]) << 24) + static_cast<int64_t>(at[1]); }
+
+}  // namespace
+
+void all_to_all_over_ring(const shift_fn& shift, int ranks, int rank, const float* send,
+                          const std::vector<int64_t>& send_counts, float* recv, const std::vector<int64_t>& recv_counts) {
+  const auto N = static_cast<size_t>(ranks);
+  if (send_counts.size() != N || recv_counts.size() != N)
+    throw std::invalid_argument("all-to-all: " + std::to_string(send_counts.size()) + " send and " +
+                                std::to_string(recv_counts.size()) + " receive counts for " + std::to_string(ranks) + " ranks");
+  std::vector<int64_t> send_at(N + 1, 0), recv_at(N + 1, 0);
+  for (size_t j = 0; j < N; ++j) {
+    send_at[j + 1] = send_at[j] + send_counts[j];
+    recv_at[j + 1] = recv_at[j] + recv_counts[j];
+  }
+  const auto r = static_cast<size_t>(rank);
+  if (send_counts[r] != recv_counts[r])
+    throw std::invalid_argument("all-to-all: rank " + std::to_string(rank) + " sends itself " +
+                                std::to_string(send_counts[r]) + " floats but expects " + std::to_string(recv_counts[r]));
+  std::copy(send + send_at[r], send + send_at[r + 1], recv + recv_at[r]);
+  // Step 1's packet: this rank's blocks for ranks r + 1 .. r + n - 1, nearest first.
+  std::vector<float> packet, incoming, size_out, size_in(2);
+  for (int k = 1; k < ranks; ++k) put_size(packet, send_counts[static_cast<size_t>((rank + k) % ranks)]);
+  for (int k = 1; k < ranks; ++k) {
+    const auto d = static_cast<size_t>((rank + k) % ranks);
+    packet.insert(packet.end(), send + send_at[d], send + send_at[d + 1]);
+  }
+  for (int k = 1; k < ranks; ++k) {
+    size_out.clear();
+    put_size(size_out, static_cast<int64_t>(packet.size()));
+    shift(size_out.data(), 2, size_in.data(), 2);
+    incoming.resize(static_cast<size_t>(get_size(size_in.data())));
+    shift(packet.data(), static_cast<int64_t>(packet.size()), incoming.data(), static_cast<int64_t>(incoming.size()));
+    // From origin r - k: the sizes of its blocks for ranks r .. r + n - 1 - k, then the blocks.
+    const int blocks = ranks - k;
+    const auto origin = static_cast<size_t>((rank - k + ranks) % ranks);
+    const int64_t mine = get_size(incoming.data());
+    if (mine != recv_counts[origin])
+      throw std::invalid_argument("all-to-all: rank " + std::to_string(rank) + " expects " +
+                                  std::to_string(recv_counts[origin]) + " floats from rank " + std::to_string(origin) +
+                                  ", which sends " + std::to_string(mine));
+    const float* payload = incoming.data() + 2 * blocks;
+    std::copy(payload, payload + mine, recv + recv_at[origin]);
+    packet.assign(incoming.begin() + 2, incoming.begin() + 2 * blocks);  // the other blocks' sizes
+    packet.insert(packet.end(), payload + mine, static_cast<const float*>(incoming.data() + incoming.size()));
+  }
+}
+
 }  // namespace troupe::ring

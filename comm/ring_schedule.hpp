@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 namespace troupe::ring {
@@ -36,6 +37,16 @@ range segment(int64_t n, int ranks, int j);
 int64_t chunk_count(int64_t count, int64_t chunk_elems);
 // Chunk c of seg, as a range of the whole tensor.
 range chunk(const range& seg, int64_t chunk_elems, int64_t c);
+
+// An all-to-all over ring steps alone, for a group whose members reach only their neighbours (the
+// TCP ring): rank r's block for rank r + k travels k steps. Each step's packet leads with its
+// blocks' sizes and is preceded by a step carrying its own, so a rank needs no counts but its
+// own: send_counts[j] floats go to rank j, recv_counts[j] come from it (blocks end to end in rank
+// order on both sides). A block whose size is not the recv_counts entry throws naming both.
+// shift(send, n_send, recv, n_recv): one ring step (group_backend::shift).
+using shift_fn = std::function<void(const float*, int64_t, float*, int64_t)>;
+void all_to_all_over_ring(const shift_fn& shift, int ranks, int rank, const float* send,
+                          const std::vector<int64_t>& send_counts, float* recv, const std::vector<int64_t>& recv_counts);
 
 // Rank whose messages rank `r` receives, and rank it sends to.
 inline int left_of(int r, int ranks) { return (r + ranks - 1) % ranks; }

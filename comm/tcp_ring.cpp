@@ -198,6 +198,12 @@ void tcp_ring::shift(const float* send, int64_t n_send, float* recv, int64_t n_r
   pump(s, [](size_t) {});
 }
 
+void tcp_ring::all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                          const std::vector<int64_t>& recv_counts) {
+  ring::all_to_all_over_ring([this](const float* s, int64_t ns, float* r, int64_t nr) { shift(s, ns, r, nr); }, world_,
+                             rank_, send, send_counts, recv, recv_counts);
+}
+
 void tcp_ring::run(ring::op_kind kind, float* data, int64_t n, int root) {
   check_usable();
   if (n < 0 || root < 0 || root >= world_)

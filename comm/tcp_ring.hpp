@@ -62,6 +62,9 @@ class tcp_ring final : public group_backend {
   void broadcast(float* data, int64_t n, int root) override;
   // send[n_send] to the right rank, recv[n_recv] from the left: the ring's own step.
   void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override;
+  // Over the ring's own steps (ring::all_to_all_over_ring): a member reaches its neighbours only.
+  void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                  const std::vector<int64_t>& recv_counts) override;
 
   // Bytes this rank sent and received so far, for benchmarks.
   uint64_t bytes_sent() const { return bytes_sent_; }

@@ -15,7 +15,7 @@ namespace troupe::net {
 namespace {
 
 struct shared_state {
-  explicit shared_state(int n, local_tp_options o) : size(n), opts(o), data(n), counts(n), scratch(n) {}
+  explicit shared_state(int n, local_tp_options o) : size(n), opts(o), data(n), counts(n), splits(n), scratch(n) {}
   const int size;
   const local_tp_options opts;
   std::mutex mu;
@@ -25,6 +25,7 @@ struct shared_state {
   std::string aborted;  // non-empty: every wait ends with this
   std::vector<float*> data;
   std::vector<int64_t> counts;
+  std::vector<const std::vector<int64_t>*> splits;  // an all-to-all's send counts, by member
   std::vector<std::vector<float>> scratch;
 
   void abort(const std::string& why) {
@@ -123,6 +124,32 @@ class local_member final : public tp_group {
     s_->barrier(rank_, "shift", calls_);  // nobody changes its send before the next member read it
   }
 
+  // Each member reads its block straight from every member's posted send buffer.
+  void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                  const std::vector<int64_t>& recv_counts) override {
+    ++calls_;
+    s_->data[static_cast<size_t>(rank_)] = const_cast<float*>(send);  // only read, by every member
+    s_->splits[static_cast<size_t>(rank_)] = &send_counts;
+    s_->barrier(rank_, "all_to_all", calls_);
+    int64_t at = 0;
+    for (int j = 0; j < s_->size; ++j) {
+      const std::vector<int64_t>& theirs = *s_->splits[static_cast<size_t>(j)];
+      int64_t from = 0;
+      for (int i = 0; i < rank_; ++i) from += theirs[static_cast<size_t>(i)];
+      if (theirs[static_cast<size_t>(rank_)] != recv_counts[static_cast<size_t>(j)]) {
+        const std::string why = "tensor-parallel group: all_to_all #" + std::to_string(calls_) + " on rank " +
+                                std::to_string(rank_) + " expects " + std::to_string(recv_counts[static_cast<size_t>(j)]) +
+                                " elements from rank " + std::to_string(j) + ", which sends " +
+                                std::to_string(theirs[static_cast<size_t>(rank_)]) + " (the ranks run different schedules)";
+        s_->abort(why);
+        throw std::logic_error(why);
+      }
+      ring::copy(recv + at, s_->data[static_cast<size_t>(j)] + from, recv_counts[static_cast<size_t>(j)]);
+      at += recv_counts[static_cast<size_t>(j)];
+    }
+    s_->barrier(rank_, "all_to_all", calls_);  // nobody changes its send before every member read it
+  }
+
   const std::shared_ptr<shared_state>& state() const { return s_; }
 
  private:
@@ -158,6 +185,10 @@ class backend_member final : public tp_group {
   void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
     b_->shift(send, n_send, recv, n_recv);
   }
+  void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                  const std::vector<int64_t>& recv_counts) override {
+    b_->all_to_all(send, send_counts, recv, recv_counts);
+  }
 
  private:
   std::shared_ptr<group_backend> b_;
@@ -180,6 +211,10 @@ class device_member final : public tp_group {
   void reduce_scatter_sum(float* data, int64_t n) override { joined().reduce_scatter(data, n, reduce_op::sum); }
   void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
     joined().shift(send, n_send, recv, n_recv);
+  }
+  void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                  const std::vector<int64_t>& recv_counts) override {
+    joined().all_to_all(send, send_counts, recv, recv_counts);
   }
   void abort(const std::string& why) {
     {
@@ -247,6 +282,12 @@ void logged_tp_group::reduce_scatter_sum(float* data, int64_t n) {
 }
 void logged_tp_group::shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) {
   logged("shift", n_send, [&] { inner_->shift(send, n_send, recv, n_recv); });
+}
+void logged_tp_group::all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                                 const std::vector<int64_t>& recv_counts) {
+  int64_t n = 0;
+  for (int64_t c : send_counts) n += c;
+  logged("all-to-all", n, [&] { inner_->all_to_all(send, send_counts, recv, recv_counts); });
 }
 double logged_tp_group::seconds() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -49,8 +49,8 @@ void abort_local_tp_group(const std::shared_ptr<tp_group>& member, const std::st
 // One call of a member, as logged_tp_group keeps it. Times are steady-clock seconds (0: not yet).
 struct tp_call {
   int64_t seq = 0;
-  const char* op = "";  // "all-reduce", "all-gather", "reduce-scatter" or "shift"
-  int64_t n = 0;        // elements (a shift's: those it sends)
+  const char* op = "";  // "all-reduce", "all-gather", "reduce-scatter", "shift" or "all-to-all"
+  int64_t n = 0;        // elements (a shift's or an all-to-all's: those it sends)
   double started_at = 0, finished_at = 0;
   bool failed = false;
 };
@@ -69,6 +69,8 @@ class logged_tp_group final : public tp_group {
   void all_gather(float* data, int64_t n) override;
   void reduce_scatter_sum(float* data, int64_t n) override;
   void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override;
+  void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                  const std::vector<int64_t>& recv_counts) override;
   std::vector<tp_call> recent() const;  // oldest first
   double seconds() const;
   const std::shared_ptr<tp_group>& inner() const { return inner_; }

@@ -27,6 +27,9 @@ void tp_layout::all_gather(float*, int64_t) {
 void tp_layout::shift(const float*, int64_t, float*, int64_t) {
   throw std::logic_error("tp_layout: a layer built to read its shapes was run");
 }
+void tp_layout::all_to_all(const float*, const std::vector<int64_t>&, float*, const std::vector<int64_t>&) {
+  throw std::logic_error("tp_layout: a layer built to read its shapes was run");
+}
 
 namespace {
 
@@ -42,13 +45,10 @@ exchanged all_to_all(tp_group& g, const float* send, const std::vector<int64_t>&
     throw std::invalid_argument("all_to_all: " + std::to_string(send_counts.size()) + " send counts for a group of " +
                                 std::to_string(n));
   if (n > 4096) throw std::invalid_argument("all_to_all: a group of " + std::to_string(n) + " members");
-  std::vector<int64_t> send_at(static_cast<size_t>(n) + 1, 0);
-  for (int j = 0; j < n; ++j) {
+  for (int j = 0; j < n; ++j)
     if (send_counts[static_cast<size_t>(j)] < 0 || send_counts[static_cast<size_t>(j)] > (half_mask << half_bits))
       throw std::invalid_argument("all_to_all: block " + std::to_string(j) + " has " +
                                   std::to_string(send_counts[static_cast<size_t>(j)]) + " floats");
-    send_at[static_cast<size_t>(j) + 1] = send_at[static_cast<size_t>(j)] + send_counts[static_cast<size_t>(j)];
-  }
   // count(o, d): floats member o sends member d. Row o is member o's shard of the gather.
   const auto N = static_cast<size_t>(n);
   std::vector<float> matrix(2 * N * N, 0.0f);
@@ -71,25 +71,7 @@ exchanged all_to_all(tp_group& g, const float* send, const std::vector<int64_t>&
     total += count(o, r);
   }
   out.data.resize(static_cast<size_t>(total));
-  std::copy(send + send_at[static_cast<size_t>(r)], send + send_at[static_cast<size_t>(r) + 1],
-            out.data.begin() + out.offsets[static_cast<size_t>(r)]);
-  // Step k's packet from member m holds origin m - k + 1's blocks for its members k .. n - 1
-  // ahead, nearest first: the receiver keeps the first (its own) and forwards the rest.
-  std::vector<float> packet, incoming;
-  for (int k = 1; k < n; ++k) {
-    const int d = (r + k) % n;
-    packet.insert(packet.end(), send + send_at[static_cast<size_t>(d)], send + send_at[static_cast<size_t>(d) + 1]);
-  }
-  for (int k = 1; k < n; ++k) {
-    const int origin = (r - k + n) % n;
-    int64_t in = 0;
-    for (int ahead = k; ahead < n; ++ahead) in += count(origin, (origin + ahead) % n);
-    incoming.resize(static_cast<size_t>(in));
-    g.shift(packet.data(), static_cast<int64_t>(packet.size()), incoming.data(), in);
-    const int64_t mine = count(origin, r);
-    std::copy(incoming.begin(), incoming.begin() + mine, out.data.begin() + out.offsets[static_cast<size_t>(origin)]);
-    packet.assign(incoming.begin() + mine, incoming.end());
-  }
+  g.all_to_all(send, send_counts, out.data.data(), out.counts);
   return out;
 }
 

@@ -38,6 +38,12 @@ class tp_group {
   // comes from member rank() - 1; n_recv must be what that member sends. The buffers must not
   // overlap.
   virtual void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) = 0;
+  // Member j gets send_counts[j] floats of send (the blocks end to end in member order, its own
+  // included) while recv_counts[j] come from it into recv, laid out the same way; recv_counts[j]
+  // must be what member j sends here. Each back end's own (MPI's Alltoallv, Gloo's alltoallv,
+  // NCCL's grouped sends), or ring steps where members reach only their neighbours (TCP).
+  virtual void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                          const std::vector<int64_t>& recv_counts) = 0;
 };
 
 // What all_to_all delivered: member j's block for this member at offsets[j], counts[j] floats,
@@ -46,10 +52,8 @@ struct exchanged {
   std::vector<float> data;
   std::vector<int64_t> counts, offsets;
 };
-// Every member sends block j of `send` (send_counts[j] floats, the blocks in member order) to
-// member j, its own block included; the sizes may differ per pair. The members first gather the
-// whole count matrix, then pass the blocks around the ring (shift): the block for member r + k
-// travels k steps, so every group that can step a ring carries it, on every back end.
+// tp_group::all_to_all for a caller that knows only what it sends: the members first gather the
+// whole count matrix, so each learns what comes from whom.
 exchanged all_to_all(tp_group& g, const float* send, const std::vector<int64_t>& send_counts);
 
 // A group that only says where a rank sits: layers built with it have that rank's shapes and
@@ -63,6 +67,7 @@ class tp_layout final : public tp_group {
   void all_gather(float*, int64_t) override;
   void reduce_scatter_sum(float*, int64_t) override;
   void shift(const float*, int64_t, float*, int64_t) override;
+  void all_to_all(const float*, const std::vector<int64_t>&, float*, const std::vector<int64_t>&) override;
 
  private:
   int rank_, size_;

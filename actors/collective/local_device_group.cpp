@@ -61,6 +61,13 @@ class member final : public net::group_backend {
     ops_.synchronize();
     m_->barrier();
   }
+  // Over the ring steps above: a GPU stage's groups take no all-to-all yet (cp and experts run on
+  // the CPU), and this keeps the members' values where they are.
+  void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                  const std::vector<int64_t>& recv_counts) override {
+    ring::all_to_all_over_ring([this](const float* s, int64_t ns, float* r, int64_t nr) { shift(s, ns, r, nr); },
+                               m_->world(), rank_, send, send_counts, recv, recv_counts);
+  }
   void broadcast(float*, int64_t, int) override {
     throw std::logic_error("local device group: a stage's collectives are all-reduces, reduce-scatters, all-gathers and ring steps");
   }

@@ -152,6 +152,10 @@ class remote_tp_member final : public tp_group {
   void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
     backend().shift(send, n_send, recv, n_recv);
   }
+  void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                  const std::vector<int64_t>& recv_counts) override {
+    backend().all_to_all(send, send_counts, recv, recv_counts);
+  }
 
  private:
   net::group_backend& backend() {

@@ -143,6 +143,9 @@ class fake_device_group_engine final : public net::device_group_engine {
     void shift(const float*, int64_t, float*, int64_t) override {
       throw std::logic_error("fake device group: a ring step was never meant to reach it");
     }
+    void all_to_all(const float*, const std::vector<int64_t>&, float*, const std::vector<int64_t>&) override {
+      throw std::logic_error("fake device group: an all-to-all was never meant to reach it");
+    }
 
    private:
     // Elements [part.offset, +part.count) of data end as the members' sum over them, added in

@@ -132,6 +132,10 @@ class settled_member final : public net::group_backend {
   void shift(const float* send, int64_t n_send, float* recv, int64_t n_recv) override {
     settle(), inner_->shift(send, n_send, recv, n_recv);
   }
+  void all_to_all(const float* send, const std::vector<int64_t>& send_counts, float* recv,
+                  const std::vector<int64_t>& recv_counts) override {
+    settle(), inner_->all_to_all(send, send_counts, recv, recv_counts);
+  }
 
  private:
   static void settle() {

@@ -119,6 +119,9 @@ class counting_nccl final : public net::device_group_engine {
     void all_gather(float* d, int64_t n) override { b_->all_gather(d, n); }
     void broadcast(float* d, int64_t n, int root) override { b_->broadcast(d, n, root); }
     void shift(const float* s, int64_t ns, float* r, int64_t nr) override { b_->shift(s, ns, r, nr); }
+    void all_to_all(const float* s, const std::vector<int64_t>& sc, float* r, const std::vector<int64_t>& rc) override {
+      b_->all_to_all(s, sc, r, rc);
+    }
 
    private:
     std::unique_ptr<net::group_backend> b_;

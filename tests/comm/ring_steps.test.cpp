@@ -1,7 +1,8 @@
-// A ring step (tp_group::shift) and the all-to-all built on it (kernels/tp_group.hpp), on every
-// back end a group of ranks can run on here: members meeting in memory, the TCP ring and Gloo,
-// each member on a thread of its own. Sizes differ per member and per pair (zeros included), so a
-// block that lands one slot off, or a receive that takes the wrong member's count, shows.
+// A ring step (tp_group::shift) and the all-to-all (kernels/tp_group.hpp), on every back end a
+// group of ranks can run on here: members meeting in memory (blocks read straight from each
+// other), the TCP ring (blocks passed along the ring) and Gloo (its alltoallv), each member on a
+// thread of its own. Sizes differ per member and per pair (zeros included), so a block that lands
+// one slot off, or a receive that takes the wrong member's count, shows.
 // (MPI's is run by tests/cli/mpi_backend.test.sh under mpirun, NCCL's on GPUs only.)
 #include <gtest/gtest.h>
 
@@ -144,6 +145,28 @@ std::vector<std::string> mismatched_shift(const group& g) {
 TEST(RingSteps, AShiftWhoseReceiverExpectsAnotherSizeFailsNamingBothInMemory) {
   const std::vector<std::string> errors = mismatched_shift(make_local_tp_group(2, {20000}));
   EXPECT_NE(errors[0].find("expects 4 elements but rank 1 sends 3"), std::string::npos) << errors[0];
+}
+
+// Rank 1 sends rank 0 two floats where rank 0 expects three: each member's error, empty where none.
+std::vector<std::string> mismatched_all_to_all(const group& g) {
+  std::vector<std::string> errors(2);
+  on_every_member(g, [&](tp_group& m) {
+    std::vector<float> out(8, 1.0f), in(8);
+    const std::vector<int64_t> send = m.rank() == 0 ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{2, 1};
+    try {
+      m.all_to_all(out.data(), send, in.data(), m.rank() == 0 ? std::vector<int64_t>{1, 3} : std::vector<int64_t>{3, 1});
+    } catch (const std::exception& e) {
+      errors[static_cast<size_t>(m.rank())] = e.what();
+    }
+  });
+  return errors;
+}
+
+TEST(RingSteps, AnAllToAllWhoseReceiverExpectsAnotherSizeFailsNamingBothInMemoryAndOverTcp) {
+  std::vector<std::string> errors = mismatched_all_to_all(make_local_tp_group(2, {20000}));
+  EXPECT_NE(errors[0].find("expects 3 elements from rank 1, which sends 2"), std::string::npos) << errors[0];
+  errors = mismatched_all_to_all(tcp_group(2));
+  EXPECT_NE(errors[0].find("expects 3 floats from rank 1, which sends 2"), std::string::npos) << errors[0];
 }
 
 TEST(RingSteps, AShiftWhoseReceiverExpectsAnotherSizeFailsNamingItOverTcp) {
