@@ -112,16 +112,23 @@ class local_member final : public tp_group {
     s_->counts[static_cast<size_t>(rank_)] = n_send;
     s_->barrier(rank_, "shift", calls_);
     const int prev = ring::left_of(rank_, s_->size);
-    if (s_->counts[static_cast<size_t>(prev)] != n_recv) {
-      const std::string why = "tensor-parallel group: shift #" + std::to_string(calls_) + " on rank " +
-                              std::to_string(rank_) + " expects " + std::to_string(n_recv) + " elements but rank " +
-                              std::to_string(prev) + " sends " + std::to_string(s_->counts[static_cast<size_t>(prev)]) +
-                              " (the ranks run different schedules)";
-      s_->abort(why);
-      throw std::logic_error(why);
-    }
-    ring::copy(recv, s_->data[static_cast<size_t>(prev)], n_recv);
+    std::string why;
+    if (s_->counts[static_cast<size_t>(prev)] != n_recv)
+      why = "tensor-parallel group: shift #" + std::to_string(calls_) + " on rank " + std::to_string(rank_) +
+            " expects " + std::to_string(n_recv) + " elements but rank " + std::to_string(prev) + " sends " +
+            std::to_string(s_->counts[static_cast<size_t>(prev)]) + " (the ranks run different schedules)";
+    else
+      ring::copy(recv, s_->data[static_cast<size_t>(prev)], n_recv);
     s_->barrier(rank_, "shift", calls_);  // nobody changes its send before the next member read it
+    fail_after_reads(why);
+  }
+
+  // A mismatch found while the others may still read this member's buffer fails the group only
+  // once every member is past reading (the second barrier), so no buffer goes while read.
+  void fail_after_reads(const std::string& why) {
+    if (why.empty()) return;
+    s_->abort(why);
+    throw std::logic_error(why);
   }
 
   // Each member reads its block straight from every member's posted send buffer.
@@ -132,22 +139,23 @@ class local_member final : public tp_group {
     s_->splits[static_cast<size_t>(rank_)] = &send_counts;
     s_->barrier(rank_, "all_to_all", calls_);
     int64_t at = 0;
-    for (int j = 0; j < s_->size; ++j) {
+    std::string why;
+    for (int j = 0; j < s_->size && why.empty(); ++j) {
       const std::vector<int64_t>& theirs = *s_->splits[static_cast<size_t>(j)];
       int64_t from = 0;
       for (int i = 0; i < rank_; ++i) from += theirs[static_cast<size_t>(i)];
       if (theirs[static_cast<size_t>(rank_)] != recv_counts[static_cast<size_t>(j)]) {
-        const std::string why = "tensor-parallel group: all_to_all #" + std::to_string(calls_) + " on rank " +
-                                std::to_string(rank_) + " expects " + std::to_string(recv_counts[static_cast<size_t>(j)]) +
-                                " elements from rank " + std::to_string(j) + ", which sends " +
-                                std::to_string(theirs[static_cast<size_t>(rank_)]) + " (the ranks run different schedules)";
-        s_->abort(why);
-        throw std::logic_error(why);
+        why = "tensor-parallel group: all_to_all #" + std::to_string(calls_) + " on rank " + std::to_string(rank_) +
+              " expects " + std::to_string(recv_counts[static_cast<size_t>(j)]) + " elements from rank " +
+              std::to_string(j) + ", which sends " + std::to_string(theirs[static_cast<size_t>(rank_)]) +
+              " (the ranks run different schedules)";
+        break;
       }
       ring::copy(recv + at, s_->data[static_cast<size_t>(j)] + from, recv_counts[static_cast<size_t>(j)]);
       at += recv_counts[static_cast<size_t>(j)];
     }
     s_->barrier(rank_, "all_to_all", calls_);  // nobody changes its send before every member read it
+    fail_after_reads(why);
   }
 
   const std::shared_ptr<shared_state>& state() const { return s_; }
