@@ -19,6 +19,14 @@ namespace ra = ring_attention;
 
 namespace {
 
+// Equal blocks of `block` floats to and from every member: offsets j * block on both sides.
+std::vector<float> exchange_equal(tp_group& g, const std::vector<float>& send, int64_t block) {
+  const std::vector<int64_t> counts(static_cast<size_t>(g.size()), block);
+  std::vector<float> got(send.size());
+  g.all_to_all(send.data(), counts, got.data(), counts);
+  return got;
+}
+
 // The shapes of one exchange: this member's T tokens of B sequences, n members, `parts` groups of
 // C columns (q, k, v: 3; an output: 1), each group cut into n head ranges of Ch = C / n columns.
 struct layout {
@@ -38,13 +46,12 @@ std::vector<float> to_heads(tp_group& g, const layout& s, const float* rows) {
         const float* from = rows + row * s.parts * s.C + part * s.C + j * s.Ch;
         std::copy(from, from + s.Ch, send.data() + j * block + row * width + part * s.Ch);
       }
-  const exchanged got = all_to_all(g, send.data(), std::vector<int64_t>(static_cast<size_t>(s.n), block));
+  const std::vector<float> got = exchange_equal(g, send, block);
   // Member o's block is (B, T, width); the result interleaves them per sequence.
   std::vector<float> out(static_cast<size_t>(s.n * block));
   for (int o = 0; o < s.n; ++o)
     for (int64_t b = 0; b < s.B; ++b)
-      std::copy(got.data.begin() + got.offsets[static_cast<size_t>(o)] + b * s.T * width,
-                got.data.begin() + got.offsets[static_cast<size_t>(o)] + (b + 1) * s.T * width,
+      std::copy(got.begin() + o * block + b * s.T * width, got.begin() + o * block + (b + 1) * s.T * width,
                 out.begin() + (b * s.n + o) * s.T * width);
   return out;
 }
@@ -57,11 +64,11 @@ void to_tokens(tp_group& g, const layout& s, const std::vector<float>& heads, fl
     for (int64_t b = 0; b < s.B; ++b)
       std::copy(heads.begin() + (b * s.n + o) * s.T * width, heads.begin() + (b * s.n + o + 1) * s.T * width,
                 send.begin() + o * block + b * s.T * width);
-  const exchanged got = all_to_all(g, send.data(), std::vector<int64_t>(static_cast<size_t>(s.n), block));
+  const std::vector<float> got = exchange_equal(g, send, block);
   for (int j = 0; j < s.n; ++j)
     for (int64_t row = 0; row < s.B * s.T; ++row)
       for (int64_t part = 0; part < s.parts; ++part) {
-        const float* from = got.data.data() + got.offsets[static_cast<size_t>(j)] + row * width + part * s.Ch;
+        const float* from = got.data() + j * block + row * width + part * s.Ch;
         std::copy(from, from + s.Ch, rows + row * s.parts * s.C + part * s.C + j * s.Ch);
       }
 }

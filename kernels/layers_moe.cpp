@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 
@@ -88,7 +89,7 @@ moe::routing moe_mlp::route(const float* logits, int64_t N) const {
                     o_.normalize_top_k, o_.aux_coefficient);
 }
 
-std::vector<std::vector<float>> moe_mlp::to_owners(const std::vector<std::vector<float>>& per_expert, int64_t H,
+std::vector<std::vector<float>> moe_mlp::to_owners(std::vector<std::vector<float>> per_expert, int64_t H,
                                                    std::vector<int64_t>& from) const {
   const int P = ranks_;
   const int64_t L = local_;
@@ -97,43 +98,44 @@ std::vector<std::vector<float>> moe_mlp::to_owners(const std::vector<std::vector
       for (const auto& rows : per_expert) from.push_back(rows_of(rows, H));
     return per_expert;
   }
+  const std::vector<int64_t> per_rank(static_cast<size_t>(P), L);
   if (from.empty()) {  // the owners learn how many rows of each rank's to expect for each expert
-    std::vector<float> counts;
+    std::vector<float> counts, got(static_cast<size_t>(P * L));
     for (const auto& rows : per_expert) counts.push_back(static_cast<float>(rows_of(rows, H)));
-    const exchanged c = all_to_all(*group_, counts.data(), std::vector<int64_t>(static_cast<size_t>(P), L));
-    for (int o = 0; o < P; ++o)
-      for (int64_t j = 0; j < L; ++j)
-        from.push_back(static_cast<int64_t>(c.data[static_cast<size_t>(c.offsets[static_cast<size_t>(o)] + j)]));
+    group_->all_to_all(counts.data(), per_rank, got.data(), per_rank);
+    for (float c : got) from.push_back(static_cast<int64_t>(c));
   }
   std::vector<float> send;
-  std::vector<int64_t> send_counts(static_cast<size_t>(P), 0);
+  std::vector<int64_t> send_counts(static_cast<size_t>(P), 0), recv_counts(static_cast<size_t>(P), 0);
   for (int64_t e = 0; e < o_.experts; ++e) {  // an owner's experts are contiguous: blocks in owner order
     const auto& rows = per_expert[static_cast<size_t>(e)];
     send.insert(send.end(), rows.begin(), rows.end());
     send_counts[static_cast<size_t>(e / L)] += static_cast<int64_t>(rows.size());
   }
-  const exchanged got = all_to_all(*group_, send.data(), send_counts);
+  for (int o = 0; o < P; ++o)
+    for (int64_t j = 0; j < L; ++j) recv_counts[static_cast<size_t>(o)] += from[static_cast<size_t>(o * L + j)] * H;
+  std::vector<float> got(static_cast<size_t>(std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0})));
+  group_->all_to_all(send.data(), send_counts, got.data(), recv_counts);
   std::vector<std::vector<float>> out(static_cast<size_t>(L));
-  for (int o = 0; o < P; ++o) {
-    int64_t at = got.offsets[static_cast<size_t>(o)];
+  int64_t at = 0;
+  for (int o = 0; o < P; ++o)
     for (int64_t j = 0; j < L; ++j) {
       const int64_t n = from[static_cast<size_t>(o * L + j)] * H;
-      out[static_cast<size_t>(j)].insert(out[static_cast<size_t>(j)].end(), got.data.begin() + at,
-                                          got.data.begin() + at + n);
+      out[static_cast<size_t>(j)].insert(out[static_cast<size_t>(j)].end(), got.begin() + at, got.begin() + at + n);
       at += n;
     }
-  }
   return out;
 }
 
-std::vector<std::vector<float>> moe_mlp::to_origins(const std::vector<std::vector<float>>& per_local, int64_t H,
+std::vector<std::vector<float>> moe_mlp::to_origins(std::vector<std::vector<float>> per_local, int64_t H,
                                                     const std::vector<int64_t>& from,
                                                     const std::vector<int64_t>& load) const {
   if (!group_) return per_local;
   const int P = ranks_;
   const int64_t L = local_;
   std::vector<float> send;
-  std::vector<int64_t> send_counts(static_cast<size_t>(P), 0), at(static_cast<size_t>(L), 0);
+  std::vector<int64_t> send_counts(static_cast<size_t>(P), 0), recv_counts(static_cast<size_t>(P), 0),
+      at(static_cast<size_t>(L), 0);
   for (int o = 0; o < P; ++o)
     for (int64_t j = 0; j < L; ++j) {
       const int64_t n = from[static_cast<size_t>(o * L + j)] * H;
@@ -142,15 +144,15 @@ std::vector<std::vector<float>> moe_mlp::to_origins(const std::vector<std::vecto
       at[static_cast<size_t>(j)] += n;
       send_counts[static_cast<size_t>(o)] += n;
     }
-  const exchanged got = all_to_all(*group_, send.data(), send_counts);
+  for (int64_t e = 0; e < o_.experts; ++e) recv_counts[static_cast<size_t>(e / L)] += load[static_cast<size_t>(e)] * H;
+  std::vector<float> got(static_cast<size_t>(std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0})));
+  group_->all_to_all(send.data(), send_counts, got.data(), recv_counts);
   std::vector<std::vector<float>> out(static_cast<size_t>(o_.experts));
-  for (int q = 0; q < P; ++q) {
-    int64_t from_q = got.offsets[static_cast<size_t>(q)];
-    for (int64_t j = 0; j < L; ++j) {
-      const int64_t e = q * L + j, n = load[static_cast<size_t>(e)] * H;
-      out[static_cast<size_t>(e)].assign(got.data.begin() + from_q, got.data.begin() + from_q + n);
-      from_q += n;
-    }
+  int64_t from_q = 0;
+  for (int64_t e = 0; e < o_.experts; ++e) {  // owner by owner, each owner's experts in order
+    const int64_t n = load[static_cast<size_t>(e)] * H;
+    out[static_cast<size_t>(e)].assign(got.begin() + from_q, got.begin() + from_q + n);
+    from_q += n;
   }
   return out;
 }
@@ -183,7 +185,7 @@ tensor moe_mlp::forward(const tensor& x, saved_activations& saved) const {
     saved.tensors.push_back(rows_tensor(std::move(in[static_cast<size_t>(j)]), C_));
     saved.tensors.push_back(rows_tensor(std::move(h), F_));
   }
-  std::vector<std::vector<float>> back = to_origins(outs, C_, from, last_.load);
+  std::vector<std::vector<float>> back = to_origins(std::move(outs), C_, from, last_.load);
   tensor y(x.shape());
   moe::combine(last_, back, C_, y.data());
   for (auto& o : back) saved.tensors.push_back(rows_tensor(std::move(o), C_));
@@ -207,7 +209,7 @@ tensor moe_mlp::backward_input(const tensor& dy, saved_activations& saved) const
   ops::matmul_backward_input(dx.data(), g.logits.data(), params_, N, C_, E);  // the router's share
   const tensor& from_t = saved.tensors.at(kFrom);
   std::vector<int64_t> from(from_t.data(), from_t.data() + from_t.numel());
-  const std::vector<std::vector<float>> dout = to_owners(g.expert_out, C_, from);
+  std::vector<std::vector<float>> dout = to_owners(std::move(g.expert_out), C_, from);
   std::vector<std::vector<float>> din(static_cast<size_t>(local_));
   std::vector<tensor> dh_rows(static_cast<size_t>(local_));
   for (int64_t j = 0; j < local_; ++j) {
@@ -224,11 +226,11 @@ tensor moe_mlp::backward_input(const tensor& dy, saved_activations& saved) const
     dh_rows[static_cast<size_t>(j)] = rows_tensor(std::move(dh), F_);
   }
   std::vector<float> routed_dx(static_cast<size_t>(N * C_), 0.0f);
-  moe::dispatch_backward(r, to_origins(din, C_, from, r.load), C_, routed_dx.data());
+  moe::dispatch_backward(r, to_origins(std::move(din), C_, from, r.load), C_, routed_dx.data());
   ops::add_into(dx.data(), routed_dx.data(), N * C_);
   saved.tensors.push_back(tensor({N, E}, g.logits));
   for (int64_t j = 0; j < local_; ++j) {
-    saved.tensors.push_back(rows_tensor(dout[static_cast<size_t>(j)], C_));
+    saved.tensors.push_back(rows_tensor(std::move(dout[static_cast<size_t>(j)]), C_));
     saved.tensors.push_back(std::move(dh_rows[static_cast<size_t>(j)]));
   }
   return dx;

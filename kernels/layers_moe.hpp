@@ -52,11 +52,11 @@ class moe_mlp final : public layer {
   // Rows for every expert (E buffers, this rank's tokens) to the experts' owners: per local
   // expert, the rows of every rank of the group in rank order. from (P, local): how many each
   // rank sent for each local expert; filled here when empty, else taken as the counts.
-  std::vector<std::vector<float>> to_owners(const std::vector<std::vector<float>>& per_expert, int64_t H,
+  std::vector<std::vector<float>> to_owners(std::vector<std::vector<float>> per_expert, int64_t H,
                                             std::vector<int64_t>& from) const;
   // The inverse: per local expert, rows of every rank in rank order, back to their ranks as E
   // buffers with load[e] rows each.
-  std::vector<std::vector<float>> to_origins(const std::vector<std::vector<float>>& per_local, int64_t H,
+  std::vector<std::vector<float>> to_origins(std::vector<std::vector<float>> per_local, int64_t H,
                                              const std::vector<int64_t>& from, const std::vector<int64_t>& load) const;
   int64_t C_, F_;
   moe_options o_;

@@ -46,15 +46,6 @@ class tp_group {
                           const std::vector<int64_t>& recv_counts) = 0;
 };
 
-// What all_to_all delivered: member j's block for this member at offsets[j], counts[j] floats,
-// the blocks in member order.
-struct exchanged {
-  std::vector<float> data;
-  std::vector<int64_t> counts, offsets;
-};
-// tp_group::all_to_all for a caller that knows only what it sends: the members first gather the
-// whole count matrix, so each learns what comes from whom.
-exchanged all_to_all(tp_group& g, const float* send, const std::vector<int64_t>& send_counts);
 
 // A group that only says where a rank sits: layers built with it have that rank's shapes and
 // parameter layout (to plan buckets, merge shards) but must never run; a collective throws.
