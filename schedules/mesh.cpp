@@ -16,6 +16,10 @@ const char* to_string(axis a) {
       return "tp";
     case axis::cp:
       return "cp";
+    case axis::ep:
+      return "ep";
+    case axis::edp:
+      return "edp";
   }
   return "?";
 }
@@ -30,6 +34,10 @@ int mesh::size(axis a) const {
       return tp;
     case axis::cp:
       return cp;
+    case axis::ep:
+      return ep;
+    case axis::edp:
+      return dp * cp / ep;
   }
   return 1;
 }
@@ -53,20 +61,26 @@ int mesh::group_index(axis a, int rank) const {
     case axis::pp: return replica * tp + c.tp;
     case axis::tp: return replica * pp + c.pp;
     case axis::cp: return (c.dp * pp + c.pp) * tp + c.tp;
+    case axis::ep: return (replica / ep * pp + c.pp) * tp + c.tp;
+    case axis::edp: return (replica % ep * pp + c.pp) * tp + c.tp;
   }
   return 0;
 }
 
 std::vector<int> mesh::group(axis a, int rank) const {
   const mesh_coords at = coords_of(rank);
+  const int replica = at.dp * cp + at.cp;
   std::vector<int> out;
   for (int i = 0; i < size(a); ++i) {
     mesh_coords c = at;
+    auto at_replica = [&](int r) {
+      c.dp = r / cp;
+      c.cp = r % cp;
+    };
     switch (a) {
-      case axis::dp:  // replica i: dp i / cp, cp i % cp
-        c.dp = i / cp;
-        c.cp = i % cp;
-        break;
+      case axis::dp: at_replica(i); break;
+      case axis::ep: at_replica(replica / ep * ep + i); break;
+      case axis::edp: at_replica(i * ep + replica % ep); break;
       case axis::pp: c.pp = i; break;
       case axis::tp: c.tp = i; break;
       case axis::cp: c.cp = i; break;
@@ -93,6 +107,7 @@ bool mesh::group_spans_processes(axis a, int rank) const {
 std::string to_string(const mesh& m) {
   std::string s = "dp" + std::to_string(m.dp) + ".pp" + std::to_string(m.pp) + ".tp" + std::to_string(m.tp);
   if (m.cp != 1) s += ".cp" + std::to_string(m.cp);
+  if (m.ep != 1) s += ".ep" + std::to_string(m.ep);
   if (m.processes != 1) s += "/" + std::to_string(m.processes);
   return s;
 }
@@ -104,6 +119,11 @@ std::optional<mesh> parse_mesh(const std::string& text) {
   if (static_cast<size_t>(used) != text.size() && text.compare(static_cast<size_t>(used), 3, ".cp") == 0) {
     int more = 0;
     if (std::sscanf(text.c_str() + used, ".cp%d%n", &m.cp, &more) != 1) return std::nullopt;
+    used += more;
+  }
+  if (static_cast<size_t>(used) != text.size() && text.compare(static_cast<size_t>(used), 3, ".ep") == 0) {
+    int more = 0;
+    if (std::sscanf(text.c_str() + used, ".ep%d%n", &m.ep, &more) != 1) return std::nullopt;
     used += more;
   }
   if (static_cast<size_t>(used) != text.size()) {
@@ -121,12 +141,16 @@ std::string check(const mesh& m) {
     return v >= 1 ? std::string() : std::string(name) + " must be >= 1, got " + std::to_string(v);
   };
   for (const std::string& e : {positive("dp", m.dp), positive("pp", m.pp), positive("tp", m.tp), positive("cp", m.cp),
-                               positive("processes", m.processes)})
+                               positive("ep", m.ep), positive("processes", m.processes)})
     if (!e.empty()) return e;
   if (m.ranks() % m.processes != 0)
     return "the mesh's " + std::to_string(m.ranks()) + " ranks (dp " + std::to_string(m.dp) +
            (m.cp > 1 ? " x cp " + std::to_string(m.cp) : std::string()) + " x pp " + std::to_string(m.pp) + " x tp " +
            std::to_string(m.tp) + ") cannot be split evenly over " + std::to_string(m.processes) + " processes";
+  if (m.replicas() % m.ep != 0)
+    return "ep " + std::to_string(m.ep) + " must divide the " + std::to_string(m.replicas()) + " data-parallel replicas (dp " +
+           std::to_string(m.dp) + (m.cp > 1 ? " x cp " + std::to_string(m.cp) : std::string()) +
+           "): each expert group is ep of them";
   return {};
 }
 

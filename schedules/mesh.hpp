@@ -17,6 +17,13 @@
 // replicas share a microbatch. The context group (axis::cp) is the cp ranks that split one
 // sequence; attention is the only layer that talks over it. cp before pp in the order keeps
 // replica_of a rank's place along one strided axis, as dp alone is.
+//
+// Expert parallelism (ep) adds no ranks: it is formed inside the dp x cp replicas, as Megatron
+// forms it. ep consecutive replicas (replica_of / ep equal) are an expert group (axis::ep): each
+// holds E/ep of an MoE layer's experts and sends every token to the replica owning its expert.
+// The replicas holding the same experts (replica_of % ep equal) are an expert-data-parallel group
+// (axis::edp), the one an expert's gradients reduce over; every other parameter still reduces
+// over the whole data-parallel group.
 #pragma once
 
 #include <optional>
@@ -25,8 +32,8 @@
 
 namespace troupe::sched {
 
-enum class axis { dp, pp, tp, cp };
-const char* to_string(axis a);  // "dp", "pp", "tp", "cp"
+enum class axis { dp, pp, tp, cp, ep, edp };
+const char* to_string(axis a);  // "dp", "pp", "tp", "cp", "ep", "edp"
 
 struct mesh_coords {
   int dp = 0, pp = 0, tp = 0, cp = 0;
@@ -37,13 +44,15 @@ struct mesh {
   int dp = 1, pp = 1, tp = 1;
   int processes = 1;  // the ranks are spread over this many processes, an equal block each
   int cp = 1;         // context-parallel ranks per data-parallel replica
+  int ep = 1;         // replicas per expert group (divides dp x cp)
 
   int ranks() const { return dp * cp * pp * tp; }
   int ranks_per_process() const { return ranks() / processes; }
   // The data-parallel group with context: dp x cp ranks hold each set of parameters.
   int replicas() const { return dp * cp; }
   int replica_of(int rank) const;  // d * cp + c: the rank's index in group(axis::dp, rank)
-  // The group's size along a: replicas() for dp.
+  int expert_rank_of(int rank) const { return replica_of(rank) % ep; }  // its place in its expert group
+  // The group's size along a: replicas() for dp, replicas() / ep for edp.
   int size(axis a) const;
   mesh_coords coords_of(int rank) const;
   int rank_of(const mesh_coords& c) const;
@@ -53,7 +62,8 @@ struct mesh {
   std::vector<int> group(axis a, int rank) const;
   // Which of the ranks() / size(a) groups along `a` holds rank, numbered by the other
   // coordinates in rank order (dp groups: p * tp + t; pp: replica * tp + t; tp: replica * pp + p;
-  // cp: (d * pp + p) * tp + t).
+  // cp: (d * pp + p) * tp + t; ep: (replica / ep * pp + p) * tp + t; edp: (replica % ep * pp + p)
+  // * tp + t).
   int group_index(axis a, int rank) const;
   int groups(axis a) const { return ranks() / size(a); }
   int process_of(int rank) const { return rank / ranks_per_process(); }
@@ -62,17 +72,17 @@ struct mesh {
   // process: an engine across processes, not an in-process group, carries it).
   bool group_spans_processes(axis a, int rank) const;
   bool operator==(const mesh& o) const {
-    return dp == o.dp && pp == o.pp && tp == o.tp && processes == o.processes && cp == o.cp;
+    return dp == o.dp && pp == o.pp && tp == o.tp && processes == o.processes && cp == o.cp && ep == o.ep;
   }
 };
 
-// "dp2.pp2.tp1", with ".cp2" when cp > 1 and "/2" when the ranks span more than one process:
-// "dp2.pp2.tp1.cp2/2".
+// "dp2.pp2.tp1", with ".cp2" when cp > 1, ".ep2" when ep > 1 and "/2" when the ranks span more
+// than one process: "dp2.pp2.tp1.cp2.ep2/2".
 std::string to_string(const mesh& m);
 std::optional<mesh> parse_mesh(const std::string& text);
 
 // Empty when the mesh is valid, else a message for users naming the field: every axis >= 1,
-// processes >= 1 and dividing the ranks.
+// processes >= 1 and dividing the ranks, ep dividing dp x cp.
 std::string check(const mesh& m);
 
 }  // namespace troupe::sched

@@ -115,7 +115,10 @@ int stride_of(const mesh& m, axis a) {
       return m.tp;
     case axis::dp:  // the replicas (dp x cp) lie along one stride
     case axis::cp:
+    case axis::ep:
       return m.tp * m.pp;
+    case axis::edp:  // the replicas holding the same experts, ep apart
+      return m.tp * m.pp * m.ep;
   }
   return 1;
 }

@@ -103,6 +103,44 @@ TEST(schedules_mesh, context_ranks_sit_between_dp_and_pp_and_join_the_data_paral
   EXPECT_NE(check(m).find("cp must be >= 1"), std::string::npos);
 }
 
+// Expert parallelism adds no ranks: ep consecutive replicas (of dp x cp) share out the experts
+// (axis::ep), and the replicas holding the same experts reduce those experts' gradients
+// (axis::edp), ep apart.
+TEST(schedules_mesh, expert_groups_are_consecutive_replicas_and_their_data_parallel_groups_stride_by_ep) {
+  mesh m{4, 2, 1, 1};
+  m.ep = 2;
+  ASSERT_EQ(m.ranks(), 8);  // ep adds none
+  EXPECT_EQ(m.size(axis::ep), 2);
+  EXPECT_EQ(m.size(axis::edp), 2);
+  // Rank 2 is replica 1, stage 0: its expert group is replicas 0 and 1 (ranks 0, 2), and the
+  // replicas holding its experts are 1 and 3 (ranks 2, 6).
+  EXPECT_EQ(m.group(axis::ep, 2), (std::vector<int>{0, 2}));
+  EXPECT_EQ(m.group(axis::edp, 2), (std::vector<int>{2, 6}));
+  EXPECT_EQ(m.group(axis::ep, 7), (std::vector<int>{5, 7}));
+  EXPECT_EQ(m.group(axis::edp, 4), (std::vector<int>{0, 4}));
+  EXPECT_EQ(m.expert_rank_of(6), 1);
+  m.cp = 2;  // with context: dp 4 x cp 2 = 8 replicas, an expert group of 2 spans one replica's cp ranks
+  EXPECT_EQ(m.group(axis::ep, 0), (std::vector<int>{0, 2}));
+  for (axis a : {axis::ep, axis::edp}) {
+    std::set<int> firsts;
+    for (int r = 0; r < m.ranks(); ++r) {
+      const auto g = m.group(a, r);
+      ASSERT_EQ(static_cast<int>(g.size()), m.size(a));
+      EXPECT_NE(std::find(g.begin(), g.end(), r), g.end());
+      firsts.insert(g.front());
+      EXPECT_LT(m.group_index(a, r), m.groups(a));
+      EXPECT_EQ(m.group_index(a, r), m.group_index(a, g.front())) << to_string(a);
+    }
+    EXPECT_EQ(static_cast<int>(firsts.size()), m.groups(a)) << to_string(a);
+  }
+  EXPECT_EQ(to_string(m), "dp4.pp2.tp1.cp2.ep2");
+  EXPECT_EQ(parse_mesh("dp4.pp2.tp1.cp2.ep2"), m);
+  EXPECT_EQ(parse_mesh("dp4.pp2.tp1.ep4/2")->ep, 4);
+  EXPECT_FALSE(parse_mesh("dp4.pp2.tp1.ep1").has_value());
+  m.ep = 3;
+  EXPECT_NE(check(m).find("ep 3 must divide the 8 data-parallel replicas"), std::string::npos) << check(m);
+}
+
 TEST(schedules_mesh, processes_hold_contiguous_equal_blocks_of_ranks) {
   const mesh m{2, 2, 1, 2};
   EXPECT_EQ(m.ranks_per_process(), 2);
