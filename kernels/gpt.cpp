@@ -12,7 +12,8 @@
 
 namespace troupe {
 
-layer_list build_gpt(const model_spec& spec, tp_group* tp, bool sequence_parallel, context::context_split context) {
+layer_list build_gpt(const model_spec& spec, tp_group* tp, bool sequence_parallel, context::context_split context,
+                     tp_group* experts) {
   const bool sp = sequence_parallel && tp_size(tp) > 1;
   if (spec.kind != "gpt") throw std::invalid_argument("build_gpt: model.kind is \"" + spec.kind + "\", not \"gpt\"");
   validate(spec, tp_size(tp));
@@ -29,7 +30,7 @@ layer_list build_gpt(const model_spec& spec, tp_group* tp, bool sequence_paralle
       o.top_k = spec.top_k;
       o.capacity_factor = spec.capacity_factor;
       o.aux_coefficient = static_cast<float>(spec.aux_loss_coefficient);
-      layers.push_back(std::make_unique<moe_block>(C, spec.heads, o, proj_std, context));
+      layers.push_back(std::make_unique<moe_block>(C, spec.heads, o, proj_std, context, experts));
     } else {
       layers.push_back(std::make_unique<transformer_block>(C, spec.heads, proj_std, tp, sp, context));
     }

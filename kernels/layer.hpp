@@ -45,6 +45,10 @@ class layer {
   // split holds them all (every tp rank has the same values).
   virtual int64_t full_params() const { return num_params(); }
   virtual std::vector<param_run> full_runs() const { return {{0, num_params()}}; }
+  // Expert parallelism: how many elements at the end of its buffer are its experts' (a mixture of
+  // experts over an expert group), whose gradients reduce over the replicas holding the same
+  // experts rather than over every replica. 0 for every other layer.
+  virtual int64_t expert_tail() const { return 0; }
 
   // Points the layer at its slice of the stage's flat parameter and gradient buffers.
   // Virtual so a composite layer (transformer_block) can bind its sub-layers to sub-slices.

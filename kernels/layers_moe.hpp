@@ -39,6 +39,7 @@ class moe_mlp final : public layer {
   // Elements of this rank's buffer that are its experts' (after the router's): what reduces over
   // the ranks holding the same experts rather than over every rank.
   param_run expert_run() const { return {o_.experts * C_, local_ * expert_params()}; }
+  int64_t expert_tail() const override { return expert_run().count; }
   void init(float* params, std::mt19937_64& rng) const override;
   tensor forward(const tensor& x, saved_activations& saved) const override;
   tensor backward_input(const tensor& dy, saved_activations& saved) const override;

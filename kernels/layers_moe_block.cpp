@@ -31,9 +31,10 @@ saved_activations experts_of(const std::vector<tensor>& s) {
 
 }  // namespace
 
-moe_block::moe_block(int64_t channels, int64_t heads, moe_options o, float proj_std, context::context_split context)
+moe_block::moe_block(int64_t channels, int64_t heads, moe_options o, float proj_std, context::context_split context,
+                     tp_group* experts_group)
     : channels_(channels), heads_(heads), proj_std_(proj_std), context_(context), ln1_(channels), qkv_(channels, 3 * channels),
-      proj_(channels, channels), ln2_(channels), moe_(channels, 4 * channels, o) {
+      proj_(channels, channels), ln2_(channels), moe_(channels, 4 * channels, o, experts_group) {
   if (channels <= 0 || heads <= 0 || channels % heads != 0)
     throw std::invalid_argument("moe_block: channels (" + std::to_string(channels) +
                                 ") must be a positive multiple of heads (" + std::to_string(heads) + ")");
@@ -54,6 +55,12 @@ std::vector<param_spec> moe_block::param_specs() const {
   for (int i = 0; i < num_parts; ++i)
     for (auto& s : part(i)->param_specs()) specs.push_back({std::string(prefix[i]) + "." + s.name, s.shape});
   return specs;
+}
+
+std::vector<param_run> moe_block::full_runs() const {
+  std::vector<param_run> runs{{0, offset_[moe_at]}};
+  for (param_run r : moe_.full_runs()) runs.push_back({offset_[moe_at] + r.offset, r.count});
+  return runs;
 }
 
 void moe_block::init(float* params, std::mt19937_64& rng) const {

@@ -5,8 +5,8 @@
 // mlp.experts.E.*. One rank holds every expert and the whole attention, of its own tokens: with
 // a context-parallel group the block's tokens are the rank's share of each sequence and its
 // attention meets the group's keys and values (context_attention.hpp), while the router and the
-// experts see only the rank's tokens. Tensor and expert parallelism, and GPUs, are refused by the
-// job before it builds one.
+// experts see only the rank's tokens; with an expert group they go to their experts' owners
+// (layers_moe.hpp). Tensor parallelism and GPUs are refused by the job before it builds one.
 #pragma once
 
 #include <map>
@@ -23,9 +23,16 @@ namespace troupe {
 class moe_block final : public layer {
  public:
   // proj_std: the attention projection's init std (GPT-2's 0.02 / sqrt(2 * blocks)).
-  moe_block(int64_t channels, int64_t heads, moe_options o, float proj_std = 0.02f, context::context_split context = {});
+  // experts_group: the expert group the MoE layer shares its experts over (null: it holds them all).
+  moe_block(int64_t channels, int64_t heads, moe_options o, float proj_std = 0.02f, context::context_split context = {},
+            tp_group* experts_group = nullptr);
   std::string kind() const override { return "moe_block"; }
   std::vector<param_spec> param_specs() const override;
+  // Under expert parallelism the block holds its experts' share: its runs are the attention half
+  // and the MoE layer's own, placed after it.
+  int64_t full_params() const override { return offset_[moe_at] + moe_.full_params(); }
+  std::vector<param_run> full_runs() const override;
+  int64_t expert_tail() const override { return moe_.expert_tail(); }
   void init(float* params, std::mt19937_64& rng) const override;
   void bind(const float* params, float* grads) override;
   tensor forward(const tensor& x, saved_activations& saved) const override;

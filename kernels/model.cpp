@@ -105,13 +105,16 @@ std::string describe(const model_spec& spec) {
                            : std::string());
 }
 
-layer_list build_layers(const model_spec& spec, tp_group* tp, bool sequence_parallel, context::context_split context) {
+layer_list build_layers(const model_spec& spec, tp_group* tp, bool sequence_parallel, context::context_split context,
+                        tp_group* experts) {
   validate(spec, tp_size(tp));
   if (sequence_parallel && spec.kind != "gpt")
     throw std::invalid_argument("sequence parallelism splits a GPT's layernorm regions; the mlp has none");
   if (context && spec.kind != "gpt")
     throw std::invalid_argument("context parallelism splits sequences: model.kind \"" + spec.kind + "\" has none (use gpt)");
-  return spec.kind == "mlp" ? build_mlp(spec, tp) : build_gpt(spec, tp, sequence_parallel, context);
+  if (tp_size(experts) > 1 && spec.experts == 0)
+    throw std::invalid_argument("expert parallelism shares out a mixture of experts: the model has none (set model.experts)");
+  return spec.kind == "mlp" ? build_mlp(spec, tp) : build_gpt(spec, tp, sequence_parallel, context, experts);
 }
 
 bool splits_logits(const model_spec& spec, int tp) {

@@ -55,11 +55,13 @@ int64_t param_count(const model_spec& spec);
 // context (GPT): the group of ranks that split each sequence (--cp); the layers then see this
 // rank's tokens of it, and attention meets the others' (context_attention.hpp). The MLP, which
 // has no sequence, refuses a group of more than one.
+// experts (GPT with experts): the expert group (--ep) every MoE block shares its experts over;
+// a model without experts refuses a group of more than one.
 layer_list build_layers(const model_spec& spec, tp_group* tp = nullptr, bool sequence_parallel = false,
-                        context::context_split context = {});
+                        context::context_split context = {}, tp_group* experts = nullptr);
 layer_list build_mlp(const model_spec& spec, tp_group* tp = nullptr);
 layer_list build_gpt(const model_spec& spec, tp_group* tp = nullptr, bool sequence_parallel = false,
-                     context::context_split context = {});  // gpt.cpp
+                     context::context_split context = {}, tp_group* experts = nullptr);  // gpt.cpp
 // True when the model's last layer leaves its logits split over the vocabulary (or the MLP's
 // classes) at this tp degree: the loss is then vocab_parallel_cross_entropy.
 bool splits_logits(const model_spec& spec, int tp);

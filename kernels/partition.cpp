@@ -16,6 +16,13 @@ std::vector<int64_t> params_per_layer(const layer_list& layers) {
   return out;
 }
 
+std::vector<int64_t> expert_tails(const layer_list& layers) {
+  std::vector<int64_t> out;
+  out.reserve(layers.size());
+  for (const auto& l : layers) out.push_back(l->expert_tail());
+  return out;
+}
+
 std::vector<layer_range> balanced_partition(const std::vector<int64_t>& layer_params, int chunks) {
   const auto n = static_cast<int64_t>(layer_params.size());
   if (chunks < 1) throw std::invalid_argument("partition: chunks must be >= 1, got " + std::to_string(chunks));

@@ -18,6 +18,8 @@ struct layer_range {
 };
 
 std::vector<int64_t> params_per_layer(const layer_list& layers);
+// Per layer, its expert_tail(): the elements its expert group's replicas reduce apart.
+std::vector<int64_t> expert_tails(const layer_list& layers);
 
 // Cuts `layer_params.size()` layers into `chunks` consecutive non-empty ranges that minimize the
 // largest chunk's parameter count (ties: the latest cuts, so a

@@ -7,22 +7,37 @@
 
 namespace troupe {
 
-std::vector<grad_bucket> plan_buckets(const std::vector<int64_t>& layer_params, int64_t cap_bytes) {
+std::vector<grad_bucket> plan_buckets(const std::vector<int64_t>& layer_params, int64_t cap_bytes,
+                                      const std::vector<int64_t>& expert_tails) {
   std::vector<int64_t> offsets(layer_params.size() + 1, 0);
   for (std::size_t i = 0; i < layer_params.size(); ++i) offsets[i + 1] = offsets[i] + layer_params[i];
+  auto tail = [&](int64_t i) { return expert_tails.empty() ? int64_t{0} : expert_tails.at(static_cast<size_t>(i)); };
   std::vector<grad_bucket> out;
   int64_t top = static_cast<int64_t>(layer_params.size()) - 1;  // highest layer of the open bucket
+  int64_t end = offsets[top + 1];                               // and where it ends
+  // Closes the open bucket down to `from` (exclusive of layer `below` and under).
+  auto close = [&](int64_t from, int64_t below) {
+    int64_t first = below + 1;  // ready after its lowest layer with parameters
+    while (first < top && layer_params[first] == 0) ++first;
+    out.push_back({from, end - from, first, top});
+  };
   for (int64_t i = top; i >= 0; --i) {
-    const int64_t open = offsets[top + 1] - offsets[i + 1];  // elements already in the open bucket
-    const int64_t with = open + layer_params[i];
-    if (open > 0 && with * static_cast<int64_t>(sizeof(float)) > cap_bytes) {  // layer i does not fit
-      int64_t first = i + 1;  // ready after its lowest layer with parameters
-      while (first < top && layer_params[first] == 0) ++first;
-      out.push_back({offsets[i + 1], open, first, top});
+    const int64_t dense_end = offsets[i + 1] - tail(i);  // layer i's elements before its experts'
+    if (tail(i) > 0) {
+      if (end > offsets[i + 1]) close(offsets[i + 1], i);
+      out.push_back({dense_end, tail(i), i, i, true});
       top = i;
+      end = dense_end;
+    }
+    const int64_t open = end - dense_end;  // elements already in the open bucket
+    const int64_t with = open + dense_end - offsets[i];
+    if (open > 0 && with * static_cast<int64_t>(sizeof(float)) > cap_bytes) {  // layer i does not fit
+      close(dense_end, i);
+      top = i;
+      end = dense_end;
     }
   }
-  if (offsets[top + 1] > 0) out.push_back({0, offsets[top + 1], 0, top});
+  if (end > 0) out.push_back({0, end, 0, top});
   else if (!out.empty()) out.back().first_layer = 0;  // parameter-free layers at the bottom
   return out;
 }

@@ -14,14 +14,20 @@ struct grad_bucket {
   int64_t count = 0;       // elements
   int64_t first_layer = 0; // lowest layer in the bucket: backward finishes it last
   int64_t last_layer = 0;  // highest layer
+  // Expert parallelism: the bucket is one layer's experts, reduced over the replicas holding the
+  // same experts (the mesh's edp group), not over every replica.
+  bool experts = false;
 };
 
 // layer_params[i]: parameter count of layer i (layers laid out in order in the flat buffer).
 // Bucket 0 holds the last layers. As in PyTorch DDP, a bucket holds at most cap_bytes unless a
 // single layer is larger (it then gets a bucket of its own). Buckets of zero elements are never
 // produced (parameter-free layers join a neighbour); cap_bytes <= 0 gives one bucket per layer
-// with parameters.
-std::vector<grad_bucket> plan_buckets(const std::vector<int64_t>& layer_params, int64_t cap_bytes);
+// with parameters. expert_tails[i] (empty: none): how many of layer i's last elements are its
+// experts' (layer::expert_tail); they get a bucket of their own, marked experts, and the
+// buckets around them never reach across it.
+std::vector<grad_bucket> plan_buckets(const std::vector<int64_t>& layer_params, int64_t cap_bytes,
+                                      const std::vector<int64_t>& expert_tails = {});
 
 // ZeRO's partition of a stage's parameters over its `ranks` data-parallel peers. Rank j owns
 // segment j of every bucket (ring::segment: the part a ring reduce-scatter leaves complete on

@@ -37,6 +37,37 @@ TEST(PlanBuckets, TileTheBufferInReverseLayerOrderAndCloseAtTheCap) {
   EXPECT_EQ(one[0].count, 4500);
 }
 
+// Expert parallelism: an MoE layer's experts (the last elements of its buffer) reduce over
+// another group, so they are a bucket of their own and no bucket reaches across them; the
+// buckets still tile the buffer, ready in order.
+TEST(PlanBuckets, AnExpertTailIsABucketOfItsOwnAndTheOthersStopAtIt) {
+  // 4 layers of 100/600/200/50 elements; layer 1's last 400 are its experts'.
+  const std::vector<int64_t> sizes{100, 600, 200, 50}, tails{0, 400, 0, 0};
+  auto b = plan_buckets(sizes, int64_t{1} << 40, tails);  // a cap nothing reaches
+  ASSERT_EQ(b.size(), 3u);
+  EXPECT_EQ(b[0].offset, 700);  // layers 2 and 3
+  EXPECT_EQ(b[0].count, 250);
+  EXPECT_EQ(b[0].first_layer, 2);
+  EXPECT_FALSE(b[0].experts);
+  EXPECT_EQ(b[1].offset, 300);  // layer 1's experts
+  EXPECT_EQ(b[1].count, 400);
+  EXPECT_EQ(b[1].first_layer, 1);
+  EXPECT_EQ(b[1].last_layer, 1);
+  EXPECT_TRUE(b[1].experts);
+  EXPECT_EQ(b[2].offset, 0);  // layer 1's router and attention with layer 0
+  EXPECT_EQ(b[2].count, 300);
+  EXPECT_EQ(b[2].first_layer, 0);
+  EXPECT_EQ(b[2].last_layer, 1);
+  EXPECT_FALSE(b[2].experts);
+  // A cap of 200 elements: layers 3 and 2 apart, the experts, then layer 1's other 200 alone.
+  auto capped = plan_buckets(sizes, 200 * 4, tails);
+  std::vector<std::pair<int64_t, int64_t>> got;
+  for (const grad_bucket& g : capped) got.push_back({g.offset, g.count});
+  EXPECT_EQ(got, (std::vector<std::pair<int64_t, int64_t>>{{900, 50}, {700, 200}, {300, 400}, {100, 200}, {0, 100}}));
+  for (size_t i = 0; i < capped.size(); ++i) EXPECT_EQ(capped[i].experts, i == 2) << i;
+  for (size_t i = 1; i < capped.size(); ++i) EXPECT_LE(capped[i].first_layer, capped[i - 1].first_layer) << i;
+}
+
 TEST(LayerStackHook, ReportsEveryLayerLastToFirstWithTheSameGradients) {
   model_spec spec;
   spec.hidden = {16, 8};
