@@ -241,6 +241,10 @@ std::vector<tunable> make_table() {
                       "Context-parallel ranks splitting every sequence (GPT; attention meets the group's keys and "
                       "values as --cp-mode says; T must split into 2 x cp chunks) [1]",
                       1, max_ranks, [](train_config& c, const value& v) { c.mesh.cp = static_cast<int>(v.integer); }));
+  t.push_back(integer("--ep", "mesh.ep",
+                      "Expert-parallel replicas sharing out every MoE layer's experts (GPT with --experts; formed "
+                      "inside dp x cp, which it must divide; tokens reach their experts by all-to-all) [1]",
+                      1, max_ranks, [](train_config& c, const value& v) { c.mesh.ep = static_cast<int>(v.integer); }));
   t.push_back(choice("--cp-mode", "mesh.cp_mode",
                      "How attention meets the context group's keys and values: all-gather (gather them, reduce-scatter "
                      "their gradients), ring (pass them around the group, each step's transfer behind a block's "

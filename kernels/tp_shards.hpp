@@ -11,9 +11,12 @@
 
 namespace troupe {
 
-// The unsplit flat parameters of layers r of the model, from shards[t]: tp rank t's flat
-// parameters of the same layers (tp = shards.size()). Throws std::invalid_argument when a shard
-// has another size than rank t's layers hold.
-std::vector<float> merge_tp_shards(const model_spec& spec, const layer_range& r, const std::vector<tensor>& shards);
+// The unsplit flat parameters of layers r of the model, from shards[e * tp + t]: the flat
+// parameters of the same layers held by tp rank t at place e of an expert group of `ep`
+// (tp = shards.size() / ep). What several hold (a router, a tp-replicated layernorm) is taken
+// from each alike. Throws std::invalid_argument when a shard has another size than its rank's
+// layers hold.
+std::vector<float> merge_tp_shards(const model_spec& spec, const layer_range& r, const std::vector<tensor>& shards,
+                                   int ep = 1);
 
 }  // namespace troupe

@@ -56,11 +56,15 @@ void log_plan(const train_config& cfg, const prepared_job& data, const job_plan&
   spdlog::info("model {} ({} parameters), {} steps of {} samples, optimizer {} lr {}{}", describe(data.model),
                data.num_params, data.total_steps, cfg.batch_size, cfg.optim.kind, cfg.optim.lr,
                cfg.matmul == matmul_precision::f32 ? "" : ", matmuls on bf16 operands");
-  spdlog::info("mesh {} ({} ranks: dp {}{} x pp {} x tp {}{}), schedule {} P={} M={} v={}, layer chunks{}{}",
+  spdlog::info("mesh {} ({} ranks: dp {}{} x pp {} x tp {}{}{}), schedule {} P={} M={} v={}, layer chunks{}{}",
                sched::to_string(plan.mesh), plan.mesh.ranks(), plan.mesh.dp,
                plan.mesh.cp > 1 ? fmt::format(" x cp {} (each sequence split over cp ranks)", plan.mesh.cp) : std::string(),
                plan.mesh.pp, plan.mesh.tp,
-               plan.mesh.tp > 1 ? ", tp innermost: each tensor-parallel group on consecutive ranks" : "", s.name, s.num_stages,
+               plan.mesh.tp > 1 ? ", tp innermost: each tensor-parallel group on consecutive ranks" : "",
+               plan.mesh.ep > 1 ? fmt::format("; ep {}: each {} consecutive replicas share out the experts", plan.mesh.ep,
+                                              plan.mesh.ep)
+                                : std::string(),
+               s.name, s.num_stages,
                s.num_microbatches, s.virtual_stages, cut,
                plan.mesh.replicas() > 1 && cfg.consistency == consistency_model::none
                    ? fmt::format(", {} gradient buckets per replica of up to {} MiB",

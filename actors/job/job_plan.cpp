@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 #include "actors/job/memory_plan.hpp"
@@ -50,11 +51,23 @@ job_plan plan_job(const train_config& cfg, const prepared_job& data) {
   // The cut is the unsplit model's, the same for every tp rank: a stage's ranks hold one layer range.
   const auto sizes = params_per_layer(build_layers(data.model));
   p.chunks = cfg.cuts.empty() ? balanced_partition(sizes, K) : partition_at(static_cast<int64_t>(sizes.size()), cfg.cuts, K);
-  std::vector<std::vector<int64_t>> local(static_cast<size_t>(T));  // each tp rank's parameters per layer
+  // Each tp rank's parameters per layer, and under expert parallelism how many of them are its
+  // experts' (the same count at every place in the expert group: E / ep experts each).
+  std::vector<std::vector<int64_t>> local(static_cast<size_t>(T)), tails(static_cast<size_t>(T));
+  const bool ep = cfg.mesh.ep > 1;
   for (int t = 0; t < T; ++t) {
-    tp_layout rank_t(t, T);
-    local[static_cast<size_t>(t)] = T == 1 ? sizes : params_per_layer(build_layers(data.model, &rank_t));
+    tp_layout rank_t(t, T), expert_rank(0, cfg.mesh.ep);
+    if (T == 1 && !ep) {
+      local[static_cast<size_t>(t)] = sizes;
+      continue;
+    }
+    const layer_list layers = build_layers(data.model, &rank_t, false, {}, ep ? &expert_rank : nullptr);
+    local[static_cast<size_t>(t)] = params_per_layer(layers);
+    if (ep) tails[static_cast<size_t>(t)] = expert_tails(layers);
   }
+  // The experts' buckets reduce over the replicas holding the same experts; with none but this
+  // one (ep = dp x cp) they stay as backward left them.
+  const bool expert_buckets_reduce = cfg.mesh.size(sched::axis::edp) > 1;
   auto bucketize = [&](job_plan& q, double bucket_mb) {
     const auto cap = static_cast<int64_t>(bucket_mb * 1024.0 * 1024.0);
     q.buckets.assign(static_cast<size_t>(P * T), {});
@@ -66,7 +79,13 @@ job_plan plan_job(const train_config& cfg, const prepared_job& data) {
           const auto& per_layer = local[static_cast<size_t>(t)];
           std::vector<int64_t> chunk_sizes(per_layer.begin() + r.begin, per_layer.begin() + r.end);
           for (int64_t n : chunk_sizes) q.stage_params[q.slot(d, t)] += n;
-          q.buckets[q.slot(d, t)].push_back(N > 1 ? plan_buckets(chunk_sizes, cap) : std::vector<grad_bucket>{});
+          std::vector<int64_t> chunk_tails;
+          if (const auto& tail = tails[static_cast<size_t>(t)]; !tail.empty())
+            chunk_tails.assign(tail.begin() + r.begin, tail.begin() + r.end);
+          std::vector<grad_bucket> list = N > 1 ? plan_buckets(chunk_sizes, cap, chunk_tails) : std::vector<grad_bucket>{};
+          if (!expert_buckets_reduce)
+            list.erase(std::remove_if(list.begin(), list.end(), [](const grad_bucket& b) { return b.experts; }), list.end());
+          q.buckets[q.slot(d, t)].push_back(std::move(list));
         }
   };
   bucketize(p, cfg.bucket_mb);

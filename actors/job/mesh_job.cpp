@@ -19,11 +19,9 @@ namespace troupe {
 
 rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                         const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
-                        const collective_of& collective, const tp_group_of_fn& tp_group_of,
-                        const std::vector<caf::actor>& observers, const tp_group_of_fn& dp_group_of,
+                        mesh_links& links, const std::vector<caf::actor>& observers,
                         const std::vector<caf::actor>& servers, const caf::actor& dispenser,
-                        const std::function<std::shared_ptr<device_queue>(int rank)>& device_of,
-                        const tp_group_of_fn& context_of) {
+                        const std::function<std::shared_ptr<device_queue>(int rank)>& device_of) {
   rank_actors out;
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   for (int rank : ranks) {
@@ -63,19 +61,24 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       a.peer_over_host.push_back(plan.mesh.process_of(q) != plan.mesh.process_of(rank) &&
                                  !pipeline_on_device_link(cfg, rank, q));
     a.loader = loader->second;
-    const rank_collective dp = collective(rank);
+    const rank_collective dp = links.collective_of(rank);
     a.collective = dp.actor;
     a.buckets_on_device = dp.on_device;
+    a.expert_collective = links.expert_collective_of(rank);
     a.coordinator = coordinator;
-    a.tp = tp_group_of(rank);
+    a.tp = links.tp_of(rank);
     if (a.tp) out.tp_members.push_back(a.tp);
-    if (context_of) a.context = context_of(rank);
+    a.context = links.context_of(rank);
     a.context_mode = cfg.cp_mode;
     if (a.context) out.tp_members.push_back(a.context);
+    a.experts = links.experts_of(rank);
+    if (a.experts) out.tp_members.push_back(a.experts);
     a.zero = cfg.zero;
     a.dp_rank = replica;
     a.dp_size = plan.mesh.replicas();
-    a.writes_checkpoint = cfg.zero >= 1 || replica == 0;  // without ZeRO every replica holds the same state
+    // Without ZeRO every replica holds the same state, but for the experts each of the first
+    // expert group's holds.
+    a.writes_checkpoint = cfg.zero >= 1 || replica < plan.mesh.ep;
     a.resume = plan.resume;
     if (device_of) a.queue = device_of(rank);
     a.memory = device_memory::make(
@@ -90,7 +93,7 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       where.queue = a.queue;
     }
     if (cfg.zero >= 3 && a.collective) {  // ZeRO-3: units gathered over a group the stage's threads drive
-      a.dp_group = dp_group_of(rank);
+      a.dp_group = links.params_of(rank);
       a.prefetch = cfg.prefetch;
       out.tp_members.push_back(a.dp_group);
     }
@@ -261,10 +264,8 @@ rank_actors spawn_mesh(caf::actor_system& sys, const train_config& cfg, const pr
   std::vector<caf::actor> observers;
   for (const auto& make : extras.gradient_observers) observers.push_back(make(sys));
   const job_servers servers = spawn_servers(sys, cfg, plan);
-  rank_actors out = spawn_ranks(
-      sys, cfg, data, plan, all, coordinator, [&](int rank) { return links.collective_of(rank); },
-      [&](int rank) { return links.tp_of(rank); }, observers, [&](int rank) { return links.params_of(rank); },
-      servers.by_slot, servers.dispenser, extras.device_of, [&](int rank) { return links.context_of(rank); });
+  rank_actors out =
+      spawn_ranks(sys, cfg, data, plan, all, coordinator, links, observers, servers.by_slot, servers.dispenser, extras.device_of);
   for (const auto& a : servers.actors) out.members.push_back(a), out.detached.push_back(a);
   out.server_updates = servers.updates;
   out.dispensed = servers.dispensed;

@@ -1,8 +1,8 @@
 // The ranks of a mesh as actors: for each rank a stage (stage.hpp) and its optimizer shard, for
 // each replica a data loader, wired to the coordinator. One function serves the job held in one
-// process and each process's share of a multi-process job; what differs is only who provides a
-// rank's data-parallel collective (an in-process group member, or a net_collective). Include
-// only from actors/ (CAF).
+// process and each process's share of a multi-process job; what differs is only where a rank's
+// groups are (mesh_links: in-process members, or members across processes). Include only from
+// actors/ (CAF).
 #pragma once
 
 #include <caf/all.hpp>
@@ -35,12 +35,6 @@ struct rank_actors {
 // collectives inside NCCL, for a peer that is gone, where no message reaches them: their
 // in-process groups and the device engine end those waits with `why`.
 void abort_group_waits(const rank_actors& ranks, const std::string& why);
-
-// rank -> its member of the data-parallel group of its pipeline stage (an empty handle: none),
-// and whether that group reduces on the ranks' accelerators (mesh_links.hpp).
-using collective_of = std::function<rank_collective(int rank)>;
-// rank -> its member of its tensor-parallel group; null with tp 1.
-using tp_group_of_fn = std::function<std::shared_ptr<tp_group>(int rank)>;
 
 // With --consistency: server_shards parameter servers per (stage, tp) slot that holds parameters
 // (over a proxy when more than one), all in the process that calls it (process 0 of a job over
@@ -76,17 +70,16 @@ std::vector<caf::actor> servers_by_slot(caf::actor_system& sys, const job_plan& 
                                         const std::vector<server_shard>& layout, const std::vector<caf::actor>& shards,
                                         std::vector<caf::actor>& proxies);
 
+// `links`: every rank's groups (data, tensor, context and expert parallel, ZeRO-3's parameters).
 // `observers`: actors every rank sends its gradients to each step (job_extras.hpp). `servers`:
 // with --consistency, every slot's parameter server (spawn_servers, here or in process 0), and
 // `dispenser` its batch dispenser under ssp and asp. `device_of`: each rank's device queue
 // (job_extras.hpp; empty: the CPU).
 rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const prepared_job& data,
                         const job_plan& plan, const std::vector<int>& ranks, const caf::actor& coordinator,
-                        const collective_of& collective, const tp_group_of_fn& tp_group_of,
-                        const std::vector<caf::actor>& observers = {}, const tp_group_of_fn& dp_group_of = {},
+                        mesh_links& links, const std::vector<caf::actor>& observers = {},
                         const std::vector<caf::actor>& servers = {}, const caf::actor& dispenser = {},
-                        const std::function<std::shared_ptr<device_queue>(int rank)>& device_of = {},
-                        const tp_group_of_fn& context_of = {});
+                        const std::function<std::shared_ptr<device_queue>(int rank)>& device_of = {});
 
 // What the job's groups of ranks on accelerators reduce through: the composition's engine, else
 // the build's (gpu_group_engines).

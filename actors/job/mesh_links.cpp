@@ -42,8 +42,17 @@ int comm_params_group_id(const sched::mesh& m, int rank) {
 int comm_context_group_id(const sched::mesh& m, int rank) {
   return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + m.group_index(sched::axis::cp, rank);
 }
+int comm_expert_group_id(const sched::mesh& m, int rank) {
+  return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + (m.cp > 1 ? m.groups(sched::axis::cp) : 0) +
+         m.group_index(sched::axis::ep, rank);
+}
+int comm_expert_dp_group_id(const sched::mesh& m, int rank) {
+  return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + (m.cp > 1 ? m.groups(sched::axis::cp) : 0) +
+         m.groups(sched::axis::ep) + m.group_index(sched::axis::edp, rank);
+}
 int comm_group_count(const sched::mesh& m) {
-  return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + (m.cp > 1 ? m.groups(sched::axis::cp) : 0);
+  return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + (m.cp > 1 ? m.groups(sched::axis::cp) : 0) +
+         (m.ep > 1 ? m.groups(sched::axis::ep) + m.groups(sched::axis::edp) : 0);
 }
 
 rank_collective mesh_links::collective_of(int rank) {
@@ -72,14 +81,35 @@ rank_collective mesh_links::collective_of(int rank) {
   // On the devices through an engine that spans processes (NCCL), when the members all have one;
   // else through the host's back end.
   if (caf::actor c = spanning_device_member(id, replica, m.group(sched::axis::dp, rank))) return {c, true};
+  return {host_member(id, replica, m.replicas(), rank)};
+}
+
+caf::actor mesh_links::host_member(int id, int member, int size, int rank) {
   if (args_.mpi) {
     net_collective_args a;
-    std::shared_ptr<net::group_backend> member = args_.mpi->take(id);
-    a.env = launch_env{replica, m.replicas(), args_.local_host, 0, "mpi"};
-    a.make_backend = [member] { return member; };
-    return {spawn_member(std::move(a))};
+    std::shared_ptr<net::group_backend> backend = args_.mpi->take(id);
+    a.env = launch_env{member, size, args_.local_host, 0, "mpi"};
+    a.make_backend = [backend] { return backend; };
+    return spawn_member(std::move(a));
   }
-  return {spawn_member(spanning_member(id, replica, m.replicas(), rank))};
+  return spawn_member(spanning_member(id, member, size, rank));
+}
+
+// On the host: the MoE layers, the only ones expert parallelism touches, run on the CPU alone.
+caf::actor mesh_links::expert_collective_of(int rank) {
+  const sched::mesh& m = plan_.mesh;
+  const int size = m.size(sched::axis::edp);
+  if (m.ep == 1 || size == 1) return {};
+  const int member = m.replica_of(rank) / m.ep;
+  const int id = comm_expert_dp_group_id(m, rank);
+  if (m.group_spans_processes(sched::axis::edp, rank)) return host_member(id, member, size, rank);
+  local_group& g = local_groups_[id];
+  if (g.members.empty()) {
+    g.members = spawn_collective_group(sys_, size, collective_options_from_env());
+    actors_.insert(actors_.end(), g.members.begin(), g.members.end());
+    collectives_.insert(collectives_.end(), g.members.begin(), g.members.end());
+  }
+  return g.members.at(static_cast<size_t>(member));
 }
 
 net_collective_args mesh_links::spanning_member(int id, int member, int size, int rank) {
@@ -182,9 +212,9 @@ std::shared_ptr<tp_group> mesh_links::ledgered(std::shared_ptr<tp_group> member,
   const sched::mesh& m = plan_.mesh;
   std::string ranks;
   for (int r : m.group(a, rank)) ranks += (ranks.empty() ? "" : ",") + std::to_string(r);
-  const std::string group = fmt::format("{} group {} (ranks {})",
-                                        a == sched::axis::tp ? "tp" : a == sched::axis::cp ? "cp" : "ZeRO-3 parameter",
-                                        m.group_index(a, rank), ranks);
+  const std::string group =
+      fmt::format("{} group {} (ranks {})", a == sched::axis::dp ? "ZeRO-3 parameter" : sched::to_string(a),
+                  m.group_index(a, rank), ranks);
   auto logged = std::make_shared<net::logged_tp_group>(std::move(member));
   caf::actor ledger = spawn_tp_ledger(sys_, logged, group);
   actors_.push_back(ledger);
@@ -209,6 +239,23 @@ std::shared_ptr<tp_group> mesh_links::unlogged_context_of(int rank) {
     return g.at(static_cast<size_t>(c));
   }
   return remote_group_member(id, c, m.cp, rank);
+}
+
+std::shared_ptr<tp_group> mesh_links::experts_of(int rank) {
+  return ledgered(unlogged_experts_of(rank), sched::axis::ep, rank);
+}
+
+std::shared_ptr<tp_group> mesh_links::unlogged_experts_of(int rank) {
+  const sched::mesh& m = plan_.mesh;
+  if (m.ep == 1) return nullptr;
+  const int e = m.expert_rank_of(rank);
+  const int id = comm_expert_group_id(m, rank);
+  if (!m.group_spans_processes(sched::axis::ep, rank)) {
+    auto& g = local_tp_[id];
+    if (g.empty()) g = net::make_local_tp_group(m.ep, {args_.join_timeout_ms});
+    return g.at(static_cast<size_t>(e));
+  }
+  return remote_group_member(id, e, m.ep, rank);
 }
 
 std::shared_ptr<tp_group> mesh_links::params_of(int rank) {

@@ -36,11 +36,14 @@ namespace troupe {
 // alike: the data-parallel groups (mesh.group_index(dp)) first, then the tensor-parallel ones,
 // then ZeRO-3's parameter groups (one per data-parallel group: the gathers of a stage's
 // param_fetcher run beside its gradient collectives, so they get a connection of their own),
-// then (cp > 1) the context-parallel groups.
+// then (cp > 1) the context-parallel groups, then (ep > 1) the expert groups and the
+// expert-data-parallel ones.
 // Ring rendezvous addresses and MPI communicators are indexed by it.
 int comm_group_id(const sched::mesh& m, sched::axis a, int rank);
 int comm_params_group_id(const sched::mesh& m, int rank);
 int comm_context_group_id(const sched::mesh& m, int rank);
+int comm_expert_group_id(const sched::mesh& m, int rank);
+int comm_expert_dp_group_id(const sched::mesh& m, int rank);
 int comm_group_count(const sched::mesh& m);
 
 struct mesh_links_args {
@@ -97,6 +100,11 @@ class mesh_links {
   // The rank's member of its context-parallel group (null at cp 1): in-process, or across
   // processes over the job's back end, as a tp group is.
   std::shared_ptr<tp_group> context_of(int rank);
+  // The rank's member of its expert group (null at ep 1), which its stage's MoE layers drive.
+  std::shared_ptr<tp_group> experts_of(int rank);
+  // Before the ranks are spawned: rank's member of the collective of the replicas holding its
+  // experts (empty at ep 1, or when ep is every replica and no other holds them).
+  caf::actor expert_collective_of(int rank);
   // Before the ranks are spawned: rank's member of its ZeRO-3 parameter group (null unless
   // args.zero3 and dp > 1).
   std::shared_ptr<tp_group> params_of(int rank);
@@ -156,6 +164,10 @@ class mesh_links {
   // a logged_tp_group whose log a tp_ledger actor serves, counted among collectives()).
   std::shared_ptr<tp_group> unlogged_tp_of(int rank);
   std::shared_ptr<tp_group> unlogged_context_of(int rank);
+  std::shared_ptr<tp_group> unlogged_experts_of(int rank);
+  // Member `member` of process-spanning group `id` of `size` that reduces buckets on the host:
+  // through MPI's communicator, else the TCP ring or Gloo (spanning_member).
+  caf::actor host_member(int id, int member, int size, int rank);
   std::shared_ptr<tp_group> unlogged_params_of(int rank);
   std::shared_ptr<tp_group> ledgered(std::shared_ptr<tp_group> member, sched::axis a, int rank);
   // A member of process-spanning group `id` that a stage's own thread drives (tensor-parallel,

@@ -232,6 +232,18 @@ void validate(const train_config& c) {
     for (const device& d : c.devices)
       if (!d.is_cpu()) bad(moe + " runs on the CPU only so far; " + d.to_string() + " was given");
   }
+  if (c.mesh.ep > 1) {
+    const std::string ep = "expert parallelism (ep " + std::to_string(c.mesh.ep) + ")";
+    if (c.model.experts == 0) bad(ep + " shares out a mixture of experts: the model has none (set --experts)");
+    if (c.model.experts % c.mesh.ep != 0)
+      bad(ep + ": model.experts " + std::to_string(c.model.experts) + " do not split evenly over ep " +
+          std::to_string(c.mesh.ep) + " replicas");
+    if (c.consistency != consistency_model::none)
+      bad(ep + " moves tokens between replicas every step; parameter servers (--consistency) keep replicas apart");
+    if (c.zero >= 1)
+      bad(ep + " with ZeRO-" + std::to_string(c.zero) + ": the experts' gradients reduce over another group than the "
+          "shards are cut over, which is not built yet; use --zero 0");
+  }
   if (c.mesh.dp > c.batch_size)
     bad("dp " + std::to_string(c.mesh.dp) + " exceeds batch_size " + std::to_string(c.batch_size) +
         ": a rank would get no rows");

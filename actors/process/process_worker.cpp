@@ -121,11 +121,8 @@ class worker_process final : public joining_process {
       by_slot = servers_by_slot(sys, plan_, server_layout(cfg_, plan_), joined_.shards, proxies);
     auto links = links_ = std::make_shared<mesh_links>(
         sys, plan_, links_args(cfg_, pc_.index, local_host_, std::move(mpi_), engines_));
-    ranks_ = spawn_ranks(
-        sys, cfg_, job_, plan_, cfg_.mesh.ranks_of_process(pc_.index), joined_.coordinator,
-        [links](int rank) { return links->collective_of(rank); }, [links](int rank) { return links->tp_of(rank); },
-        {}, [links](int rank) { return links->params_of(rank); }, by_slot, joined_.dispenser, device_of_,
-        [links](int rank) { return links->context_of(rank); });
+    ranks_ = spawn_ranks(sys, cfg_, job_, plan_, cfg_.mesh.ranks_of_process(pc_.index), joined_.coordinator, *links, {},
+                         by_slot, joined_.dispenser, device_of_);
     ranks_.engines = links_->engines();
     ranks_.members.insert(ranks_.members.end(), proxies.begin(), proxies.end());
     links_->connect_pipelines(ranks_.stages, joined_.coordinator);

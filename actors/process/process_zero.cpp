@@ -43,11 +43,8 @@ class process_zero final : public placement {
     coordinator_ = spawn_coordinator(sys, coordinator_args_for(cfg_, job_, plan_, out_));
     spawn_servers_here(sys);
     auto links = links_;
-    ranks_ = spawn_ranks(
-        sys, cfg_, job_, plan_, cfg_.mesh.ranks_of_process(0), coordinator_,
-        [links](int rank) { return links->collective_of(rank); }, [links](int rank) { return links->tp_of(rank); },
-        {}, [links](int rank) { return links->params_of(rank); }, servers_.by_slot, servers_.dispenser, device_of_,
-        [links](int rank) { return links->context_of(rank); });
+    ranks_ = spawn_ranks(sys, cfg_, job_, plan_, cfg_.mesh.ranks_of_process(0), coordinator_, *links, {},
+                         servers_.by_slot, servers_.dispenser, device_of_);
     ranks_.engines = links_->engines();  // a failed job ends their waits (abort_group_waits)
     for (const auto& a : servers_.actors) ranks_.members.push_back(a), ranks_.detached.push_back(a);
     links_->connect_pipelines(ranks_.stages, coordinator_);

@@ -98,7 +98,9 @@ void launch_bucket(self_ptr self, int chunk, size_t b, tensor part, bool partiti
   ++s.buckets_pending;
   ++s.buckets_launched;
   const auto op = partitioned ? ring::op_kind::reduce_scatter_sum : ring::op_kind::all_reduce_sum;
-  self->request(s.args.collective, caf::infinite,
+  // An expert bucket reduces over the replicas holding the same experts (job_plan leaves it out
+  // where this replica is the only one).
+  self->request(bucket.experts ? s.args.expert_collective : s.args.collective, caf::infinite,
                 collective_request{step * s.seqs_per_step + index, static_cast<int32_t>(op), 0, bucket.count,
                                    std::move(part)})
       .then([self, step, chunk, b, index, sent, partitioned](collective_result& r) {

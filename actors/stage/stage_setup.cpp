@@ -64,7 +64,7 @@ void set_up(self_ptr self, stage_args args) {
     st.args.tp = st.tp_clock;
   }
   layer_list all = build_layers(st.args.model, st.args.tp.get(), st.args.sequence_parallel,
-                                {st.args.context.get(), st.args.context_mode});
+                                {st.args.context.get(), st.args.context_mode}, st.args.experts.get());
   // Runs first: taking a chunk's layers out of `all` leaves holes a later chunk's runs would read.
   std::vector<storage::value_run> stage_runs;  // the stage's chunks end to end
   std::vector<int64_t> chunk_at;

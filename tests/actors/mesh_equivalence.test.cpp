@@ -62,6 +62,7 @@ struct mesh_case {
   bool sequence_parallel = false;
   int cp = 1;
   std::string cp_mode = "all-gather";
+  int ep = 1;
 };
 
 // "gpt8" is the GPT at context 8, which context parallelism splits into 2 x cp chunks ("moe8"
@@ -90,7 +91,8 @@ std::string case_name(const ::testing::TestParamInfo<mesh_case>& info) {
     if (ch == '-') ch = '_';
   return "dp" + std::to_string(c.dp) + "_pp" + std::to_string(c.pp) + "_tp" + std::to_string(c.tp) + "_" + s + "_M" + std::to_string(c.M) + "_" +
          c.model + "_" + c.optim + (c.sequence_parallel ? "_sp" : "") + (c.cp > 1 ? "_cp" + std::to_string(c.cp) : "") +
-         (c.cp_mode == "ring" ? "_ring" : c.cp_mode == "all-to-all" ? "_a2a" : "");
+         (c.cp_mode == "ring" ? "_ring" : c.cp_mode == "all-to-all" ? "_a2a" : "") +
+         (c.ep > 1 ? "_ep" + std::to_string(c.ep) : "");
 }
 
 const reference& reference_for(const std::string& model, const std::string& optim) {
@@ -114,6 +116,7 @@ TEST_P(MeshMatchesSingleDevice, TwentyStepsSameLossesAndParametersExactScheduleA
   cfg.mesh.tp = c.tp;
   cfg.mesh.cp = c.cp;
   cfg.cp_mode = *context::parse_cp_mode(c.cp_mode);
+  cfg.mesh.ep = c.ep;
   cfg.sequence_parallel = c.sequence_parallel;
   cfg.schedule = c.schedule;
   cfg.micro_batches = c.M;
@@ -230,6 +233,17 @@ std::vector<mesh_case> all_cases() {
     out.push_back({2, 2, "1f1b", "gpt8", "adamw", 4, 2, false, 2, mode});
     out.push_back({2, 1, "1f1b", "moe8", "sgd", 2, 1, false, 2, mode});
   }
+  // Expert parallelism: the experts shared out over ep replicas, tokens sent to their owners and
+  // back; at dp 4 x ep 2 each expert's gradients reduce over the 2 replicas holding it, the rest
+  // over all 4. Beside a pipeline (the MoE blocks on one stage), and an expert group made of a
+  // context group's ranks.
+  for (const char* optim : {"sgd", "adamw"}) {
+    out.push_back({2, 1, "1f1b", "moe", optim, 2, 1, false, 1, "all-gather", 2});
+    out.push_back({4, 1, "1f1b", "moe", optim, 2, 1, false, 1, "all-gather", 2});
+    out.push_back({4, 1, "1f1b", "moe", optim, 2, 1, false, 1, "all-gather", 4});
+  }
+  out.push_back({2, 2, "1f1b", "moe", "sgd", 4, 1, false, 1, "all-gather", 2});
+  out.push_back({2, 1, "1f1b", "moe8", "adamw", 2, 1, false, 2, "ring", 2});
   return out;
 }
 }  // namespace
