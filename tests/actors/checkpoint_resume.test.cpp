@@ -35,6 +35,7 @@ struct layout {
   std::string schedule = "1f1b";
   offload_what what = offload_what::optimizer;  // with an offload target
   int cp = 1;
+  int ep = 1;
 };
 
 std::string name_of(const layout& l) {
@@ -43,6 +44,7 @@ std::string name_of(const layout& l) {
   if (l.offload != offload_target::none) n += std::string("_offload_") + to_string(l.what) + "_" + to_string(l.offload);
   if (l.schedule != "1f1b") n += "_" + l.schedule;
   if (l.cp > 1) n += "_cp" + std::to_string(l.cp);
+  if (l.ep > 1) n += "_ep" + std::to_string(l.ep);
   return n;
 }
 
@@ -58,6 +60,10 @@ train_config config_for(const std::string& model, const std::string& optim, cons
   if (optim == "sgd") cfg.optim.momentum = 0.9f;  // a state array to save
   cfg.schedule = l.schedule;
   cfg.mesh.cp = l.cp;
+  cfg.mesh.ep = l.ep;
+  // Dropless and without the load-balancing loss, a token's routing is its own: layouts that
+  // split the batch otherwise compute the same model.
+  if (model == "moe") cfg.model.aux_loss_coefficient = 0;
   cfg.zero = l.zero;
   cfg.bucket_mb = 0.0005;  // several buckets per stage: ZeRO's shards are strided pieces
   if (l.offload != offload_target::none) {
@@ -132,6 +138,13 @@ layout context(int dp, int pp, int tp, int M, int zero, int cp) {
   return l;
 }
 
+// Expert parallelism: each of the first ep replicas writes its experts (and the layers they all hold).
+layout experts(int dp, int pp, int M, int ep) {
+  layout l = L(dp, pp, 1, M, 0);
+  l.ep = ep;
+  return l;
+}
+
 // ZeRO-3 with its parameters offloaded (params: the moments stay in memory; both: nothing does).
 layout params_off(int dp, int pp, int tp, int M, offload_target o, offload_what what) {
   layout l = L(dp, pp, tp, M, 3, o);
@@ -156,6 +169,7 @@ INSTANTIATE_TEST_SUITE_P(
                       resume_case{"mlp", "sgd", L(2, 1, 1, 1, 3), L(2, 1, 1, 1, 3)},
                       resume_case{"gpt", "adamw", L(2, 1, 2, 1, 3), L(2, 1, 2, 1, 3)},
                       resume_case{"gpt8", "adamw", context(1, 2, 1, 2, 2, 2), context(1, 2, 1, 2, 2, 2)},
+                      resume_case{"moe", "adamw", experts(4, 1, 1, 2), experts(4, 1, 1, 2)},
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 2, host), L(2, 1, 1, 1, 2, host)},
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 2, nvme), L(2, 1, 1, 1, 2, nvme)},
                       resume_case{"mlp", "sgd", params_off(2, 1, 1, 1, nvme, offload_what::params),
@@ -179,7 +193,9 @@ INSTANTIATE_TEST_SUITE_P(
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 0), params_off(2, 1, 1, 1, nvme, offload_what::both), true},
                       resume_case{"gpt", "adamw", L(2, 2, 2, 2, 1), L(1, 1, 1, 1, 0), false},
                       resume_case{"gpt8", "adamw", context(2, 1, 1, 1, 1, 2), context(1, 1, 2, 1, 0, 1), false},
-                      resume_case{"gpt8", "sgd", context(1, 1, 1, 1, 0, 1), context(1, 2, 1, 2, 2, 2), false}),
+                      resume_case{"gpt8", "sgd", context(1, 1, 1, 1, 0, 1), context(1, 2, 1, 2, 2, 2), false},
+                      resume_case{"moe", "adamw", experts(2, 1, 1, 2), L(1, 1, 1, 1, 0), false},
+                      resume_case{"moe", "sgd", L(2, 2, 1, 2, 1), experts(4, 1, 1, 4), false}),
     [](const auto& info) { return case_name(info.param); });
 
 // Saving, with --keep 2: the two newest checkpoints stay, and `latest` names the newest.

@@ -295,6 +295,19 @@ TEST(ProcessJob, MoeGptUnderZeroTwoOverDpByPpAsTwoAndFourProcessesEqualsOneProce
   expect_mesh_over_processes_bitwise({2, 2, 1, 1}, {2, 4}, "gptmoe", true, "moe:zero2:");
 }
 
+// Expert parallelism across processes: dp 4 x ep 2 as 2 processes keeps each expert group in a
+// process and reduces the experts' gradients between them; as 4 every token's trip to its
+// expert's owner and back is an all-to-all over TCP. dp 2 x pp 2 x ep 2 as 4: the groups of the
+// stage holding the MoE blocks cross processes. The in-process bits again.
+TEST(ProcessJob, MoeGptWithExpertParallelismAcrossProcessesEqualsOneProcessBitwise) {
+  troupe::sched::mesh dp_ep{4, 1, 1, 1};
+  dp_ep.ep = 2;
+  expect_mesh_over_processes_bitwise(dp_ep, {2, 4}, "gptdpep", true, "moe:");
+  troupe::sched::mesh dp_pp_ep{2, 2, 1, 1};
+  dp_pp_ep.ep = 2;
+  expect_mesh_over_processes_bitwise(dp_pp_ep, {4}, "gptdpppep", true, "moe:");
+}
+
 // ZeRO-2 with the optimizer on NVMe, its reduce-scatters and all-gathers on TCP rings between
 // processes: the in-process bits again.
 TEST(ProcessJob, ZeroTwoWithNvmeOffloadOverDpByPpAsTwoAndFourProcessesEqualsOneProcessBitwise) {
