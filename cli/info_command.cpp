@@ -62,8 +62,8 @@ void add_info_command(CLI::App& app, int& exit_code) {
     std::printf("mesh rank order: tp innermost, then pp, cp, dp (rank ((d * cp + c) * pp + p) * tp + t)\n");
     std::printf("context parallelism (--cp): CPU ranks, in one process or across them; --cp-mode all-gather, ring "
                 "(point-to-point steps) or all-to-all (Ulysses), over every back end that spans processes\n");
-    std::printf("mixture of experts (--experts): CPU ranks, with dp, pp, cp and ZeRO; every rank holds every expert "
-                "(expert parallelism, --ep, is not built)\n");
+    std::printf("mixture of experts (--experts): CPU ranks, with dp, pp, cp and ZeRO; --ep N shares the experts over N "
+                "consecutive replicas (all-to-all dispatch and combine; not yet with ZeRO)\n");
     exit_code = 0;
   });
 }
