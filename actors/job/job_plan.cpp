@@ -3,7 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <stdexcept>
 
 #include "actors/job/memory_plan.hpp"
@@ -17,6 +16,12 @@ int job_plan::buckets_of_stage(int stage, int tp) const {
   int n = 0;
   for (const auto& b : buckets.at(slot(stage, tp))) n += static_cast<int>(b.size());
   return n;
+}
+
+std::vector<shard_piece> job_plan::shard_of(int rank) const {
+  const sched::mesh_coords at = mesh.coords_of(rank);
+  return shard_layout(buckets.at(slot(at.pp, at.tp)), mesh.replicas(), mesh.replica_of(rank), mesh.size(sched::axis::edp),
+                      mesh.replica_of(rank) / mesh.ep);
 }
 
 job_plan plan_job(const train_config& cfg, const prepared_job& data) {
@@ -65,9 +70,7 @@ job_plan plan_job(const train_config& cfg, const prepared_job& data) {
     local[static_cast<size_t>(t)] = params_per_layer(layers);
     if (ep) tails[static_cast<size_t>(t)] = expert_tails(layers);
   }
-  // The experts' buckets reduce over the replicas holding the same experts; with none but this
-  // one (ep = dp x cp) they stay as backward left them.
-  const bool expert_buckets_reduce = cfg.mesh.size(sched::axis::edp) > 1;
+
   auto bucketize = [&](job_plan& q, double bucket_mb) {
     const auto cap = static_cast<int64_t>(bucket_mb * 1024.0 * 1024.0);
     q.buckets.assign(static_cast<size_t>(P * T), {});
@@ -82,10 +85,7 @@ job_plan plan_job(const train_config& cfg, const prepared_job& data) {
           std::vector<int64_t> chunk_tails;
           if (const auto& tail = tails[static_cast<size_t>(t)]; !tail.empty())
             chunk_tails.assign(tail.begin() + r.begin, tail.begin() + r.end);
-          std::vector<grad_bucket> list = N > 1 ? plan_buckets(chunk_sizes, cap, chunk_tails) : std::vector<grad_bucket>{};
-          if (!expert_buckets_reduce)
-            list.erase(std::remove_if(list.begin(), list.end(), [](const grad_bucket& b) { return b.experts; }), list.end());
-          q.buckets[q.slot(d, t)].push_back(std::move(list));
+          q.buckets[q.slot(d, t)].push_back(N > 1 ? plan_buckets(chunk_sizes, cap, chunk_tails) : std::vector<grad_bucket>{});
         }
   };
   bucketize(p, cfg.bucket_mb);

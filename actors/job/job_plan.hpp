@@ -27,6 +27,10 @@ struct job_plan {
   // The checkpoint the job continues from (cfg.resume), opened and checked; null: a fresh start.
   std::shared_ptr<const resume_point> resume;
   size_t slot(int stage, int tp) const { return static_cast<size_t>(stage * mesh.tp + tp); }
+  // ZeRO: mesh rank `rank`'s segments of its stage's buckets (dp_buckets.hpp's shard_layout at
+  // its place in the data-parallel group, and for the experts' buckets among the replicas
+  // holding its experts).
+  std::vector<shard_piece> shard_of(int rank) const;
   int buckets_of_stage(int stage, int tp = 0) const;
 };
 

@@ -58,7 +58,7 @@ memory_figures predicted_model_states(const train_config& cfg, const job_plan& p
     set(memory_kind::optimizer_state, k * psi);
     return m;
   }
-  const int64_t shard = shard_size(shard_layout(buckets, plan.mesh.replicas(), plan.mesh.replica_of(rank))) * f;
+  const int64_t shard = shard_size(plan.shard_of(rank)) * f;
   // ZeRO 2 and 3's buckets in flight: one microbatch's backward sends each as it completes it;
   // over several, each accumulates until the last one's backward, so all of them are there then.
   const int64_t in_flight = cfg.micro_batches > 1 ? psi : largest_bucket_bytes(plan, rank);

@@ -96,10 +96,12 @@ caf::actor mesh_links::host_member(int id, int member, int size, int rank) {
 }
 
 // On the host: the MoE layers, the only ones expert parallelism touches, run on the CPU alone.
+// A replica that alone holds its experts gets a group of one, so its experts' buckets take the
+// path every other bucket takes (ZeRO's shard included).
 caf::actor mesh_links::expert_collective_of(int rank) {
   const sched::mesh& m = plan_.mesh;
   const int size = m.size(sched::axis::edp);
-  if (m.ep == 1 || size == 1) return {};
+  if (m.ep == 1) return {};
   const int member = m.replica_of(rank) / m.ep;
   const int id = comm_expert_dp_group_id(m, rank);
   if (m.group_spans_processes(sched::axis::edp, rank)) return host_member(id, member, size, rank);

@@ -103,7 +103,7 @@ class mesh_links {
   // The rank's member of its expert group (null at ep 1), which its stage's MoE layers drive.
   std::shared_ptr<tp_group> experts_of(int rank);
   // Before the ranks are spawned: rank's member of the collective of the replicas holding its
-  // experts (empty at ep 1, or when ep is every replica and no other holds them).
+  // experts (empty at ep 1; a group of one when ep is every replica).
   caf::actor expert_collective_of(int rank);
   // Before the ranks are spawned: rank's member of its ZeRO-3 parameter group (null unless
   // args.zero3 and dp > 1).

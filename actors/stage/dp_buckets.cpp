@@ -42,12 +42,15 @@ std::vector<grad_bucket> plan_buckets(const std::vector<int64_t>& layer_params, 
   return out;
 }
 
-std::vector<shard_piece> shard_layout(const std::vector<std::vector<grad_bucket>>& buckets, int ranks, int rank) {
+std::vector<shard_piece> shard_layout(const std::vector<std::vector<grad_bucket>>& buckets, int ranks, int rank,
+                                      int expert_ranks, int expert_rank) {
   std::vector<shard_piece> out;
   int64_t at = 0;
   for (size_t c = 0; c < buckets.size(); ++c)
     for (size_t b = 0; b < buckets[c].size(); ++b) {
-      const ring::range seg = ring::segment(buckets[c][b].count, ranks, rank);
+      const bool experts = buckets[c][b].experts && expert_ranks > 0;
+      const ring::range seg =
+          ring::segment(buckets[c][b].count, experts ? expert_ranks : ranks, experts ? expert_rank : rank);
       out.push_back({static_cast<int>(c), b, seg.offset, seg.count, at});
       at += seg.count;
     }

@@ -33,6 +33,8 @@ std::vector<grad_bucket> plan_buckets(const std::vector<int64_t>& layer_params, 
 // segment j of every bucket (ring::segment: the part a ring reduce-scatter leaves complete on
 // it, bit for bit the values an all-reduce would give), so its optimizer shard is those
 // segments laid end to end, chunk by chunk, bucket by bucket. buckets[c]: chunk c's buckets.
+// Under expert parallelism a bucket of experts is cut over the replicas holding those experts
+// instead: rank expert_rank of expert_ranks (0: as every other bucket).
 struct shard_piece {
   int chunk = 0;
   size_t bucket = 0;         // index in buckets[chunk]
@@ -40,7 +42,8 @@ struct shard_piece {
   int64_t count = 0;         // elements (0 when the bucket has fewer elements than ranks)
   int64_t at_shard = 0;      // where the segment sits in the rank's shard
 };
-std::vector<shard_piece> shard_layout(const std::vector<std::vector<grad_bucket>>& buckets, int ranks, int rank);
+std::vector<shard_piece> shard_layout(const std::vector<std::vector<grad_bucket>>& buckets, int ranks, int rank,
+                                      int expert_ranks = 0, int expert_rank = 0);
 int64_t shard_size(const std::vector<shard_piece>& pieces);
 
 }  // namespace troupe

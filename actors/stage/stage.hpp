@@ -71,9 +71,12 @@ struct stage_args {
   // Expert parallelism: this rank's member of its expert group, over which its MoE blocks share
   // out their experts (tokens move by all-to-all inside F and B, on the stage's thread), and its
   // member of the collective of the replicas holding the same experts, which the buckets marked
-  // `experts` reduce over (none when this replica is the only one holding them). Null: ep 1.
+  // `experts` reduce over (a group of one when this replica is the only one holding them).
+  // Null: ep 1.
   std::shared_ptr<tp_group> experts;
   caf::actor expert_collective;
+  // Its place among the replicas holding its experts (ZeRO cuts the experts' buckets over them).
+  int expert_dp_rank = 0, expert_dp_size = 1;
   recompute_mode recompute = recompute_mode::none;
   matmul_precision matmul = matmul_precision::f32;  // of every linear layer in the stage's chunks
   bool sequence_parallel = false;     // with tp: the stage's activations are its tp rank's share of the sequences

@@ -98,8 +98,7 @@ void launch_bucket(self_ptr self, int chunk, size_t b, tensor part, bool partiti
   ++s.buckets_pending;
   ++s.buckets_launched;
   const auto op = partitioned ? ring::op_kind::reduce_scatter_sum : ring::op_kind::all_reduce_sum;
-  // An expert bucket reduces over the replicas holding the same experts (job_plan leaves it out
-  // where this replica is the only one).
+  // An expert bucket reduces over the replicas holding the same experts.
   self->request(bucket.experts ? s.args.expert_collective : s.args.collective, caf::infinite,
                 collective_request{step * s.seqs_per_step + index, static_cast<int32_t>(op), 0, bucket.count,
                                    std::move(part)})
@@ -156,7 +155,7 @@ void request_gather(self_ptr self, int64_t step, size_t i, tensor part) {
   const shard_piece& p = s.pieces[i];
   const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
   const int64_t seq = step * s.seqs_per_step + s.buckets_per_step + static_cast<int64_t>(i);
-  self->request(s.args.collective, caf::infinite,
+  self->request(bucket.experts ? s.args.expert_collective : s.args.collective, caf::infinite,
                 collective_request{seq, static_cast<int32_t>(ring::op_kind::all_gather), 0, bucket.count, std::move(part)})
       .then([self, step, i](collective_result& r) {
         auto& s = self->state;

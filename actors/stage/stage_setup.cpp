@@ -89,7 +89,8 @@ void set_up(self_ptr self, stage_args args) {
   });
   st.args.buckets.resize(st.chunks.size());
   for (const auto& b : st.args.buckets) st.buckets_per_step += static_cast<int64_t>(b.size());
-  if (st.args.zero >= 1 && st.args.collective) st.pieces = shard_layout(st.args.buckets, st.args.dp_size, st.args.dp_rank);
+  if (st.args.zero >= 1 && st.args.collective)
+    st.pieces = shard_layout(st.args.buckets, st.args.dp_size, st.args.dp_rank, st.args.expert_dp_size, st.args.expert_dp_rank);
   choose_strategies(st);
   const bool zero = !st.pieces.empty();
   st.seqs_per_step = st.buckets_per_step * (zero ? 2 : 1);

@@ -138,9 +138,10 @@ layout context(int dp, int pp, int tp, int M, int zero, int cp) {
   return l;
 }
 
-// Expert parallelism: each of the first ep replicas writes its experts (and the layers they all hold).
-layout experts(int dp, int pp, int M, int ep) {
-  layout l = L(dp, pp, 1, M, 0);
+// Expert parallelism: each of the first ep replicas writes its experts (and the layers they all
+// hold); under ZeRO-1 every replica its segments, the experts' cut over the replicas holding them.
+layout experts(int dp, int pp, int M, int ep, int zero = 0) {
+  layout l = L(dp, pp, 1, M, zero);
   l.ep = ep;
   return l;
 }
@@ -170,6 +171,7 @@ INSTANTIATE_TEST_SUITE_P(
                       resume_case{"gpt", "adamw", L(2, 1, 2, 1, 3), L(2, 1, 2, 1, 3)},
                       resume_case{"gpt8", "adamw", context(1, 2, 1, 2, 2, 2), context(1, 2, 1, 2, 2, 2)},
                       resume_case{"moe", "adamw", experts(4, 1, 1, 2), experts(4, 1, 1, 2)},
+                      resume_case{"moe", "adamw", experts(4, 1, 1, 2, 1), experts(4, 1, 1, 2, 1)},
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 2, host), L(2, 1, 1, 1, 2, host)},
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 2, nvme), L(2, 1, 1, 1, 2, nvme)},
                       resume_case{"mlp", "sgd", params_off(2, 1, 1, 1, nvme, offload_what::params),
@@ -195,7 +197,8 @@ INSTANTIATE_TEST_SUITE_P(
                       resume_case{"gpt8", "adamw", context(2, 1, 1, 1, 1, 2), context(1, 1, 2, 1, 0, 1), false},
                       resume_case{"gpt8", "sgd", context(1, 1, 1, 1, 0, 1), context(1, 2, 1, 2, 2, 2), false},
                       resume_case{"moe", "adamw", experts(2, 1, 1, 2), L(1, 1, 1, 1, 0), false},
-                      resume_case{"moe", "sgd", L(2, 2, 1, 2, 1), experts(4, 1, 1, 4), false}),
+                      resume_case{"moe", "sgd", L(2, 2, 1, 2, 1), experts(4, 1, 1, 4), false},
+                      resume_case{"moe", "adamw", experts(4, 1, 1, 2, 1), experts(2, 1, 1, 2), false}),
     [](const auto& info) { return case_name(info.param); });
 
 // Saving, with --keep 2: the two newest checkpoints stay, and `latest` names the newest.

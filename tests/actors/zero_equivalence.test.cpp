@@ -26,18 +26,21 @@ struct zero_case {
   int dp = 2, zero = 1, pp = 1, tp = 1, M = 1;
   recompute_mode recompute = recompute_mode::none;
   std::string schedule = {};  // empty: the default (1f1b)
+  int ep = 1;
 };
 
 std::string case_name(const zero_case& c) {
   return c.model + "_" + c.optim + "_dp" + std::to_string(c.dp) + "_pp" + std::to_string(c.pp) + "_tp" +
          std::to_string(c.tp) + "_M" + std::to_string(c.M) + "_zero" + std::to_string(c.zero) +
          (c.recompute == recompute_mode::none ? "" : std::string("_recompute_") + to_string(c.recompute)) +
-         (c.schedule.empty() ? "" : "_" + std::string(c.schedule == "zb-h1" ? "zbh1" : c.schedule));
+         (c.schedule.empty() ? "" : "_" + std::string(c.schedule == "zb-h1" ? "zbh1" : c.schedule)) +
+         (c.ep > 1 ? "_ep" + std::to_string(c.ep) : "");
 }
 
 train_config config_for(const zero_case& c) {
   train_config cfg = tiny_mesh_config(c.model, c.optim, c.dp, c.pp, c.tp, c.M);
   cfg.zero = c.zero;
+  cfg.mesh.ep = c.ep;
   cfg.recompute = c.recompute;
   if (!c.schedule.empty()) cfg.schedule = c.schedule;
   cfg.bucket_mb = 0.0005;  // several buckets per stage, some smaller than dp elements
@@ -91,6 +94,14 @@ std::vector<zero_case> all_cases() {
   out.push_back({"gpt", "adamw", 2, 2, 2, 1, 4, recompute_mode::none, "zb-h1"});
   // A mixture of experts: its router and experts' parameters sharded like any other.
   for (int zero : {1, 2, 3}) out.push_back({"moe", "adamw", 2, zero, 1, 1, 2});
+  // ZeRO-1 under expert parallelism: each expert's bucket is cut over the replicas holding it (2
+  // at dp 4 x ep 2; 1 at ep 4, where its segment is the whole bucket), the rest over every
+  // replica: bitwise plain expert parallelism.
+  for (const char* optim : {"sgd", "adamw"}) {
+    out.push_back({"moe", optim, 4, 1, 1, 1, 2, recompute_mode::none, {}, 2});
+    out.push_back({"moe", optim, 4, 1, 1, 1, 2, recompute_mode::none, {}, 4});
+  }
+  out.push_back({"moe", "adamw", 2, 1, 2, 1, 4, recompute_mode::none, {}, 2});
   return out;
 }
 
