@@ -173,6 +173,54 @@ class MixtureOfExperts(nn.Module):
         return out.reshape(x.shape)
 
 
+class ExpertParallelMoE(nn.Module):
+    """MixtureOfExperts over an expert group of ep ranks (DeepSpeed-MoE's and Megatron's form, on
+    torch.distributed over gloo): this rank holds the router and experts [r E/ep, (r+1) E/ep) of
+    the same initial model, routes its own tokens, sends each assignment's row to its expert's
+    owner (all_to_all_single, with autograd), runs its experts on what it got, and sends the
+    outputs back to be gate-weighted and summed. The rows per (rank, expert) go first, as counts."""
+
+    def __init__(self, whole, group, rank, ep):
+        super().__init__()
+        E = len(whole.experts)
+        self.local = E // ep
+        self.router = whole.router
+        self.experts = nn.ModuleList(whole.experts[rank * self.local:(rank + 1) * self.local])
+        self.top_k, self.coefficient, self.aux_loss = whole.top_k, whole.coefficient, 0.0
+        self.group, self.ep, self.E = group, ep, E
+
+    def forward(self, x):
+        import torch.distributed as dist
+        from torch.distributed.nn.functional import all_to_all_single
+        flat = x.reshape(-1, x.shape[-1])
+        probs = self.router(flat).softmax(dim=-1)
+        gate, chosen = probs.topk(self.top_k, dim=-1)
+        gate = gate / gate.sum(dim=-1, keepdim=True)
+        expert_of = chosen.reshape(-1)
+        order = torch.argsort(expert_of, stable=True)  # assignments by expert, so by owner
+        token = order // self.top_k
+        per_expert = torch.bincount(expert_of, minlength=self.E)
+        got = torch.empty_like(per_expert)  # (ep, local): rows each rank sends each of my experts
+        dist.all_to_all_single(got, per_expert, group=self.group)
+        send = per_expert.view(self.ep, self.local).sum(1).tolist()
+        got = got.view(self.ep, self.local)
+        recv = got.sum(1).tolist()
+        rows = all_to_all_single(flat.new_empty(sum(recv), flat.shape[1]), flat[token], recv, send, group=self.group)
+        # Received rows: by source rank, within each by my local expert.
+        expert_ids = torch.arange(self.local).repeat(self.ep).repeat_interleave(got.reshape(-1))
+        out_rows = torch.zeros_like(rows)
+        for j, expert in enumerate(self.experts):
+            idx = (expert_ids == j).nonzero(as_tuple=True)[0]
+            if idx.numel():
+                out_rows = out_rows.index_copy(0, idx, expert(rows[idx]))
+        back = all_to_all_single(flat.new_empty(len(order), flat.shape[1]), out_rows, send, recv, group=self.group)
+        weights = gate.reshape(-1)[order].unsqueeze(-1)
+        out = torch.zeros_like(flat).index_add(0, token, weights * back)
+        share = per_expert.float() / (flat.shape[0] * self.top_k)
+        self.aux_loss = self.coefficient * self.E * (share.detach() * probs.mean(dim=0)).sum()
+        return out.reshape(x.shape)
+
+
 class Block(nn.Module):
     def __init__(self, C, heads, moe=None):
         super().__init__()
@@ -225,7 +273,7 @@ class GPT(nn.Module):
         return x
 
     def aux_loss(self):
-        return sum(b.mlp.aux_loss for b in self.blocks.values() if isinstance(b.mlp, MixtureOfExperts))
+        return sum(b.mlp.aux_loss for b in self.blocks.values() if isinstance(b.mlp, (MixtureOfExperts, ExpertParallelMoE)))
 
 
 def build_model(a, vocab):
@@ -303,6 +351,12 @@ def worker(rank, a, port, results):
         for b in model.blocks.values():
             fully_shard(b, mesh=mesh["dp"])
         fully_shard(model, mesh=mesh["dp"])
+    elif a.ep > 1:  # the experts shared out; DDP reduces the rest, the experts reduce apart (expert_grads)
+        from torch.nn.parallel import DistributedDataParallel
+        expert_grads = share_experts(model, a, dp_rank)
+        DistributedDataParallel._set_params_and_buffers_to_ignore_for_model(
+            model, [n for n, _ in model.named_parameters() if ".experts." in n])
+        model = DistributedDataParallel(model, device_mesh=mesh["dp"])
     elif a.dp > 1:  # over the dp dimension of the mesh: DDP turns the tp shards into local parameters
         from torch.nn.parallel import DistributedDataParallel
         # An expert that gets no token on a rank has no gradient there: DDP must look for such.
@@ -339,6 +393,8 @@ def worker(rank, a, port, results):
             if sched is None:
                 loss = loss_fn(model(x), y)
                 (loss + getattr(model, "module", model).aux_loss() if a.experts else loss).backward()
+                if a.ep > 1:
+                    expert_grads()
                 value = float((loss.full_tensor() if hasattr(loss, "full_tensor") else loss).detach())
             else:
                 mb_losses = []
@@ -370,6 +426,38 @@ def worker(rank, a, port, results):
     if distributed:
         dist.barrier()
         dist.destroy_process_group()
+
+
+def share_experts(model, a, dp_rank):
+    """--ep: every MoE block keeps its expert group's share of the experts. Returns what reduces the
+    experts' gradients after backward: summed over the replicas holding the same experts (every
+    ep-th), divided by dp, as DDP's average does for the rest (each rank's loss is its own
+    tokens' mean, and an owner's gradient sums its group's tokens)."""
+    import warnings
+    import torch.distributed as dist
+    # The autograd all_to_all_single warns it is deprecated for one in a private module.
+    warnings.filterwarnings("ignore", message=".*all_to_all_single is deprecated", category=FutureWarning)
+    groups = [dist.new_group(list(range(g * a.ep, (g + 1) * a.ep))) for g in range(a.dp // a.ep)]
+    holders = [dist.new_group(list(range(e, a.dp, a.ep))) for e in range(a.ep)]
+    mine, holding = groups[dp_rank // a.ep], holders[dp_rank % a.ep]
+    for b in model.blocks.values():
+        if isinstance(b.mlp, MixtureOfExperts):
+            b.mlp = ExpertParallelMoE(b.mlp, mine, dp_rank % a.ep, a.ep)
+    params = [p for n, p in model.named_parameters() if ".experts." in n]
+
+    def reduce():
+        for p in params:
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        flat = torch.cat([p.grad.reshape(-1) for p in params])
+        if a.dp > a.ep:
+            dist.all_reduce(flat, group=holding)
+        flat /= a.dp
+        at = 0
+        for p in params:
+            p.grad.copy_(flat[at:at + p.numel()].view_as(p))
+            at += p.numel()
+    return reduce
 
 
 def balanced_positions(T, n, r):
@@ -461,6 +549,7 @@ def main():
     p.add_argument("--blocks", type=int, default=4)
     p.add_argument("--experts", type=int, default=0, help="a mixture of this many experts in every --moe-every-th block (dp only)")
     p.add_argument("--top-k", type=int, default=2)
+    p.add_argument("--ep", type=int, default=1, help="with --experts: share them over this many data-parallel ranks")
     p.add_argument("--moe-every", type=int, default=1)
     p.add_argument("--aux-loss-coef", type=float, default=0.01)
     p.add_argument("--lr", type=float, default=3e-3)
@@ -479,6 +568,8 @@ def main():
         sys.exit("heads must divide by tp, the batch by dp, and each replica's batch by the microbatches")
     if a.experts and (a.pp > 1 or a.tp > 1 or a.fsdp):
         sys.exit("--experts runs with --dp only (DDP)")
+    if a.ep > 1 and (not a.experts or a.dp % a.ep or a.experts % a.ep or a.ep < 2 or a.dp < 2):
+        sys.exit("--ep needs --experts, and must divide --dp and the experts")
     if a.cp > 1 and (a.dp > 1 or a.pp > 1 or a.tp > 1 or a.experts or a.heads % a.cp or a.context % (2 * a.cp)):
         sys.exit("--cp runs alone (dp, pp, tp 1, no experts), with heads divisible by cp and the context by 2 cp")
     world = a.dp * a.pp * a.tp * a.cp
