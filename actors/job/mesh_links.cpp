@@ -233,14 +233,17 @@ std::shared_ptr<tp_group> mesh_links::context_of(int rank) {
 std::shared_ptr<tp_group> mesh_links::unlogged_context_of(int rank) {
   const sched::mesh& m = plan_.mesh;
   if (m.cp == 1) return nullptr;
-  const int c = m.coords_of(rank).cp;
-  const int id = comm_context_group_id(m, rank);
-  if (!m.group_spans_processes(sched::axis::cp, rank)) {
+  return host_group_member(sched::axis::cp, comm_context_group_id(m, rank), m.coords_of(rank).cp, rank);
+}
+
+std::shared_ptr<tp_group> mesh_links::host_group_member(sched::axis a, int id, int member, int rank) {
+  const sched::mesh& m = plan_.mesh;
+  if (!m.group_spans_processes(a, rank)) {
     auto& g = local_tp_[id];
-    if (g.empty()) g = net::make_local_tp_group(m.cp, {args_.join_timeout_ms});
-    return g.at(static_cast<size_t>(c));
+    if (g.empty()) g = net::make_local_tp_group(m.size(a), {args_.join_timeout_ms});
+    return g.at(static_cast<size_t>(member));
   }
-  return remote_group_member(id, c, m.cp, rank);
+  return remote_group_member(id, member, m.size(a), rank);
 }
 
 std::shared_ptr<tp_group> mesh_links::experts_of(int rank) {
@@ -250,14 +253,7 @@ std::shared_ptr<tp_group> mesh_links::experts_of(int rank) {
 std::shared_ptr<tp_group> mesh_links::unlogged_experts_of(int rank) {
   const sched::mesh& m = plan_.mesh;
   if (m.ep == 1) return nullptr;
-  const int e = m.expert_rank_of(rank);
-  const int id = comm_expert_group_id(m, rank);
-  if (!m.group_spans_processes(sched::axis::ep, rank)) {
-    auto& g = local_tp_[id];
-    if (g.empty()) g = net::make_local_tp_group(m.ep, {args_.join_timeout_ms});
-    return g.at(static_cast<size_t>(e));
-  }
-  return remote_group_member(id, e, m.ep, rank);
+  return host_group_member(sched::axis::ep, comm_expert_group_id(m, rank), m.expert_rank_of(rank), rank);
 }
 
 std::shared_ptr<tp_group> mesh_links::params_of(int rank) {

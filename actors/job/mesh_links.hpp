@@ -165,6 +165,9 @@ class mesh_links {
   std::shared_ptr<tp_group> unlogged_tp_of(int rank);
   std::shared_ptr<tp_group> unlogged_context_of(int rank);
   std::shared_ptr<tp_group> unlogged_experts_of(int rank);
+  // Member `member` of rank's group along `a` (comm id `id`) on the host: an in-process group's,
+  // or one across processes (remote_group_member).
+  std::shared_ptr<tp_group> host_group_member(sched::axis a, int id, int member, int rank);
   // Member `member` of process-spanning group `id` of `size` that reduces buckets on the host:
   // through MPI's communicator, else the TCP ring or Gloo (spanning_member).
   caf::actor host_member(int id, int member, int size, int rank);

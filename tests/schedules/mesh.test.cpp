@@ -11,6 +11,21 @@
 namespace troupe::sched {
 namespace {
 
+// Every rank is in its group along `a`, of the axis's size, and the groups' first members and
+// indices count the groups once each.
+void expect_groups_partition_the_ranks(const mesh& m, axis a) {
+  std::set<int> firsts;
+  for (int r = 0; r < m.ranks(); ++r) {
+    const auto g = m.group(a, r);
+    ASSERT_EQ(static_cast<int>(g.size()), m.size(a));
+    EXPECT_NE(std::find(g.begin(), g.end(), r), g.end());
+    firsts.insert(g.front());
+    EXPECT_LT(m.group_index(a, r), m.groups(a));
+    EXPECT_EQ(m.group_index(a, r), m.group_index(a, g.front())) << to_string(a);
+  }
+  EXPECT_EQ(static_cast<int>(firsts.size()), m.groups(a)) << to_string(a);
+}
+
 TEST(schedules_mesh, ranks_are_numbered_tp_innermost_then_pp_then_dp) {
   const mesh m{2, 3, 2, 1};
   ASSERT_EQ(m.ranks(), 12);
@@ -82,18 +97,7 @@ TEST(schedules_mesh, context_ranks_sit_between_dp_and_pp_and_join_the_data_paral
   EXPECT_EQ(m.group(axis::dp, 0), (std::vector<int>{0, 2, 4, 6}));
   EXPECT_EQ(m.group(axis::dp, 7), (std::vector<int>{1, 3, 5, 7}));
   EXPECT_EQ(m.group(axis::pp, 6), (std::vector<int>{6, 7}));
-  for (axis a : {axis::dp, axis::pp, axis::tp, axis::cp}) {
-    std::set<int> firsts;
-    for (int r = 0; r < m.ranks(); ++r) {
-      const auto g = m.group(a, r);
-      ASSERT_EQ(static_cast<int>(g.size()), m.size(a));
-      EXPECT_NE(std::find(g.begin(), g.end(), r), g.end());
-      firsts.insert(g.front());
-      EXPECT_LT(m.group_index(a, r), m.groups(a));
-      EXPECT_EQ(m.group_index(a, r), m.group_index(a, g.front())) << to_string(a);
-    }
-    EXPECT_EQ(static_cast<int>(firsts.size()), m.groups(a)) << to_string(a);
-  }
+  for (axis a : {axis::dp, axis::pp, axis::tp, axis::cp}) expect_groups_partition_the_ranks(m, a);
   EXPECT_EQ(to_string(m), "dp2.pp2.tp1.cp2");
   m.processes = 2;
   EXPECT_EQ(to_string(m), "dp2.pp2.tp1.cp2/2");
@@ -121,18 +125,7 @@ TEST(schedules_mesh, expert_groups_are_consecutive_replicas_and_their_data_paral
   EXPECT_EQ(m.expert_rank_of(6), 1);
   m.cp = 2;  // with context: dp 4 x cp 2 = 8 replicas, an expert group of 2 spans one replica's cp ranks
   EXPECT_EQ(m.group(axis::ep, 0), (std::vector<int>{0, 2}));
-  for (axis a : {axis::ep, axis::edp}) {
-    std::set<int> firsts;
-    for (int r = 0; r < m.ranks(); ++r) {
-      const auto g = m.group(a, r);
-      ASSERT_EQ(static_cast<int>(g.size()), m.size(a));
-      EXPECT_NE(std::find(g.begin(), g.end(), r), g.end());
-      firsts.insert(g.front());
-      EXPECT_LT(m.group_index(a, r), m.groups(a));
-      EXPECT_EQ(m.group_index(a, r), m.group_index(a, g.front())) << to_string(a);
-    }
-    EXPECT_EQ(static_cast<int>(firsts.size()), m.groups(a)) << to_string(a);
-  }
+  for (axis a : {axis::ep, axis::edp}) expect_groups_partition_the_ranks(m, a);
   EXPECT_EQ(to_string(m), "dp4.pp2.tp1.cp2.ep2");
   EXPECT_EQ(parse_mesh("dp4.pp2.tp1.cp2.ep2"), m);
   EXPECT_EQ(parse_mesh("dp4.pp2.tp1.ep4/2")->ep, 4);
