@@ -200,6 +200,27 @@ double stage_expert_parameters(const model_desc& md, const plan_config& c, int d
   return stage_layers(md, c, d) * md.layer_expert_parameters() / c.ep;
 }
 
+namespace {
+
+// Combined 1F1B pairs a forward with another micro-batch's backward in the steady state only: a
+// stage's warm-up forwards and cool-down backwards run alone. The share of a stage's forwards
+// (and backwards) that have a partner, over the stages: Megatron's warm-up is P - p - 1 forwards
+// under 1F1B and 2 (P - p - 1) + (v - 1) P chunk forwards under the interleaved schedule, of
+// M v in all; GPipe pairs none.
+double paired_share(const plan_config& c) {
+  const int P = c.m.pp, v = std::max(c.virtual_stages, 1);
+  const double total = double(c.microbatches()) * v;
+  if (c.schedule == "gpipe" || total <= 0) return 0;
+  double unpaired = 0;
+  for (int p = 0; p < P; ++p) {
+    const double warmup = c.schedule == "interleaved" ? 2.0 * (P - p - 1) + (v - 1.0) * P : P - p - 1.0;
+    unpaired += std::min(warmup, total);
+  }
+  return 1 - unpaired / P / total;
+}
+
+}  // namespace
+
 priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c) {
   device_desc dev = cl.device;
   if (c.stack.gemm_efficiency > 0) dev.gemm_efficiency = c.stack.gemm_efficiency;
@@ -218,6 +239,7 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
   // q, k and v in one product (k and v narrower under GQA), the output projection; then the MLP's
   // up (SwiGLU: gate and up, 2f wide) and down projections, or the router and the experts.
   double linear_gemms = gemm(lin, rows, (qw + 2 * kvw) / t, h) + gemm(lin, rows, h, qw / t);
+  const double attention_linear = linear_gemms;  // the attention half's products, apart for overlap_ep
   double quantized = rows * h + rows * qw / t;  // elements cast into FP8 GEMMs' inputs, forward
   double mlp_bytes = 0, a2a = 0;
   if (!md.moe()) {
@@ -298,10 +320,19 @@ priced price(const model_desc& md, const cluster_desc& cl, const plan_config& c)
     }
   }
   if (c.stack.overlap_ep) {
-    // Another micro-batch's layer computes under this one's four all-to-alls.
-    const double layer = 3 * linear_gemms + attention_gemms + attention_backward +
-                         memory_seconds(dev, 3 * (linear_bytes + attention_bytes) + 2 * cast_bytes);
-    a2a = std::max(0.0, 4 * a2a - layer) / 4;
+    // Megatron-Core's combined 1F1B: a forward and the backward of another micro-batch run as one
+    // unit, cut at the all-to-alls, so each all-to-all hides under one piece of the other's
+    // compute only: the backward's combine gradient under the forward's attention, the forward's
+    // dispatch under the backward's MLP, the backward's dispatch gradient under the forward's
+    // MLP, the forward's combine under the backward's attention. Whatever of an all-to-all its
+    // piece cannot cover shows (DeepSeek's DualPipe prices its overlap the same way), and all of
+    // it where the action has no partner (paired_share).
+    const double attention_f = attention_linear + attention_gemms, mlp_f = linear_gemms - attention_linear;
+    const double attention_b = 2 * attention_linear + attention_backward, mlp_b = 2 * mlp_f;
+    double shown = 0;
+    for (double piece : {attention_f, mlp_b, mlp_f, attention_b}) shown += std::max(0.0, a2a - piece);
+    const double paired = paired_share(c);
+    a2a = paired * shown / 4 + (1 - paired) * a2a;
   }
   const double forward = linear_gemms + attention_gemms +
                          memory_seconds(dev, linear_bytes + attention_bytes + cast_bytes) + 2 * tp_shown +

@@ -120,8 +120,9 @@ std::optional<cp_kind> parse_cp_kind(const std::string& text);
 // share shows; overlap_tp hides tensor parallelism's collectives under the GEMMs they feed
 // (Megatron-Core's --tp-comm-overlap with userbuffers); overlap_ep runs one micro-batch's expert
 // all-to-alls while another's forward or backward computes (Megatron-Core's
-// --overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe), so only what outlasts a layer's
-// compute shows.
+// --overlap-moe-expert-parallel-comm, DeepSeek-V3's DualPipe), each all-to-all under the one
+// piece of the other micro-batch's layer it is paired with (its attention or its MLP), so only
+// what outlasts that piece shows.
 // attention_efficiency is the share of the 16-bit peak its fused attention kernels reach (0: the
 // GEMM efficiency): FlashAttention-2 reaches 35% on an H100, FlashAttention-3 up to 75% (Shah et
 // al. 2024).
