@@ -63,7 +63,7 @@ void add_info_command(CLI::App& app, int& exit_code) {
     std::printf("context parallelism (--cp): CPU ranks, in one process or across them; --cp-mode all-gather, ring "
                 "(point-to-point steps) or all-to-all (Ulysses), over every back end that spans processes\n");
     std::printf("mixture of experts (--experts): CPU ranks, with dp, pp, cp and ZeRO; --ep N shares the experts over N "
-                "consecutive replicas (all-to-all dispatch and combine; with ZeRO-1, not yet 2 or 3)\n");
+                "consecutive replicas (all-to-all dispatch and combine; with ZeRO 1 and 2, not yet 3)\n");
     exit_code = 0;
   });
 }

@@ -240,12 +240,9 @@ void validate(const train_config& c) {
           std::to_string(c.mesh.ep) + " replicas");
     if (c.consistency != consistency_model::none)
       bad(ep + " moves tokens between replicas every step; parameter servers (--consistency) keep replicas apart");
-    // ZeRO-2 and 3 hold a stage's gradients in units of whole layers, one per bucket, and an MoE
-    // block's experts and the rest of it are two buckets reduced over two groups.
-    if (c.zero >= 2)
-      bad(ep + " with ZeRO-" + std::to_string(c.zero) + ": an MoE block's experts and its other parameters reduce over "
-          "two groups, and ZeRO-2 and 3 keep a layer's gradients in one unit; use --zero 1 (the optimizer state "
-          "sharded) or 0");
+    if (c.zero >= 3)
+      bad(ep + " with ZeRO-3: the experts' parameters would be gathered over the replicas holding them, which is not "
+          "built yet; use --zero 2 or less");
   }
   if (c.mesh.dp > c.batch_size)
     bad("dp " + std::to_string(c.mesh.dp) + " exceeds batch_size " + std::to_string(c.batch_size) +

@@ -4,6 +4,8 @@
 #include "comm/ring_schedule.hpp"
 
 #include <cstddef>
+#include <stdexcept>
+#include <string>
 
 namespace troupe {
 
@@ -40,6 +42,33 @@ std::vector<grad_bucket> plan_buckets(const std::vector<int64_t>& layer_params, 
   if (end > 0) out.push_back({0, end, 0, top});
   else if (!out.empty()) out.back().first_layer = 0;  // parameter-free layers at the bottom
   return out;
+}
+
+grad_units plan_grad_units(const std::vector<grad_bucket>& buckets) {
+  grad_units u;
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const grad_bucket& g = buckets[b];
+    if (g.experts) {  // its layer's other elements end where it begins, in the next bucket
+      if (b + 1 >= buckets.size() || buckets[b + 1].offset + buckets[b + 1].count != g.offset ||
+          buckets[b + 1].last_layer != g.first_layer)
+        throw std::invalid_argument("plan_grad_units: the experts' bucket " + std::to_string(b) +
+                                    " has no bucket after it holding the rest of layer " + std::to_string(g.first_layer));
+      const grad_bucket& below = buckets[b + 1];
+      u.unit_of.insert(u.unit_of.end(), {u.layers.size(), u.layers.size()});
+      u.at.insert(u.at.end(), {g.offset - below.offset, 0});
+      u.ready_layer.insert(u.ready_layer.end(), {below.first_layer, below.first_layer});
+      u.layers.emplace_back(static_cast<size_t>(below.first_layer), static_cast<size_t>(g.last_layer));
+      u.buckets_of_unit.push_back(2);
+      ++b;
+      continue;
+    }
+    u.unit_of.push_back(u.layers.size());
+    u.at.push_back(0);
+    u.ready_layer.push_back(g.first_layer);
+    u.layers.emplace_back(static_cast<size_t>(g.first_layer), static_cast<size_t>(g.last_layer));
+    u.buckets_of_unit.push_back(1);
+  }
+  return u;
 }
 
 std::vector<shard_piece> shard_layout(const std::vector<std::vector<grad_bucket>>& buckets, int ranks, int rank,

@@ -29,6 +29,22 @@ struct grad_bucket {
 std::vector<grad_bucket> plan_buckets(const std::vector<int64_t>& layer_params, int64_t cap_bytes,
                                       const std::vector<int64_t>& expert_tails = {});
 
+// ZeRO-2's gradient units of a chunk (layer_stack::split_grads): one per bucket, in bucket order,
+// except that an expert bucket shares one with the bucket after it (the rest of its layer and
+// the layers below), since a layer's gradients live in one unit. A shared unit is ready when its
+// lower bucket's layers are done; each of its buckets is a slice of it.
+struct grad_units {
+  std::vector<std::pair<size_t, size_t>> layers;  // per unit: its first and last layer
+  std::vector<size_t> unit_of;                     // per bucket
+  std::vector<int64_t> at;                         // per bucket: where it starts in its unit
+  std::vector<int64_t> ready_layer;                // per bucket: the layer whose backward completes its unit
+  std::vector<int> buckets_of_unit;                // per unit: 1, or 2 when shared
+  bool shared(size_t b) const { return buckets_of_unit.at(unit_of.at(b)) > 1; }
+};
+// Throws std::invalid_argument when an expert bucket has no bucket after it holding the rest of
+// its layer.
+grad_units plan_grad_units(const std::vector<grad_bucket>& buckets);
+
 // ZeRO's partition of a stage's parameters over its `ranks` data-parallel peers. Rank j owns
 // segment j of every bucket (ring::segment: the part a ring reduce-scatter leaves complete on
 // it, bit for bit the values an all-reduce would give), so its optimizer shard is those

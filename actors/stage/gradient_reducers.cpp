@@ -35,13 +35,24 @@ class buckets : public gradient_reducer {
     bucket_delivery deliver = s.exec->from_backward(self, chunk, [self, chunk, partitioned = partitioned_](size_t b, tensor part) {
       launch_bucket(self, chunk, b, std::move(part), partitioned);
     });
-    return [owner = s.chunks[static_cast<size_t>(chunk)], list, partitioned = partitioned_,
+    // ZeRO-2 cuts a bucket out of its gradient unit once the unit is complete; an expert bucket
+    // shares its unit with the rest of its layer, so both leave when the lower one is done.
+    auto units = std::make_shared<const grad_units>(partitioned_ ? plan_grad_units(list) : grad_units{});
+    return [owner = s.chunks[static_cast<size_t>(chunk)], list, units, partitioned = partitioned_,
             on_device = s.args.buckets_on_device || gpu_queue(s) != nullptr, memory = s.args.memory,
-            next = std::make_shared<size_t>(0), deliver = std::move(deliver)](size_t layer) {
+            next = std::make_shared<size_t>(0), held = std::make_shared<tensor>(),
+            deliver = std::move(deliver)](size_t layer) {
       // Buckets become ready in order: bucket k's lowest layer is above bucket k+1's.
-      while (*next < list.size() && list[*next].first_layer == static_cast<int64_t>(layer)) {
+      auto ready = [&](size_t b) { return partitioned ? units->ready_layer[b] : list[b].first_layer; };
+      while (*next < list.size() && ready(*next) == static_cast<int64_t>(layer)) {
         const size_t b = (*next)++;
-        deliver(b, cut_bucket(owner->stack(), list[b], b, partitioned, on_device, memory));
+        if (!partitioned || !units->shared(b)) {
+          deliver(b, cut_bucket(owner->stack(), list[b], partitioned ? units->unit_of[b] : b, partitioned, on_device, memory));
+          continue;
+        }
+        if (held->empty()) *held = owner->stack().take_unit_grads(units->unit_of[b]);
+        deliver(b, slice_bucket(*held, units->at[b], list[b].count, memory));
+        if (units->at[b] == 0) *held = tensor();  // the unit's lower bucket, its last
       }
     };
   }

@@ -65,17 +65,17 @@ bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index
 
 }  // namespace
 
-// Bucket b's values, cut out of the chunk's gradients: ZeRO-2 hands the bucket's own storage
+// A bucket's values, cut out of the chunk's gradients: ZeRO-2 hands its unit's own storage
 // over (the rank keeps no full gradients; with !on_device a GPU's is copied to the host here and
 // freed); otherwise they are copied (to the host, or, on_device, into device memory), since the
 // stack keeps its summed values. Runs where the chunk's backward runs; a GPU's copy is enqueued:
 // the bucket may leave once its queue is there.
-tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t b, bool partitioned, bool on_device,
+tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t unit, bool partitioned, bool on_device,
                   const std::shared_ptr<device_memory>& memory) {
   const device_ops& k = ops_for(stack.where());
   tensor part;
   if (partitioned) {
-    part = stack.take_unit_grads(b);
+    part = stack.take_unit_grads(unit);
     // The device block goes back to its stream's pool, behind the copy.
     if (!part.where().is_cpu() && !on_device) part = k.host_copy(part);
   } else {
@@ -83,6 +83,14 @@ tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t b, bool 
     k.copy_floats(f32_out(part), f32(std::as_const(stack).grads()) + bucket.offset, bucket.count);
   }
   if (memory) memory->recharge(part, memory_kind::buffers);  // the collective's now
+  part.freeze();
+  return part;
+}
+
+tensor slice_bucket(const tensor& unit, int64_t at, int64_t count, const std::shared_ptr<device_memory>& memory) {
+  tensor part = ops_for(unit.where()).host_empty({count});
+  std::copy(f32(unit) + at, f32(unit) + at + count, f32_out(part));
+  if (memory) memory->charge(part, memory_kind::buffers);
   part.freeze();
   return part;
 }

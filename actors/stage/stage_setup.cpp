@@ -94,14 +94,8 @@ void set_up(self_ptr self, stage_args args) {
   choose_strategies(st);
   const bool zero = !st.pieces.empty();
   st.seqs_per_step = st.buckets_per_step * (zero ? 2 : 1);
-  if (zero && st.args.zero >= 2) {  // one gradient unit per bucket, in bucket order
-    for (size_t c = 0; c < st.chunks.size(); ++c) {
-      std::vector<std::pair<size_t, size_t>> units;
-      for (const grad_bucket& b : st.args.buckets[c])
-        units.emplace_back(static_cast<size_t>(b.first_layer), static_cast<size_t>(b.last_layer));
-      st.chunks[c]->stack().split_grads(units);
-    }
-  }
+  if (zero && st.args.zero >= 2)  // a gradient unit per bucket (an expert bucket shares its layer's)
+    for (size_t c = 0; c < st.chunks.size(); ++c) st.chunks[c]->stack().split_grads(plan_grad_units(st.args.buckets[c]).layers);
   st.ready = sched::plan_ready_row(row(st), st.args.dispatch == sched::dispatch_policy::ready ? st.args.ready_stash : 0);
   st.last_weight_action.assign(st.chunks.size(), row(st).size());
   for (size_t i = 0; i < row(st).size(); ++i) {

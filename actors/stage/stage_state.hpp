@@ -264,9 +264,13 @@ void restore_shard(self_ptr self, tensor initial);
 caf::result<checkpoint_part> write_checkpoint(self_ptr self, const checkpoint_order& o);
 
 // stage_collectives.cpp.
-// Bucket b's values, cut out of the chunk's gradients, where the hook runs (see the definition).
-tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t b, bool partitioned, bool on_device,
+// A bucket's values, cut out of the chunk's gradients (partitioned: gradient unit `unit`'s,
+// plan_grad_units), where the hook runs (see the definition).
+tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t unit, bool partitioned, bool on_device,
                   const std::shared_ptr<device_memory>& memory);
+// `count` gradients of a shared unit's values `unit` (ZeRO-2 under expert parallelism, on the
+// host) from `at`, as a bucket of their own.
+tensor slice_bucket(const tensor& unit, int64_t at, int64_t count, const std::shared_ptr<device_memory>& memory);
 // Sends bucket b of local chunk c (its values cut out) to the collective, on the stage's thread:
 // all-reduced, or reduce-scattered (partitioned).
 void launch_bucket(self_ptr self, int chunk, size_t b, tensor part, bool partitioned);

@@ -139,7 +139,7 @@ layout context(int dp, int pp, int tp, int M, int zero, int cp) {
 }
 
 // Expert parallelism: each of the first ep replicas writes its experts (and the layers they all
-// hold); under ZeRO-1 every replica its segments, the experts' cut over the replicas holding them.
+// hold); under ZeRO every replica its segments, the experts' cut over the replicas holding them.
 layout experts(int dp, int pp, int M, int ep, int zero = 0) {
   layout l = L(dp, pp, 1, M, zero);
   l.ep = ep;
@@ -172,6 +172,7 @@ INSTANTIATE_TEST_SUITE_P(
                       resume_case{"gpt8", "adamw", context(1, 2, 1, 2, 2, 2), context(1, 2, 1, 2, 2, 2)},
                       resume_case{"moe", "adamw", experts(4, 1, 1, 2), experts(4, 1, 1, 2)},
                       resume_case{"moe", "adamw", experts(4, 1, 1, 2, 1), experts(4, 1, 1, 2, 1)},
+                      resume_case{"moe", "sgd", experts(4, 1, 1, 2, 2), experts(4, 1, 1, 2, 2)},
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 2, host), L(2, 1, 1, 1, 2, host)},
                       resume_case{"mlp", "adamw", L(2, 1, 1, 1, 2, nvme), L(2, 1, 1, 1, 2, nvme)},
                       resume_case{"mlp", "sgd", params_off(2, 1, 1, 1, nvme, offload_what::params),

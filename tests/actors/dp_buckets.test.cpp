@@ -68,6 +68,23 @@ TEST(PlanBuckets, AnExpertTailIsABucketOfItsOwnAndTheOthersStopAtIt) {
   for (size_t i = 1; i < capped.size(); ++i) EXPECT_LE(capped[i].first_layer, capped[i - 1].first_layer) << i;
 }
 
+// ZeRO-2 keeps a layer's gradients in one unit: an expert bucket and the bucket below it (the
+// rest of its layer) share one, ready when the lower one is, each bucket a slice of it.
+TEST(PlanGradUnits, AnExpertBucketSharesTheUnitOfTheRestOfItsLayer) {
+  const std::vector<int64_t> sizes{100, 600, 200, 50}, tails{0, 400, 0, 0};
+  const std::vector<grad_bucket> b = plan_buckets(sizes, 200 * 4, tails);  // {900,50} {700,200} {300,400} {100,200} {0,100}
+  const grad_units u = plan_grad_units(b);
+  EXPECT_EQ(u.layers, (std::vector<std::pair<size_t, size_t>>{{3, 3}, {2, 2}, {1, 1}, {0, 0}}));
+  EXPECT_EQ(u.unit_of, (std::vector<size_t>{0, 1, 2, 2, 3}));
+  EXPECT_EQ(u.at, (std::vector<int64_t>{0, 0, 200, 0, 0}));  // the experts after the layer's other 200
+  EXPECT_EQ(u.ready_layer, (std::vector<int64_t>{3, 2, 1, 1, 0}));
+  EXPECT_TRUE(u.shared(2));
+  EXPECT_TRUE(u.shared(3));
+  EXPECT_FALSE(u.shared(4));
+  // Without a bucket below holding the rest of its layer, an expert bucket is refused.
+  EXPECT_THROW(plan_grad_units({b[0], b[1], b[2]}), std::invalid_argument);
+}
+
 TEST(LayerStackHook, ReportsEveryLayerLastToFirstWithTheSameGradients) {
   model_spec spec;
   spec.hidden = {16, 8};

@@ -306,8 +306,10 @@ TEST(ProcessJob, MoeGptWithExpertParallelismAcrossProcessesEqualsOneProcessBitwi
   troupe::sched::mesh dp_pp_ep{2, 2, 1, 1};
   dp_pp_ep.ep = 2;
   expect_mesh_over_processes_bitwise(dp_pp_ep, {4}, "gptdpppep", true, "moe:");
-  // ZeRO-1: the experts' shards over the replicas holding them, gathered between processes.
+  // ZeRO 1 and 2: the experts' shards over the replicas holding them, reduce-scattered and
+  // gathered between processes.
   expect_mesh_over_processes_bitwise(dp_ep, {4}, "gptdpepzero1", true, "moe:zero1:");
+  expect_mesh_over_processes_bitwise(dp_ep, {4}, "gptdpepzero2", true, "moe:zero2:");
 }
 
 // ZeRO-2 with the optimizer on NVMe, its reduce-scatters and all-gathers on TCP rings between

@@ -94,14 +94,17 @@ std::vector<zero_case> all_cases() {
   out.push_back({"gpt", "adamw", 2, 2, 2, 1, 4, recompute_mode::none, "zb-h1"});
   // A mixture of experts: its router and experts' parameters sharded like any other.
   for (int zero : {1, 2, 3}) out.push_back({"moe", "adamw", 2, zero, 1, 1, 2});
-  // ZeRO-1 under expert parallelism: each expert's bucket is cut over the replicas holding it (2
-  // at dp 4 x ep 2; 1 at ep 4, where its segment is the whole bucket), the rest over every
-  // replica: bitwise plain expert parallelism.
-  for (const char* optim : {"sgd", "adamw"}) {
-    out.push_back({"moe", optim, 4, 1, 1, 1, 2, recompute_mode::none, {}, 2});
-    out.push_back({"moe", optim, 4, 1, 1, 1, 2, recompute_mode::none, {}, 4});
-  }
-  out.push_back({"moe", "adamw", 2, 1, 2, 1, 4, recompute_mode::none, {}, 2});
+  // ZeRO 1 and 2 under expert parallelism: each expert's bucket is cut over the replicas holding
+  // it (2 at dp 4 x ep 2; 1 at ep 4, where its segment is the whole bucket), the rest over every
+  // replica; ZeRO-2's expert bucket shares its layer's gradient unit. Bitwise plain expert
+  // parallelism.
+  for (const char* optim : {"sgd", "adamw"})
+    for (int zero : {1, 2}) {
+      out.push_back({"moe", optim, 4, zero, 1, 1, 2, recompute_mode::none, {}, 2});
+      out.push_back({"moe", optim, 4, zero, 1, 1, 2, recompute_mode::none, {}, 4});
+    }
+  for (int zero : {1, 2}) out.push_back({"moe", "adamw", 2, zero, 2, 1, 4, recompute_mode::none, {}, 2});
+  out.push_back({"moe", "sgd", 2, 2, 1, 1, 2, recompute_mode::none, "zb-h1", 2});
   return out;
 }
 

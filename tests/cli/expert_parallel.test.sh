@@ -51,6 +51,6 @@ check "experts that do not split over ep are refused" 2 "model.experts 4 do not 
   "$troupe" "${bad[@]}" --experts 4 --dp 3 --ep 3
 check "ep that does not divide dp x cp is refused" 2 "ep 2 must divide the 3 data-parallel replicas" -- \
   "$troupe" "${bad[@]}" --experts 4 --dp 3 --ep 2
-check "ep with ZeRO-2 is refused" 2 "expert parallelism \(ep 2\) with ZeRO-2: .* use --zero 1" -- \
-  "$troupe" "${bad[@]}" --experts 4 --dp 2 --ep 2 --zero 2
+check "ep with ZeRO-3 is refused" 2 "expert parallelism \(ep 2\) with ZeRO-3: .* use --zero 2 or less" -- \
+  "$troupe" "${bad[@]}" --experts 4 --dp 2 --ep 2 --zero 3
 exit $fail
