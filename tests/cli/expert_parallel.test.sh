@@ -3,14 +3,16 @@
 # experts; each expert's gradients reduce over the 2 replicas holding it) gives the losses and the
 # router's counts of the same job without expert parallelism, in one process and over 2 and 4
 # processes on the TCP ring, Gloo and MPI (under mpirun), so every token's trip to its expert's
-# owner and back crosses processes. Bad combinations are refused naming the fields. Gloo and MPI
+# owner and back crosses processes. A process killed mid-run is named and the job ends with
+# every process. Bad combinations are refused naming the fields. Gloo and MPI
 # are skipped where troupe was built without them (or mpirun is missing).
 set -u
 troupe=$1
 source "$(dirname "$0")/check_lib.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-job=(train --model gpt --experts 4 --top-k 2 --batch-size 16 --lr 1e-3 --max-steps 8 --eval-batches 1 --no-progress
-     --peer-timeout 10 --dp 4)
+base=(train --model gpt --experts 4 --top-k 2 --batch-size 16 --lr 1e-3 --eval-batches 1 --no-progress --peer-timeout 10
+      --dp 4)
+job=("${base[@]}" --max-steps 8)
 has_gloo=0; "$troupe" info | grep -q "collective back ends: .*gloo" && has_gloo=1
 has_mpi=0; "$troupe" info | grep -q "collective back ends: .*mpi" && command -v mpirun > /dev/null && has_mpi=1
 same_routing() {  # the router's tokens per expert, every step, as in the reference
@@ -44,6 +46,13 @@ if [ "$has_mpi" = 1 ]; then
     --ep 2 --out "$tmp/mpi"
   same_losses "$tmp/one" "$tmp/mpi" || fail=1
 fi
+# A process killed mid-run: its expert groups' all-to-alls and reductions end, the lost rank is
+# named, the job exits 1, and no process of it is left.
+check "a process killed during an ep job is named" 1 "troupe train: job stopped during step [0-9]+: rank 2 lost" -- \
+  timeout 120 "$troupe" "${base[@]}" --max-steps 400 --ep 2 --nodes 4 --kill-process 2:1 \
+  --out "$tmp/killed"
+sleep 1
+if pgrep -f -- "--out $tmp/killed" > /dev/null; then echo "FAIL a process of the killed ep job is still running"; fail=1; fi
 bad=(train --model gpt --max-steps 1 --no-progress --out "$tmp/refused")
 check "ep without experts is refused" 2 "expert parallelism \(ep 2\) shares out a mixture of experts: the model has none" -- \
   "$troupe" "${bad[@]}" --dp 2 --ep 2
