@@ -310,6 +310,12 @@ TEST(ProcessJob, MoeGptWithExpertParallelismAcrossProcessesEqualsOneProcessBitwi
   // gathered between processes.
   expect_mesh_over_processes_bitwise(dp_ep, {4}, "gptdpepzero1", true, "moe:zero1:");
   expect_mesh_over_processes_bitwise(dp_ep, {4}, "gptdpepzero2", true, "moe:zero2:");
+  // Every axis an MoE GPT takes at once, dp 2 x pp 2 x cp 2 (ring) x ep 2 as 4 processes: the
+  // expert groups are the context pairs, their all-to-alls beside the ring's steps.
+  troupe::sched::mesh every_axis{2, 2, 1, 1};
+  every_axis.cp = 2;
+  every_axis.ep = 2;
+  expect_mesh_over_processes_bitwise(every_axis, {4}, "gptdpppcpep", true, "moe:ring:");
 }
 
 // ZeRO-2 with the optimizer on NVMe, its reduce-scatters and all-gathers on TCP rings between
