@@ -69,7 +69,8 @@ void check_modelled(const train_config& cfg, const model_spec& model) {
   if (cfg.zero != 0) refuse("--zero " + std::to_string(cfg.zero) + " (only plain data parallelism, --zero 0)");
   if (cfg.consistency != consistency_model::none) refuse("parameter servers (--consistency)");
   if (model.kind == "mlp" && cfg.mesh.tp > 1) refuse("an MLP split over --tp");
-  if (model.experts > 0) refuse("a mixture of experts (--experts)");
+  if (model.experts > 0 && cfg.mesh.ep > 1) refuse("expert parallelism (--ep)");
+  if (model.experts > 0 && model.capacity_factor > 0) refuse("an expert capacity (--capacity-factor; dropless only)");
   if (!cfg.user_schedule.stages.empty()) refuse("a schedule file (only the named schedules)");
   // A GPU's attention keeps a log-sum-exp per row, not the scores, and runs at the GPU's speed.
   for (const device& d : cfg.devices)
@@ -130,6 +131,38 @@ layer_cost block_cost(const machine_costs& m, const model_spec& spec, const batc
   return c;
 }
 
+// An MoE block (kernels/layers_moe_block.hpp): the dense block's attention half, then the router
+// and the experts on every token's top_k rows, the load spread evenly (dropless, one rank
+// holding every expert: what the forecast takes). Kept beyond the attention half: ln2's output
+// (the experts' input), the router's logits, each expert's input rows and pre-GELU rows (their
+// copies: top_k rows per token), the outputs that came back, and the rows' counts.
+layer_cost moe_block_cost(const machine_costs& m, const model_spec& spec, const batch_shape& s, recompute_mode rc) {
+  const double R = s.rows, C = spec.channels, E = double(spec.experts), K = double(spec.top_k), F = 4 * C;
+  const double routed = R * K, per_expert = routed / E;
+  layer_cost c = block_cost(m, spec, s, rc == recompute_mode::full ? recompute_mode::none : rc);
+  // Take the dense MLP out: its two linears, GELU's pass and its stash (fc and GELU outputs).
+  c.forward -= linear_forward(m, R, F, C) + linear_forward(m, R, C, F) + elementwise_seconds(m, 4 * 2 * F * R);
+  c.backward_input -= linear_input(m, R, F, C) + linear_input(m, R, C, F) + elementwise_seconds(m, 4 * 3 * F * R);
+  c.backward_weight -= linear_weight(m, R, F, C) + linear_weight(m, R, C, F);
+  c.stash_floats -= 8 * R * C;
+  // The router (no bias), its softmax and top-k; the rows copied to their experts and combined back.
+  c.forward += m.gemm_seconds(dtype::f32, R, E, C, 1) + elementwise_seconds(m, 4 * 3 * R * E) +
+               elementwise_seconds(m, 4 * 2 * 2 * routed * C);
+  c.backward_input += m.gemm_seconds(dtype::f32, R, C, E, 1) + elementwise_seconds(m, 4 * 3 * R * E) +
+                      elementwise_seconds(m, 4 * 3 * 2 * routed * C);
+  c.backward_weight += m.gemm_seconds(dtype::f32, E, C, R, 1);
+  // Each expert, an MLP of 4C, on its share of the rows.
+  c.forward += E * (linear_forward(m, per_expert, F, C) + linear_forward(m, per_expert, C, F)) +
+               elementwise_seconds(m, 4 * 2 * F * routed);
+  c.backward_input += E * (linear_input(m, per_expert, F, C) + linear_input(m, per_expert, C, F)) +
+                      elementwise_seconds(m, 4 * 3 * F * routed);
+  c.backward_weight += E * (linear_weight(m, per_expert, F, C) + linear_weight(m, per_expert, C, F)) +
+                       elementwise_seconds(m, 4 * F * routed);  // GELU again for fc_proj's weight gradient
+  c.stash_floats += R * E + E + routed * (C + F) + routed * C;
+  if (rc == recompute_mode::full) c.backward_input += c.forward;
+  return c;
+}
+
 // Layer i of the model, as build_layers() lays it out (kernels/model.cpp, gpt.cpp).
 layer_cost cost_of_layer(const machine_costs& m, const model_spec& spec, const batch_shape& s, recompute_mode rc,
                          int64_t i) {
@@ -143,7 +176,7 @@ layer_cost cost_of_layer(const machine_costs& m, const model_spec& spec, const b
       c.backward_weight = elementwise_seconds(m, 4 * 3 * R * C);
       c.stash_floats = R;  // the tokens
     } else if (i <= blocks) {
-      c = block_cost(m, spec, s, rc);
+      c = spec.is_moe_block(i - 1) ? moe_block_cost(m, spec, s, rc) : block_cost(m, spec, s, rc);
     } else if (i == blocks + 1) {  // the final layernorm
       c.forward = elementwise_seconds(m, 4 * 2 * R * C);
       c.backward_input = elementwise_seconds(m, 4 * 4 * R * C);

@@ -73,7 +73,8 @@ struct job_forecast {
 };
 
 // Throws std::invalid_argument naming what the forecast does not model (more than one thread per
-// rank, sequence parallelism, ZeRO, parameter servers, an MLP split over tp, a schedule file).
+// rank, sequence parallelism, ZeRO, parameter servers, an MLP split over tp, expert parallelism
+// or an expert capacity, a schedule file). A mixture of experts is priced dropless, its load even.
 job_forecast forecast_job(const train_config& cfg, const job_plan& plan, const model_spec& model,
                           const machine_costs& machine);
 

@@ -148,6 +148,21 @@ TEST(forecast_arithmetic, what_it_does_not_model_is_refused_by_name) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("--zero 2"), std::string::npos) << e.what();
   }
+  // A mixture of experts is priced dropless on one rank's experts; capacity and --ep are refused.
+  train_config moe = test::forecast_config({"moe", "moe", 2});
+  moe.mesh.ep = 2;
+  const prepared_job moe_data = prepare_job(moe);
+  const job_plan moe_plan = plan_job(moe, moe_data);
+  EXPECT_THROW(
+      {
+        try {
+          forecast_job(moe, moe_plan, moe_data.model, m);
+        } catch (const std::invalid_argument& e) {
+          EXPECT_NE(std::string(e.what()).find("expert parallelism (--ep)"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      std::invalid_argument);
 }
 
 }  // namespace

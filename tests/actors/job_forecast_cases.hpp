@@ -1,7 +1,8 @@
 // The jobs the forecast is checked on: examples/gpt.toml's GPT (T 64, C 128, 4 heads, 4 blocks,
-// a 96-character vocabulary, batch 16, AdamW) and the default MLP's shape (784-256-256-10, batch
-// 128), on synthetic data of the same shapes, over the meshes and schedules a 2-core machine
-// runs with a core per rank.
+// a 96-character vocabulary, batch 16, AdamW), the same GPT with every block a mixture of 4
+// experts, top-2, dropless ("moe"), and the default MLP's shape (784-256-256-10, batch 128), on
+// synthetic data of the same shapes, over the meshes and schedules a 2-core machine runs with a
+// core per rank.
 #pragma once
 
 #include <unistd.h>
@@ -18,7 +19,7 @@
 namespace troupe::test {
 
 struct forecast_case {
-  std::string name, model;  // model: "gpt" or "mlp"
+  std::string name, model;  // model: "gpt", "moe" or "mlp"
   int dp = 1, pp = 1, tp = 1, micro_batches = 1;
   std::string schedule = "1f1b";
   recompute_mode recompute = recompute_mode::none;
@@ -50,6 +51,10 @@ inline std::vector<forecast_case> forecast_cases() {
       // The other two ways attention meets the group: the same stash, other traffic.
       {"gpt_cp2_ring", "gpt", 1, 1, 1, 1, "1f1b", recompute_mode::none, 2, context::cp_mode::ring},
       {"gpt_cp2_all_to_all", "gpt", 1, 1, 1, 1, "1f1b", recompute_mode::none, 2, context::cp_mode::all_to_all},
+      // A mixture of experts in every block: the router, the rows copied to their experts, the
+      // experts' products on a quarter of the rows each (top-2 of 4).
+      {"moe_one_device", "moe"},
+      {"moe_pp2_1f1b_m4", "moe", 1, 2, 1, 4, "1f1b"},
       {"mlp_one_device", "mlp"},
       {"mlp_dp2", "mlp", 2},
       {"mlp_pp2_1f1b_m4", "mlp", 1, 2, 1, 4, "1f1b"},
@@ -70,8 +75,12 @@ inline train_config forecast_config(const forecast_case& c, int64_t steps = 12) 
                  ("troupe-forecast-" + c.name + "-" + std::to_string(::getpid())))
                     .string();
   std::mt19937_64 rng(5);
-  if (c.model == "gpt") {
+  if (c.model == "gpt" || c.model == "moe") {
     cfg.model.kind = "gpt";
+    if (c.model == "moe") {
+      cfg.model.experts = 4;
+      cfg.model.top_k = 2;
+    }
     cfg.model.context = 64;
     cfg.model.channels = 128;
     cfg.model.heads = 4;
