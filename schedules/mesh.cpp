@@ -53,6 +53,20 @@ int mesh::rank_of(const mesh_coords& c) const { return ((c.dp * cp + c.cp) * pp 
 
 int mesh::replica_of(int rank) const { return coords_of(rank).dp * cp + coords_of(rank).cp; }
 
+int mesh::place_in(axis a, int rank) const {
+  const mesh_coords c = coords_of(rank);
+  const int replica = c.dp * cp + c.cp;
+  switch (a) {
+    case axis::dp: return replica;
+    case axis::pp: return c.pp;
+    case axis::tp: return c.tp;
+    case axis::cp: return c.cp;
+    case axis::ep: return replica % ep;
+    case axis::edp: return replica / ep;
+  }
+  return 0;
+}
+
 int mesh::group_index(axis a, int rank) const {
   const mesh_coords c = coords_of(rank);
   const int replica = c.dp * cp + c.cp;

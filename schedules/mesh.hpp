@@ -51,7 +51,9 @@ struct mesh {
   // The data-parallel group with context: dp x cp ranks hold each set of parameters.
   int replicas() const { return dp * cp; }
   int replica_of(int rank) const;  // d * cp + c: the rank's index in group(axis::dp, rank)
-  int expert_rank_of(int rank) const { return replica_of(rank) % ep; }  // its place in its expert group
+  // rank's index in group(a, rank): replica_of for dp, its coordinate for pp, tp and cp, its
+  // replica's place among ep consecutive ones for ep, and which of the groups of ep it is in for edp.
+  int place_in(axis a, int rank) const;
   // The group's size along a: replicas() for dp, replicas() / ep for edp.
   int size(axis a) const;
   mesh_coords coords_of(int rank) const;

@@ -21,7 +21,7 @@ int job_plan::buckets_of_stage(int stage, int tp) const {
 std::vector<shard_piece> job_plan::shard_of(int rank) const {
   const sched::mesh_coords at = mesh.coords_of(rank);
   return shard_layout(buckets.at(slot(at.pp, at.tp)), mesh.replicas(), mesh.replica_of(rank), mesh.size(sched::axis::edp),
-                      mesh.replica_of(rank) / mesh.ep);
+                      mesh.place_in(sched::axis::edp, rank));
 }
 
 job_plan plan_job(const train_config& cfg, const prepared_job& data) {

@@ -76,8 +76,6 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     a.zero = cfg.zero;
     a.dp_rank = replica;
     a.dp_size = plan.mesh.replicas();
-    a.expert_dp_rank = replica / plan.mesh.ep;
-    a.expert_dp_size = plan.mesh.size(sched::axis::edp);
     // Without ZeRO every replica holds the same state, but for the experts each of the first
     // expert group's holds.
     a.writes_checkpoint = cfg.zero >= 1 || replica < plan.mesh.ep;
@@ -101,7 +99,8 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     }
     const offload_target opt_to = optimizer_offload(cfg), params_to = params_offload(cfg);
     if (cfg.zero >= 1 && a.collective) {  // ZeRO: the shard keeps this rank's segments, its own copy
-      n = shard_size(plan.shard_of(rank));
+      a.shard = plan.shard_of(rank);
+      n = shard_size(a.shard);
       // ZeRO-3's stage runs on the shard's tensor (its segments), as plain DP's does on the whole.
       where.master_kind = cfg.zero >= 3 ? memory_kind::parameters : memory_kind::optimizer_state;
       // Off the device: the master copy goes with the optimizer or (fp32: the same values) with
@@ -143,7 +142,7 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       // ZeRO-Infinity's parameters: the stage's segments, one piece per bucket, in a file its
       // param_fetcher reads each unit's piece from ahead of the unit's gather.
       std::vector<storage::segment_file::piece> pieces;
-      for (const shard_piece& p : plan.shard_of(rank)) pieces.push_back({p.at_shard, p.count});
+      for (const shard_piece& p : a.shard) pieces.push_back({p.at_shard, p.count});
       a.param_file = std::make_shared<storage::segment_file>(offload_path("params"), std::move(pieces), io);
     }
     if (cfg.consistency != consistency_model::none) {

@@ -42,17 +42,20 @@ int comm_params_group_id(const sched::mesh& m, int rank) {
 int comm_context_group_id(const sched::mesh& m, int rank) {
   return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + m.group_index(sched::axis::cp, rank);
 }
+namespace {
+// The first id after the context-parallel groups'.
+int after_context_groups(const sched::mesh& m) {
+  return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + (m.cp > 1 ? m.groups(sched::axis::cp) : 0);
+}
+}  // namespace
 int comm_expert_group_id(const sched::mesh& m, int rank) {
-  return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + (m.cp > 1 ? m.groups(sched::axis::cp) : 0) +
-         m.group_index(sched::axis::ep, rank);
+  return after_context_groups(m) + m.group_index(sched::axis::ep, rank);
 }
 int comm_expert_dp_group_id(const sched::mesh& m, int rank) {
-  return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + (m.cp > 1 ? m.groups(sched::axis::cp) : 0) +
-         m.groups(sched::axis::ep) + m.group_index(sched::axis::edp, rank);
+  return after_context_groups(m) + m.groups(sched::axis::ep) + m.group_index(sched::axis::edp, rank);
 }
 int comm_group_count(const sched::mesh& m) {
-  return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + (m.cp > 1 ? m.groups(sched::axis::cp) : 0) +
-         (m.ep > 1 ? m.groups(sched::axis::ep) + m.groups(sched::axis::edp) : 0);
+  return after_context_groups(m) + (m.ep > 1 ? m.groups(sched::axis::ep) + m.groups(sched::axis::edp) : 0);
 }
 
 rank_collective mesh_links::collective_of(int rank) {
@@ -102,7 +105,7 @@ caf::actor mesh_links::expert_collective_of(int rank) {
   const sched::mesh& m = plan_.mesh;
   const int size = m.size(sched::axis::edp);
   if (m.ep == 1) return {};
-  const int member = m.replica_of(rank) / m.ep;
+  const int member = m.place_in(sched::axis::edp, rank);
   const int id = comm_expert_dp_group_id(m, rank);
   if (m.group_spans_processes(sched::axis::edp, rank)) return host_member(id, member, size, rank);
   local_group& g = local_groups_[id];
@@ -253,7 +256,7 @@ std::shared_ptr<tp_group> mesh_links::experts_of(int rank) {
 std::shared_ptr<tp_group> mesh_links::unlogged_experts_of(int rank) {
   const sched::mesh& m = plan_.mesh;
   if (m.ep == 1) return nullptr;
-  return host_group_member(sched::axis::ep, comm_expert_group_id(m, rank), m.expert_rank_of(rank), rank);
+  return host_group_member(sched::axis::ep, comm_expert_group_id(m, rank), m.place_in(sched::axis::ep, rank), rank);
 }
 
 std::shared_ptr<tp_group> mesh_links::params_of(int rank) {

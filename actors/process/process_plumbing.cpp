@@ -114,9 +114,9 @@ std::shared_ptr<net::mpi_groups> mpi_for(const train_config& cfg) {
   for (int r : cfg.mesh.ranks_of_process(cfg.process.index))  // expert parallelism's groups
     if (m.ep > 1) {
       if (m.group_spans_processes(sched::axis::ep, r))
-        member_of[static_cast<size_t>(comm_expert_group_id(m, r))] = m.expert_rank_of(r);
+        member_of[static_cast<size_t>(comm_expert_group_id(m, r))] = m.place_in(sched::axis::ep, r);
       if (m.size(sched::axis::edp) > 1 && m.group_spans_processes(sched::axis::edp, r))
-        member_of[static_cast<size_t>(comm_expert_dp_group_id(m, r))] = m.replica_of(r) / m.ep;
+        member_of[static_cast<size_t>(comm_expert_dp_group_id(m, r))] = m.place_in(sched::axis::edp, r);
     }
   if (cfg.zero >= 3)  // ZeRO-3's parameter groups: the data-parallel groups once more
     for (int r : cfg.mesh.ranks_of_process(cfg.process.index))

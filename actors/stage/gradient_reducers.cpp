@@ -37,7 +37,7 @@ class buckets : public gradient_reducer {
     });
     // ZeRO-2 cuts a bucket out of its gradient unit once the unit is complete; an expert bucket
     // shares its unit with the rest of its layer, so both leave when the lower one is done.
-    auto units = std::make_shared<const grad_units>(partitioned_ ? plan_grad_units(list) : grad_units{});
+    std::shared_ptr<const grad_units> units = partitioned_ ? s.units.at(static_cast<size_t>(chunk)) : nullptr;
     return [owner = s.chunks[static_cast<size_t>(chunk)], list, units, partitioned = partitioned_,
             on_device = s.args.buckets_on_device || gpu_queue(s) != nullptr, memory = s.args.memory,
             next = std::make_shared<size_t>(0), held = std::make_shared<tensor>(),

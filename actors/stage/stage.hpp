@@ -75,14 +75,12 @@ struct stage_args {
   // Null: ep 1.
   std::shared_ptr<tp_group> experts;
   caf::actor expert_collective;
-  // Its place among the replicas holding its experts (ZeRO cuts the experts' buckets over them).
-  int expert_dp_rank = 0, expert_dp_size = 1;
   recompute_mode recompute = recompute_mode::none;
   matmul_precision matmul = matmul_precision::f32;  // of every linear layer in the stage's chunks
   bool sequence_parallel = false;     // with tp: the stage's activations are its tp rank's share of the sequences
   std::vector<caf::actor> observers;  // each gets observed_gradients every step (job_extras.hpp)
   // ZeRO over the data-parallel group (with a collective): rank dp_rank of dp_size owns segment
-  // dp_rank of every bucket (shard_layout, dp_buckets.hpp), and its optimizer shard holds just
+  // dp_rank of every bucket (`shard`, dp_buckets.hpp's shard_layout), and its optimizer shard holds just
   // those. 1: buckets are all-reduced as before and O sends the shard's part; 2: buckets are
   // reduce-scattered, and the stage's gradients are per bucket, freed once sent. After the
   // shard's update every bucket is all-gathered back into the stage's parameters.
@@ -91,6 +89,9 @@ struct stage_args {
   // layer runs in F or B and dropped after its last, and the schedule's FP/RP bracket them.
   int zero = 0;
   int dp_rank = 0, dp_size = 1;
+  // ZeRO: this rank's segments of its buckets (job_plan::shard_of: the experts' buckets cut over
+  // the replicas holding those experts, the rest over the data-parallel group).
+  std::vector<shard_piece> shard;
   std::shared_ptr<tp_group> dp_group;
   int prefetch = 1;
   std::shared_ptr<device_memory> memory;       // the rank's device ledger (null: not counted)

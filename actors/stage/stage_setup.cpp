@@ -89,13 +89,15 @@ void set_up(self_ptr self, stage_args args) {
   });
   st.args.buckets.resize(st.chunks.size());
   for (const auto& b : st.args.buckets) st.buckets_per_step += static_cast<int64_t>(b.size());
-  if (st.args.zero >= 1 && st.args.collective)
-    st.pieces = shard_layout(st.args.buckets, st.args.dp_size, st.args.dp_rank, st.args.expert_dp_size, st.args.expert_dp_rank);
+  if (st.args.zero >= 1 && st.args.collective) st.pieces = st.args.shard;
   choose_strategies(st);
   const bool zero = !st.pieces.empty();
   st.seqs_per_step = st.buckets_per_step * (zero ? 2 : 1);
   if (zero && st.args.zero >= 2)  // a gradient unit per bucket (an expert bucket shares its layer's)
-    for (size_t c = 0; c < st.chunks.size(); ++c) st.chunks[c]->stack().split_grads(plan_grad_units(st.args.buckets[c]).layers);
+    for (size_t c = 0; c < st.chunks.size(); ++c) {
+      st.units.push_back(std::make_shared<const grad_units>(plan_grad_units(st.args.buckets[c])));
+      st.chunks[c]->stack().split_grads(st.units.back()->layers);
+    }
   st.ready = sched::plan_ready_row(row(st), st.args.dispatch == sched::dispatch_policy::ready ? st.args.ready_stash : 0);
   st.last_weight_action.assign(st.chunks.size(), row(st).size());
   for (size_t i = 0; i < row(st).size(); ++i) {

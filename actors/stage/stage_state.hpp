@@ -120,6 +120,8 @@ struct stage_state {
   int64_t seqs_per_step = 0;
   std::vector<shard_piece> pieces;  // ZeRO: this rank's segment of every bucket, in bucket order
   tensor shard_grads;               // ZeRO: the reduced gradients of those segments
+  // ZeRO-2 and 3: each local chunk's gradient units (plan_grad_units), shared with its bucket hook.
+  std::vector<std::shared_ptr<const grad_units>> units;
   int64_t gathers_pending = 0;
   // ZeRO-3: this rank's parameter segments (its optimizer shard's answer), and the stream that
   // gathers the units.

@@ -19,6 +19,7 @@ void expect_groups_partition_the_ranks(const mesh& m, axis a) {
     const auto g = m.group(a, r);
     ASSERT_EQ(static_cast<int>(g.size()), m.size(a));
     EXPECT_NE(std::find(g.begin(), g.end(), r), g.end());
+    EXPECT_EQ(g.at(static_cast<size_t>(m.place_in(a, r))), r) << to_string(a);
     firsts.insert(g.front());
     EXPECT_LT(m.group_index(a, r), m.groups(a));
     EXPECT_EQ(m.group_index(a, r), m.group_index(a, g.front())) << to_string(a);
@@ -122,7 +123,8 @@ TEST(schedules_mesh, expert_groups_are_consecutive_replicas_and_their_data_paral
   EXPECT_EQ(m.group(axis::edp, 2), (std::vector<int>{2, 6}));
   EXPECT_EQ(m.group(axis::ep, 7), (std::vector<int>{5, 7}));
   EXPECT_EQ(m.group(axis::edp, 4), (std::vector<int>{0, 4}));
-  EXPECT_EQ(m.expert_rank_of(6), 1);
+  EXPECT_EQ(m.place_in(axis::ep, 6), 1);  // replica 3
+  EXPECT_EQ(m.place_in(axis::edp, 6), 1);
   m.cp = 2;  // with context: dp 4 x cp 2 = 8 replicas, an expert group of 2 spans one replica's cp ranks
   EXPECT_EQ(m.group(axis::ep, 0), (std::vector<int>{0, 2}));
   for (axis a : {axis::ep, axis::edp}) expect_groups_partition_the_ranks(m, a);
