@@ -4,8 +4,9 @@
 #             alone; then examples/stress/ci.toml runs with a progress line per run into REPORT
 #   plots     every plot's drawn points, taken back through the plot's axes, are the numbers in
 #             report.json, and those are the runs' own metrics.jsonl; the table agrees too
+#   quiet     the undisturbed sync run names no slow rank (perf: it depends on the machine's load)
 #   chromium  index.html opens in headless Chromium with every plot loaded and no error
-# Usage: stress_report.test.sh TROUPE EXAMPLES_DIR REPORT_DIR make|plots|chromium
+# Usage: stress_report.test.sh TROUPE EXAMPLES_DIR REPORT_DIR make|plots|quiet|chromium
 set -u
 troupe=$1 examples=$2 report=$3 part=$4
 source "$(dirname "$0")/check_lib.sh"
@@ -63,12 +64,13 @@ def ok(cond, what):
     if not cond: bad.append(what)
 ok(len(runs) == 8 and all(r["status"] == "ok" for r in runs), f"{len(runs)} runs in report.json, all ok")
 # Live straggler detection (issue 43): sync DP under the 3x straggler of replica 0 names rank 0 while
-# it runs, once the 10-step window after the warm-up is full; undisturbed, it names no one.
+# it runs, once the 10-step window after the warm-up is full. That the undisturbed run names no one
+# depends on the machine's load (a descheduled thread is late as a straggler is), so it is the
+# `quiet` part, under the perf label.
 sync = {r["scenario"]: r for r in runs if r["mode"] == "sync"}
 ok(sync["straggler-3x"]["slow_rank"] is not None and sync["straggler-3x"]["slow_rank"]["rank"] == 0
    and sync["straggler-3x"]["slow_rank"]["named_after_step"] < 40,
    "sync DP's straggler named live: %s" % sync["straggler-3x"]["slow_rank"])
-ok(sync["none"]["slow_rank"] is None, "no rank named without a straggler")
 ns = {"s": "http://www.w3.org/2000/svg"}
 def plot(name):
     root = ET.parse(os.path.join(report, "plots", name + ".svg")).getroot()
@@ -158,6 +160,16 @@ ok(len(glob.glob(os.path.join(report, "plots", "*.png"))) == len(glob.glob(os.pa
 sys.exit(1 if bad else 0)
 PY
   ;;
+quiet)
+  python3 - "$report" <<'PY' || fail=1
+import json, os, sys
+runs = json.load(open(os.path.join(sys.argv[1], "report.json")))["runs"]
+none = [r for r in runs if r["mode"] == "sync" and r["scenario"] == "none"][0]
+ok = none["slow_rank"] is None
+print(("ok   " if ok else "FAIL ") + "no rank named without a straggler: %s" % none["slow_rank"])
+sys.exit(0 if ok else 1)
+PY
+  ;;
 chromium)
   browser=$(command -v chromium || command -v chromium-browser || true)
   [ -n "$browser" ] || { echo "skip: no chromium (scripts/setup.sh test installs it)"; exit 77; }
@@ -197,6 +209,6 @@ JS
   [ "$rows" -eq "$runs" ] && [ "$runs" -gt 0 ] && echo "ok   the table shows report.json's $runs runs" ||
     { echo "FAIL the table shows $rows runs, report.json has $runs"; fail=1; }
   ;;
-*) echo "usage: $0 TROUPE EXAMPLES_DIR REPORT_DIR make|plots|chromium" >&2; exit 2 ;;
+*) echo "usage: $0 TROUPE EXAMPLES_DIR REPORT_DIR make|plots|quiet|chromium" >&2; exit 2 ;;
 esac
 exit $fail
