@@ -143,6 +143,10 @@ struct coordinator_args {
   // ssp and asp: each replica's steps are its own (batches dispensed on demand), so a step of the
   // job is counted when dp replica steps are reported, whichever replicas did them (push_rounds.hpp).
   bool dispensed = false;
+  // An elastic job's membership change (membership.hpp) at this step (-1: none): once the steps
+  // before it are done, the stages' shards hand their state in memory, the image goes to
+  // summary->regroup and the coordinator ends this membership's part of the job.
+  int64_t stop_at = -1;
 };
 // coordinator <- job: the collective group(s) whose recent operations a watchdog report shows.
 using watch_atom = caf::atom_constant<caf::atom("watch")>;

@@ -199,8 +199,8 @@ struct shard_state_restored {
 // ---- checkpoints: coordinator -> stage -> its optimizer shard, and back (storage/checkpoint.hpp) ----
 
 // coordinator -> every stage once step `step` - 1 is done everywhere: have checkpoint `step`'s
-// part of this rank written into `dir` (the checkpoint's partial directory). Answered with a
-// checkpoint_part.
+// part of this rank written into `dir` (the checkpoint's partial directory), or with an empty
+// dir (an elastic regroup's image) answered in memory. Answered with a checkpoint_part.
 struct checkpoint_order {
   int64_t step = 0;
   std::string dir;
@@ -224,6 +224,8 @@ struct checkpoint_part {
   std::vector<int64_t> runs;
   int64_t optimizer_steps = 0;
   double seconds = 0;  // the shard's time on it: snapshot, write, fsync
+  // Into memory (no dir): the master copy, then each state array, in the shard's own layout.
+  tensor values;
 };
 
 // ---- stage <-> optimizer_shard ----
@@ -406,7 +408,8 @@ TROUPE_INSPECT(shard_state, x.offset, x.steps, x.optimizer, x.state_floats, x.ma
 TROUPE_INSPECT(shard_state_restored, x.steps)
 TROUPE_INSPECT(checkpoint_order, x.step, x.dir)
 TROUPE_INSPECT(checkpoint_write, x.step, x.dir, x.file, x.writer, x.runs)
-TROUPE_INSPECT(checkpoint_part, x.file, x.writer, x.bytes, x.arrays, x.sections, x.runs, x.optimizer_steps, x.seconds)
+TROUPE_INSPECT(checkpoint_part, x.file, x.writer, x.bytes, x.arrays, x.sections, x.runs, x.optimizer_steps, x.seconds,
+               x.values)
 TROUPE_INSPECT(params_msg, x.step, x.offset, x.params)
 TROUPE_INSPECT(params_request, x.stage)
 TROUPE_INSPECT(collective_request, x.seq, x.op, x.root, x.total, x.data)

@@ -29,6 +29,7 @@ struct train_flags {
   std::string config;
   bool no_progress = false;
   bool sequence_parallel = false;
+  bool elastic = false;
   std::map<std::string, std::string> text;                // flag -> its text
   std::map<std::string, std::vector<std::string>> texts;  // repeatable flag -> its texts
   process_flags process;  // launcher flags (worker_command.hpp)
@@ -175,6 +176,7 @@ train_config resolve(const CLI::App& cmd, const train_flags& f) {
   }
   if (f.no_progress) c.progress = false;
   if (f.sequence_parallel) c.sequence_parallel = true;
+  if (f.elastic || in_file.count("elastic.min_replicas") || in_file.count("elastic.membership_events")) c.elastic = true;
   if (c.model.kind == "gpt" && !flagged.count("--lr") && f.config.empty()) c.optim.lr = 3e-3f;
   adopt_schedule_file(c, f, flagged, in_file);
   check_pipeline_only(c, flagged, in_file, f.config);
@@ -289,6 +291,9 @@ void add_train_command(CLI::App& app, int& exit_code, const char* name, bool wor
   cmd->add_flag("--no-progress", f->no_progress, "No progress bar (log lines only)");
   cmd->add_flag("--sequence-parallel", f->sequence_parallel,
                 "With --tp: layernorms and residuals on each tp rank's share of the sequences (GPT)");
+  cmd->add_flag("--elastic", f->elastic,
+                "A lost data-parallel replica is dropped at the step boundary and the job goes on with the others, "
+                "from their state in memory, the global batch kept (see --min-replicas, --membership-events)");
   cmd->add_option("--forecast", f->forecast,
                   "Predict the job's step time and peak memory per rank from this machine file (troupe plan --calibrate) "
                   "and compare them with the run")

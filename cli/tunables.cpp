@@ -352,6 +352,17 @@ std::vector<tunable> make_table() {
                       "Start a failed job (a lost process, a dead actor) again from the latest checkpoint, at most "
                       "this many times; under a launcher, its own restarts and --resume auto do this [0]",
                       0, 1 << 20, [](train_config& c, const value& v) { c.max_restarts = static_cast<int>(v.integer); }));
+  // [elastic] (the table's presence, or --elastic, makes the job elastic: train_command.cpp)
+  t.push_back(integer("--min-replicas", "elastic.min_replicas",
+                      "With --elastic: the fewest data-parallel replicas the job goes on with; a loss below it ends "
+                      "the job [1]",
+                      1, max_ranks, [](train_config& c, const value& v) { c.min_replicas = static_cast<int>(v.integer); }));
+  // Read when given, so a bad file is refused naming its line before anything else runs.
+  t.push_back(text("--membership-events", "elastic.membership_events",
+                   "With --elastic: change the data-parallel membership at these step boundaries, one event a line "
+                   "(\"after step S: lose replica R\", \"after step S: admit a replica\"), as a real failure or "
+                   "admission would",
+                   [](train_config& c, const value& v) { c.membership_events = read_membership_events(v.text); }));
   t.push_back(text("--resume", "checkpoint.resume",
                    "Continue from a checkpoint: a checkpoint folder (its latest), one of its step-N folders, "
                    "latest (--checkpoint-dir's), or auto (its latest if it has one, else a fresh start); any mesh, "

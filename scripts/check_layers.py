@@ -23,7 +23,7 @@ RANK["bench"] = RANK["examples"]
 ACTOR_LAYERS = [
     # plain data and engines with no actor: the job's configuration, the step record, the
     # in-process device group (a comm engine that lives beside the collectives it serves)
-    ["job/train_config", "job/job_extras", "job/step_trace", "job/teardown_guard", "collective/local_device_group"],
+    ["job/membership", "job/train_config", "job/job_extras", "job/step_trace", "job/teardown_guard", "collective/local_device_group"],
     # what every actor shares: the messages and how a failure is described
     ["messages", "actor_failure"],
     # planning and memory: the plan of a job and what it will hold where (the gradient buckets'

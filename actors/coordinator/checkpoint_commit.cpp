@@ -94,3 +94,58 @@ void checkpoint(self_ptr self, int64_t step) {
 }
 
 }  // namespace troupe::coordinator_detail
+
+namespace troupe::coordinator_detail {
+
+// An elastic regroup's image: every stage's shard hands its part in memory (checkpoint_order with
+// no dir), and the parts are laid into the global arrays by their runs, as a checkpoint's
+// files would be read.
+void take_image(self_ptr self, int64_t step) {
+  auto& s = self->state;
+  auto parts = std::make_shared<std::vector<checkpoint_part>>(s.stages.size());
+  auto left = std::make_shared<size_t>(s.stages.size());
+  const double began = std::chrono::duration<double>(clock_type::now().time_since_epoch()).count();
+  auto assemble = [self, parts, step, began] {
+    auto& s = self->state;
+    auto point = std::make_shared<resume_point>();
+    point->manifest = s.args.checkpoint_base;
+    point->manifest.step = step;
+    auto image = std::make_shared<std::vector<std::vector<float>>>(
+        point->manifest.arrays.size(), std::vector<float>(static_cast<size_t>(point->manifest.global_floats)));
+    int64_t floats = 0;
+    for (const checkpoint_part& p : *parts) {
+      if (p.values.empty()) continue;
+      if (p.arrays != point->manifest.arrays)
+        throw std::logic_error("an optimizer shard's image part holds other arrays than the job's");
+      const int64_t size = p.values.numel() / static_cast<int64_t>(p.arrays.size());
+      const float* from = std::as_const(p.values).data();
+      for (size_t j = 0; j < p.arrays.size(); ++j)
+        for (const storage::value_run& r : unflatten(p.runs))
+          std::copy(from + static_cast<int64_t>(j) * size + r.local, from + static_cast<int64_t>(j) * size + r.local + r.count,
+                    (*image)[j].begin() + r.global);
+      point->manifest.optimizer_steps = p.optimizer_steps;
+      floats += p.values.numel();
+    }
+    point->image = std::move(image);
+    s.args.summary->regroup = std::move(point);
+    const double seconds = std::chrono::duration<double>(clock_type::now().time_since_epoch()).count() - began;
+    spdlog::info("membership change after step {}: the state gathered from the live optimizer shards in {:.3f} s "
+                 "({:.1f} MB in memory)", step, seconds, static_cast<double>(floats) * 4 / 1e6);
+    finish_when_saved(self);
+  };
+  for (size_t r = 0; r < s.stages.size(); ++r)
+    self->request(s.stages[r], caf::infinite, checkpoint_order{step, ""})
+        .then(
+            [parts, left, r, assemble](checkpoint_part& p) {
+              (*parts)[r] = std::move(p);
+              if (--*left == 0) assemble();
+            },
+            [self, step](caf::error& e) {
+              fail(self, "membership change after step " + std::to_string(step) + ": the state could not be gathered: " +
+                             self->system().render(e),
+                   true);
+              finish(self);
+            });
+}
+
+}  // namespace troupe::coordinator_detail

@@ -46,7 +46,7 @@ void start(self_ptr self, std::vector<caf::actor> stages, caf::actor evaluator, 
   s.evaluator = std::move(evaluator);
   s.members = std::move(members);
   for (auto& m : s.members) self->monitor(m);
-  s.args.summary->first_step = s.args.first_step;
+  if (s.args.summary->losses.empty()) s.args.summary->first_step = s.args.first_step;  // else a regroup's
   s.args.summary->steps = s.args.first_step;
   order_steps(self, s.args.first_step);
   if (s.args.watchdog_seconds > 0)

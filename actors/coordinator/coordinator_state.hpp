@@ -69,6 +69,7 @@ void replica_reported(self_ptr self, stage_step_record& r);
 bool saves_after(const coordinator_state& s, int64_t steps_done);
 void finish_when_saved(self_ptr self);
 void checkpoint(self_ptr self, int64_t step);
+void take_image(self_ptr self, int64_t step);  // the state after `step` steps, in memory, then finish
 
 // evaluation_gather.cpp: the first replica's parameters to the evaluator, which evaluates epoch.
 void evaluate(self_ptr self, int64_t epoch);

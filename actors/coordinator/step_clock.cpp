@@ -2,7 +2,8 @@
 // each rank reports each step; a step is done when every rank's report is in. In outline:
 //
 //   order_steps(first):                          (at start, after each evaluation)
-//     until = min(end of the epoch, the next checkpoint, the last step)
+//     at an elastic job's membership change: take_image(first), finish   (checkpoint_commit.cpp)
+//     until = min(end of the epoch, the next checkpoint, the membership change, the last step)
 //     every stage <- step_order{first, until}    the stages run the steps without waiting for us
 //   on stage_step_record r:                      (a rank finished step r.step)
 //     reports[r.step][r.rank] = r
@@ -32,6 +33,7 @@ namespace troupe::coordinator_detail {
 // Orders every step up to the next evaluation at once; each rank reports each step.
 void order_steps(self_ptr self, int64_t step) {
   auto& s = self->state;
+  if (step == s.args.stop_at) return take_image(self, step);  // the membership changes here
   s.last_progress = clock_type::now();
   s.step_start = clock_type::now();
   s.recent.assign(1, s.step_start);
@@ -40,6 +42,7 @@ void order_steps(self_ptr self, int64_t step) {
   // A checkpoint is of the state between two steps, so a run of steps ends at each one.
   if (!s.args.checkpoint_dir.empty() && s.args.checkpoint_every > 0)
     until = std::min(until, (step / s.args.checkpoint_every + 1) * s.args.checkpoint_every);
+  if (s.args.stop_at > step) until = std::min(until, s.args.stop_at);
   s.until = until;
   for (auto& st : s.stages) self->send(st, step_order{step, until});
 }

@@ -43,9 +43,15 @@ storage::checkpoint_manifest checkpoint_base(const train_config& cfg, const mode
 // naming the checkpoint) when its model or optimizer is not the job's, its state arrays are not
 // the ones this optimizer keeps, a GPT's characters are not its corpus's, or it is at or past the
 // job's last step.
+// An elastic job's regroup (membership.hpp) continues from an image instead: the global arrays
+// gathered from the live optimizer shards, in memory, read through the same runs.
 struct resume_point {
-  std::string dir;
-  storage::checkpoint_manifest manifest;
+  std::string dir;  // the checkpoint; empty for an image
+  storage::checkpoint_manifest manifest;  // an image's: its step, optimizer steps and arrays, no files
+  std::shared_ptr<const std::vector<std::vector<float>>> image;  // per manifest.arrays entry: global_floats values
+  // `array`'s values at `wanted`'s global places into out (at their local places).
+  void read(const std::string& array, const std::vector<storage::value_run>& wanted, float* out) const;
+  std::string where() const;  // the checkpoint's folder, or "the image of step N in memory"
 };
 std::shared_ptr<const resume_point> open_resume(const train_config& cfg, const model_spec& model, int64_t total_steps,
                                                 const std::string& vocabulary);

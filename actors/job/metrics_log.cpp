@@ -83,6 +83,14 @@ void metrics_log::eval(int64_t epoch, int64_t step, double test_loss, double tes
   spdlog::info("epoch {}/{}: test loss {:.4f}, test accuracy {:.4f}", epoch + 1, epochs_, test_loss, test_accuracy);
 }
 
+void metrics_log::membership(int64_t step, const std::string& event, int replicas) {
+  if (bar_open_) {
+    std::fputc('\n', stderr);
+    bar_open_ = false;
+  }
+  append(fmt::format("{{\"step\": {}, \"membership\": \"{}\", \"dp\": {}}}\n", step, event, replicas), step);
+}
+
 void metrics_log::draw(int64_t step, int64_t epoch, double loss, double samples_per_s, bool final) {
   const auto now = std::chrono::steady_clock::now();
   const int64_t done = step % steps_per_epoch_ + 1;

@@ -28,6 +28,9 @@ class metrics_log {
   // capacity ("tokens_dropped"), and the load-balancing loss's mean over the blocks' forwards.
   void step(int64_t step, int64_t epoch, double loss, double samples_per_s, const expert_tally& experts = {});
   void eval(int64_t epoch, int64_t step, double test_loss, double test_accuracy);
+  // An elastic job's membership change after `step` steps (membership.hpp): the event and the
+  // replicas the job goes on with.
+  void membership(int64_t step, const std::string& event, int replicas);
   const std::string& path() const { return path_; }
 
  private:

@@ -22,6 +22,7 @@ train_summary run_job(placement& where) {
     try {
       where.start(sys);
       failure = where.wait(sys);
+      while (failure.empty() && where.regroup(sys)) failure = where.wait(sys);
     } catch (const std::exception& e) {
       fail(e.what());
       where.stop(sys);

@@ -24,6 +24,10 @@ class placement {
   virtual void start(caf::actor_system& sys) = 0;
   // Blocks until the job ends here; the reason it failed, empty when it trained.
   virtual std::string wait(caf::actor_system& sys) = 0;
+  // After a wait that ended without a failure: an elastic job that stopped to change its
+  // membership (membership.hpp) stops this membership's actors, starts the next one's from the
+  // state they left, and returns true; run_job waits again. Else false: the job is over.
+  virtual bool regroup(caf::actor_system&) { return false; }
   // After a failure, before the actors are stopped: ends their waits on a peer that is gone
   // (in-process tensor-parallel groups, device engines), where no message reaches them.
   virtual void abort_waits(const std::string& why) = 0;

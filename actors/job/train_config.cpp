@@ -185,6 +185,40 @@ device device_of_rank(const std::vector<device>& devices, int rank) {
   return devices.empty() ? device{} : devices[static_cast<size_t>(rank) % devices.size()];
 }
 
+namespace {
+
+// Elastic training: what it runs over, and every membership the events make a valid job.
+void validate_membership(const train_config& c) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
+  if (!c.membership_events.empty() && !c.elastic) bad("membership events need an elastic job (--elastic)");
+  if (!c.elastic) return;
+  if (c.min_replicas < 1 || c.min_replicas > c.mesh.dp)
+    bad("min_replicas " + std::to_string(c.min_replicas) + " must be in 1..dp " + std::to_string(c.mesh.dp));
+  if (c.consistency != consistency_model::none)
+    bad(std::string("an elastic job regroups its collectives; parameter servers (consistency ") + to_string(c.consistency) +
+        ") have none to regroup");
+  if (c.zero >= 3)
+    bad("an elastic job under zero 3 would lose a lost replica's parameters with it (nothing else holds them); "
+        "use zero 0, 1 or 2");
+  if (c.mesh.processes > 1 || c.server_processes > 0)
+    bad("an elastic job runs in one process so far (this one spans " + std::to_string(c.mesh.processes) + ")");
+  const std::vector<int> dps = replicas_after(c.membership_events, c.mesh.dp, c.min_replicas);
+  for (size_t i = 0; i < dps.size(); ++i) {
+    // Events at one boundary take effect together: the membership between them never trains.
+    if (i + 1 < dps.size() && c.membership_events[i + 1].step == c.membership_events[i].step) continue;
+    train_config then = c;
+    then.mesh.dp = dps[i];
+    then.membership_events.clear();
+    try {
+      validate(then);
+    } catch (const std::invalid_argument& e) {
+      bad(to_string(c.membership_events[i]) + " leaves dp " + std::to_string(dps[i]) + ": " + e.what());
+    }
+  }
+}
+
+}  // namespace
+
 void validate(const train_config& c) {
   auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
   validate(c.optim);
@@ -321,6 +355,7 @@ void validate(const train_config& c) {
   if ((c.resume == "latest" || c.resume == "auto") && c.checkpoint_dir.empty())
     bad("resume " + c.resume + " needs checkpoint_dir (--checkpoint-dir)");
   if (c.max_restarts < 0) bad("max_restarts must be >= 0, got " + std::to_string(c.max_restarts));
+  validate_membership(c);
   if (c.max_restarts > 0 && c.checkpoint_dir.empty())
     bad("max_restarts needs checkpoint_dir (--checkpoint-dir): a restart continues from the latest checkpoint");
   if (params_offload(c) != offload_target::none && c.zero < 3)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "actors/job/membership.hpp"
 #include "kernels/device_memory.hpp"
 #include "kernels/layers_moe_block.hpp"
 #include "kernels/matmul_precision.hpp"
@@ -225,6 +226,13 @@ struct train_config {
   // held in one process or started with --nodes; under a launcher, the launcher restarts the
   // processes (torchrun --max-restarts) and `resume auto` has them continue.
   int max_restarts = 0;
+  // Elastic training (membership.hpp): the job changes its data-parallel membership at a step
+  // boundary and goes on from the live replicas' state, in memory, with the global batch kept
+  // (each replica's share grows or shrinks). membership_events drive it; at least min_replicas
+  // replicas stay.
+  bool elastic = false;
+  int min_replicas = 1;
+  std::vector<membership_event> membership_events;
   consistency_model consistency = consistency_model::none;  // none: collectives, no servers
   int staleness = 0;                                       // ssp: rounds a batch may lead the rounds complete
   // Servers per (stage, tp) slot: its parameters cut into this many key ranges, one server each,
@@ -285,11 +293,17 @@ struct eval_plan {
 };
 eval_plan plan_evaluation(const train_config& cfg, int64_t held_out, int64_t rows_per_sample);
 
+struct resume_point;  // checkpointing.hpp
+
 struct train_summary {
   std::vector<double> losses;          // mean training loss of each step (from first_step on)
   int64_t first_step = 0;              // the step the run began at (a resumed run: the checkpoint's)
   std::vector<std::string> checkpoints;  // committed during the run, in order
   int restarts = 0;                      // times the job was started again after a failure
+  // An elastic job: each membership change it made (membership.hpp), in order, and, while a
+  // change is being made, the state it goes on from (the image the live shards handed in).
+  std::vector<membership_event> membership;
+  std::shared_ptr<const resume_point> regroup;
   // Parameter servers: every push each server applied, in the order it applied them.
   struct server_update {
     int32_t server = 0;      // its (pipeline stage, tp rank) slot

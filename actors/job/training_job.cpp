@@ -50,7 +50,10 @@ coordinator_args coordinator_args_for(const train_config& cfg, const prepared_jo
   a.checkpoint_every = cfg.checkpoint_every;
   a.keep = cfg.keep;
   a.dispensed = dispenses_batches(cfg);
-  if (!cfg.checkpoint_dir.empty()) a.checkpoint_base = checkpoint_base(cfg, data.model, data.steps_per_epoch, data.vocabulary);
+  // An elastic job's image is a checkpoint's arrays in memory: the same manifest fields.
+  if (!cfg.checkpoint_dir.empty() || cfg.elastic)
+    a.checkpoint_base = checkpoint_base(cfg, data.model, data.steps_per_epoch, data.vocabulary);
+  a.stop_at = cfg.elastic ? next_change(cfg.membership_events, a.first_step) : -1;
   return a;
 }
 
@@ -114,8 +117,9 @@ job_extras with_checked_devices(const train_config& cfg, const job_plan& plan, j
 // The whole job in this process: every rank's actors, the coordinator and the evaluator.
 class whole_job final : public placement {
  public:
-  whole_job(const train_config& cfg, const prepared_job& data, const job_plan& plan, const job_extras& extras)
-      : cfg_(cfg), data_(data), plan_(plan), extras_(extras), out_(cfg, data) {}
+  whole_job(const train_config& cfg, const prepared_job& data, const job_plan& plan, const job_extras& given,
+            const job_extras& extras)
+      : cfg_(cfg), data_(data), plan_(plan), given_(given), extras_(extras), out_(cfg, data) {}
 
   void configure(caf::actor_system_config& sys_cfg) override {
     configure_runtime(sys_cfg);
@@ -139,6 +143,34 @@ class whole_job final : public placement {
     return out_.failure->what;
   }
 
+  // An elastic job's membership change: this membership's actors stop, the job is planned again
+  // over the replicas the events leave, and its actors start from the image the coordinator took.
+  bool regroup(caf::actor_system& sys) override {
+    auto& sum = *out_.summary;
+    if (!sum.regroup) return false;
+    const std::shared_ptr<const resume_point> image = std::exchange(sum.regroup, nullptr);
+    const int64_t step = image->manifest.step;
+    stop(sys);
+    const std::vector<membership_event> at = events_at(cfg_.membership_events, step);
+    const int before = cfg_.mesh.dp;
+    cfg_.mesh.dp = replicas_after(at, before);
+    for (const auto& e : at) {
+      sum.membership.push_back(e);
+      out_.log->membership(step, to_string(e).substr(to_string(e).find(": ") + 2), cfg_.mesh.dp);
+    }
+    std::string what;
+    for (const auto& e : at) what += (what.empty() ? "" : ", ") + to_string(e).substr(to_string(e).find(": ") + 2);
+    spdlog::warn("membership change after step {}: {}; the job goes on with {} data-parallel replicas (was {}), each on "
+                 "1/{} of the {}-sample batch, from the state in memory",
+                 step, what, cfg_.mesh.dp, before, cfg_.mesh.dp, cfg_.batch_size);
+    plan_ = plan_job(cfg_, data_);
+    plan_.resume = image;
+    extras_ = with_checked_devices(cfg_, plan_, given_);
+    *out_.record = job_record{};  // the steps measured over the last membership's ranks
+    start(sys);
+    return true;
+  }
+
   void abort_waits(const std::string& why) override { abort_group_waits(ranks_, "the job failed: " + why); }
 
   void stop(caf::actor_system& sys) override {
@@ -160,10 +192,11 @@ class whole_job final : public placement {
   }
 
  private:
-  const train_config& cfg_;
+  train_config cfg_;  // an elastic job's: its mesh changes with its membership
   const prepared_job& data_;
-  const job_plan& plan_;
-  const job_extras& extras_;
+  job_plan plan_;
+  const job_extras& given_;
+  job_extras extras_;
   job_outputs out_;
   caf::actor coordinator_;
   rank_actors ranks_;
@@ -188,7 +221,7 @@ train_summary run_once(const train_config& cfg, const job_extras& extras) {
   const job_plan plan = plan_job(cfg, data);
   const job_extras on_devices = with_checked_devices(cfg, plan, extras);
   log_plan(cfg, data, plan);
-  whole_job where(cfg, data, plan, on_devices);
+  whole_job where(cfg, data, plan, extras, on_devices);
   return run_job(where);
 }
 

@@ -260,8 +260,28 @@ void snapshot(self_ptr self, std::function<void(shard_state&)> done) {
   });
 }
 
+// The snapshot in memory: an elastic regroup's part of the image, no file.
+checkpoint_part memory_part(const checkpoint_write& w, const shard_state& st) {
+  const int64_t size = st.master.numel();
+  checkpoint_part p;
+  p.arrays.push_back("params");
+  for (auto& a : storage::optimizer_state_arrays(st.optimizer, st.state_floats)) p.arrays.push_back(a);
+  p.values = tensor::uninitialized({(1 + st.state_floats) * size});
+  const tensor master = on_host(st.master);
+  std::copy(std::as_const(master).data(), std::as_const(master).data() + size, p.values.data());
+  if (st.state_floats > 0) {
+    const tensor state = on_host(st.state);
+    std::copy(std::as_const(state).data(), std::as_const(state).data() + st.state_floats * size, p.values.data() + size);
+  }
+  p.values.freeze();
+  p.runs = w.runs;
+  p.optimizer_steps = st.steps;
+  return p;
+}
+
 // Writes the snapshot as one shard file (storage/checkpoint.hpp).
 checkpoint_part write_part(const checkpoint_write& w, const shard_state& st) {
+  if (w.dir.empty()) return memory_part(w, st);
   const auto t0 = std::chrono::steady_clock::now();
   const int64_t size = st.master.numel();
   std::vector<std::string> names{"params"};

@@ -17,8 +17,7 @@ void restore_shard(self_ptr self, tensor initial) {
   const auto arrays = static_cast<int32_t>(from.manifest.arrays.size() - 1);
   tensor state({arrays * n});
   for (int32_t j = 0; j < arrays; ++j)
-    storage::read_values(from.dir, from.manifest, from.manifest.arrays[static_cast<size_t>(1 + j)], s.shard_runs,
-                         state.data() + j * n);
+    from.read(from.manifest.arrays[static_cast<size_t>(1 + j)], s.shard_runs, state.data() + j * n);
   state.freeze();
   self->request(s.args.optimizer, caf::infinite,
                 shard_state{0, from.manifest.optimizer_steps, from.manifest.optimizer, arrays, std::move(initial), std::move(state)})

@@ -107,18 +107,18 @@ void set_up(self_ptr self, stage_args args) {
   }
   int64_t n = 0;
   for (auto& c : st.chunks) n += c->stack().num_params();
-  if (st.args.resume) {  // the checkpoint's values replace the initial ones before anyone sees them
+  if (st.args.resume) {  // the checkpoint's (or image's) values replace the initial ones before anyone sees them
     const resume_point& from = *st.args.resume;
     for (size_t c = 0; c < st.chunks.size(); ++c) {
       tensor& params = st.chunks[c]->stack().params();
       if (params.where().is_cpu()) {
-        storage::read_values(from.dir, from.manifest, "params", st.chunk_runs[c], params.data());
+        from.read("params", st.chunk_runs[c], params.data());
         continue;
       }
       // On a GPU, read on the host and copied in on the stage's stream (from pageable memory the
       // copy has taken the bytes when it returns).
       tensor saved = tensor::uninitialized({params.numel()});
-      storage::read_values(from.dir, from.manifest, "params", st.chunk_runs[c], saved.data());
+      from.read("params", st.chunk_runs[c], saved.data());
       launch(st, [&] { ops_for(params.where()).copy_floats(f32_out(params), saved.data(), params.numel()); });
     }
     st.next_request = from.manifest.step;
