@@ -143,10 +143,18 @@ struct coordinator_args {
   // ssp and asp: each replica's steps are its own (batches dispensed on demand), so a step of the
   // job is counted when dp replica steps are reported, whichever replicas did them (push_rounds.hpp).
   bool dispensed = false;
-  // An elastic job's membership change (membership.hpp) at this step (-1: none): once the steps
-  // before it are done, the stages' shards hand their state in memory, the image goes to
-  // summary->regroup and the coordinator ends this membership's part of the job.
-  int64_t stop_at = -1;
+  // An elastic job (membership.hpp; membership_change.cpp). At a membership change (an event
+  // given in advance, or a replica's stage that went down) the coordinator has the live shards
+  // hand their state in memory once the steps before it are done, puts the image and the change
+  // in the summary (regroup, membership) and ends this membership's part of the job.
+  struct elastic_args {
+    bool on = false;
+    int min_replicas = 1;
+    std::vector<membership_event> events;  // given in advance (--membership-events)
+    // No ZeRO: every replica holds the whole state, so one expert group's replicas (one replica
+    // without ep) make the image; under ZeRO every rank's shard does, and a lost one's is gone.
+    bool replicas_hold_all = true;
+  } elastic;
 };
 // coordinator <- job: the collective group(s) whose recent operations a watchdog report shows.
 using watch_atom = caf::atom_constant<caf::atom("watch")>;

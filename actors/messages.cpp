@@ -10,6 +10,8 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<batch_msg>("troupe::batch_msg");
   cfg.add_message_type<unit_request>("troupe::unit_request");
   cfg.add_message_type<unit_grant>("troupe::unit_grant");
+  cfg.add_message_type<update_ready>("troupe::update_ready");
+  cfg.add_message_type<update_commit>("troupe::update_commit");
   cfg.add_message_type<eval_batch_request>("troupe::eval_batch_request");
   cfg.add_message_type<eval_batch_msg>("troupe::eval_batch_msg");
   cfg.add_message_type<step_order>("troupe::step_order");

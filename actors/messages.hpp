@@ -139,6 +139,17 @@ struct step_order {
   int64_t step = 0;
   int64_t until = 0;
 };
+// An elastic job's updates go ahead only once every rank's gradients of the step are reduced, so
+// a replica lost during a step leaves every live shard at the steps before it (membership.hpp).
+// stage -> coordinator: rank `rank` has its gradients of step `step`; coordinator -> every stage
+// once all have: step `step`'s updates go ahead.
+struct update_ready {
+  int64_t step = 0;
+  int32_t rank = 0;
+};
+struct update_commit {
+  int64_t step = 0;
+};
 // coordinator -> stage: evaluate on the held-out set after epoch `epoch`.
 struct eval_order {
   int64_t epoch = 0;
@@ -384,6 +395,8 @@ struct collective_log {
 TROUPE_INSPECT(batch_request, x.step, x.unit)
 TROUPE_INSPECT(unit_request, x.run, x.until, x.replica, x.step)
 TROUPE_INSPECT(unit_grant, x.run, x.step, x.unit)
+TROUPE_INSPECT(update_ready, x.step, x.rank)
+TROUPE_INSPECT(update_commit, x.step)
 TROUPE_INSPECT(batch_msg, x.step, x.data)
 TROUPE_INSPECT(eval_batch_request, x.epoch, x.index)
 TROUPE_INSPECT(eval_batch_msg, x.epoch, x.index, x.total, x.data)
@@ -572,6 +585,14 @@ struct mesh_addresses {
 struct job_end {
   bool ok = false;
   std::string report;
+  // An elastic job's membership change (no `processes`: none): each next process's index in this
+  // membership, the events as (step, change, replica) triples, and the state every process goes on
+  // from (the image: each array's global values, the arrays one after another) after `step` steps
+  // and `optimizer_steps` updates.
+  std::vector<int32_t> processes;
+  std::vector<int64_t> events;
+  int64_t step = 0, optimizer_steps = 0;
+  tensor image;
 };
 TROUPE_INSPECT_NET(join_request, x.rank, x.config)
 TROUPE_INSPECT_NET(join_reply, x.coordinator, x.servers, x.dispenser, x.shards)
@@ -582,7 +603,7 @@ TROUPE_INSPECT_NET(server_records, x.updates)
 TROUPE_INSPECT_NET(process_endpoints, x.ring_groups, x.ring_hosts, x.ring_ports, x.p2p_host, x.p2p_port)
 TROUPE_INSPECT_NET(worker_ready, x.rank, x.hub, x.stages, x.serves, x.collectives)
 TROUPE_INSPECT_NET(mesh_addresses, x.ring_hosts, x.ring_ports, x.p2p_hosts, x.p2p_ports)
-TROUPE_INSPECT_NET(job_end, x.ok, x.report)
+TROUPE_INSPECT_NET(job_end, x.ok, x.report, x.processes, x.events, x.step, x.optimizer_steps, x.image)
 #undef TROUPE_INSPECT_NET
 // Liveness: the job hub pings every worker hub, which answers with its rank; each side takes
 // silence longer than the peer timeout as a lost peer.

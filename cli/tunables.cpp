@@ -32,6 +32,24 @@ std::vector<device> parse_devices(const std::string& text) {
   }
 }
 
+// "A:B", two counts >= 0 (A at most a rank's range); throws std::invalid_argument naming `form`.
+std::pair<int64_t, int64_t> two_counts(const std::string& text, const std::string& form) {
+  const auto colon = text.find(':');
+  size_t a = 0, b = 0;
+  int64_t first = -1, second = -1;
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument("no colon");
+    first = std::stoll(text.substr(0, colon), &a);
+    second = std::stoll(text.substr(colon + 1), &b);
+  } catch (const std::logic_error&) {
+    a = b = std::string::npos;
+  }
+  if (colon == std::string::npos || a != colon || b != text.size() - colon - 1 || first < 0 || second < 0 ||
+      first > 1'000'000)
+    throw std::invalid_argument("\"" + text + "\": expected " + form);
+  return {first, second};
+}
+
 using setter = std::function<void(train_config&, const value&)>;
 
 // What every kind of tunable has; the helpers below add the kind's checks.
@@ -325,18 +343,17 @@ std::vector<tunable> make_table() {
                    "Fault injection: SERVER:UPDATES, parameter server SERVER (stage x shards + shard) dies after "
                    "that many updates",
                    [](train_config& c, const value& v) {
-                     const auto colon = v.text.find(':');
-                     size_t a = 0, b = 0;
-                     try {
-                       if (colon == std::string::npos) throw std::invalid_argument("no colon");
-                       c.kill_server = std::stoi(v.text.substr(0, colon), &a);
-                       c.kill_server_after = std::stoll(v.text.substr(colon + 1), &b);
-                     } catch (const std::logic_error&) {
-                       a = b = std::string::npos;
-                     }
-                     if (colon == std::string::npos || a != colon || b != v.text.size() - colon - 1 ||
-                         c.kill_server < 0 || c.kill_server_after < 0)
-                       throw std::invalid_argument("\"" + v.text + "\": expected SERVER:UPDATES, e.g. 0:10");
+                     const auto [server, after] = two_counts(v.text, "SERVER:UPDATES, e.g. 0:10");
+                     c.kill_server = static_cast<int>(server);
+                     c.kill_server_after = after;
+                   }));
+  t.push_back(text("--kill-replica", "elastic.kill_replica",
+                   "Fault injection in one process: REPLICA:STEP, data-parallel replica REPLICA's ranks are killed as "
+                   "step STEP begins (with --elastic the job goes on without it; for processes see --kill-process)",
+                   [](train_config& c, const value& v) {
+                     const auto [replica, step] = two_counts(v.text, "REPLICA:STEP, e.g. 2:5");
+                     c.kill_replica = static_cast<int>(replica);
+                     c.kill_replica_step = step;
                    }));
   // [checkpoint]
   t.push_back(text("--checkpoint-dir", "checkpoint.dir",

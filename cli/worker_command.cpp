@@ -136,6 +136,10 @@ void local_workers::inject_faults(std::chrono::steady_clock::time_point started)
       return;
     }
     const pid_t pid = pid_of_.at(s.process);
+    if (s.sig == SIGKILL) {
+      std::lock_guard<std::mutex> pids(pids_mu_);
+      killed_.insert(pid);
+    }
     ::kill(pid, s.sig);
     if (s.sig == SIGSTOP) stopped_.push_back(pid);
     if (s.sig == SIGCONT) stopped_.erase(std::remove(stopped_.begin(), stopped_.end(), pid), stopped_.end());
@@ -224,16 +228,19 @@ int local_workers::wait(int timeout_ms) {
   for (pid_t p : stopped_) ::kill(p, SIGCONT);
   stopped_.clear();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  auto failed = [](int status) { return !WIFEXITED(status) || WEXITSTATUS(status) != 0; };
+  auto failed = [this](pid_t pid, int status) {
+    if (cfg_.elastic && killed_.count(pid)) return false;  // the job went on without it
+    return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+  };
   std::unique_lock<std::mutex> lock(pids_mu_);
   int bad = 0;
-  for (const auto& [pid, status] : reaped_) bad += failed(status) ? 1 : 0;
+  for (const auto& [pid, status] : reaped_) bad += failed(pid, status) ? 1 : 0;
   reaped_.clear();
   while (!pids_.empty() && std::chrono::steady_clock::now() < deadline) {
     for (size_t i = 0; i < pids_.size(); ++i) {
       int status = 0;
       if (::waitpid(pids_[i], &status, WNOHANG) != pids_[i]) continue;
-      if (failed(status)) ++bad;
+      if (failed(pids_[i], status)) ++bad;
       pids_.erase(pids_.begin() + static_cast<long>(i--));
     }
     lock.unlock();
@@ -252,6 +259,7 @@ std::string local_workers::exited() {
     pids_.erase(pids_.begin() + static_cast<long>(i--));
     reaped_.emplace_back(pid, status);
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0) continue;
+    if (cfg_.elastic && killed_.count(pid)) continue;  // dropped from the job, which goes on
     int process = 0;
     for (const auto& [r, p] : pid_of_)
       if (p == pid) process = r;

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <memory>
 #include <map>
+#include <set>
 #include <mutex>
 #include <thread>
 #include <optional>
@@ -87,6 +88,9 @@ class local_workers {
   std::mutex pids_mu_;
   std::vector<std::pair<pid_t, int>> reaped_;
   std::map<int, pid_t> pid_of_;  // by process index, of the current start
+  // Killed by --kill-process: under --elastic the job goes on without them, so their end is no
+  // failure of the job's (the job's own verdict says whether it went on).
+  std::set<pid_t> killed_;
 };
 
 void add_worker_command(CLI::App& app, int& exit_code);

@@ -33,7 +33,7 @@ ACTOR_LAYERS = [
     # where a running job's observations go: metrics, the measured timeline, the job's outputs
     # (below the actors: the coordinator writes them)
     ["job/metrics_log", "coordinator/pipeline_timing", "job/job_outputs", "job/run_curves", "job/server_report",
-     "job/prometheus_file", "job/slow_rank", "job/slow_link"],
+     "job/prometheus_file", "job/slow_rank", "job/slow_link", "job/membership_plan"],
     # the actors by role, and actors.hpp, which spawns them
     ["actors", "store", "data", "collective", "optimizer", "server", "stage", "coordinator", "process/net_actors",
      "process/middleman_link"],

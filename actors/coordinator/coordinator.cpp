@@ -46,8 +46,13 @@ void start(self_ptr self, std::vector<caf::actor> stages, caf::actor evaluator, 
   s.evaluator = std::move(evaluator);
   s.members = std::move(members);
   for (auto& m : s.members) self->monitor(m);
+  // An elastic job loses a replica by its stages: those in other processes too.
+  if (s.args.elastic.on)
+    for (auto& st : s.stages) self->monitor(st);
   if (s.args.summary->losses.empty()) s.args.summary->first_step = s.args.first_step;  // else a regroup's
   s.args.summary->steps = s.args.first_step;
+  if (s.args.elastic.on) s.stop_at = next_change(s.args.elastic.events, s.args.first_step);
+  s.committed = s.args.first_step;
   order_steps(self, s.args.first_step);
   if (s.args.watchdog_seconds > 0)
     self->delayed_send(self, watchdog_period(s.args.watchdog_seconds), watchdog_atom::value);
@@ -58,6 +63,7 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
   if (self->state.args.dispensed) self->state.rounds = std::make_unique<push_rounds>(self->state.args.mesh);
   self->set_down_handler([self](caf::down_msg& dm) {
     auto& s = self->state;
+    if (lose_replica(self, dm)) return;  // an elastic job goes on without it
     if (s.finishing) return;
     const std::string why = "an actor of the job stopped: " + describe_exit(self->system(), dm.reason);
     if (dm.reason == caf::sec::request_receiver_down) {
@@ -88,7 +94,15 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
         else stage_reported(self, r);
       },
       [self](const pipeline_failure& f) {
-        if (self->state.finishing) return;
+        auto& s = self->state;
+        if (s.finishing || s.regrouping) return;  // a regroup's survivors failing the step in flight
+        if (s.args.elastic.on) {
+          // Likely a symptom of a lost replica whose down message is on its way: reported only if
+          // no loss turns up within the grace.
+          if (s.symptom.empty()) self->delayed_send(self, std::chrono::milliseconds(500), settle_atom::value);
+          if (s.symptom.empty()) s.symptom = f.what;
+          return;
+        }
         fail(self, f.what, false);
         finish(self);
       },
@@ -96,9 +110,10 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
         auto& c = self->state.collectives;
         c.insert(c.end(), group.begin(), group.end());
       },
+      [self](const update_ready& r) { ready_to_update(self, r); },
       [self](watchdog_atom) { watch(self); },
       [self](settle_atom) {  // no cause came after a symptom: the symptom is all there is to report
-        if (self->state.finishing) return;
+        if (self->state.finishing || self->state.regrouping) return;
         fail(self, self->state.symptom, false);
         finish(self);
       },

@@ -48,6 +48,12 @@ struct coordinator_state {
   std::function<void()> after_commit;
   std::unique_ptr<push_rounds> rounds;  // dispensed batches: replica steps counted into rounds
   std::vector<stage_step_record> latest;  // dispensed batches: each rank's traced step, by rank
+  int64_t stop_at = -1;    // an elastic job's next membership change given in advance (-1: none)
+  bool regrouping = false;  // its state is being gathered for a membership change
+  int lost_replica = -1;    // the replica that change drops (-1: a change given in advance)
+  std::map<int64_t, int> update_ready;  // by step: the ranks that have their gradients (elastic)
+  int64_t committed = 0;    // steps whose updates were committed (elastic): what every live shard holds
+  std::function<void()> when_steps_done;  // an image waiting for the records of the steps it holds
   std::string symptom;  // a member that died of asking a dead actor: reported unless the cause comes soon
   static inline const char* name = "coordinator";
 };
@@ -69,7 +75,11 @@ void replica_reported(self_ptr self, stage_step_record& r);
 bool saves_after(const coordinator_state& s, int64_t steps_done);
 void finish_when_saved(self_ptr self);
 void checkpoint(self_ptr self, int64_t step);
-void take_image(self_ptr self, int64_t step);  // the state after `step` steps, in memory, then finish
+
+// membership_change.cpp: an elastic job's membership changes.
+void change_membership(self_ptr self, int64_t step);  // the events given for this boundary
+bool lose_replica(self_ptr self, const caf::down_msg& dm);  // false: not a replica it can go on without
+void ready_to_update(self_ptr self, const update_ready& r);  // commits the step once every rank is
 
 // evaluation_gather.cpp: the first replica's parameters to the evaluator, which evaluates epoch.
 void evaluate(self_ptr self, int64_t epoch);

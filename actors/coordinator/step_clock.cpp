@@ -2,7 +2,7 @@
 // each rank reports each step; a step is done when every rank's report is in. In outline:
 //
 //   order_steps(first):                          (at start, after each evaluation)
-//     at an elastic job's membership change: take_image(first), finish   (checkpoint_commit.cpp)
+//     at an elastic job's membership change: change_membership(first)   (membership_change.cpp)
 //     until = min(end of the epoch, the next checkpoint, the membership change, the last step)
 //     every stage <- step_order{first, until}    the stages run the steps without waiting for us
 //   on stage_step_record r:                      (a rank finished step r.step)
@@ -24,6 +24,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "actors/coordinator/coordinator_state.hpp"
 #include "actors/job/metrics_log.hpp"
@@ -33,7 +34,7 @@ namespace troupe::coordinator_detail {
 // Orders every step up to the next evaluation at once; each rank reports each step.
 void order_steps(self_ptr self, int64_t step) {
   auto& s = self->state;
-  if (step == s.args.stop_at) return take_image(self, step);  // the membership changes here
+  if (step == s.stop_at) return change_membership(self, step);
   s.last_progress = clock_type::now();
   s.step_start = clock_type::now();
   s.recent.assign(1, s.step_start);
@@ -42,7 +43,7 @@ void order_steps(self_ptr self, int64_t step) {
   // A checkpoint is of the state between two steps, so a run of steps ends at each one.
   if (!s.args.checkpoint_dir.empty() && s.args.checkpoint_every > 0)
     until = std::min(until, (step / s.args.checkpoint_every + 1) * s.args.checkpoint_every);
-  if (s.args.stop_at > step) until = std::min(until, s.args.stop_at);
+  if (s.stop_at > step) until = std::min(until, s.stop_at);
   s.until = until;
   for (auto& st : s.stages) self->send(st, step_order{step, until});
 }
@@ -176,6 +177,10 @@ void step_done(self_ptr self, int64_t step, const std::vector<stage_step_record>
   sum.steps = step + 1;
   auto go_on = [self, step, epoch] {
     auto& st = self->state;
+    if (st.regrouping) {  // a lost replica's step records still coming in: nothing more is ordered
+      if (auto image = std::exchange(st.when_steps_done, nullptr)) image();
+      return;
+    }
     if (saves_after(st, step + 1)) checkpoint(self, step + 1);
     if (step + 1 == st.args.total_steps || (step + 1) % st.args.steps_per_epoch == 0) evaluate(self, epoch);
     else if (step + 1 == st.until) order_steps(self, step + 1);  // a run cut at a checkpoint goes on

@@ -52,6 +52,8 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     a.observers = observers;
     for (const auto& st : cfg.stragglers)
       if (st.rank == at.dp && at.pp == 0) a.straggler = st;
+    if (replica == cfg.kill_replica) a.killed_at_step = cfg.kill_replica_step;
+    a.commit_updates = cfg.elastic;
     for (const auto& j : cfg.jitter)
       if (j.rank == rank) a.jitter = j;
     a.dispatch = cfg.dispatch;

@@ -9,7 +9,7 @@ namespace troupe {
 train_summary run_job(placement& where) {
   teardown_guard guard;  // declared before the actor system: it outlives the system's destructor
   std::string failure;
-  {
+  do {
     caf::actor_system_config sys_cfg;
     where.configure(sys_cfg);
     caf::actor_system sys{sys_cfg};
@@ -22,7 +22,6 @@ train_summary run_job(placement& where) {
     try {
       where.start(sys);
       failure = where.wait(sys);
-      while (failure.empty() && where.regroup(sys)) failure = where.wait(sys);
     } catch (const std::exception& e) {
       fail(e.what());
       where.stop(sys);
@@ -30,7 +29,7 @@ train_summary run_job(placement& where) {
     }
     if (!failure.empty()) fail(failure);
     where.stop(sys);
-  }
+  } while (failure.empty() && where.next_membership());
   if (!failure.empty()) throw std::runtime_error(failure);
   return where.summary();
 }

@@ -24,10 +24,10 @@ class placement {
   virtual void start(caf::actor_system& sys) = 0;
   // Blocks until the job ends here; the reason it failed, empty when it trained.
   virtual std::string wait(caf::actor_system& sys) = 0;
-  // After a wait that ended without a failure: an elastic job that stopped to change its
-  // membership (membership.hpp) stops this membership's actors, starts the next one's from the
-  // state they left, and returns true; run_job waits again. Else false: the job is over.
-  virtual bool regroup(caf::actor_system&) { return false; }
+  // After stop, of a part that ended without a failure: an elastic job that stopped to change
+  // its membership (membership.hpp) plans the next one, from the state the last one left in
+  // memory, and returns true; run_job starts it in a new actor system. Else false: it is over.
+  virtual bool next_membership() { return false; }
   // After a failure, before the actors are stopped: ends their waits on a peer that is gone
   // (in-process tensor-parallel groups, device engines), where no message reaches them.
   virtual void abort_waits(const std::string& why) = 0;
@@ -38,7 +38,7 @@ class placement {
   virtual train_summary summary() = 0;
 };
 
-// Runs `where`'s part of the job to its end. Throws std::runtime_error with the reason when the
+// Runs `where`'s part of the job to its end, membership after membership. Throws std::runtime_error with the reason when the
 // job failed; a process whose actors do not stop within failed_job_grace of that ends with exit
 // code 1 (teardown_guard).
 train_summary run_job(placement& where);

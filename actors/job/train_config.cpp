@@ -191,23 +191,43 @@ namespace {
 void validate_membership(const train_config& c) {
   auto bad = [](const std::string& what) { throw std::invalid_argument(what); };
   if (!c.membership_events.empty() && !c.elastic) bad("membership events need an elastic job (--elastic)");
+  if (c.kill_replica >= c.mesh.dp)
+    bad("kill_replica " + std::to_string(c.kill_replica) + ": the job has replicas 0.." + std::to_string(c.mesh.dp - 1));
+  if (c.kill_replica >= 0 && c.mesh.processes > 1)
+    bad("kill_replica kills a replica's actors in one process; a job over processes loses one with --kill-process");
   if (!c.elastic) return;
   if (c.min_replicas < 1 || c.min_replicas > c.mesh.dp)
     bad("min_replicas " + std::to_string(c.min_replicas) + " must be in 1..dp " + std::to_string(c.mesh.dp));
   if (c.consistency != consistency_model::none)
     bad(std::string("an elastic job regroups its collectives; parameter servers (consistency ") + to_string(c.consistency) +
         ") have none to regroup");
+  if (c.mesh.cp > 1)
+    bad("an elastic job drops whole data-parallel replicas; under context parallelism (cp " + std::to_string(c.mesh.cp) +
+        ") a replica's context groups are not regrouped yet");
   if (c.zero >= 3)
     bad("an elastic job under zero 3 would lose a lost replica's parameters with it (nothing else holds them); "
         "use zero 0, 1 or 2");
-  if (c.mesh.processes > 1 || c.server_processes > 0)
-    bad("an elastic job runs in one process so far (this one spans " + std::to_string(c.mesh.processes) + ")");
+  if (c.server_processes > 0) bad("an elastic job's servers would be lost with their process; use collectives");
+  if (c.mesh.processes > 1) {
+    const sched::mesh& m = c.mesh;
+    if (m.processes != m.dp)
+      bad("an elastic job over processes needs one data-parallel replica per process (dp " + std::to_string(m.dp) +
+          " over " + std::to_string(m.processes) + " processes): a lost process then loses one replica");
+    if (c.backend != net::backend_kind::tcp)
+      bad(std::string("an elastic job over processes regroups its TCP rings; --backend ") + net::to_string(c.backend) +
+          "'s communicators are not rebuilt yet (use --backend tcp)");
+    for (const auto& e : c.membership_events)
+      if (e.change == membership_change::admit)
+        bad(to_string(e) + ": admitting a process into a running job is not built yet (in one process it is)");
+  }
   const std::vector<int> dps = replicas_after(c.membership_events, c.mesh.dp, c.min_replicas);
   for (size_t i = 0; i < dps.size(); ++i) {
     // Events at one boundary take effect together: the membership between them never trains.
     if (i + 1 < dps.size() && c.membership_events[i + 1].step == c.membership_events[i].step) continue;
     train_config then = c;
     then.mesh.dp = dps[i];
+    if (c.mesh.processes > 1) then.mesh.processes = dps[i];  // one replica per process
+    then.process.index = 0;  // the shape checked: which process leaves is the event's
     then.membership_events.clear();
     try {
       validate(then);

@@ -246,6 +246,10 @@ struct train_config {
   // `kill_server_after` updates (-1: none), as a crashed server would.
   int kill_server = -1;
   int64_t kill_server_after = 0;
+  // Fault injection: data-parallel replica `kill_replica`'s ranks are killed as step
+  // `kill_replica_step` begins (-1: none), as a machine lost between two steps would be.
+  int kill_replica = -1;
+  int64_t kill_replica_step = 0;
   std::vector<straggler_spec> stragglers;
   std::vector<jitter_spec> jitter;  // by mesh rank
   std::vector<slow_link_spec> slow_links;  // by mesh rank; needs the rank's groups to span processes

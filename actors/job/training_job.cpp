@@ -13,6 +13,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/job/job_outputs.hpp"
+#include "actors/job/membership_plan.hpp"
 #include "actors/job/mesh_job.hpp"
 #include "actors/job/metrics_log.hpp"
 #include "actors/job/server_report.hpp"
@@ -53,7 +54,10 @@ coordinator_args coordinator_args_for(const train_config& cfg, const prepared_jo
   // An elastic job's image is a checkpoint's arrays in memory: the same manifest fields.
   if (!cfg.checkpoint_dir.empty() || cfg.elastic)
     a.checkpoint_base = checkpoint_base(cfg, data.model, data.steps_per_epoch, data.vocabulary);
-  a.stop_at = cfg.elastic ? next_change(cfg.membership_events, a.first_step) : -1;
+  a.elastic.on = cfg.elastic;
+  a.elastic.min_replicas = cfg.min_replicas;
+  a.elastic.events = cfg.membership_events;
+  a.elastic.replicas_hold_all = cfg.zero == 0;
   return a;
 }
 
@@ -143,31 +147,20 @@ class whole_job final : public placement {
     return out_.failure->what;
   }
 
-  // An elastic job's membership change: this membership's actors stop, the job is planned again
-  // over the replicas the events leave, and its actors start from the image the coordinator took.
-  bool regroup(caf::actor_system& sys) override {
+  // An elastic job's membership change: the job planned again over the replicas the change
+  // leaves, from the image the coordinator took.
+  bool next_membership() override {
     auto& sum = *out_.summary;
     if (!sum.regroup) return false;
     const std::shared_ptr<const resume_point> image = std::exchange(sum.regroup, nullptr);
-    const int64_t step = image->manifest.step;
-    stop(sys);
-    const std::vector<membership_event> at = events_at(cfg_.membership_events, step);
-    const int before = cfg_.mesh.dp;
-    cfg_.mesh.dp = replicas_after(at, before);
-    for (const auto& e : at) {
-      sum.membership.push_back(e);
-      out_.log->membership(step, to_string(e).substr(to_string(e).find(": ") + 2), cfg_.mesh.dp);
-    }
-    std::string what;
-    for (const auto& e : at) what += (what.empty() ? "" : ", ") + to_string(e).substr(to_string(e).find(": ") + 2);
-    spdlog::warn("membership change after step {}: {}; the job goes on with {} data-parallel replicas (was {}), each on "
-                 "1/{} of the {}-sample batch, from the state in memory",
-                 step, what, cfg_.mesh.dp, before, cfg_.mesh.dp, cfg_.batch_size);
+    const std::vector<membership_event> at = events_at(sum.membership, image->manifest.step);
+    const train_config before = cfg_;
+    cfg_ = plan_membership(cfg_, at).cfg;
+    log_membership(out_.log.get(), image->manifest.step, at, before, cfg_);
     plan_ = plan_job(cfg_, data_);
     plan_.resume = image;
     extras_ = with_checked_devices(cfg_, plan_, given_);
     *out_.record = job_record{};  // the steps measured over the last membership's ranks
-    start(sys);
     return true;
   }
 

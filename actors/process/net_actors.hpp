@@ -97,6 +97,9 @@ struct job_hub_args {
   // signal ("" while none has). Polled on every tick until all have joined, so one that dies
   // before it joins is named within a tick, not as missing at the join timeout.
   std::function<std::string()> exited_process;
+  // An elastic job: a worker process lost while training runs is its coordinator's to drop (its
+  // stages' down messages), not the job's end.
+  bool elastic = false;
 };
 // Rank 0. Admits ranks (join_request), starts the coordinator once all are ready, watches them
 // (down messages and pings) and on the first lost rank records why and stops the coordinator.
@@ -115,6 +118,7 @@ struct worker_hub_args {
   std::function<void(const mesh_addresses&)> on_addresses;  // mesh_links::apply
   std::chrono::milliseconds peer_timeout{30000};
   std::shared_ptr<std::string> report;  // "" when rank 0 said the job ended well
+  std::shared_ptr<job_end> ended;        // rank 0's job_end, whole (an elastic job's next membership)
   // A server process (--servers): `stages` are its parameter servers, reported with these ids in
   // a server_ready instead of a worker_ready.
   bool server_process = false;

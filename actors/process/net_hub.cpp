@@ -218,6 +218,11 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
         answer_when_all_gone(self);
         return;
       }
+      if (self->state.args.elastic && self->state.running && (unreachable || hub)) {
+        spdlog::warn("job hub: {} lost while training ran; the elastic job's coordinator drops its replica",
+                     who(self->state, rank));
+        return;
+      }
       lost(self,
            who(self->state, rank) +
                (unreachable ? " lost: its connection closed (the process died or the network failed)"
@@ -392,6 +397,7 @@ caf::behavior worker_hub(worker_ptr self, worker_hub_args args) {
       [self](const job_end& e) {
         auto& s = self->state;
         *s.args.report = e.ok ? "" : e.report;
+        if (s.args.ended) *s.args.ended = e;
         s.ending = true;
         return job_end_ack_atom::value;
       },

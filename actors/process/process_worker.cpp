@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/actors.hpp"
+#include "actors/job/membership_plan.hpp"
 #include "actors/job/mesh_job.hpp"
 #include "actors/process/net_actors.hpp"
 #include "actors/process/process_parts.hpp"
@@ -18,7 +19,7 @@ namespace {
 class joining_process : public placement {
  public:
   joining_process(const train_config& cfg, const prepared_job& job, std::string who)
-      : cfg_(cfg), pc_(cfg.process), job_(job), who_(std::move(who)) {}
+      : cfg_(cfg), pc_(cfg_.process), job_(job), who_(std::move(who)) {}
 
   void configure(caf::actor_system_config& sys_cfg) override {
     upstream_ = net::connect_through_gate(pc_.master_addr, pc_.master_port, pc_.secret,
@@ -52,6 +53,36 @@ class joining_process : public placement {
   train_summary summary() override { return {}; }
 
  protected:
+  // An elastic job's membership change, as rank 0 told it at the job's end: the next
+  // membership's config, and the image this process goes on from; none when it left the job.
+  std::shared_ptr<const resume_point> next_config() {
+    const job_end e = std::exchange(*ended_, job_end{});
+    if (e.processes.empty()) return nullptr;
+    std::vector<membership_event> at;
+    for (size_t i = 0; i + 2 < e.events.size(); i += 3)
+      at.push_back({e.events[i], static_cast<membership_change>(e.events[i + 1]), static_cast<int>(e.events[i + 2])});
+    membership_plan next = plan_membership(cfg_, at);
+    log_membership(nullptr, e.step, at, cfg_, next.cfg);
+    if (!next.member) {
+      spdlog::info("{}: its replica left the job after step {}; this process is done", who_, e.step);
+      return nullptr;
+    }
+    auto point = std::make_shared<resume_point>();
+    point->manifest = checkpoint_base(cfg_, job_.model, job_.steps_per_epoch, job_.vocabulary);
+    point->manifest.step = e.step;
+    point->manifest.optimizer_steps = e.optimizer_steps;
+    const int64_t n = point->manifest.global_floats;
+    auto image = std::make_shared<std::vector<std::vector<float>>>();
+    for (size_t j = 0; j < point->manifest.arrays.size(); ++j) {
+      const float* at_j = std::as_const(e.image).data() + static_cast<int64_t>(j) * n;
+      image->emplace_back(at_j, at_j + n);
+    }
+    point->image = std::move(image);
+    cfg_ = std::move(next.cfg);
+    who_ = "rank " + std::to_string(cfg_.process.index);
+    return point;
+  }
+
   int join_ms() const { return static_cast<int>(to_ms(pc_.join_timeout_seconds).count()); }
 
   // Asks the job hub to be admitted, with the config every process must share.
@@ -82,6 +113,7 @@ class joining_process : public placement {
     wa.job_hub = hub_;
     wa.peer_timeout = to_ms(pc_.peer_timeout_seconds);
     wa.report = report_;
+    wa.ended = ended_;
     worker_ = spawn_worker_hub(sys, std::move(wa));
   }
 
@@ -90,12 +122,13 @@ class joining_process : public placement {
   // Drops the subclass's handles into the actor system.
   virtual void release() {}
 
-  const train_config& cfg_;
+  train_config cfg_;  // an elastic job's: its mesh and this process's index change with its membership
   const process_config& pc_;
   const prepared_job& job_;
-  const std::string who_;
+  std::string who_;
   std::string local_host_;  // the interface that reaches process 0
   std::shared_ptr<std::string> report_ = std::make_shared<std::string>();
+  std::shared_ptr<job_end> ended_ = std::make_shared<job_end>();  // rank 0's last word
   join_reply joined_;
   std::vector<caf::actor> local_;  // every actor this process spawned but its worker hub
   middleman_drain drain_;          // the detached actors, watched before their handles leave the process
@@ -112,6 +145,14 @@ class worker_process final : public joining_process {
                  std::shared_ptr<net::mpi_groups> mpi, const rank_devices& device_of, const device_engines& engines)
       : joining_process(cfg, job, "rank " + std::to_string(cfg.process.index)), plan_(plan), mpi_(std::move(mpi)),
         device_of_(device_of), engines_(engines) {}
+
+  bool next_membership() override {
+    std::shared_ptr<const resume_point> image = next_config();
+    if (!image) return false;
+    plan_ = plan_job(cfg_, job_);
+    plan_.resume = std::move(image);
+    return true;
+  }
 
   void start(caf::actor_system& sys) override {
     join(sys);
@@ -148,7 +189,7 @@ class worker_process final : public joining_process {
     ranks_ = {};
   }
 
-  const job_plan& plan_;
+  job_plan plan_;
   std::shared_ptr<net::mpi_groups> mpi_;
   rank_devices device_of_;
   device_engines engines_;

@@ -12,6 +12,7 @@
 
 #include "actors/actors.hpp"
 #include "actors/job/server_report.hpp"
+#include "actors/job/membership_plan.hpp"
 #include "actors/job/mesh_job.hpp"
 #include "actors/job/metrics_log.hpp"
 #include "actors/process/net_actors.hpp"
@@ -33,7 +34,7 @@ class process_zero final : public placement {
  public:
   process_zero(const train_config& cfg, const prepared_job& job, const job_plan& plan,
                std::shared_ptr<net::mpi_groups> mpi, const rank_devices& device_of, const device_engines& engines)
-      : cfg_(cfg), pc_(cfg.process), job_(job), plan_(plan), mpi_(std::move(mpi)), device_of_(device_of),
+      : cfg_(cfg), pc_(cfg_.process), job_(job), plan_(plan), mpi_(std::move(mpi)), device_of_(device_of),
         engines_(engines), out_(cfg, job) {}
 
   void configure(caf::actor_system_config& sys_cfg) override { process_detail::configure(sys_cfg); }
@@ -65,7 +66,7 @@ class process_zero final : public placement {
     caf::scoped_actor self{sys};
     self->wait_for(coordinator_);
     const train_summary& summary = *out_.summary;
-    bool ok = out_.failure->what.empty() && summary.steps == job_.total_steps;
+    bool ok = out_.failure->what.empty() && (summary.steps == job_.total_steps || summary.regroup);
     std::string report;
     if (ok && cfg_.server_processes > 0) {
       // The records stay where the servers are: read them before job_end lets those processes go.
@@ -83,7 +84,14 @@ class process_zero final : public placement {
                      });
     }
     if (!ok && report.empty()) report = "job stopped during step " + std::to_string(summary.steps) + ": " + cause();
-    self->request(hub_, std::chrono::seconds(10), job_end{ok, report}).receive([](bool) {}, [](caf::error&) {});
+    job_end end;
+    end.ok = ok;
+    end.report = report;
+    if (ok && summary.regroup) {
+      end = regroup_end(*summary.regroup);
+      gate_.reset();  // the processes that go on join the next membership's gate, not this one's
+    }
+    self->request(hub_, std::chrono::seconds(10), end).receive([](bool) {}, [](caf::error&) {});
     links_->stop();  // a collective or a link blocked on a lost peer returns now, not at its timeout
     return ok ? std::string() : report;
   }
@@ -111,6 +119,23 @@ class process_zero final : public placement {
     coordinator_ = hub_ = evaluator_ = nullptr;
   }
 
+  // An elastic job's next membership: fewer processes, renumbered; the gate on the same port,
+  // the workers already started.
+  bool next_membership() override {
+    auto& sum = *out_.summary;
+    if (!sum.regroup) return false;
+    const std::shared_ptr<const resume_point> image = std::exchange(sum.regroup, nullptr);
+    const train_config before = cfg_;
+    cfg_ = std::move(next_.cfg);
+    cfg_.process.master_port = port_;
+    cfg_.process.on_listening = nullptr;
+    log_membership(out_.log.get(), image->manifest.step, events_at(sum.membership, image->manifest.step), before, cfg_);
+    plan_ = plan_job(cfg_, job_);
+    plan_.resume = image;
+    *out_.record = job_record{};
+    return true;
+  }
+
   train_summary summary() override {
     train_summary s = finish_summary(cfg_, plan_, out_);
     for (const auto& u : server_updates_) s.server_updates.insert(s.server_updates.end(), u->begin(), u->end());
@@ -121,6 +146,25 @@ class process_zero final : public placement {
   }
 
  private:
+  // The membership change the workers are told at the job's end: the next processes (each one's
+  // index now), the events and the image, which every process goes on from.
+  job_end regroup_end(const resume_point& image) {
+    const std::vector<membership_event> at = events_at(out_.summary->membership, image.manifest.step);
+    next_ = plan_membership(cfg_, at);
+    job_end e;
+    e.ok = true;
+    e.processes.assign(next_.processes.begin(), next_.processes.end());
+    for (const auto& ev : at) e.events.insert(e.events.end(), {ev.step, static_cast<int64_t>(ev.change), ev.replica});
+    e.step = image.manifest.step;
+    e.optimizer_steps = image.manifest.optimizer_steps;
+    const int64_t n = image.manifest.global_floats;
+    e.image = tensor::uninitialized({static_cast<int64_t>(image.image->size()) * n});
+    for (size_t j = 0; j < image.image->size(); ++j)
+      std::copy((*image.image)[j].begin(), (*image.image)[j].end(), e.image.data() + static_cast<int64_t>(j) * n);
+    e.image.freeze();
+    return e;
+  }
+
   // The servers here (the workers get their handles), or with --servers a forwarder per slot here,
   // pointed at the slot's servers once their processes have joined.
   void spawn_servers_here(caf::actor_system& sys) {
@@ -170,6 +214,7 @@ class process_zero final : public placement {
     ha.verdict = verdict_;
     ha.disconnect = [connections = connections_] { connections->shutdown_all(); };
     ha.exited_process = pc_.exited_process;
+    ha.elastic = cfg_.elastic;
     return ha;
   }
 
@@ -189,6 +234,7 @@ class process_zero final : public placement {
           serve_over(sys, std::move(fd), hub_);
         },
         auth_ms);
+    port_ = gate_->port();
     spdlog::info("process 0 of {}: control gate on {}:{}{}", cfg_.mesh.processes, pc_.master_addr, gate_->port(),
                  use_tls(pc_) ? " (TLS)" : "");
     if (pc_.on_listening) pc_.on_listening(gate_->port());
@@ -211,10 +257,10 @@ class process_zero final : public placement {
     return out_.failure->own || verdict_->first.empty() ? out_.failure->what : verdict_->first;
   }
 
-  const train_config& cfg_;
+  train_config cfg_;  // an elastic job's: its mesh and processes change with its membership
   const process_config& pc_;
   const prepared_job& job_;
-  const job_plan& plan_;
+  job_plan plan_;
   std::shared_ptr<net::mpi_groups> mpi_;
   rank_devices device_of_;
   device_engines engines_;
@@ -234,6 +280,8 @@ class process_zero final : public placement {
   middleman_drain drain_;  // the detached actors, watched before their handles leave the process
   std::unique_ptr<net::tls_channels> tls_ = std::make_unique<net::tls_channels>();  // admitted under TLS
   std::unique_ptr<net::gate_server> gate_;  // after tls_: its thread adds to them until it is gone
+  uint16_t port_ = 0;                       // the gate's: every membership's gate listens there
+  membership_plan next_;                    // an elastic job's next membership, once told
 };
 
 }  // namespace

@@ -52,6 +52,36 @@ class fixed : public batch_source {
   bool begins_next(self_ptr self, int64_t next) override { return next < self->state.until; }
 };
 
+// An elastic job: a step's update waits for the coordinator's commit, which comes once every
+// rank has its gradients of the step; a rank lost before that leaves every shard unchanged.
+class commit_gated : public fixed {
+ public:
+  bool ready_to_update(self_ptr self, bool) override {
+    auto& s = self->state;
+    if (committed_ == s.step) return true;
+    if (asked_ != s.step) self->send(s.args.coordinator, update_ready{s.step, s.args.rank});
+    asked_ = s.step;
+    s.waiting_for = "the coordinator's commit of step " + std::to_string(s.step) +
+                    " (an elastic job updates once every rank has its gradients)";
+    return false;
+  }
+  void committed(self_ptr self, const update_commit& c) override {
+    committed_ = c.step;
+    advance_after_message(self);
+  }
+  // The step never commits (a rank could not reduce): the shard keeps the steps before it, which
+  // the coordinator's image takes; it is told, in case no replica was lost.
+  void reduction_failed(self_ptr self, const std::string& why) override {
+    auto& s = self->state;
+    s.waiting_for = "the coordinator, after step " + std::to_string(s.step) + "'s collective failed (" + why + ")";
+    self->send(s.args.coordinator, pipeline_failure{s.args.rank, "rank " + std::to_string(s.args.rank) + ": step " +
+                                                                     std::to_string(s.step) + "'s collective failed: " + why});
+  }
+
+ private:
+  int64_t asked_ = -1, committed_ = -1;
+};
+
 class dispensed : public batch_source {
  public:
   void request(self_ptr, int64_t) override {}  // each is asked for as it is granted
@@ -74,7 +104,8 @@ class dispensed : public batch_source {
     advance_after_message(self);
   }
   // The server needs the next batch's round to know how long to hold its answer.
-  bool ready_to_update(self_ptr self) override {
+  bool ready_to_update(self_ptr self, bool has_params) override {
+    if (!has_params) return true;
     auto& s = self->state;
     ask(self, s.step + 1);
     if (units_.answered(s.step + 1)) return true;
@@ -116,7 +147,12 @@ class dispensed : public batch_source {
 
 }  // namespace
 
+void batch_source::reduction_failed(self_ptr self, const std::string& why) {
+  fail(self, at_cursor(self->state) + why);
+}
+
 std::unique_ptr<batch_source> fixed_share() { return std::make_unique<fixed>(); }
+std::unique_ptr<batch_source> committed_share() { return std::make_unique<commit_gated>(); }
 std::unique_ptr<batch_source> dispensed_batches() { return std::make_unique<dispensed>(); }
 
 void keep_batch(stage_state& s, int64_t step, batch b) {

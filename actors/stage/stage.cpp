@@ -12,6 +12,8 @@
 // pipeline traffic is stage_pipeline.cpp's and its part in checkpoints stage_checkpoint.cpp's.
 #include "actors/stage/stage.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <chrono>
 #include <thread>
 #include <utility>
@@ -131,9 +133,9 @@ bool execute(self_ptr self, const sched::action& a) {
       }
       int64_t n = 0;
       for (auto& c : s.chunks) n += c->stack().num_params();
-      if (n == 0) return true;  // only parameter-free layers (ReLUs) here: nothing to update
       if (s.opt == stage_state::opt_phase::idle) {
-        if (!s.batches_in->ready_to_update(self)) return false;
+        if (!s.batches_in->ready_to_update(self, n > 0)) return false;
+        if (n == 0) return true;  // only parameter-free layers (ReLUs) here: nothing to update
         if (!s.exec->run_update(self, a, s.reducer->gradients_out(self, n))) {
           s.opt = stage_state::opt_phase::sent;  // the device's completion brings the cursor back
           return false;
@@ -272,6 +274,12 @@ void stage_detail::advance_after_message(self_ptr self) {
 
 void stage_detail::begin_step(self_ptr self, int64_t step) {
   auto& s = self->state;
+  if (step == s.args.killed_at_step) {  // the injected loss: gone without a word, as a dead machine
+    spdlog::warn("fault injection: rank {} killed as step {} begins", s.args.rank, step);
+    s.step = -1;  // nothing more runs in the handler that began it
+    s.failed = true;
+    return self->quit(caf::exit_reason::kill);
+  }
   s.step = step;
   s.cursor = 0;
   s.progress.reset(row(s).size());
@@ -303,6 +311,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
       },
       [self](const step_order& o) { self->state.batches_in->ordered(self, o); },
       [self](const unit_grant& g) { self->state.batches_in->granted(self, g); },
+      [self](const update_commit& c) { self->state.batches_in->committed(self, c); },
       [self](batch_msg& m) {
         keep_batch(self->state, m.step, std::move(m.data));
         advance_after_message(self);

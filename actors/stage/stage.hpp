@@ -34,6 +34,8 @@ struct stage_args {
   int pin_cpu = -1;          // pin the stage's thread to this core (-1: leave it)
   std::string drop_send;     // fault injection: the text of a send that is lost
   straggler_spec straggler;  // ms > 0: sleep before the step's first forward
+  int64_t killed_at_step = -1;  // fault injection: the stage is killed as this step begins
+  bool commit_updates = false;  // an elastic job: each update waits for the coordinator's commit
   jitter_spec jitter;        // max_ms > 0: each compute action sleeps a seeded random extra first
   sched::dispatch_policy dispatch = sched::dispatch_policy::fixed;  // of its row (schedules/dispatch.hpp)
   int ready_stash = 0;  // ready dispatch: stash headroom beyond the fixed order's peak

@@ -32,7 +32,8 @@ void restore_shard(self_ptr self, tensor initial) {
 // back to the coordinator; a rank that holds a copy of another's state answers with no file.
 caf::result<checkpoint_part> write_checkpoint(self_ptr self, const checkpoint_order& o) {
   auto& s = self->state;
-  if (!s.args.writes_checkpoint || !s.args.optimizer) return checkpoint_part{};
+  // An image (no dir) is asked of the ranks the coordinator picked.
+  if ((!s.args.writes_checkpoint && !o.dir.empty()) || !s.args.optimizer) return checkpoint_part{};
   char name[32];
   std::snprintf(name, sizeof name, "rank-%05d.bin", s.args.rank);
   std::string writer = "rank " + std::to_string(s.args.rank) + " (stage " + std::to_string(s.args.stage) + ", dp " +

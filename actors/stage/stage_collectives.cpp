@@ -121,7 +121,8 @@ void launch_bucket(self_ptr self, int chunk, size_t b, tensor part, bool partiti
           return;
         }
         if (bucket_done(self, step, chunk, b, index, sent, r, partitioned)) advance_after_message(self);
-      });
+      },
+      [self](caf::error& e) { self->state.batches_in->reduction_failed(self, self->system().render(e)); });
 }
 
 // ZeRO: the shard's updated segments are back. Every bucket is all-gathered from the segments
@@ -178,7 +179,8 @@ void request_gather(self_ptr self, int64_t step, size_t i, tensor part) {
         copy_floats_in(s, stack.where(), f32_out(stack.params()) + bucket.offset, r.data, bucket.count);
         if (--s.gathers_pending == 0) s.opt = stage_state::opt_phase::done;
         advance_after_message(self);
-      });
+      },
+      [self](caf::error& e) { self->state.batches_in->reduction_failed(self, self->system().render(e)); });
 }
 
 // ZeRO-3: every unit the row's F and B actions will run, in that order: a forward walks a

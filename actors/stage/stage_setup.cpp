@@ -22,7 +22,7 @@ void choose_strategies(stage_state& st) {
   const bool zero = !st.pieces.empty();
   st.reducer = zero ? zero_reduce(a.zero >= 2) : a.collective ? bucket_all_reduce() : no_reduction();
   st.params = zero && a.zero >= 3 ? zero_fetched_params() : zero ? zero_gathered_params() : own_params();
-  st.batches_in = a.dispenser ? dispensed_batches() : fixed_share();
+  st.batches_in = a.dispenser ? dispensed_batches() : a.commit_updates ? committed_share() : fixed_share();
   if (splits_logits(a.model, tp_size(a.tp.get()))) {  // tensor parallelism: the vocabulary-parallel loss
     st.loss = [tp = a.tp, features = output_features(a.model)](const tensor& logits, const std::vector<int32_t>& targets,
                                                                 float scale) {

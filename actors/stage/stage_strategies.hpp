@@ -114,8 +114,15 @@ class batch_source {
   virtual void ordered(self_ptr self, const step_order& o) = 0;
   // The dispenser's answer.
   virtual void granted(self_ptr, const unit_grant&) {}
-  // O may send its gradients (a dispenser first says which batch the next step computes).
-  virtual bool ready_to_update(self_ptr) { return true; }
+  // O may send its gradients (a dispenser first says which batch the next step computes; an
+  // elastic job's coordinator that every rank has its gradients). `has_params`: a stage of
+  // parameter-free layers has nothing to update, and is asked all the same.
+  virtual bool ready_to_update(self_ptr, bool /*has_params*/) { return true; }
+  // The coordinator's commit of a step's updates (an elastic job).
+  virtual void committed(self_ptr, const update_commit&) {}
+  // A collective of the step failed (a peer's process is gone): the stage fails, naming it; an
+  // elastic job's holds its state for the coordinator, which drops the lost replica.
+  virtual void reduction_failed(self_ptr self, const std::string& why);
   // What the push of the step's gradients says of its batch.
   virtual void label(const stage_state&, gradients_msg&) const {}
   // Step next-1 has ended: whether step `next` begins now.
@@ -123,6 +130,8 @@ class batch_source {
 };
 // The replica's fixed share of every step's global batch, steps as the coordinator orders them.
 std::unique_ptr<batch_source> fixed_share();
+// fixed_share, each step's update once the coordinator commits it (an elastic job).
+std::unique_ptr<batch_source> committed_share();
 // Parameter servers under ssp and asp: the job's batch dispenser grants each step its batch.
 std::unique_ptr<batch_source> dispensed_batches();
 

@@ -5,7 +5,9 @@
 // the runs that save a checkpoint at each change and resume it at the new dp (the image is the
 // checkpoint's arrays), and within float rounding those of the job that never changed (the
 // global batch is the same samples). No file is read: the elastic job has no checkpoint folder.
-// Also the events' text form and what is refused.
+// A replica killed mid-run is dropped and the job finishes every step with the losses of the run
+// told the same change as an event, bitwise; a loss below --min-replicas, or of a ZeRO shard,
+// ends the job naming why. Also the events' text form and what is refused.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -98,6 +100,77 @@ INSTANTIATE_TEST_SUITE_P(
         elastic_case{"gpt_adamw_pp2_dp2_lose_replica_1_at_4_admit_at_8", "gpt", "adamw", 2, 2, 2, 0, 1, {lose(4, 1), admit(8)}},
         elastic_case{"moe_adamw_dp4_ep2_lose_replicas_3_and_0_at_8", "moe", "adamw", 4, 1, 1, 0, 2, {lose(8, 3), lose(8, 0)}}),
     [](const auto& info) { return info.param.name; });
+
+// A replica killed as a step begins (--kill-replica): the coordinator sees its stages go down, the
+// step in flight is dropped on every survivor, and the job goes on from their state.
+struct kill_case {
+  std::string name, model, optim;
+  int dp = 3, pp = 1, M = 1, replica = 1;
+  int64_t step = 7;
+};
+void PrintTo(const kill_case& c, std::ostream* os) { *os << c.name; }
+
+class ElasticKill : public ::testing::TestWithParam<kill_case> {};
+
+TEST_P(ElasticKill, KilledReplicaIsDroppedAndTheLossesAreTheEventFileRunsBitwise) {
+  const kill_case& k = GetParam();
+  const fs::path dir = test_support::scratch_dir("elastic-kill-" + k.name);
+  fs::remove_all(dir);
+  elastic_case c{k.name, k.model, k.optim, k.dp, k.pp, k.M, 0, 1, {}};
+  train_config killed = config_for(c, k.dp, dir / "killed");
+  killed.elastic = true;
+  killed.kill_replica = k.replica;
+  killed.kill_replica_step = k.step;
+  const train_summary got = run_training(killed);
+  ASSERT_EQ(got.losses.size(), static_cast<size_t>(kSteps)) << "every step trained";
+  ASSERT_EQ(got.membership.size(), 1u);
+  EXPECT_EQ(got.membership[0].change, membership_change::lose);
+  EXPECT_EQ(got.membership[0].replica, k.replica);
+  // It ran ahead by at most the step it was killed in: the survivors may have ended the step before.
+  EXPECT_GE(got.membership[0].step, k.step - 1);
+  EXPECT_LE(got.membership[0].step, k.step);
+  // The same change given as an event.
+  train_config told = config_for(c, k.dp, dir / "told");
+  told.elastic = true;
+  told.membership_events = got.membership;
+  const train_summary want = run_training(told);
+  EXPECT_EQ(got.losses, want.losses);
+  EXPECT_EQ(got.final_params.to_vector(), want.final_params.to_vector());
+}
+
+INSTANTIATE_TEST_SUITE_P(OneProcess, ElasticKill,
+                         ::testing::Values(kill_case{"mlp_sgd_dp3_kill_replica_1_at_7", "mlp", "sgd", 3, 1, 1, 1, 7},
+                                           kill_case{"mlp_adamw_dp3_kill_replica_0_at_12", "mlp", "adamw", 3, 1, 1, 0, 12},
+                                           kill_case{"gpt_adamw_pp2_dp2_kill_replica_1_at_5", "gpt", "adamw", 2, 2, 2, 1, 5}),
+                         [](const auto& info) { return info.param.name; });
+
+void expect_fails(train_config cfg, const std::string& words) {
+  try {
+    run_training(cfg);
+    FAIL() << "the job finished";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  }
+}
+
+TEST(ElasticKill, ALossBelowMinReplicasOrOfAZeroShardEndsTheJobNamingWhy) {
+  const fs::path dir = test_support::scratch_dir("elastic-kill-refused");
+  fs::remove_all(dir);
+  elastic_case c{"x", "mlp", "adamw", 2, 1, 1, 0, 1, {}};
+  train_config cfg = config_for(c, 2, dir / "min");
+  cfg.elastic = true;
+  cfg.min_replicas = 2;
+  cfg.kill_replica = 1;
+  cfg.kill_replica_step = 5;
+  expect_fails(cfg, "replica 1 lost (rank 1: exit_reason(kill)); the elastic job cannot go on: 1 replica would be left, "
+                    "fewer than --min-replicas 2");
+  cfg.min_replicas = 1;
+  cfg.zero = 1;
+  expect_fails(cfg, "the elastic job cannot go on: under ZeRO its shards held the only copy");
+  cfg.zero = 0;
+  cfg.elastic = false;
+  expect_fails(cfg, "an actor of the job stopped");
+}
 
 TEST(MembershipEvents, TextFormRoundTripsAndIgnoresCommentsAndBlankLines) {
   const std::vector<membership_event> ev{lose(4, 2), admit(9), admit(9), lose(12, 0)};

@@ -121,7 +121,22 @@ TEST_F(parallel_messages, MultiProcessMessagesRoundTrip) {
   auto a = round_trip(mesh_addresses{{"10.0.0.1", "10.0.0.2"}, {1, 4242}, {"10.0.0.1", "10.0.0.2"}, {0, 4343}});
   EXPECT_EQ(a.ring_hosts[1], "10.0.0.2");
   EXPECT_EQ(a.p2p_ports[1], 4343);
-  auto e = round_trip(job_end{false, "rank 2 lost at step 7"});
+  job_end end;
+  end.report = "rank 2 lost at step 7";
+  auto e = round_trip(end);
   EXPECT_FALSE(e.ok);
   EXPECT_EQ(e.report, "rank 2 lost at step 7");
+  // An elastic job's membership change: the next processes, the events and the image.
+  job_end change;
+  change.ok = true;
+  change.processes = {0, 1};
+  change.events = {12, 0, 2};
+  change.step = 12;
+  change.optimizer_steps = 12;
+  change.image = tensor({4}, {1.5f, -2.0f, 0.25f, 8.0f});
+  auto c = round_trip(change);
+  EXPECT_EQ(c.processes, change.processes);
+  EXPECT_EQ(c.events, change.events);
+  EXPECT_EQ(c.step, 12);
+  EXPECT_EQ(c.image.to_vector(), change.image.to_vector());
 }
