@@ -415,6 +415,10 @@ std::vector<tunable> make_table() {
                     "let it go on (SIGCONT) FOR seconds later: P:AT[:FOR] (no FOR: it stays stopped, and the job "
                     "names it once it is silent for --peer-timeout); repeatable",
                     process_faults_of(process_fault_kind::pause)));
+  t.push_back(integer("--kill-in-regroup", "elastic.kill_in_regroup",
+                      "Fault injection with --elastic over processes: process P (its index at the start) kills itself "
+                      "(SIGKILL) as it leaves one membership for the next, a failure during the regroup",
+                      1, max_ranks, [](train_config& c, const value& v) { c.kill_in_regroup = static_cast<int>(v.integer); }));
   t.push_back(texts("--kill-process", "process.kill",
                     "Fault injection under --nodes: kill process P (SIGKILL) AT seconds into training: P:AT; "
                     "repeatable",

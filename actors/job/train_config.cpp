@@ -193,6 +193,9 @@ void validate_membership(const train_config& c) {
   if (!c.membership_events.empty() && !c.elastic) bad("membership events need an elastic job (--elastic)");
   if (c.kill_replica >= c.mesh.dp)
     bad("kill_replica " + std::to_string(c.kill_replica) + ": the job has replicas 0.." + std::to_string(c.mesh.dp - 1));
+  if (c.kill_in_regroup >= 0 && (!c.elastic || c.kill_in_regroup >= c.mesh.processes))
+    bad("kill_in_regroup " + std::to_string(c.kill_in_regroup) + " needs an elastic job with that process (it has " +
+        std::to_string(c.mesh.processes) + ")");
   if (c.kill_replica >= 0 && c.mesh.processes > 1)
     bad("kill_replica kills a replica's actors in one process; a job over processes loses one with --kill-process");
   if (!c.elastic) return;

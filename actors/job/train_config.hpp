@@ -250,6 +250,9 @@ struct train_config {
   // `kill_replica_step` begins (-1: none), as a machine lost between two steps would be.
   int kill_replica = -1;
   int64_t kill_replica_step = 0;
+  // Fault injection over processes: process `kill_in_regroup` (its index when the job started)
+  // kills itself as it leaves a membership for the next (-1: none), a failure during a regroup.
+  int kill_in_regroup = -1;
   std::vector<straggler_spec> stragglers;
   std::vector<jitter_spec> jitter;  // by mesh rank
   std::vector<slow_link_spec> slow_links;  // by mesh rank; needs the rank's groups to span processes

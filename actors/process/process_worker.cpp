@@ -6,6 +6,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <csignal>
+
 #include "actors/actors.hpp"
 #include "actors/job/membership_plan.hpp"
 #include "actors/job/mesh_job.hpp"
@@ -58,6 +60,10 @@ class joining_process : public placement {
   std::shared_ptr<const resume_point> next_config() {
     const job_end e = std::exchange(*ended_, job_end{});
     if (e.processes.empty()) return nullptr;
+    if (cfg_.kill_in_regroup == first_index_) {  // the injected failure during a regroup
+      spdlog::warn("fault injection: process {} kills itself as it regroups", first_index_);
+      ::raise(SIGKILL);
+    }
     std::vector<membership_event> at;
     for (size_t i = 0; i + 2 < e.events.size(); i += 3)
       at.push_back({e.events[i], static_cast<membership_change>(e.events[i + 1]), static_cast<int>(e.events[i + 2])});
@@ -129,6 +135,7 @@ class joining_process : public placement {
   std::string local_host_;  // the interface that reaches process 0
   std::shared_ptr<std::string> report_ = std::make_shared<std::string>();
   std::shared_ptr<job_end> ended_ = std::make_shared<job_end>();  // rank 0's last word
+  const int first_index_ = pc_.index;  // this process's index when the job started
   join_reply joined_;
   std::vector<caf::actor> local_;  // every actor this process spawned but its worker hub
   middleman_drain drain_;          // the detached actors, watched before their handles leave the process

@@ -4,7 +4,8 @@
 # checkpoint folder): its coordinator drops replica 2 at the step boundary, the step in flight is
 # done again by the other two from the state in memory, the global batch kept. Its losses are
 # bitwise those of the same job told the change as an event file (--membership-events). A loss
-# that leaves fewer than --min-replicas ends the job naming it, with every process gone.
+# that leaves fewer than --min-replicas (the first, or a second one), and a kill during the
+# regroup itself, end the job naming why, with every process gone.
 # Usage: elastic.test.sh TROUPE mlp|gpt
 set -u
 troupe=$1 model=$2
@@ -48,6 +49,27 @@ if [ $rc -ne 0 ] && grep -q "the elastic job cannot go on: 2 replicas would be l
   echo "ok   below --min-replicas: exit $rc, named"
 else
   tail -8 "$tmp/below.log"; echo "FAIL below --min-replicas: rc=$rc"; fail=1
+fi
+if [ "$model" = mlp ]; then
+  # A second failure that leaves fewer than --min-replicas: the first loss is survived, the second
+  # ends the job naming it.
+  timeout 300 "$troupe" "${job[@]}" --kill-process 2:1.0 --kill-process 1:2.0 --min-replicas 2 --out "$tmp/second" \
+    >"$tmp/second.log" 2>&1; rc=$?
+  if [ $rc -ne 0 ] && grep -q "membership change after step" "$tmp/second.log" &&
+     grep -q "the elastic job cannot go on: 1 replica would be left, fewer than --min-replicas 2" "$tmp/second.log"; then
+    echo "ok   a second loss below --min-replicas: the first survived, then exit $rc, named"
+  else
+    tail -8 "$tmp/second.log"; echo "FAIL a second loss below --min-replicas: rc=$rc"; fail=1
+  fi
+  # A process killed during the regroup itself: the next membership cannot form; named.
+  timeout 300 "$troupe" "${job[@]}" --kill-process 2:1.0 --kill-in-regroup 1 --out "$tmp/during" >"$tmp/during.log" 2>&1
+  rc=$?
+  if [ $rc -ne 0 ] && grep -q "process 1 kills itself as it regroups" "$tmp/during.log" &&
+     grep -qE "process 1 \(pid [0-9]+\) was killed by signal 9 .*before it joined" "$tmp/during.log"; then
+    echo "ok   a kill during the regroup: exit $rc, named"
+  else
+    tail -8 "$tmp/during.log"; echo "FAIL a kill during the regroup: rc=$rc"; fail=1
+  fi
 fi
 sleep 0.5
 if pgrep -f -- "--out $tmp/" >/dev/null; then echo "FAIL processes left: $(pgrep -af -- "--out $tmp/")"; fail=1
