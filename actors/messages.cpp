@@ -12,6 +12,7 @@ void add_message_types(caf::actor_system_config& cfg) {
   cfg.add_message_type<unit_grant>("troupe::unit_grant");
   cfg.add_message_type<update_ready>("troupe::update_ready");
   cfg.add_message_type<update_commit>("troupe::update_commit");
+  cfg.add_message_type<step_failed>("troupe::step_failed");
   cfg.add_message_type<eval_batch_request>("troupe::eval_batch_request");
   cfg.add_message_type<eval_batch_msg>("troupe::eval_batch_msg");
   cfg.add_message_type<step_order>("troupe::step_order");

@@ -143,12 +143,23 @@ struct step_order {
 // a replica lost during a step leaves every live shard at the steps before it (membership.hpp).
 // stage -> coordinator: rank `rank` has its gradients of step `step`; coordinator -> every stage
 // once all have: step `step`'s updates go ahead.
+// update_ready carries the rank's share of the step's loss: a rank lost after the commit (its
+// update done, its record never sent) still counts in the step's loss.
 struct update_ready {
   int64_t step = 0;
   int32_t rank = 0;
+  double loss_sum = 0.0;
+  int64_t count = 0, correct = 0;
 };
 struct update_commit {
   int64_t step = 0;
+};
+// stage -> coordinator (an elastic job): a collective of step `step` failed; the stage holds its
+// state (the step never commits) for the coordinator, which drops a lost replica.
+struct step_failed {
+  int64_t step = 0;
+  int32_t rank = 0;
+  std::string what;
 };
 // coordinator -> stage: evaluate on the held-out set after epoch `epoch`.
 struct eval_order {
@@ -215,6 +226,9 @@ struct shard_state_restored {
 struct checkpoint_order {
   int64_t step = 0;
   std::string dir;
+  // An image's: the stage's own parameters (each rank holds its stage's whole under ZeRO 1 and
+  // 2), not its shard's, for the segments of a lost replica's shards.
+  bool stage_params = false;
 };
 // stage -> its optimizer shard: write master copy and state as shard file `file` of `dir`.
 // runs: (shard float, global float, count) triples, where the shard's values sit in the
@@ -395,8 +409,9 @@ struct collective_log {
 TROUPE_INSPECT(batch_request, x.step, x.unit)
 TROUPE_INSPECT(unit_request, x.run, x.until, x.replica, x.step)
 TROUPE_INSPECT(unit_grant, x.run, x.step, x.unit)
-TROUPE_INSPECT(update_ready, x.step, x.rank)
+TROUPE_INSPECT(update_ready, x.step, x.rank, x.loss_sum, x.count, x.correct)
 TROUPE_INSPECT(update_commit, x.step)
+TROUPE_INSPECT(step_failed, x.step, x.rank, x.what)
 TROUPE_INSPECT(batch_msg, x.step, x.data)
 TROUPE_INSPECT(eval_batch_request, x.epoch, x.index)
 TROUPE_INSPECT(eval_batch_msg, x.epoch, x.index, x.total, x.data)
@@ -419,7 +434,7 @@ typename Inspector::result_type inspect(Inspector& f, shard_state_request&) {
 }
 TROUPE_INSPECT(shard_state, x.offset, x.steps, x.optimizer, x.state_floats, x.master, x.state)
 TROUPE_INSPECT(shard_state_restored, x.steps)
-TROUPE_INSPECT(checkpoint_order, x.step, x.dir)
+TROUPE_INSPECT(checkpoint_order, x.step, x.dir, x.stage_params)
 TROUPE_INSPECT(checkpoint_write, x.step, x.dir, x.file, x.writer, x.runs)
 TROUPE_INSPECT(checkpoint_part, x.file, x.writer, x.bytes, x.arrays, x.sections, x.runs, x.optimizer_steps, x.seconds,
                x.values)

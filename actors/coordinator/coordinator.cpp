@@ -94,18 +94,11 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
         else stage_reported(self, r);
       },
       [self](const pipeline_failure& f) {
-        auto& s = self->state;
-        if (s.finishing || s.regrouping) return;  // a regroup's survivors failing the step in flight
-        if (s.args.elastic.on) {
-          // Likely a symptom of a lost replica whose down message is on its way: reported only if
-          // no loss turns up within the grace.
-          if (s.symptom.empty()) self->delayed_send(self, std::chrono::milliseconds(500), settle_atom::value);
-          if (s.symptom.empty()) s.symptom = f.what;
-          return;
-        }
+        if (self->state.finishing) return;
         fail(self, f.what, false);
         finish(self);
       },
+      [self](const step_failed& f) { step_failed_on(self, f); },
       [self](watch_atom, const std::vector<caf::actor>& group) {  // once per process of the job
         auto& c = self->state.collectives;
         c.insert(c.end(), group.begin(), group.end());

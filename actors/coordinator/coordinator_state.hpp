@@ -51,9 +51,10 @@ struct coordinator_state {
   int64_t stop_at = -1;    // an elastic job's next membership change given in advance (-1: none)
   bool regrouping = false;  // its state is being gathered for a membership change
   int lost_replica = -1;    // the replica that change drops (-1: a change given in advance)
-  std::map<int64_t, int> update_ready;  // by step: the ranks that have their gradients (elastic)
   int64_t committed = 0;    // steps whose updates were committed (elastic): what every live shard holds
   std::function<void()> when_steps_done;  // an image waiting for the records of the steps it holds
+  // By step, the ranks that have their gradients and their shares of its loss (elastic).
+  std::map<int64_t, std::map<int, troupe::update_ready>> shares;
   std::string symptom;  // a member that died of asking a dead actor: reported unless the cause comes soon
   static inline const char* name = "coordinator";
 };
@@ -80,6 +81,7 @@ void checkpoint(self_ptr self, int64_t step);
 void change_membership(self_ptr self, int64_t step);  // the events given for this boundary
 bool lose_replica(self_ptr self, const caf::down_msg& dm);  // false: not a replica it can go on without
 void ready_to_update(self_ptr self, const update_ready& r);  // commits the step once every rank is
+void step_failed_on(self_ptr self, const step_failed& f);     // a live rank's collective failed
 
 // evaluation_gather.cpp: the first replica's parameters to the evaluator, which evaluates epoch.
 void evaluate(self_ptr self, int64_t epoch);

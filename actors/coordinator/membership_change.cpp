@@ -11,12 +11,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <functional>
 #include <memory>
+#include <set>
 #include <utility>
 
 #include "actors/actor_failure.hpp"
 #include "actors/coordinator/coordinator_state.hpp"
+#include "storage/checkpoint.hpp"
 
 namespace troupe::coordinator_detail {
 
@@ -24,33 +27,130 @@ namespace {
 
 double now_s() { return std::chrono::duration<double>(clock_type::now().time_since_epoch()).count(); }
 
-// Ranks whose shards make the image: without ZeRO one expert group's replicas (none of them
-// lost) hold every value; under ZeRO every rank holds its own segments.
-std::vector<int> image_writers(const coordinator_state& s, int lost_replica) {
+// Who hands in what for an image, with `lost` replicas gone. Without ZeRO every replica holds the
+// whole state: one expert group's replicas (none of them lost) do. Under ZeRO 1 and 2 every live
+// rank's shard hands in its segments, and where replicas are lost one live replica's stages
+// their parameters (each rank holds its stage's whole), for the lost shards' segments.
+struct image_sources {
+  std::vector<int> shards, stage_params;
+};
+image_sources sources_of(const coordinator_state& s, const std::vector<int>& lost) {
   const sched::mesh& m = s.args.mesh;
-  std::vector<int> out;
+  auto gone = [&](int replica) { return std::find(lost.begin(), lost.end(), replica) != lost.end(); };
+  image_sources out;
   if (!s.args.elastic.replicas_hold_all) {
-    for (int r = 0; r < m.ranks(); ++r) out.push_back(r);
-    return out;
-  }
-  for (int first = 0; first + m.ep <= m.replicas(); first += m.ep) {
-    if (lost_replica >= first && lost_replica < first + m.ep) continue;
     for (int r = 0; r < m.ranks(); ++r)
-      if (m.replica_of(r) >= first && m.replica_of(r) < first + m.ep) out.push_back(r);
-    return out;
+      if (!gone(m.replica_of(r))) out.shards.push_back(r);
+    if (lost.empty()) return out;
+    for (int replica = 0; replica < m.replicas(); ++replica) {
+      if (gone(replica)) continue;
+      for (int r = 0; r < m.ranks(); ++r)
+        if (m.replica_of(r) == replica) out.stage_params.push_back(r);
+      return out;
+    }
+    return {};
   }
+  // A replica at each place in an expert group (each place holds its own experts; without ep, one).
+  for (int place = 0; place < m.ep; ++place)
+    for (int replica = place; replica < m.replicas(); replica += m.ep) {
+      if (gone(replica)) continue;
+      for (int r = 0; r < m.ranks(); ++r)
+        if (m.replica_of(r) == replica) out.shards.push_back(r);
+      break;
+    }
+  std::set<int> places;
+  for (int r : out.shards) places.insert(m.place_in(sched::axis::ep, r));
+  if (static_cast<int>(places.size()) < m.ep) out.shards.clear();  // some experts have no live copy
   return out;
 }
 
-// The state from `writers`' shards, after `step` steps (-1: after the steps done once their
-// parts are in: every record a stage sent before its part is in by then, and a lost rank's before
-// it went down); then the change is the summary's and the coordinator ends (once a checkpoint
-// being written is committed).
-void take_image(self_ptr self, int64_t when, std::vector<membership_event> events, const std::vector<int>& writers) {
+// The parts laid into the global arrays. Stage parameters first, then the shards (their masters
+// must be those parameters: a stage whose last update was not gathered back holds older ones, and
+// the image would mix two steps); the state no live shard holds (a lost replica's ZeRO segments)
+// comes from the job's last checkpoint when it has one, else starts again from zero, and the log
+// says which. "" or why the image cannot be made.
+std::string lay_out(const coordinator_state& s, const std::vector<checkpoint_part>& parts, resume_point& point,
+                    std::vector<std::vector<float>>& image, int64_t& floats) {
+  const storage::checkpoint_manifest& m = point.manifest;
+  const auto n = static_cast<size_t>(m.global_floats);
+  std::vector<char> has_params(n, 0), has_state(n, 0);
+  for (const checkpoint_part& p : parts) {
+    if (p.values.empty() || p.arrays.size() != 1) continue;
+    const float* from = std::as_const(p.values).data();
+    for (const storage::value_run& r : unflatten(p.runs)) {
+      std::copy(from + r.local, from + r.local + r.count, image[0].begin() + r.global);
+      std::fill(has_params.begin() + r.global, has_params.begin() + r.global + r.count, 1);
+    }
+  }
+  int64_t steps = -1;
+  for (const checkpoint_part& p : parts) {
+    if (p.values.empty() || p.arrays.size() == 1) continue;
+    if (p.arrays != m.arrays) return "an optimizer shard's part holds other arrays than the job's";
+    if (steps >= 0 && p.optimizer_steps != steps)
+      return "the live shards' states are not of one step (" + std::to_string(p.optimizer_steps) + " and " +
+             std::to_string(steps) + " updates)";
+    steps = p.optimizer_steps;
+    const int64_t size = p.values.numel() / static_cast<int64_t>(p.arrays.size());
+    const float* from = std::as_const(p.values).data();
+    for (const storage::value_run& r : unflatten(p.runs)) {
+      for (int64_t k = 0; k < r.count; ++k)
+        if (has_params[static_cast<size_t>(r.global + k)] && image[0][static_cast<size_t>(r.global + k)] != from[r.local + k])
+          return "a live stage's parameters are not its shard's at float " + std::to_string(r.global + k) +
+                 " (its last update was not gathered back everywhere)";
+      for (size_t j = 0; j < p.arrays.size(); ++j)
+        std::copy(from + static_cast<int64_t>(j) * size + r.local, from + static_cast<int64_t>(j) * size + r.local + r.count,
+                  image[j].begin() + r.global);
+      std::fill(has_params.begin() + r.global, has_params.begin() + r.global + r.count, 1);
+      std::fill(has_state.begin() + r.global, has_state.begin() + r.global + r.count, 1);
+    }
+    floats += p.values.numel();
+  }
+  point.manifest.optimizer_steps = std::max<int64_t>(steps, 0);
+  if (std::find(has_params.begin(), has_params.end(), 0) != has_params.end())
+    return "no live rank holds some of the parameters";
+  if (m.arrays.size() == 1 || std::find(has_state.begin(), has_state.end(), 0) == has_state.end()) return "";
+  // The lost shards' optimizer state: ZeRO kept it only there.
+  std::vector<storage::value_run> missing;
+  for (size_t i = 0; i < n;) {
+    if (has_state[i]) { ++i; continue; }
+    size_t e = i;
+    while (e < n && !has_state[e]) ++e;
+    missing.push_back({static_cast<int64_t>(i), static_cast<int64_t>(i), static_cast<int64_t>(e - i)});
+    i = e;
+  }
+  int64_t lost = 0;
+  for (const auto& r : missing) lost += r.count;
+  std::error_code ec;
+  const std::string root = s.args.checkpoint_dir;
+  const std::vector<std::string> saved = !root.empty() && std::filesystem::is_directory(root, ec)
+                                             ? storage::committed_checkpoints(root)
+                                             : std::vector<std::string>{};
+  if (saved.empty()) {
+    spdlog::warn("membership change: the optimizer state of the lost shards' {} parameters had no other copy (ZeRO "
+                 "keeps it on its shard alone) and the job has no checkpoint: it starts again from zero for them",
+                 lost);
+    return "";
+  }
+  const storage::checkpoint_manifest from = storage::read_manifest(saved.back());
+  for (size_t j = 1; j < m.arrays.size(); ++j) storage::read_values(saved.back(), from, m.arrays[j], missing, image[j].data());
+  spdlog::warn("membership change: the optimizer state of the lost shards' {} parameters had no other copy (ZeRO "
+               "keeps it on its shard alone): taken from the checkpoint {} (after step {}), that slice only",
+               lost, saved.back(), from.step);
+  return "";
+}
+
+// The state from the live ranks, after `when` steps (-1: the steps committed, once their parts
+// are in: every record a stage sent before its part is in by then, and a lost rank's before it
+// went down); then the change is the summary's and the coordinator ends (once a checkpoint being
+// written is committed).
+void take_image(self_ptr self, int64_t when, std::vector<membership_event> events, const image_sources& from) {
   auto& s = self->state;
   s.regrouping = true;
-  auto parts = std::make_shared<std::vector<checkpoint_part>>(writers.size());
-  auto left = std::make_shared<size_t>(writers.size());
+  std::vector<std::pair<int, bool>> asked;  // rank, its stage's parameters (else its shard's state)
+  for (int r : from.stage_params) asked.emplace_back(r, true);
+  for (int r : from.shards) asked.emplace_back(r, false);
+  auto parts = std::make_shared<std::vector<checkpoint_part>>(asked.size());
+  auto left = std::make_shared<size_t>(asked.size());
   const double began = now_s();
   auto assemble = std::make_shared<std::function<void()>>();
   *assemble = [self, parts, when, began, events = std::move(events), again = std::weak_ptr<std::function<void()>>(assemble)]() mutable {
@@ -71,33 +171,31 @@ void take_image(self_ptr self, int64_t when, std::vector<membership_event> event
     auto image = std::make_shared<std::vector<std::vector<float>>>(
         point->manifest.arrays.size(), std::vector<float>(static_cast<size_t>(point->manifest.global_floats)));
     int64_t floats = 0;
-    for (const checkpoint_part& p : *parts) {
-      if (p.values.empty()) continue;
-      if (p.arrays != point->manifest.arrays || p.optimizer_steps != parts->front().optimizer_steps) {
-        fail(self, "membership change after step " + std::to_string(step) + ": the live shards' states are not of one "
-                   "step (" + std::to_string(p.optimizer_steps) + " and " + std::to_string(parts->front().optimizer_steps) +
-                   " updates): the job cannot go on from them", true);
-        return finish(self);
-      }
-      const int64_t size = p.values.numel() / static_cast<int64_t>(p.arrays.size());
-      const float* from = std::as_const(p.values).data();
-      for (size_t j = 0; j < p.arrays.size(); ++j)
-        for (const storage::value_run& r : unflatten(p.runs))
-          std::copy(from + static_cast<int64_t>(j) * size + r.local, from + static_cast<int64_t>(j) * size + r.local + r.count,
-                    (*image)[j].begin() + r.global);
-      point->manifest.optimizer_steps = p.optimizer_steps;
-      floats += p.values.numel();
+    std::string why;
+    try {
+      why = lay_out(s, *parts, *point, *image, floats);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (!why.empty()) {
+      fail(self, "membership change after step " + std::to_string(step) + ": " + why + ": the job cannot go on", true);
+      return finish(self);
     }
     point->image = std::move(image);
     auto& sum = *s.args.summary;
     sum.membership.insert(sum.membership.end(), events.begin(), events.end());
     sum.regroup = std::move(point);
-    spdlog::info("membership change after step {}: the state gathered from the live optimizer shards in {:.3f} s "
-                 "({:.1f} MB in memory)", step, now_s() - began, static_cast<double>(floats) * 4 / 1e6);
+    spdlog::info("membership change after step {}: the state gathered from the live ranks in {:.3f} s ({:.1f} MB in "
+                 "memory)", step, now_s() - began, static_cast<double>(floats) * 4 / 1e6);
     finish_when_saved(self);
   };
-  for (size_t i = 0; i < writers.size(); ++i)
-    self->request(s.stages.at(static_cast<size_t>(writers[i])), caf::infinite, checkpoint_order{when, ""})
+  if (asked.empty()) {
+    fail(self, "membership change: no live rank holds the state the job would go on from", true);
+    return finish(self);
+  }
+  for (size_t i = 0; i < asked.size(); ++i) {
+    checkpoint_order order{when, "", asked[i].second};
+    self->request(s.stages.at(static_cast<size_t>(asked[i].first)), caf::infinite, order)
         .then(
             [parts, left, i, assemble](checkpoint_part& p) mutable {
               (*parts)[i] = std::move(p);
@@ -106,26 +204,54 @@ void take_image(self_ptr self, int64_t when, std::vector<membership_event> event
             [self](caf::error& e) {
               if (self->state.finishing) return;
               fail(self, "membership change after step " + std::to_string(self->state.args.summary->steps) +
-                             ": the state could not be gathered from the live shards (a second failure during the "
+                             ": the state could not be gathered from the live ranks (a second failure during the "
                              "regroup?): " + self->system().render(e),
                    true);
               finish(self);
             });
+  }
 }
 
 }  // namespace
 
 void ready_to_update(self_ptr self, const update_ready& r) {
   auto& s = self->state;
-  if (++s.update_ready[r.step] < static_cast<int>(s.stages.size()) || s.regrouping) return;
-  s.update_ready.erase(r.step);
+  s.shares.erase(s.shares.begin(), s.shares.lower_bound(s.args.summary->steps));
+  s.shares[r.step][r.rank] = r;
+  if (s.shares[r.step].size() < s.stages.size() || s.regrouping) return;
   s.committed = r.step + 1;
   for (const auto& st : s.stages) self->send(st, update_commit{r.step});
 }
 
+void step_failed_on(self_ptr self, const step_failed& f) {
+  auto& s = self->state;
+  if (s.finishing) return;
+  if (s.regrouping) {
+    // The step in flight never commits: expected. A committed one that cannot finish (under ZeRO
+    // the gather of the updated segments, a lost replica's among them) leaves no state to go on from.
+    if (f.step >= s.committed) return;
+    fail(self, f.what + ": step " + std::to_string(f.step) + " was committed, but the lost replica took its part of it "
+                   "along (under ZeRO its updated segments were never gathered); the elastic job cannot go on", true);
+    return finish(self);
+  }
+  // Likely a symptom of a lost replica whose down message is on its way: reported only if no loss
+  // turns up within the grace.
+  if (s.symptom.empty()) self->delayed_send(self, std::chrono::milliseconds(500), settle_atom::value);
+  if (s.symptom.empty()) s.symptom = f.what;
+}
+
 void change_membership(self_ptr self, int64_t step) {
   auto& s = self->state;
-  take_image(self, step, events_at(s.args.elastic.events, step), image_writers(s, -1));
+  if (s.checkpoints_writing > 0 && !s.after_commit) {  // a lost shard's state comes from the newest one
+    s.after_commit = [self, step] { change_membership(self, step); };
+    return;
+  }
+  const std::vector<membership_event> at = events_at(s.args.elastic.events, step);
+  // A replica the events drop is taken as lost, as a real loss's would be: the runs agree bitwise.
+  std::vector<int> lost;
+  for (const auto& e : at)
+    if (e.change == membership_change::lose) lost.push_back(e.replica);
+  take_image(self, step, at, sources_of(s, lost));
 }
 
 bool lose_replica(self_ptr self, const caf::down_msg& dm) {
@@ -148,11 +274,9 @@ bool lose_replica(self_ptr self, const caf::down_msg& dm) {
   if (left < s.args.elastic.min_replicas)
     refused = std::to_string(left) + " replica" + (left == 1 ? "" : "s") + " would be left, fewer than --min-replicas " +
               std::to_string(s.args.elastic.min_replicas);
-  else if (!s.args.elastic.replicas_hold_all)
-    refused = "under ZeRO its shards held the only copy of their segments' optimizer state";
-  const std::vector<int> writers = image_writers(s, replica);
-  if (refused.empty() && writers.empty())
-    refused = "no expert group is whole without it: its experts' state has no other copy";
+  const image_sources from = sources_of(s, {replica});
+  if (refused.empty() && from.shards.empty())
+    refused = "its experts' state has no other live copy";
   if (!refused.empty()) {
     fail(self, what + "; the elastic job cannot go on: " + refused, true);
     finish(self);
@@ -160,7 +284,30 @@ bool lose_replica(self_ptr self, const caf::down_msg& dm) {
   }
   spdlog::warn("{}; the job goes on without it from the live replicas' state (the step in flight is done again)", what);
   s.lost_replica = replica;
-  take_image(self, -1, {lost}, writers);
+  s.regrouping = true;
+  // Steps committed but not reported by the lost ranks (gone between their update and their
+  // record): their records stand in from the shares they sent with update_ready.
+  const sched::mesh& m = s.args.mesh;
+  for (int64_t k = s.args.summary->steps; k < s.committed; ++k)
+    for (int r = 0; r < m.ranks(); ++r) {
+      if (m.replica_of(r) != replica) continue;
+      const auto& got = s.reports[k];
+      if (static_cast<int>(got.size()) > r && !got[static_cast<size_t>(r)].actions.empty()) continue;
+      stage_step_record stand_in;
+      stand_in.step = k;
+      stand_in.rank = r;
+      const update_ready& share = s.shares.at(k).at(r);
+      stand_in.loss_sum = share.loss_sum;
+      stand_in.count = share.count;
+      stand_in.correct = share.correct;
+      stand_in.actions = {"(its record lost with it)"};
+      stage_reported(self, stand_in);
+    }
+  // The image once every step committed is reported: the live stages have then gathered their
+  // last update back (their record follows it), so their parameters are current.
+  auto gather = [self, lost, from] { take_image(self, -1, {lost}, from); };
+  if (s.args.summary->steps >= s.committed) gather();
+  else s.when_steps_done = gather;
   return true;
 }
 

@@ -59,7 +59,8 @@ class commit_gated : public fixed {
   bool ready_to_update(self_ptr self, bool) override {
     auto& s = self->state;
     if (committed_ == s.step) return true;
-    if (asked_ != s.step) self->send(s.args.coordinator, update_ready{s.step, s.args.rank});
+    if (asked_ != s.step)
+      self->send(s.args.coordinator, update_ready{s.step, s.args.rank, s.record.loss_sum, s.record.count, s.record.correct});
     asked_ = s.step;
     s.waiting_for = "the coordinator's commit of step " + std::to_string(s.step) +
                     " (an elastic job updates once every rank has its gradients)";
@@ -74,8 +75,8 @@ class commit_gated : public fixed {
   void reduction_failed(self_ptr self, const std::string& why) override {
     auto& s = self->state;
     s.waiting_for = "the coordinator, after step " + std::to_string(s.step) + "'s collective failed (" + why + ")";
-    self->send(s.args.coordinator, pipeline_failure{s.args.rank, "rank " + std::to_string(s.args.rank) + ": step " +
-                                                                     std::to_string(s.step) + "'s collective failed: " + why});
+    self->send(s.args.coordinator, step_failed{s.step, s.args.rank, "rank " + std::to_string(s.args.rank) + ": step " +
+                                                                        std::to_string(s.step) + "'s collective failed: " + why});
   }
 
  private:

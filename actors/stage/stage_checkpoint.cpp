@@ -1,9 +1,11 @@
 // stage_checkpoint: a stage's part in checkpoints. Resuming hands its optimizer shard the saved
 // state; a checkpoint order has the shard write this rank's part.
+#include <algorithm>
 #include <cstdio>
 #include <utility>
 
 #include "actors/stage/stage_state.hpp"
+#include "kernels/device_ops.hpp"
 #include "storage/checkpoint.hpp"
 
 namespace troupe::stage_detail {
@@ -32,6 +34,23 @@ void restore_shard(self_ptr self, tensor initial) {
 // back to the coordinator; a rank that holds a copy of another's state answers with no file.
 caf::result<checkpoint_part> write_checkpoint(self_ptr self, const checkpoint_order& o) {
   auto& s = self->state;
+  if (o.stage_params) {  // in memory, from the chunks' buffers, laid end to end as stage_runs says
+    int64_t n = 0;
+    for (const auto& c : s.chunks) n += c->stack().num_params();
+    checkpoint_part p;
+    p.arrays = {"params"};
+    p.values = tensor::uninitialized({n});
+    int64_t at = 0;
+    for (const auto& c : s.chunks) {
+      tensor here;
+      launch(s, [&] { here = on_host(c->stack().params()); });  // on a GPU, after the stage's stream
+      std::copy(std::as_const(here).data(), std::as_const(here).data() + here.numel(), p.values.data() + at);
+      at += here.numel();
+    }
+    p.values.freeze();
+    p.runs = flatten(s.stage_runs);
+    return p;
+  }
   // An image (no dir) is asked of the ranks the coordinator picked.
   if ((!s.args.writes_checkpoint && !o.dir.empty()) || !s.args.optimizer) return checkpoint_part{};
   char name[32];

@@ -124,6 +124,7 @@ void set_up(self_ptr self, stage_args args) {
     st.next_request = from.manifest.step;
   }
   st.shard_runs = zero ? shard_runs(st.pieces, st.args.buckets, chunk_at, stage_runs) : stage_runs;
+  st.stage_runs = stage_runs;
   tensor initial = st.params->initial(self, n);
   for (auto& c : st.chunks) c->account_to(st.args.memory);
   initial.freeze();

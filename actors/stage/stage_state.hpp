@@ -131,6 +131,7 @@ struct stage_state {
   // parameters (from its buffer's start), and its optimizer shard's floats.
   std::vector<std::vector<storage::value_run>> chunk_runs;
   std::vector<storage::value_run> shard_runs;
+  std::vector<storage::value_run> stage_runs;  // the chunks' parameters end to end, in the global layout
   bool straggled = false;
   enum class opt_phase { idle, sent, done } opt = opt_phase::idle;
   stage_step_record record;  // what the step reports
