@@ -544,6 +544,21 @@ struct join_request {
   int32_t rank = 0;
   std::string config;
 };
+// job hub -> each worker hub at the end (answered with job_end_ack): ok, or why the job stopped
+// (the report names the rank and the step).
+struct job_end {
+  bool ok = false;
+  std::string report;
+  // An elastic job's membership change (no `processes`: none): each next process's index in this
+  // membership, the events as (step, change, replica) triples, and the state every process goes on
+  // from (the image: each array's global values, the arrays one after another) after `step` steps
+  // and `optimizer_steps` updates.
+  std::vector<int32_t> processes;
+  std::vector<int64_t> events;
+  int64_t step = 0, optimizer_steps = 0;
+  int32_t dp = 0;  // the next membership's data-parallel replicas
+  tensor image;
+};
 // job hub -> rank r: whom its stage reports to, and where the data-plane ring meets.
 struct join_reply {
   caf::actor coordinator;
@@ -552,6 +567,9 @@ struct join_reply {
   // --servers: every parameter server by id (server_layout order), all in server processes; the
   // joining process makes its own proxies of sharded slots from them (`servers` is then empty).
   std::vector<caf::actor> shards;
+  // An elastic job admitting this process (it asked while the job ran): the membership change
+  // that takes it in, as the other processes get it in their job_end; it joins the next one.
+  job_end admitted;
 };
 // server process p -> job hub (instead of worker_ready, after its join_request was answered):
 // its parameter servers are up, their ids (server_layout's) and handles in one order. The hub
@@ -595,22 +613,9 @@ struct mesh_addresses {
   std::vector<std::string> p2p_hosts;
   std::vector<int32_t> p2p_ports;
 };
-// job hub -> each worker hub at the end (answered with job_end_ack): ok, or why the job stopped
-// (the report names the rank and the step).
-struct job_end {
-  bool ok = false;
-  std::string report;
-  // An elastic job's membership change (no `processes`: none): each next process's index in this
-  // membership, the events as (step, change, replica) triples, and the state every process goes on
-  // from (the image: each array's global values, the arrays one after another) after `step` steps
-  // and `optimizer_steps` updates.
-  std::vector<int32_t> processes;
-  std::vector<int64_t> events;
-  int64_t step = 0, optimizer_steps = 0;
-  tensor image;
-};
 TROUPE_INSPECT_NET(join_request, x.rank, x.config)
-TROUPE_INSPECT_NET(join_reply, x.coordinator, x.servers, x.dispenser, x.shards)
+TROUPE_INSPECT_NET(job_end, x.ok, x.report, x.processes, x.events, x.step, x.optimizer_steps, x.dp, x.image)
+TROUPE_INSPECT_NET(join_reply, x.coordinator, x.servers, x.dispenser, x.shards, x.admitted)
 TROUPE_INSPECT_NET(server_ready, x.process, x.hub, x.ids, x.servers)
 TROUPE_INSPECT_NET(train_summary::server_update, x.server, x.replica, x.step, x.unit, x.version_read, x.version_applied,
                    x.slowest, x.held)
@@ -618,13 +623,14 @@ TROUPE_INSPECT_NET(server_records, x.updates)
 TROUPE_INSPECT_NET(process_endpoints, x.ring_groups, x.ring_hosts, x.ring_ports, x.p2p_host, x.p2p_port)
 TROUPE_INSPECT_NET(worker_ready, x.rank, x.hub, x.stages, x.serves, x.collectives)
 TROUPE_INSPECT_NET(mesh_addresses, x.ring_hosts, x.ring_ports, x.p2p_hosts, x.p2p_ports)
-TROUPE_INSPECT_NET(job_end, x.ok, x.report, x.processes, x.events, x.step, x.optimizer_steps, x.image)
 #undef TROUPE_INSPECT_NET
 // Liveness: the job hub pings every worker hub, which answers with its rank; each side takes
 // silence longer than the peer timeout as a lost peer.
 using peer_ping_atom = caf::atom_constant<caf::atom("peerping")>;
 using peer_pong_atom = caf::atom_constant<caf::atom("peerpong")>;
 using job_end_ack_atom = caf::atom_constant<caf::atom("jobendack")>;
+// job hub -> coordinator (an elastic job): a process asks to join the running job.
+using admit_atom = caf::atom_constant<caf::atom("admit")>;
 // process 0 -> a remote param_server at the job's end: answered with server_records.
 using server_records_atom = caf::atom_constant<caf::atom("psrecords")>;
 

@@ -99,6 +99,7 @@ caf::behavior coordinator(self_ptr self, coordinator_args args) {
         finish(self);
       },
       [self](const step_failed& f) { step_failed_on(self, f); },
+      [self](admit_atom) { admit_replica(self); },
       [self](watch_atom, const std::vector<caf::actor>& group) {  // once per process of the job
         auto& c = self->state.collectives;
         c.insert(c.end(), group.begin(), group.end());

@@ -82,6 +82,7 @@ void change_membership(self_ptr self, int64_t step);  // the events given for th
 bool lose_replica(self_ptr self, const caf::down_msg& dm);  // false: not a replica it can go on without
 void ready_to_update(self_ptr self, const update_ready& r);  // commits the step once every rank is
 void step_failed_on(self_ptr self, const step_failed& f);     // a live rank's collective failed
+void admit_replica(self_ptr self);  // a process asks to join: taken in at the next step boundary
 
 // evaluation_gather.cpp: the first replica's parameters to the evaluator, which evaluates epoch.
 void evaluate(self_ptr self, int64_t epoch);

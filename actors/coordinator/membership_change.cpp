@@ -212,6 +212,15 @@ void take_image(self_ptr self, int64_t when, std::vector<membership_event> event
   }
 }
 
+// The image once every step committed is reported: the live stages have then gathered their last
+// update back (their record follows it), so their parameters are current.
+void image_when_reported(self_ptr self, std::vector<membership_event> events, const image_sources& from) {
+  auto& s = self->state;
+  auto gather = [self, events, from] { take_image(self, -1, events, from); };
+  if (s.args.summary->steps >= s.committed) gather();
+  else s.when_steps_done = gather;
+}
+
 }  // namespace
 
 void ready_to_update(self_ptr self, const update_ready& r) {
@@ -303,12 +312,20 @@ bool lose_replica(self_ptr self, const caf::down_msg& dm) {
       stand_in.actions = {"(its record lost with it)"};
       stage_reported(self, stand_in);
     }
-  // The image once every step committed is reported: the live stages have then gathered their
-  // last update back (their record follows it), so their parameters are current.
-  auto gather = [self, lost, from] { take_image(self, -1, {lost}, from); };
-  if (s.args.summary->steps >= s.committed) gather();
-  else s.when_steps_done = gather;
+  image_when_reported(self, {lost}, from);
   return true;
+}
+
+void admit_replica(self_ptr self) {
+  auto& s = self->state;
+  // Events given in advance say when (the process waits, held, for its admit event); a job that
+  // is already changing takes it in at the change after.
+  if (!s.args.elastic.on || !s.args.elastic.events.empty() || s.regrouping || s.finishing) return;
+  spdlog::info("a process asks to join with {} steps done: no step is committed from now on, and the job goes on "
+               "with it from the state after the steps committed (the step in flight is done again)",
+               s.args.summary->steps);
+  s.regrouping = true;
+  image_when_reported(self, {{-1, membership_change::admit, -1}}, sources_of(s, {}));
 }
 
 }  // namespace troupe::coordinator_detail

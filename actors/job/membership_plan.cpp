@@ -19,10 +19,10 @@ membership_plan plan_membership(const train_config& cfg, const std::vector<membe
   // One replica per process: the replicas, in order, are the processes.
   std::vector<int> order;
   for (int p = 0; p < cfg.mesh.processes; ++p) order.push_back(p);
+  int newcomer = cfg.mesh.processes;  // an admitted process asked to join as the next index
   for (const auto& e : at) {
-    if (e.change == membership_change::admit)
-      throw std::invalid_argument(to_string(e) + ": admitting a process into a running job is not built yet");
-    order.erase(order.begin() + e.replica);
+    if (e.change == membership_change::admit) order.push_back(newcomer++);
+    else order.erase(order.begin() + e.replica);
   }
   if (order.empty() || order.front() != 0)
     throw std::invalid_argument("process 0 holds the job's coordinator: it cannot leave the job");

@@ -219,9 +219,6 @@ void validate_membership(const train_config& c) {
     if (c.backend != net::backend_kind::tcp)
       bad(std::string("an elastic job over processes regroups its TCP rings; --backend ") + net::to_string(c.backend) +
           "'s communicators are not rebuilt yet (use --backend tcp)");
-    for (const auto& e : c.membership_events)
-      if (e.change == membership_change::admit)
-        bad(to_string(e) + ": admitting a process into a running job is not built yet (in one process it is)");
   }
   const std::vector<int> dps = replicas_after(c.membership_events, c.mesh.dp, c.min_replicas);
   for (size_t i = 0; i < dps.size(); ++i) {

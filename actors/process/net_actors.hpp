@@ -98,8 +98,11 @@ struct job_hub_args {
   // before it joins is named within a tick, not as missing at the join timeout.
   std::function<std::string()> exited_process;
   // An elastic job: a worker process lost while training runs is its coordinator's to drop (its
-  // stages' down messages), not the job's end.
+  // stages' down messages), not the job's end; a process that asks to join as the next index
+  // (world, world + 1, ...) with admit_config (the job one replica larger) is held, the
+  // coordinator told, and answered with the membership change that takes it in.
   bool elastic = false;
+  std::string admit_config;
 };
 // Rank 0. Admits ranks (join_request), starts the coordinator once all are ready, watches them
 // (down messages and pings) and on the first lost rank records why and stops the coordinator.

@@ -53,6 +53,7 @@ struct job_hub_state {
   // for the last of them.
   std::vector<caf::actor> servers;
   std::vector<caf::response_promise> held_joins;
+  std::vector<caf::response_promise> admissions;  // an elastic job's newcomers, by index past world
   clock_type::time_point started = clock_type::now();
   clock_type::time_point last_tick = clock_type::now();  // a tick long after the last: this process stalled
   bool running = false, ended = false;
@@ -74,7 +75,7 @@ bool servers_known(const job_hub_state& s) {
 }
 
 join_reply reply_for(const job_hub_state& s) {
-  return join_reply{s.args.coordinator, s.args.servers, s.args.dispenser, s.servers};
+  return join_reply{s.args.coordinator, s.args.servers, s.args.dispenser, s.servers, job_end{}};
 }
 
 // First failure: record it and stop the coordinator (run_process_training then shuts the rest
@@ -240,6 +241,16 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
   return {
       [self](const join_request& j) -> caf::result<join_reply> {
         auto& s = self->state;
+        if (s.args.elastic && !s.ended && j.rank == s.args.world + static_cast<int>(s.admissions.size())) {
+          if (j.config != s.args.admit_config)
+            return caf::make_error(caf::sec::request_receiver_down,
+                                   "rank " + std::to_string(j.rank) + " asks to join with another configuration than the job "
+                                   "one replica larger: " + config_difference(j.config, s.args.admit_config));
+          spdlog::info("job hub: process {} asks to join the running job; it is admitted at the next step boundary", j.rank);
+          s.admissions.push_back(self->make_response_promise());
+          self->send(s.args.coordinator, admit_atom::value);
+          return s.admissions.back();
+        }
         std::string why;
         if (j.rank <= 0 || j.rank >= s.args.world)
           why = "rank " + std::to_string(j.rank) + " is not in 1.." + std::to_string(s.args.world - 1);
@@ -331,6 +342,16 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
         auto& s = self->state;
         s.ended = true;
         s.end_promise = self->make_response_promise();
+        // Newcomers the change takes in join the next membership; without one, the job is over.
+        int64_t taken = 0;  // (step, change, replica) triples
+        for (size_t i = 1; i < e.events.size(); i += 3) taken += e.events[i] == static_cast<int64_t>(membership_change::admit);
+        for (size_t i = 0; i < s.admissions.size(); ++i) {
+          join_reply r;
+          r.admitted = e;
+          if (static_cast<int64_t>(i) < taken) s.admissions[i].deliver(std::move(r));
+          else s.admissions[i].deliver(caf::make_error(caf::sec::request_receiver_down, "the job ended before it could admit this process"));
+        }
+        s.admissions.clear();
         // Mesh processes still waiting for the servers' handles would otherwise wait out their join timeout.
         for (auto& held : s.held_joins)
           held.deliver(caf::make_error(caf::sec::request_receiver_down, "the job ended before every parameter server process joined"));

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include "actors/actors.hpp"
@@ -31,6 +32,7 @@ class joining_process : public placement {
   }
 
   std::string wait(caf::actor_system& sys) override {
+    if (!worker_) return "";  // admitted into the next membership: nothing ran in this one
     {
       caf::scoped_actor self{sys};
       self->wait_for(worker_);
@@ -41,7 +43,7 @@ class joining_process : public placement {
 
   void stop(caf::actor_system& sys) override {
     spdlog::debug("{}: stopping its actors", who_);
-    local_.push_back(worker_);
+    if (worker_) local_.push_back(worker_);
     stop_all(sys, local_);
     spdlog::debug("{}: actors stopped; shutting the actor system down", who_);
     drain_.drain(sys);  // before ~actor_system (see middleman_link.hpp)
@@ -67,8 +69,17 @@ class joining_process : public placement {
     std::vector<membership_event> at;
     for (size_t i = 0; i + 2 < e.events.size(); i += 3)
       at.push_back({e.events[i], static_cast<membership_change>(e.events[i + 1]), static_cast<int>(e.events[i + 2])});
-    membership_plan next = plan_membership(cfg_, at);
-    log_membership(nullptr, e.step, at, cfg_, next.cfg);
+    // Rank 0's word on the next membership (an admitted process's own config is its guess at it).
+    membership_plan next;
+    next.cfg = cfg_;
+    next.cfg.mesh.dp = e.dp;
+    next.cfg.mesh.processes = static_cast<int>(e.processes.size());
+    const auto me = std::find(e.processes.begin(), e.processes.end(), cfg_.process.index);
+    next.member = me != e.processes.end();
+    next.cfg.process.index = next.member ? static_cast<int>(me - e.processes.begin()) : -1;
+    train_config before = cfg_;  // the membership the events leave, as rank 0 had it
+    before.mesh.dp = e.dp - replicas_after(at, 0);  // replicas_after from 0: the net change
+    log_membership(nullptr, e.step, at, before, next.cfg);
     if (!next.member) {
       spdlog::info("{}: its replica left the job after step {}; this process is done", who_, e.step);
       return nullptr;
@@ -111,7 +122,12 @@ class joining_process : public placement {
           .receive([&](join_reply& r) { joined_ = std::move(r); }, [&](caf::error& e) { refused = sys.render(e); });
     }
     if (!refused.empty()) throw std::runtime_error(who_ + ": rank 0 refused us: " + refused);
+    if (!joined_.admitted.processes.empty()) {  // asked to join a running elastic job: taken in
+      *ended_ = joined_.admitted;
+      spdlog::info("{}: admitted into the running job after step {}", who_, joined_.admitted.step);
+    }
   }
+  bool admitted() const { return !ended_->processes.empty(); }
 
   // The worker hub that answers process 0 for `stages`: its pings, the addresses, job_end.
   void spawn_hub(caf::actor_system& sys, worker_hub_args wa) {
@@ -163,6 +179,7 @@ class worker_process final : public joining_process {
 
   void start(caf::actor_system& sys) override {
     join(sys);
+    if (admitted()) return;  // its part begins with the next membership
     // --servers: every shard's server is in a server process; sharded slots get proxies here.
     std::vector<caf::actor> by_slot = joined_.servers, proxies;
     if (!joined_.shards.empty())
@@ -189,7 +206,9 @@ class worker_process final : public joining_process {
   void abort_waits(const std::string& why) override { abort_group_waits(ranks_, why); }
 
  private:
-  void ended() override { links_->stop(); }
+  void ended() override {
+    if (links_) links_->stop();
+  }
   void release() override {
     if (links_) links_->stop();
     links_.reset();

@@ -156,6 +156,7 @@ class process_zero final : public placement {
     e.processes.assign(next_.processes.begin(), next_.processes.end());
     for (const auto& ev : at) e.events.insert(e.events.end(), {ev.step, static_cast<int64_t>(ev.change), ev.replica});
     e.step = image.manifest.step;
+    e.dp = next_.cfg.mesh.dp;
     e.optimizer_steps = image.manifest.optimizer_steps;
     const int64_t n = image.manifest.global_floats;
     e.image = tensor::uninitialized({static_cast<int64_t>(image.image->size()) * n});
@@ -215,6 +216,12 @@ class process_zero final : public placement {
     ha.disconnect = [connections = connections_] { connections->shutdown_all(); };
     ha.exited_process = pc_.exited_process;
     ha.elastic = cfg_.elastic;
+    if (cfg_.elastic) {  // a newcomer describes the job one replica (one process) larger
+      train_config larger = cfg_;
+      ++larger.mesh.dp;
+      ++larger.mesh.processes;
+      ha.admit_config = describe_for_join(larger, job_);
+    }
     return ha;
   }
 

@@ -97,9 +97,9 @@ TEST_F(parallel_messages, MultiProcessMessagesRoundTrip) {
   auto j = round_trip(join_request{2, "mlp 784-256-10 adamw"});
   EXPECT_EQ(j.rank, 2);
   EXPECT_EQ(j.config, "mlp 784-256-10 adamw");
-  EXPECT_FALSE(round_trip(join_reply{caf::actor{}, {}, caf::actor{}, {}}).coordinator);
-  EXPECT_EQ(round_trip(join_reply{caf::actor{}, {caf::actor{}, caf::actor{}}, caf::actor{}, {}}).servers.size(), 2u);
-  EXPECT_EQ(round_trip(join_reply{caf::actor{}, {}, caf::actor{}, {caf::actor{}, caf::actor{}, caf::actor{}}}).shards.size(), 3u);
+  EXPECT_FALSE(round_trip(join_reply{caf::actor{}, {}, caf::actor{}, {}, job_end{}}).coordinator);
+  EXPECT_EQ(round_trip(join_reply{caf::actor{}, {caf::actor{}, caf::actor{}}, caf::actor{}, {}, job_end{}}).servers.size(), 2u);
+  EXPECT_EQ(round_trip(join_reply{caf::actor{}, {}, caf::actor{}, {caf::actor{}, caf::actor{}, caf::actor{}}, job_end{}}).shards.size(), 3u);
   auto sr = round_trip(server_ready{3, caf::actor{}, {1, 4}, {caf::actor{}, caf::actor{}}});
   EXPECT_EQ(sr.process, 3);
   EXPECT_EQ(sr.ids, (std::vector<int32_t>{1, 4}));
@@ -139,4 +139,6 @@ TEST_F(parallel_messages, MultiProcessMessagesRoundTrip) {
   EXPECT_EQ(c.events, change.events);
   EXPECT_EQ(c.step, 12);
   EXPECT_EQ(c.image.to_vector(), change.image.to_vector());
+  join_reply admitted{caf::actor{}, {}, caf::actor{}, {}, change};
+  EXPECT_EQ(round_trip(admitted).admitted.processes, change.processes);
 }
