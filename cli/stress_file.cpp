@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "cli/config_file.hpp"
+#include "cli/tunables.hpp"
 #include "storage/input_file.hpp"
 
 namespace troupe::cli {
@@ -28,6 +29,9 @@ const char* const stress_file_help =
     "                               Nx: N times the sync DP step time\n"
     "  kill_server = \"0:20\"         server:updates; the server dies after that many (parameter server modes only)\n"
     "  jitter = [\"1:5\"]             mesh rank:max_ms: each compute action of that rank sleeps up to max_ms more\n"
+    "  kill_replica = \"1:40\"        replica:step: an elastic job (sync modes only) loses that replica as the step\n"
+    "                               begins and goes on without it\n"
+    "  admit_after = 80             an elastic job (sync modes only) admits a replica after that many steps\n"
     "No [[scenario]]: one, \"none\", without faults. Every run is a job in this process: slow links, paused and\n"
     "killed processes need jobs over several processes, which troupe stress does not run.\n";
 
@@ -103,19 +107,28 @@ stress::scenario read_scenario(const std::string& path, const toml::node& node) 
       texts(path, n, key, [&](const std::string& v) { s.slow_links.push_back(parse_slow_link(v)); });
     } else if (k == "kill_server") {
       const std::string v = text(path, n, key);
-      const size_t colon = v.find(':');
       try {
-        size_t a = 0, b = 0;
-        if (colon == std::string::npos) throw std::invalid_argument("");
-        s.kill_server = std::stoi(v.substr(0, colon), &a);
-        s.kill_server_after = std::stoll(v.substr(colon + 1), &b);
-        if (a != colon || b != v.size() - colon - 1 || s.kill_server < 0 || s.kill_server_after < 0)
-          throw std::invalid_argument("");
-      } catch (const std::exception&) {
-        fail(path, n, key, "\"" + v + "\": expected server:updates, e.g. \"0:20\"");
+        const auto [server, after] = two_counts(v, "server:updates, e.g. \"0:20\"");
+        s.kill_server = static_cast<int>(server);
+        s.kill_server_after = after;
+      } catch (const std::invalid_argument& e) {
+        fail(path, n, key, e.what());
       }
+    } else if (k == "kill_replica") {
+      const std::string v = text(path, n, key);
+      try {
+        const auto [replica, step] = two_counts(v, "replica:step, e.g. \"1:40\"");
+        s.kill_replica = static_cast<int>(replica);
+        s.kill_replica_step = step;
+      } catch (const std::invalid_argument& e) {
+        fail(path, n, key, e.what());
+      }
+    } else if (k == "admit_after") {
+      if (!n.is_integer() || *n.value<int64_t>() < 1) fail(path, n, key, "expected an integer >= 1 (steps done)");
+      s.admit_after = *n.value<int64_t>();
     } else {
-      fail(path, n, key, "unknown key (known in [[scenario]]: name, stragglers, jitter, slow_links, kill_server)");
+      fail(path, n, key,
+           "unknown key (known in [[scenario]]: name, stragglers, jitter, slow_links, kill_server, kill_replica, admit_after)");
     }
   }
   if (s.name.empty()) fail(path, node, "scenario.name", "every [[scenario]] needs a name");
@@ -152,7 +165,7 @@ stress::stress_plan load_stress_file(const std::string& path) {
     }
   }
   if (p.scenarios.empty()) {  // no fault: every mode once, as it runs undisturbed
-    p.scenarios.push_back(stress::scenario{"none", {}, {}, {}, -1, 0});
+    p.scenarios.push_back(stress::scenario{"none", {}, {}, {}, -1, 0, -1, 0, -1});
     lines.push_back(static_cast<int>(stress_node->source().begin.line));
   }
   // Each scenario's runs must be jobs the runtime takes: checked one scenario at a time, so the

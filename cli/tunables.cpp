@@ -16,22 +16,6 @@
 
 namespace troupe::cli {
 
-namespace {
-
-// "cuda:0,cuda:1" -> two devices; each item as parse_device reads it, none empty.
-std::vector<device> parse_devices(const std::string& text) {
-  std::vector<device> out;
-  size_t at = 0;
-  for (;;) {
-    const size_t comma = text.find(',', at);
-    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    if (item.empty()) throw std::invalid_argument("\"" + text + "\": an empty device in the list");
-    out.push_back(parse_device(item));
-    if (comma == std::string::npos) return out;
-    at = comma + 1;
-  }
-}
-
 // "A:B", two counts >= 0 (A at most a rank's range); throws std::invalid_argument naming `form`.
 std::pair<int64_t, int64_t> two_counts(const std::string& text, const std::string& form) {
   const auto colon = text.find(':');
@@ -48,6 +32,22 @@ std::pair<int64_t, int64_t> two_counts(const std::string& text, const std::strin
       first > 1'000'000)
     throw std::invalid_argument("\"" + text + "\": expected " + form);
   return {first, second};
+}
+
+namespace {
+
+// "cuda:0,cuda:1" -> two devices; each item as parse_device reads it, none empty.
+std::vector<device> parse_devices(const std::string& text) {
+  std::vector<device> out;
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = text.find(',', at);
+    const std::string item = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (item.empty()) throw std::invalid_argument("\"" + text + "\": an empty device in the list");
+    out.push_back(parse_device(item));
+    if (comma == std::string::npos) return out;
+    at = comma + 1;
+  }
 }
 
 using setter = std::function<void(train_config&, const value&)>;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "actors/job/train_config.hpp"
@@ -63,5 +64,9 @@ void add_tunable_option(CLI::App* cmd, const tunable& t, std::string& into);
 // The upper bound of --threads on this machine: twice its hardware threads (more only
 // oversubscribes the cores), and never more than this OpenBLAS was built for.
 int max_threads();
+
+// "A:B", two counts >= 0 (A at most 1,000,000): a fault's place and when; throws
+// std::invalid_argument "\"TEXT\": expected FORM".
+std::pair<int64_t, int64_t> two_counts(const std::string& text, const std::string& form);
 
 }  // namespace troupe::cli

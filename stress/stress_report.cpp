@@ -112,6 +112,9 @@ std::string run_json(const run& r, const run_metrics& m, const std::string& dir)
                    s.slow_link_to < 0 ? std::string("null")
                                       : fmt::format("{{\"from\": {}, \"to\": {}, \"named_after_step\": {}}}", s.slow_link_from,
                                                     s.slow_link_to, s.slow_link_step));
+  j += fmt::format("\"membership\": {},\n   \"samples_per_s_by_step\": {},\n   ",
+                   array(s.membership, [](const membership_event& e) { return str(to_string(e)); }),
+                   array(s.step_samples_per_s, [](double v) { return num(v); }));
   j += fmt::format("\"first_step\": {}, \"losses\": {},\n   \"step_ends\": {},\n   \"rank_step_ms\": {}}}", s.first_step,
                    array(s.losses, [](double v) { return num(v); }), array(s.step_ends, [](double v) { return num(v); }),
                    array(s.rank_step_seconds, [](const std::vector<double>& v) {
@@ -249,6 +252,16 @@ void write_files(const stress_plan& p, const results& res, const fs::path& dir) 
         widest = std::max(widest, sc.metrics[k]->staleness_histogram.size());
     }
     html += figure("loss-steps-" + sc.name, plot::line_chart({"Training loss by step: " + sc.name, "step", "loss"}, by_step));
+    // An elastic job's membership changes: its throughput over time shows what each cost.
+    std::vector<plot::series> rates;
+    for (const run* r : sc.runs)
+      if (!r->summary.membership.empty())
+        rates.push_back({r->how.name, r->summary.step_ends, r->summary.step_samples_per_s});
+    if (!rates.empty())
+      html += figure("rate-time-" + sc.name,
+                     plot::line_chart({"Samples/s by wall time, the membership changing: " + sc.name,
+                                       "seconds of training (a change's time included)", "samples/s"},
+                                      rates));
     html += figure("loss-time-" + sc.name,
                    plot::line_chart({"Training loss by wall time: " + sc.name, "seconds of training", "loss"}, by_time));
     if (widest > 0) {

@@ -22,6 +22,9 @@ std::string dir_name(const run& r) {
 }
 
 // The job of one run: the plan's, in one mode, with the scenario's faults at step time step_s.
+// A membership change: an elastic job's, which the server modes do not have.
+bool elastic(const scenario& s) { return s.kill_replica >= 0 || s.admit_after >= 0; }
+
 train_config job_of(const stress_plan& p, const mode& m, const scenario& s, double step_s,
                     std::vector<std::string>* faults) {
   train_config c = p.job;
@@ -53,13 +56,22 @@ train_config job_of(const stress_plan& p, const mode& m, const scenario& s, doub
   c.kill_server_after = s.kill_server_after;
   if (faults && s.kill_server >= 0)
     faults->push_back(fmt::format("kill server {} after {} updates", s.kill_server, s.kill_server_after));
+  if (elastic(s)) {
+    c.elastic = true;
+    c.kill_replica = s.kill_replica;
+    c.kill_replica_step = s.kill_replica_step;
+    if (s.admit_after >= 0) c.membership_events = {{s.admit_after, membership_change::admit, -1}};
+    if (faults && s.kill_replica >= 0)
+      faults->push_back(fmt::format("kill replica {} as step {} begins (elastic)", s.kill_replica, s.kill_replica_step));
+    if (faults && s.admit_after >= 0) faults->push_back(fmt::format("admit a replica after step {} (elastic)", s.admit_after));
+  }
   return c;
 }
 
 // A server's fault needs servers; a slow link shapes the collectives' ring, which the server modes do not use.
 bool applies(const mode& m, const scenario& s) {
   const bool sync = m.consistency == consistency_model::none;
-  return !(s.kill_server >= 0 && sync) && !(!s.slow_links.empty() && !sync);
+  return !(s.kill_server >= 0 && sync) && !(!s.slow_links.empty() && !sync) && !(elastic(s) && !sync);
 }
 
 }  // namespace

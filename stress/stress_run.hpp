@@ -43,6 +43,12 @@ struct scenario {
   std::vector<slow_link_spec> slow_links;  // per mesh rank: its data-parallel ring's sends capped (sync modes only)
   int kill_server = -1;  // a parameter server's fault: sync DP is not run under it
   int64_t kill_server_after = 0;
+  // An elastic job's membership (sync modes only: the server modes have none): replica
+  // kill_replica's ranks die as step kill_replica_step begins, and a replica is admitted after
+  // admit_after steps (-1: none).
+  int kill_replica = -1;
+  int64_t kill_replica_step = 0;
+  int64_t admit_after = -1;
 };
 
 struct stress_plan {

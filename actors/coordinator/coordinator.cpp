@@ -49,7 +49,12 @@ void start(self_ptr self, std::vector<caf::actor> stages, caf::actor evaluator, 
   // An elastic job loses a replica by its stages: those in other processes too.
   if (s.args.elastic.on)
     for (auto& st : s.stages) self->monitor(st);
-  if (s.args.summary->losses.empty()) s.args.summary->first_step = s.args.first_step;  // else a regroup's
+  auto& sum = *s.args.summary;
+  if (sum.losses.empty()) sum.first_step = s.args.first_step;  // else a regroup's
+  if (sum.regroup_began > 0) {  // the membership change's time counts as training time: it was lost to it
+    sum.train_seconds += std::chrono::duration<double>(clock_type::now().time_since_epoch()).count() - sum.regroup_began;
+    sum.regroup_began = 0;
+  }
   s.args.summary->steps = s.args.first_step;
   if (s.args.elastic.on) s.stop_at = next_change(s.args.elastic.events, s.args.first_step);
   s.committed = s.args.first_step;

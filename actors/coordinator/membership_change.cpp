@@ -146,6 +146,7 @@ std::string lay_out(const coordinator_state& s, const std::vector<checkpoint_par
 void take_image(self_ptr self, int64_t when, std::vector<membership_event> events, const image_sources& from) {
   auto& s = self->state;
   s.regrouping = true;
+  if (s.args.summary->regroup_began == 0) s.args.summary->regroup_began = now_s();
   std::vector<std::pair<int, bool>> asked;  // rank, its stage's parameters (else its shard's state)
   for (int r : from.stage_params) asked.emplace_back(r, true);
   for (int r : from.shards) asked.emplace_back(r, false);
@@ -294,6 +295,7 @@ bool lose_replica(self_ptr self, const caf::down_msg& dm) {
   spdlog::warn("{}; the job goes on without it from the live replicas' state (the step in flight is done again)", what);
   s.lost_replica = replica;
   s.regrouping = true;
+  s.args.summary->regroup_began = now_s();
   // Steps committed but not reported by the lost ranks (gone between their update and their
   // record): their records stand in from the shares they sent with update_ready.
   const sched::mesh& m = s.args.mesh;

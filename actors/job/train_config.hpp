@@ -311,6 +311,9 @@ struct train_summary {
   // change is being made, the state it goes on from (the image the live shards handed in).
   std::vector<membership_event> membership;
   std::shared_ptr<const resume_point> regroup;
+  // When the change began (steady-clock seconds; 0: none under way): the next membership adds
+  // the time to train_seconds, so step_ends show what the change cost.
+  double regroup_began = 0;
   // Parameter servers: every push each server applied, in the order it applied them.
   struct server_update {
     int32_t server = 0;      // its (pipeline stage, tp rank) slot

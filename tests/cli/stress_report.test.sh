@@ -4,9 +4,10 @@
 #             alone; then examples/stress/ci.toml runs with a progress line per run into REPORT
 #   plots     every plot's drawn points, taken back through the plot's axes, are the numbers in
 #             report.json, and those are the runs' own metrics.jsonl; the table agrees too
+#   elastic   an elastic scenario: a replica killed and one admitted, samples/s drawn over time
 #   quiet     the undisturbed sync run names no slow rank (perf: it depends on the machine's load)
 #   chromium  index.html opens in headless Chromium with every plot loaded and no error
-# Usage: stress_report.test.sh TROUPE EXAMPLES_DIR REPORT_DIR make|plots|quiet|chromium
+# Usage: stress_report.test.sh TROUPE EXAMPLES_DIR REPORT_DIR make|plots|elastic|quiet|chromium
 set -u
 troupe=$1 examples=$2 report=$3 part=$4
 source "$(dirname "$0")/check_lib.sh"
@@ -160,6 +161,41 @@ ok(len(glob.glob(os.path.join(report, "plots", "*.png"))) == len(glob.glob(os.pa
 sys.exit(1 if bad else 0)
 PY
   ;;
+elastic)
+  # An elastic scenario (issue 42): replica 2 killed as step 40 begins, a replica admitted after
+  # step 80; report.json has both changes and every step's loss, and the samples/s plot draws
+  # exactly report.json's rates at their step ends.
+  out="$report-elastic"
+  "$troupe" stress "$examples/stress/elastic.toml" --out "$out" >"$out.log" 2>&1 || { tail -20 "$out.log"; echo "FAIL troupe stress exited"; exit 1; }
+  python3 - "$out" <<'PY' || fail=1
+import json, os, sys
+import xml.etree.ElementTree as ET
+out = sys.argv[1]
+runs = json.load(open(os.path.join(out, "report.json")))["runs"]
+bad = []
+def ok(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond: bad.append(what)
+ok(len(runs) == 1 and runs[0]["status"] == "ok", "one sync run, ok")
+r = runs[0]
+m = r["membership"]
+ok(len(m) == 2 and m[0] in ("after step 39: lose replica 2", "after step 40: lose replica 2")
+   and m[1] == "after step 80: admit a replica", "its membership changes: %s" % m)
+ok(len(r["losses"]) == 120 and len(r["samples_per_s_by_step"]) == 120, "120 steps, each with its loss and rate")
+ns = {"s": "http://www.w3.org/2000/svg"}
+g = ET.parse(os.path.join(out, "plots", "rate-time-kill-and-admit.svg")).getroot().find("s:g[@class='plot']", ns)
+a = {k: float(g.get("data-" + k)) for k in ("x-min", "x-max", "y-min", "y-max", "left", "right", "top", "bottom")}
+pts = [tuple(map(float, p.split(","))) for p in g.find("s:polyline", ns).get("points").split()]
+back = [(a["x-min"] + (px - a["left"]) / (a["right"] - a["left"]) * (a["x-max"] - a["x-min"]),
+         a["y-min"] + (a["bottom"] - py) / (a["bottom"] - a["top"]) * (a["y-max"] - a["y-min"])) for px, py in pts]
+tol = 2e-3 / (a["bottom"] - a["top"]) * (a["y-max"] - a["y-min"])
+tolx = 2e-3 / (a["right"] - a["left"]) * (a["x-max"] - a["x-min"])
+ok(len(back) == 120 and all(abs(x - e) <= tolx and abs(y - v) <= tol
+                            for (x, y), e, v in zip(back, r["step_ends"], r["samples_per_s_by_step"])),
+   "the samples/s plot draws report.json's rates at their step ends")
+sys.exit(1 if bad else 0)
+PY
+  ;;
 quiet)
   python3 - "$report" <<'PY' || fail=1
 import json, os, sys
@@ -209,6 +245,6 @@ JS
   [ "$rows" -eq "$runs" ] && [ "$runs" -gt 0 ] && echo "ok   the table shows report.json's $runs runs" ||
     { echo "FAIL the table shows $rows runs, report.json has $runs"; fail=1; }
   ;;
-*) echo "usage: $0 TROUPE EXAMPLES_DIR REPORT_DIR make|plots|quiet|chromium" >&2; exit 2 ;;
+*) echo "usage: $0 TROUPE EXAMPLES_DIR REPORT_DIR make|plots|elastic|quiet|chromium" >&2; exit 2 ;;
 esac
 exit $fail
