@@ -216,9 +216,9 @@ void validate_membership(const train_config& c) {
     if (m.processes != m.dp)
       bad("an elastic job over processes needs one data-parallel replica per process (dp " + std::to_string(m.dp) +
           " over " + std::to_string(m.processes) + " processes): a lost process then loses one replica");
-    if (c.backend != net::backend_kind::tcp)
-      bad(std::string("an elastic job over processes regroups its TCP rings; --backend ") + net::to_string(c.backend) +
-          "'s communicators are not rebuilt yet (use --backend tcp)");
+    if (c.backend != net::backend_kind::tcp && c.backend != net::backend_kind::gloo)
+      bad(std::string("an elastic job over processes rebuilds its TCP rings or Gloo contexts; --backend ") +
+          net::to_string(c.backend) + "'s communicators are not rebuilt yet (use --backend tcp or gloo)");
   }
   const std::vector<int> dps = replicas_after(c.membership_events, c.mesh.dp, c.min_replicas);
   for (size_t i = 0; i < dps.size(); ++i) {

@@ -8,11 +8,13 @@
 # regroup itself, end the job naming why, with every process gone.
 # Under ZeRO 2 the lost shards' optimizer state had no other copy: it starts again from zero, the
 # same in both runs.
-# Usage: elastic.test.sh TROUPE mlp|gpt ZERO
+# Over the TCP ring, or Gloo (skipped where troupe was built without it).
+# Usage: elastic.test.sh TROUPE mlp|gpt ZERO [tcp|gloo]
 set -u
-troupe=$1 model=$2 zero=$3
+troupe=$1 model=$2 zero=$3 backend=${4:-tcp}
 source "$(dirname "$0")/check_lib.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+if [ "$backend" = gloo ] && ! "$troupe" info | grep -q "collective back ends: .*gloo"; then echo "skip: no Gloo"; exit 77; fi
 if [ "$model" = mlp ]; then
   need_fashion_mnist
   args=(--hidden 64,64 --batch-size 96)
@@ -20,7 +22,7 @@ else
   args=(--model gpt --batch-size 24 --lr 1e-3)
 fi
 # 20 ms on replica 0 before each step: 80 steps last long enough to be killed in the middle.
-job=(train "${args[@]}" --zero "$zero" --nodes 3 --dp 3 --elastic --max-steps 80 --epochs 1 --eval-batches 1 --no-progress
+job=(train "${args[@]}" --zero "$zero" --backend "$backend" --nodes 3 --dp 3 --elastic --max-steps 80 --epochs 1 --eval-batches 1 --no-progress
      --peer-timeout 5 --straggler 0:20 --seed 7)
 loss_lines() { grep '"loss"' "$1/metrics.jsonl" | sed 's/, "samples_per_s".*//'; }
 
@@ -45,7 +47,7 @@ else
   diff <(loss_lines "$tmp/killed") <(loss_lines "$tmp/told") | head -6; echo "FAIL losses differ from the event-file run"; fail=1
 fi
 
-if [ "$model" = mlp ] && [ "$zero" = 0 ]; then
+if [ "$model" = mlp ] && [ "$zero" = 0 ] && [ "$backend" = tcp ]; then
   # Below --min-replicas: the job ends, naming why, and leaves no process.
   timeout 300 "$troupe" "${job[@]}" --kill-process 2:1.0 --min-replicas 3 --out "$tmp/below" >"$tmp/below.log" 2>&1; rc=$?
   if [ $rc -ne 0 ] && grep -q "the elastic job cannot go on: 2 replicas would be left, fewer than --min-replicas 3" "$tmp/below.log"; then
