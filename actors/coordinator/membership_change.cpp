@@ -2,11 +2,13 @@
 // At a change the live optimizer shards hand their state in memory (a checkpoint order with no
 // folder), laid into the global arrays by their runs as a checkpoint's files would be read; the
 // image and the change go to the summary, and the coordinator ends this membership's part of the
-// job: the runner (run_job's regroup) plans the next membership and starts it from the image.
+// job: the runner (run_job, the placement's next_membership) plans the next membership and starts
+// it from the image. Every update waits for the coordinator's commit (ready_to_update), so
 //   given in advance:  at the step boundary the events name (order_steps)
-//   a replica lost:    one of its stages went down; the step in flight is dropped, not applied
-//                      anywhere (its gradients never reduced), so the image is of the steps
-//                      done and the next membership does that step again
+//   a replica lost:    one of its stages went down; the step in flight is not committed, so no
+//                      shard applied it: the image is of the steps committed and the next
+//                      membership does that step again
+//   a process admitted: as a loss, with nothing lost: commits stop, the image is taken
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -320,8 +322,9 @@ bool lose_replica(self_ptr self, const caf::down_msg& dm) {
 
 void admit_replica(self_ptr self) {
   auto& s = self->state;
-  // Events given in advance say when (the process waits, held, for its admit event); a job that
-  // is already changing takes it in at the change after.
+  // Events given in advance say when (the process waits, held, for its admit event). A job
+  // already changing does not take it in: the hub refuses it at that change's end, and it may ask
+  // the next membership.
   if (!s.args.elastic.on || !s.args.elastic.events.empty() || s.regrouping || s.finishing) return;
   spdlog::info("a process asks to join with {} steps done: no step is committed from now on, and the job goes on "
                "with it from the state after the steps committed (the step in flight is done again)",
