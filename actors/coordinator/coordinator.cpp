@@ -6,6 +6,8 @@
 // monitored actor dies or the watchdog (watchdog.cpp) finds the job stuck.
 #include <spdlog/spdlog.h>
 
+#include <utility>
+
 #include "actors/actor_failure.hpp"
 #include "actors/coordinator/coordinator_state.hpp"
 #include "actors/job/metrics_log.hpp"
@@ -59,6 +61,7 @@ void start(self_ptr self, std::vector<caf::actor> stages, caf::actor evaluator, 
   if (s.args.elastic.on) s.stop_at = next_change(s.args.elastic.events, s.args.first_step);
   s.committed = s.args.first_step;
   order_steps(self, s.args.first_step);
+  if (std::exchange(s.admit_pending, false)) admit_replica(self);
   if (s.args.watchdog_seconds > 0)
     self->delayed_send(self, watchdog_period(s.args.watchdog_seconds), watchdog_atom::value);
 }

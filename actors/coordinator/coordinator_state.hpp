@@ -51,6 +51,7 @@ struct coordinator_state {
   int64_t stop_at = -1;    // an elastic job's next membership change given in advance (-1: none)
   bool regrouping = false;  // its state is being gathered for a membership change
   int lost_replica = -1;    // the replica that change drops (-1: a change given in advance)
+  bool admit_pending = false;  // a process asked to join before the job started
   int64_t committed = 0;    // steps whose updates were committed (elastic): what every live shard holds
   std::function<void()> when_steps_done;  // an image waiting for the records of the steps it holds
   // By step, the ranks that have their gradients and their shares of its loss (elastic).

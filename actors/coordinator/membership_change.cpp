@@ -326,6 +326,10 @@ void admit_replica(self_ptr self) {
   // already changing does not take it in: the hub refuses it at that change's end, and it may ask
   // the next membership.
   if (!s.args.elastic.on || !s.args.elastic.events.empty() || s.regrouping || s.finishing) return;
+  if (s.stages.empty()) {  // asked before the job started: taken in once it has
+    s.admit_pending = true;
+    return;
+  }
   spdlog::info("a process asks to join with {} steps done: no step is committed from now on, and the job goes on "
                "with it from the state after the steps committed (the step in flight is done again)",
                s.args.summary->steps);

@@ -13,7 +13,7 @@ need_fashion_mnist
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 export TROUPE_SECRET=elastic-admission-test
 port() { python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"; }
-flags=(--hidden 64,64 --batch-size 96 --zero "$zero" --max-steps 120 --epochs 1 --eval-batches 1 --no-progress
+flags=(--hidden 64,64 --batch-size 96 --zero "$zero" --max-steps 300 --epochs 1 --eval-batches 1 --no-progress
        --peer-timeout 5 --straggler 0:10 --seed 7 --elastic --master-addr 127.0.0.1)
 loss_lines() { grep '"loss"' "$1/metrics.jsonl" | sed 's/, "samples_per_s".*//'; }
 newcomer() {  # PORT OUT [EXTRA...]: process 2 of the job one replica larger
@@ -25,7 +25,9 @@ newcomer() {  # PORT OUT [EXTRA...]: process 2 of the job one replica larger
 p=$(port)
 timeout 300 "$troupe" train --nodes 2 --dp 2 "${flags[@]}" --master-port "$p" --out "$tmp/joined" >"$tmp/joined.log" 2>&1 &
 job=$!
-sleep 1
+# Started once the job trains (its 300 steps last over 3 s), as a worker brought up mid-run would be.
+for _ in $(seq 1500); do grep -q "training starts" "$tmp/joined.log" && break; sleep 0.02; done
+sleep 0.5
 newcomer "$p" "$tmp/new"; new_rc=$?
 wait $job; rc=$?
 if [ $rc -ne 0 ] || [ $new_rc -ne 0 ]; then tail -15 "$tmp/joined.log" "$tmp/new.log"; echo "FAIL job rc=$rc, newcomer rc=$new_rc"; exit 1; fi
@@ -37,7 +39,7 @@ else echo "FAIL asked with $asked steps done, admitted only after step $step"; f
 grep -q "rank 2: admitted into the running job after step $step" "$tmp/new.log" && echo "ok   the newcomer says it was admitted" ||
   { echo "FAIL the newcomer's log lacks its admission"; fail=1; }
 n=$(loss_lines "$tmp/joined" | wc -l)
-[ "$n" -eq 120 ] && echo "ok   every one of the 120 steps logged its loss once" || { echo "FAIL $n loss lines"; fail=1; }
+[ "$n" -eq 300 ] && echo "ok   every one of the 300 steps logged its loss once" || { echo "FAIL $n loss lines"; fail=1; }
 if grep -qiE "restart|resumed from" "$tmp/joined.log" "$tmp/new.log"; then echo "FAIL a restart or a checkpoint read"; fail=1
 else echo "ok   no restart, no checkpoint read"; fi
 
