@@ -349,7 +349,12 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
           join_reply r;
           r.admitted = e;
           if (static_cast<int64_t>(i) < taken) s.admissions[i].deliver(std::move(r));
-          else s.admissions[i].deliver(caf::make_error(caf::sec::request_receiver_down, "the job ended before it could admit this process"));
+          else
+            s.admissions[i].deliver(caf::make_error(
+                caf::sec::request_receiver_down,
+                e.processes.empty() ? std::string("the job ended before it could admit this process")
+                                    : "the job changed its membership without this process (another change was under "
+                                      "way when it asked): ask again to join the next membership"));
         }
         s.admissions.clear();
         // Mesh processes still waiting for the servers' handles would otherwise wait out their join timeout.
