@@ -63,6 +63,15 @@ void texts(const std::string& path, const toml::node& n, const std::string& key,
   }
 }
 
+// "A:B" (two_counts), refused naming the file, line and key.
+std::pair<int64_t, int64_t> counts(const std::string& path, const toml::node& n, const std::string& key, const char* form) {
+  try {
+    return two_counts(text(path, n, key), form);
+  } catch (const std::invalid_argument& e) {
+    fail(path, n, key, e.what());
+  }
+}
+
 void read_stress(const std::string& path, const toml::node& node, stress::stress_plan& p) {
   const auto* t = node.as_table();
   if (!t) fail(path, node, "stress", "expected a table, e.g. [stress]");
@@ -106,23 +115,13 @@ stress::scenario read_scenario(const std::string& path, const toml::node& node) 
     } else if (k == "slow_links") {
       texts(path, n, key, [&](const std::string& v) { s.slow_links.push_back(parse_slow_link(v)); });
     } else if (k == "kill_server") {
-      const std::string v = text(path, n, key);
-      try {
-        const auto [server, after] = two_counts(v, "server:updates, e.g. \"0:20\"");
-        s.kill_server = static_cast<int>(server);
-        s.kill_server_after = after;
-      } catch (const std::invalid_argument& e) {
-        fail(path, n, key, e.what());
-      }
+      const auto [server, after] = counts(path, n, key, "server:updates, e.g. \"0:20\"");
+      s.kill_server = static_cast<int>(server);
+      s.kill_server_after = after;
     } else if (k == "kill_replica") {
-      const std::string v = text(path, n, key);
-      try {
-        const auto [replica, step] = two_counts(v, "replica:step, e.g. \"1:40\"");
-        s.kill_replica = static_cast<int>(replica);
-        s.kill_replica_step = step;
-      } catch (const std::invalid_argument& e) {
-        fail(path, n, key, e.what());
-      }
+      const auto [replica, step] = counts(path, n, key, "replica:step, e.g. \"1:40\"");
+      s.kill_replica = static_cast<int>(replica);
+      s.kill_replica_step = step;
     } else if (k == "admit_after") {
       if (!n.is_integer() || *n.value<int64_t>() < 1) fail(path, n, key, "expected an integer >= 1 (steps done)");
       s.admit_after = *n.value<int64_t>();
