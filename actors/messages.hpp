@@ -550,13 +550,12 @@ struct job_end {
   bool ok = false;
   std::string report;
   // An elastic job's membership change (no `processes`: none): each next process's index in this
-  // membership, the events as (step, change, replica) triples, and the state every process goes on
-  // from (the image: each array's global values, the arrays one after another) after `step` steps
-  // and `optimizer_steps` updates.
+  // membership (one replica each), the events in their text form (membership.hpp), and the state
+  // every process goes on from (resume_point::image) after `step` steps and `optimizer_steps`
+  // updates.
   std::vector<int32_t> processes;
-  std::vector<int64_t> events;
+  std::string events;
   int64_t step = 0, optimizer_steps = 0;
-  int32_t dp = 0;  // the next membership's data-parallel replicas
   tensor image;
 };
 // job hub -> rank r: whom its stage reports to, and where the data-plane ring meets.
@@ -614,7 +613,7 @@ struct mesh_addresses {
   std::vector<int32_t> p2p_ports;
 };
 TROUPE_INSPECT_NET(join_request, x.rank, x.config)
-TROUPE_INSPECT_NET(job_end, x.ok, x.report, x.processes, x.events, x.step, x.optimizer_steps, x.dp, x.image)
+TROUPE_INSPECT_NET(job_end, x.ok, x.report, x.processes, x.events, x.step, x.optimizer_steps, x.image)
 TROUPE_INSPECT_NET(join_reply, x.coordinator, x.servers, x.dispenser, x.shards, x.admitted)
 TROUPE_INSPECT_NET(server_ready, x.process, x.hub, x.ids, x.servers)
 TROUPE_INSPECT_NET(train_summary::server_update, x.server, x.replica, x.step, x.unit, x.version_read, x.version_applied,

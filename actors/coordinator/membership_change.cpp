@@ -72,7 +72,7 @@ image_sources sources_of(const coordinator_state& s, const std::vector<int>& los
 // comes from the job's last checkpoint when it has one, else starts again from zero, and the log
 // says which. "" or why the image cannot be made.
 std::string lay_out(const coordinator_state& s, const std::vector<checkpoint_part>& parts, resume_point& point,
-                    std::vector<std::vector<float>>& image, int64_t& floats) {
+                    float* image, int64_t& floats) {
   const storage::checkpoint_manifest& m = point.manifest;
   const auto n = static_cast<size_t>(m.global_floats);
   std::vector<char> has_params(n, 0), has_state(n, 0);
@@ -80,7 +80,7 @@ std::string lay_out(const coordinator_state& s, const std::vector<checkpoint_par
     if (p.values.empty() || p.arrays.size() != 1) continue;
     const float* from = std::as_const(p.values).data();
     for (const storage::value_run& r : unflatten(p.runs)) {
-      std::copy(from + r.local, from + r.local + r.count, image[0].begin() + r.global);
+      std::copy(from + r.local, from + r.local + r.count, image + r.global);
       std::fill(has_params.begin() + r.global, has_params.begin() + r.global + r.count, 1);
     }
   }
@@ -96,12 +96,12 @@ std::string lay_out(const coordinator_state& s, const std::vector<checkpoint_par
     const float* from = std::as_const(p.values).data();
     for (const storage::value_run& r : unflatten(p.runs)) {
       for (int64_t k = 0; k < r.count; ++k)
-        if (has_params[static_cast<size_t>(r.global + k)] && image[0][static_cast<size_t>(r.global + k)] != from[r.local + k])
+        if (has_params[static_cast<size_t>(r.global + k)] && image[r.global + k] != from[r.local + k])
           return "a live stage's parameters are not its shard's at float " + std::to_string(r.global + k) +
                  " (its last update was not gathered back everywhere)";
       for (size_t j = 0; j < p.arrays.size(); ++j)
         std::copy(from + static_cast<int64_t>(j) * size + r.local, from + static_cast<int64_t>(j) * size + r.local + r.count,
-                  image[j].begin() + r.global);
+                  image + static_cast<int64_t>(j) * m.global_floats + r.global);
       std::fill(has_params.begin() + r.global, has_params.begin() + r.global + r.count, 1);
       std::fill(has_state.begin() + r.global, has_state.begin() + r.global + r.count, 1);
     }
@@ -134,7 +134,8 @@ std::string lay_out(const coordinator_state& s, const std::vector<checkpoint_par
     return "";
   }
   const storage::checkpoint_manifest from = storage::read_manifest(saved.back());
-  for (size_t j = 1; j < m.arrays.size(); ++j) storage::read_values(saved.back(), from, m.arrays[j], missing, image[j].data());
+  for (size_t j = 1; j < m.arrays.size(); ++j)
+    storage::read_values(saved.back(), from, m.arrays[j], missing, image + static_cast<int64_t>(j) * m.global_floats);
   spdlog::warn("membership change: the optimizer state of the lost shards' {} parameters had no other copy (ZeRO "
                "keeps it on its shard alone): taken from the checkpoint {} (after step {}), that slice only",
                lost, saved.back(), from.step);
@@ -171,12 +172,11 @@ void take_image(self_ptr self, int64_t when, std::vector<membership_event> event
     auto point = std::make_shared<resume_point>();
     point->manifest = s.args.checkpoint_base;
     point->manifest.step = step;
-    auto image = std::make_shared<std::vector<std::vector<float>>>(
-        point->manifest.arrays.size(), std::vector<float>(static_cast<size_t>(point->manifest.global_floats)));
+    tensor image({static_cast<int64_t>(point->manifest.arrays.size()) * point->manifest.global_floats});
     int64_t floats = 0;
     std::string why;
     try {
-      why = lay_out(s, *parts, *point, *image, floats);
+      why = lay_out(s, *parts, *point, image.data(), floats);
     } catch (const std::exception& e) {
       why = e.what();
     }
@@ -184,6 +184,7 @@ void take_image(self_ptr self, int64_t when, std::vector<membership_event> event
       fail(self, "membership change after step " + std::to_string(step) + ": " + why + ": the job cannot go on", true);
       return finish(self);
     }
+    image.freeze();
     point->image = std::move(image);
     auto& sum = *s.args.summary;
     sum.membership.insert(sum.membership.end(), events.begin(), events.end());

@@ -87,19 +87,22 @@ storage::checkpoint_manifest checkpoint_base(const train_config& cfg, const mode
 }
 
 void resume_point::read(const std::string& array, const std::vector<storage::value_run>& wanted, float* out) const {
-  if (!image) return storage::read_values(dir, manifest, array, wanted, out);
+  if (image.empty()) return storage::read_values(dir, manifest, array, wanted, out);
   const auto at = std::find(manifest.arrays.begin(), manifest.arrays.end(), array);
   if (at == manifest.arrays.end()) throw std::runtime_error(where() + " holds no array \"" + array + "\"");
-  const std::vector<float>& values = image->at(static_cast<size_t>(at - manifest.arrays.begin()));
+  const int64_t n = manifest.global_floats;
+  if (image.numel() != n * static_cast<int64_t>(manifest.arrays.size()))
+    throw std::runtime_error(fmt::format("{}: {} values for {} arrays of {}", where(), image.numel(), manifest.arrays.size(), n));
+  const float* values = image.data() + (at - manifest.arrays.begin()) * n;
   for (const storage::value_run& r : wanted) {
-    if (r.global < 0 || r.global + r.count > static_cast<int64_t>(values.size()))
-      throw std::runtime_error(fmt::format("{}: run [{}, +{}) outside its {} values", where(), r.global, r.count, values.size()));
-    std::copy(values.begin() + r.global, values.begin() + r.global + r.count, out + r.local);
+    if (r.global < 0 || r.global + r.count > n)
+      throw std::runtime_error(fmt::format("{}: run [{}, +{}) outside its {} values", where(), r.global, r.count, n));
+    std::copy(values + r.global, values + r.global + r.count, out + r.local);
   }
 }
 
 std::string resume_point::where() const {
-  return image ? "the image of step " + std::to_string(manifest.step) + " in memory" : dir;
+  return !image.empty() ? "the image of step " + std::to_string(manifest.step) + " in memory" : dir;
 }
 
 std::shared_ptr<const resume_point> open_resume(const train_config& cfg, const model_spec& model, int64_t total_steps,

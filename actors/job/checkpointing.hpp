@@ -48,7 +48,9 @@ storage::checkpoint_manifest checkpoint_base(const train_config& cfg, const mode
 struct resume_point {
   std::string dir;  // the checkpoint; empty for an image
   storage::checkpoint_manifest manifest;  // an image's: its step, optimizer steps and arrays, no files
-  std::shared_ptr<const std::vector<std::vector<float>>> image;  // per manifest.arrays entry: global_floats values
+  // The image's arrays back to back, global_floats values each, in manifest.arrays's order;
+  // frozen, so a job_end carries it to the other processes without a copy. Empty: a checkpoint.
+  tensor image;
   // `array`'s values at `wanted`'s global places into out (at their local places).
   void read(const std::string& array, const std::vector<storage::value_run>& wanted, float* out) const;
   std::string where() const;  // the checkpoint's folder, or "the image of step N in memory"

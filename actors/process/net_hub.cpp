@@ -343,12 +343,13 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
         s.ended = true;
         s.end_promise = self->make_response_promise();
         // Newcomers the change takes in join the next membership; without one, the job is over.
-        int64_t taken = 0;  // (step, change, replica) triples
-        for (size_t i = 1; i < e.events.size(); i += 3) taken += e.events[i] == static_cast<int64_t>(membership_change::admit);
+        size_t taken = 0;
+        for (const auto& ev : parse_membership_events(e.events, "the membership change"))
+          taken += ev.change == membership_change::admit ? 1 : 0;
         for (size_t i = 0; i < s.admissions.size(); ++i) {
           join_reply r;
           r.admitted = e;
-          if (static_cast<int64_t>(i) < taken) s.admissions[i].deliver(std::move(r));
+          if (i < taken) s.admissions[i].deliver(std::move(r));
           else
             s.admissions[i].deliver(caf::make_error(
                 caf::sec::request_receiver_down,

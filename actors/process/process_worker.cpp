@@ -66,19 +66,18 @@ class joining_process : public placement {
       spdlog::warn("fault injection: process {} kills itself as it regroups", first_index_);
       ::raise(SIGKILL);
     }
-    std::vector<membership_event> at;
-    for (size_t i = 0; i + 2 < e.events.size(); i += 3)
-      at.push_back({e.events[i], static_cast<membership_change>(e.events[i + 1]), static_cast<int>(e.events[i + 2])});
-    // Rank 0's word on the next membership (an admitted process's own config is its guess at it).
+    const std::vector<membership_event> at = parse_membership_events(e.events, "rank 0's membership change");
+    // Rank 0's word on the next membership, one replica per process (an admitted process's own
+    // config is its guess at it).
     membership_plan next;
     next.cfg = cfg_;
-    next.cfg.mesh.dp = e.dp;
+    next.cfg.mesh.dp = static_cast<int>(e.processes.size());
     next.cfg.mesh.processes = static_cast<int>(e.processes.size());
     const auto me = std::find(e.processes.begin(), e.processes.end(), cfg_.process.index);
     next.member = me != e.processes.end();
     next.cfg.process.index = next.member ? static_cast<int>(me - e.processes.begin()) : -1;
     train_config before = cfg_;  // the membership the events leave, as rank 0 had it
-    before.mesh.dp = e.dp - replicas_after(at, 0);  // replicas_after from 0: the net change
+    before.mesh.dp = next.cfg.mesh.dp - replicas_after(at, 0);  // replicas_after from 0: the net change
     log_membership(nullptr, e.step, at, before, next.cfg);
     if (!next.member) {
       spdlog::info("{}: its replica left the job after step {}; this process is done", who_, e.step);
@@ -88,13 +87,7 @@ class joining_process : public placement {
     point->manifest = checkpoint_base(cfg_, job_.model, job_.steps_per_epoch, job_.vocabulary);
     point->manifest.step = e.step;
     point->manifest.optimizer_steps = e.optimizer_steps;
-    const int64_t n = point->manifest.global_floats;
-    auto image = std::make_shared<std::vector<std::vector<float>>>();
-    for (size_t j = 0; j < point->manifest.arrays.size(); ++j) {
-      const float* at_j = std::as_const(e.image).data() + static_cast<int64_t>(j) * n;
-      image->emplace_back(at_j, at_j + n);
-    }
-    point->image = std::move(image);
+    point->image = e.image;
     cfg_ = std::move(next.cfg);
     who_ = "rank " + std::to_string(cfg_.process.index);
     return point;

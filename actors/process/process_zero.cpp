@@ -154,15 +154,10 @@ class process_zero final : public placement {
     job_end e;
     e.ok = true;
     e.processes.assign(next_.processes.begin(), next_.processes.end());
-    for (const auto& ev : at) e.events.insert(e.events.end(), {ev.step, static_cast<int64_t>(ev.change), ev.replica});
+    e.events = to_text(at);
     e.step = image.manifest.step;
-    e.dp = next_.cfg.mesh.dp;
     e.optimizer_steps = image.manifest.optimizer_steps;
-    const int64_t n = image.manifest.global_floats;
-    e.image = tensor::uninitialized({static_cast<int64_t>(image.image->size()) * n});
-    for (size_t j = 0; j < image.image->size(); ++j)
-      std::copy((*image.image)[j].begin(), (*image.image)[j].end(), e.image.data() + static_cast<int64_t>(j) * n);
-    e.image.freeze();
+    e.image = image.image;  // frozen: shared, not copied
     return e;
   }
 

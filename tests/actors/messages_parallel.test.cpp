@@ -130,7 +130,7 @@ TEST_F(parallel_messages, MultiProcessMessagesRoundTrip) {
   job_end change;
   change.ok = true;
   change.processes = {0, 1};
-  change.events = {12, 0, 2};
+  change.events = "after step 12: lose replica 2\n";
   change.step = 12;
   change.optimizer_steps = 12;
   change.image = tensor({4}, {1.5f, -2.0f, 0.25f, 8.0f});
