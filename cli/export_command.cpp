@@ -34,6 +34,9 @@ void add_export_command(CLI::App& app, int& exit_code) {
       spdlog::info("exported {} (after step {}): {} tensors, {} floats -> {}", r.checkpoint, r.step, r.tensors, r.floats,
                    f->out);
       exit_code = 0;
+    } catch (const std::invalid_argument& e) {  // an output path that cannot take the file: bad input
+      spdlog::error("troupe export: {}", e.what());
+      exit_code = 2;
     } catch (const storage::bad_manifest& e) {
       spdlog::error("troupe export: {}", e.what());
       exit_code = 2;

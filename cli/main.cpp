@@ -11,11 +11,13 @@
 #include "cli/info_command.hpp"
 #include "cli/plan_command.hpp"
 #include "cli/schedule_command.hpp"
+#include "cli/stop_signals.hpp"
 #include "cli/stress_command.hpp"
 #include "cli/train_command.hpp"
 #include "cli/worker_command.hpp"
 
 int main(int argc, char** argv) {
+  troupe::cli::handle_stop_signals();  // before any thread, so every thread inherits the mask
   spdlog::set_pattern("[%H:%M:%S] [%^%l%$] %v");
   spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug shows the runtime's debug lines
   CLI::App app{"troupe: an actor-model runtime for distributed deep-learning training"};

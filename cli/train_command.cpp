@@ -8,6 +8,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "actors/job/job_forecast.hpp"
@@ -18,6 +19,8 @@
 #include "cli/config_file.hpp"
 #include "cli/tunables.hpp"
 #include "cli/worker_command.hpp"
+#include "storage/folder_lock.hpp"
+#include "storage/output_file.hpp"
 
 namespace troupe::cli {
 
@@ -206,6 +209,18 @@ int run(const CLI::App& cmd, const train_flags& f) {
   } catch (const std::exception& e) {
     spdlog::error("{}: {}", f.worker ? "troupe worker" : "troupe train", e.what());
     return 2;
+  }
+  // One job per checkpoint folder, held by process 0 (whose coordinator commits and prunes) for
+  // as long as it lives, restarts included; its workers write shards under its lock.
+  std::optional<storage::folder_lock> checkpoint_lock;
+  if (!cfg.checkpoint_dir.empty() && cfg.process.index == 0 && !f.worker) {
+    try {
+      storage::check_writable_folder(cfg.checkpoint_dir, "--checkpoint-dir");
+      checkpoint_lock.emplace(cfg.checkpoint_dir, "--checkpoint-dir");
+    } catch (const std::exception& e) {
+      spdlog::error("troupe train: {}", e.what());
+      return 2;
+    }
   }
   if ((cfg.zero == 1 || cfg.zero == 2) && cfg.mesh.dp == 1 && cfg.process.index == 0)
     spdlog::warn("--zero {} partitions optimizer state{} over data-parallel ranks; with --dp 1 each rank holds "

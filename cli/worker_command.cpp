@@ -158,6 +158,19 @@ void local_workers::restart(const std::string& resume) {
   resume_ = resume;
 }
 
+void local_workers::pass_on_stop(int sig) {
+  std::vector<pid_t> running;
+  {
+    std::lock_guard<std::mutex> lock(pids_mu_);
+    running = pids_;
+  }
+  for (pid_t p : running) ::kill(p, sig);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (pid_t p : running)
+    while (::waitpid(p, nullptr, WNOHANG) == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
 void local_workers::start(uint16_t port) {
   std::vector<std::string> args;
   {

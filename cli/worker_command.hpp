@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "actors/job/train_config.hpp"
+#include "cli/stop_signals.hpp"
 
 namespace troupe::cli {
 
@@ -91,6 +92,10 @@ class local_workers {
   // Killed by --kill-process: under --elastic the job goes on without them, so their end is no
   // failure of the job's (the job's own verdict says whether it went on).
   std::set<pid_t> killed_;
+  // A stop signal to this process is passed on to the workers (each says so in its log), which
+  // get a few seconds to end before this process does. Last, so it goes first.
+  stop_hook pass_stop_{[this](int sig) { pass_on_stop(sig); }};
+  void pass_on_stop(int sig);
 };
 
 void add_worker_command(CLI::App& app, int& exit_code);

@@ -42,12 +42,19 @@ gate_server::~gate_server() {
 socket_fd connect_through_gate(const std::string& host, uint16_t port, const std::string& secret, uint32_t rank,
                                int timeout_ms) {
   socket_fd s = connect_tcp(host, port, timeout_ms);
+  const std::string gate = "the control gate at " + host + ":" + std::to_string(port);
+  auth_pending p;
   try {
-    const auth_pending p = auth_respond(s.get(), secret, rank, timeout_ms);
+    p = auth_respond(s.get(), secret, rank, timeout_ms);
+  } catch (const net_error& e) {
+    // No challenge came: nothing of ours was judged yet, so the secret is not in question; the
+    // process that listened there ended (process 0 dying in a regroup, say) or is no troupe gate.
+    throw net_error(gate + " closed the connection before its challenge (has process 0 ended?): " + e.what());
+  }
+  try {
     auth_finish(s.get(), secret, p, timeout_ms);
   } catch (const net_error& e) {
-    throw net_error("the control gate at " + host + ":" + std::to_string(port) +
-                    " did not accept us (is the secret the job's?): " + e.what());
+    throw net_error(gate + " did not accept our answer (is the secret the job's?): " + e.what());
   }
   return s;
 }

@@ -8,10 +8,10 @@
 #include <openssl/rand.h>
 
 #include <cstring>
-#include <fstream>
 #include <vector>
 
 #include "comm/tcp_socket.hpp"
+#include "storage/input_file.hpp"
 
 namespace troupe::net {
 namespace {
@@ -54,19 +54,30 @@ std::string random_secret() {
 
 std::optional<std::string> load_secret(const std::map<std::string, std::string>& env,
                                        const std::optional<std::string>& secret_file) {
+  std::string s, origin;
   if (secret_file) {
-    std::ifstream in(*secret_file);
-    if (!in) throw net_error("--secret-file " + *secret_file + ": cannot be read");
-    std::string s;
-    std::getline(in, s);
+    origin = "--secret-file " + *secret_file;
+    try {  // a FIFO, a device or a huge file is refused by name, never read without end
+      s = storage::read_input_file(*secret_file, "--secret-file", secret_file_limit);
+    } catch (const std::exception& e) {
+      throw net_error(e.what());
+    }
+    s = s.substr(0, s.find('\n'));
     if (!s.empty() && s.back() == '\r') s.pop_back();
-    if (s.empty()) throw net_error("--secret-file " + *secret_file + ": the first line is empty");
-    return s;
+    if (s.empty()) throw net_error(origin + ": the first line is empty");
+  } else {
+    auto it = env.find("TROUPE_SECRET");
+    if (it == env.end()) return std::nullopt;
+    origin = "TROUPE_SECRET";
+    s = it->second;
+    if (s.empty()) throw net_error("TROUPE_SECRET is set but empty");
   }
-  auto it = env.find("TROUPE_SECRET");
-  if (it == env.end()) return std::nullopt;
-  if (it->second.empty()) throw net_error("TROUPE_SECRET is set but empty");
-  return it->second;
+  // The gate answers a wrong guess at once, so a short secret falls to guessing in seconds.
+  if (s.size() < min_secret_bytes)
+    throw net_error(origin + ": the secret has " + std::to_string(s.size()) + " byte" + (s.size() == 1 ? "" : "s") +
+                    ", fewer than the " + std::to_string(min_secret_bytes) +
+                    " a job's secret needs (`openssl rand -hex 16` makes one)");
+  return s;
 }
 
 nonce auth_challenge(int fd, int timeout_ms) {

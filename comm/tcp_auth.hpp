@@ -19,11 +19,16 @@
 
 namespace troupe::net {
 
-// The secret from --secret-file (first line, trailing newline dropped) or else TROUPE_SECRET.
-// Throws net_error for an unreadable or empty file, or an empty secret.
 // 32 random hex characters from OpenSSL's generator: a job secret nobody chose.
 std::string random_secret();
 
+// The shortest secret a job takes, and the largest --secret-file read.
+inline constexpr size_t min_secret_bytes = 16;
+inline constexpr uint64_t secret_file_limit = 64 << 10;
+
+// The secret from --secret-file (first line, trailing newline dropped; the file read through
+// storage's bounded reader) or else TROUPE_SECRET. Throws net_error for an unreadable, special or
+// oversized file, an empty first line, or a secret shorter than min_secret_bytes.
 std::optional<std::string> load_secret(const std::map<std::string, std::string>& env,
                                        const std::optional<std::string>& secret_file);
 

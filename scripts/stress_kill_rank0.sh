@@ -16,7 +16,7 @@ for run in $(seq "$runs"); do
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   job=(--world-size 4 --master-addr 127.0.0.1 --master-port "$port" --peer-timeout "$timeout" --max-steps 100000
        --eval-batches 1 --no-progress --hidden 64)
-  export TROUPE_SECRET=stress$run
+  export TROUPE_SECRET=stress-0123456789-$run
   "$troupe" train --rank 0 "${job[@]}" --out "$tmp/r$run" > "$tmp/rank0.log" 2>&1 &
   r0=$!
   pids=()

@@ -1,6 +1,5 @@
 // Checkpoint files: shard files through uring_store, the manifest through Cap'n Proto, and the
 // commit as a sequence of fsync'd renames, each a point the crash tests stop at.
-#include "storage/output_file.hpp"
 #include "storage/checkpoint.hpp"
 
 #include <capnp/message.h>
@@ -16,12 +15,13 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <set>
 #include <stdexcept>
 
 #include "storage/checkpoint.capnp.h"
+#include "storage/input_file.hpp"
+#include "storage/output_file.hpp"
 
 namespace troupe::storage {
 
@@ -81,11 +81,10 @@ void rename_synced(const std::string& from, const std::string& to, const std::st
   sync_dir(dir);
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot read");
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
+// A checkpoint's small files through the one bounded reader: a FIFO planted as `latest` or a
+// manifest that is /dev/zero is refused by name, not waited on or read until memory runs out.
+constexpr uint64_t latest_limit = 4096;
+constexpr uint64_t manifest_limit = uint64_t{256} << 20;
 
 // The step of a committed checkpoint's directory name, or -1.
 int64_t step_of(const std::string& name) {
@@ -412,7 +411,7 @@ std::string resolve_checkpoint(const std::string& path) {
   if (!fs::is_directory(p, ec)) throw std::runtime_error(path + ": no such checkpoint (not a directory)");
   if (fs::exists(p / manifest_name, ec)) return p.string();
   if (fs::exists(p / "latest", ec)) {
-    std::string name = read_text((p / "latest").string());
+    std::string name = read_input_file((p / "latest").string(), "checkpoint", latest_limit);
     while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
     if (step_of(name) < 0) throw std::runtime_error((p / "latest").string() + ": names \"" + name + "\", not a checkpoint");
     if (!fs::exists(p / name / manifest_name, ec))
@@ -426,11 +425,18 @@ std::string resolve_checkpoint(const std::string& path) {
 
 checkpoint_manifest read_manifest(const std::string& dir) {
   const std::string path = (fs::path(dir) / manifest_name).string();
-  checkpoint_manifest m = parse(path, read_text(path));
+  checkpoint_manifest m = parse(path, read_input_file(path, "checkpoint manifest", manifest_limit));
   check_fields(path, m);
   for (const checkpoint_file& f : m.files) {
     const fs::path file = fs::path(dir) / f.name;
     std::error_code ec;
+    // As the shard files are opened (O_NOFOLLOW): a link or a special file is refused here, with
+    // the manifest, before the job says it resumed from this checkpoint.
+    const fs::file_status st = fs::symlink_status(file, ec);
+    if (!ec && st.type() != fs::file_type::regular && st.type() != fs::file_type::not_found)
+      throw std::runtime_error(file.string() + ": not a regular file (" +
+                               (st.type() == fs::file_type::symlink ? "a symbolic link" : "not a file troupe wrote") +
+                               "): a checkpoint's shard files are its own, never links");
     const auto size = fs::file_size(file, ec);
     if (ec) throw std::runtime_error(file.string() + ": missing (written by " + f.writer + ", " + ec.message() + ")");
     if (static_cast<int64_t>(size) != f.bytes)

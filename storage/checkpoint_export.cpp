@@ -4,6 +4,7 @@
 
 #include "kernels/param_names.hpp"
 #include "storage/checkpoint.hpp"
+#include "storage/output_file.hpp"
 
 namespace troupe::storage {
 
@@ -32,6 +33,7 @@ safetensors_metadata model_metadata(const model_spec& s, const std::string& voca
 
 export_report export_safetensors(const std::string& checkpoint, const std::string& out, bool optimizer_state) {
   export_report r;
+  check_output_path(out, "export");  // before a whole model is read
   r.checkpoint = resolve_checkpoint(checkpoint);
   const checkpoint_manifest m = read_manifest(r.checkpoint);
   r.step = m.step;

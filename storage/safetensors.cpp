@@ -209,25 +209,17 @@ void write_safetensors(const std::string& path, const std::vector<named_tensor>&
   header += "}";
   header.append((8 - header.size() % 8) % 8, ' ');  // the data starts 8-byte aligned
 
-  const std::string tmp = path + ".tmp";
-  const int fd = storage::open_output_file(tmp, O_WRONLY | O_TRUNC);
-  try {
-    const uint64_t length = header.size();
-    write_all(fd, reinterpret_cast<const char*>(&length), sizeof length, tmp);
-    write_all(fd, header.data(), header.size(), tmp);
-    for (const auto& t : tensors)
-      write_all(fd, reinterpret_cast<const char*>(t.values.data()), t.values.size() * sizeof(float), tmp);
-    if (::fsync(fd) != 0) throw std::runtime_error(tmp + ": fsync failed: " + std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0 || std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(path + ": cannot finish writing " + tmp + ": " + why);
-  }
+  // Synced before the rename, so a crash leaves the old export or the whole new one.
+  storage::write_output_file_with(
+      path,
+      [&](int fd, const std::string& name) {
+        const uint64_t length = header.size();
+        write_all(fd, reinterpret_cast<const char*>(&length), sizeof length, name);
+        write_all(fd, header.data(), header.size(), name);
+        for (const auto& t : tensors)
+          write_all(fd, reinterpret_cast<const char*>(t.values.data()), t.values.size() * sizeof(float), name);
+      },
+      /*sync=*/true);
 }
 
 std::vector<named_tensor> read_safetensors(const std::string& path, safetensors_metadata* metadata) {

@@ -106,6 +106,7 @@ struct uring_store::state {
   int64_t bytes_read = 0;
   int64_t bytes_written = 0;
   double wait_seconds = 0;
+  bool unlinked = false;  // a remove_on_close file already gone from its folder
 
   ~state() {
     if (ring_ready) {
@@ -115,7 +116,7 @@ struct uring_store::state {
     std::free(pool);
     if (fd >= 0) {
       ::close(fd);
-      if (opt.remove_on_close) ::unlink(path.c_str());
+      if (opt.remove_on_close && !unlinked) ::unlink(path.c_str());
     }
   }
 
@@ -444,6 +445,9 @@ uring_store::uring_store(std::string path, int64_t bytes, uring_options opt) : s
   s_->opt = opt;
   s_->size = align_up(bytes, opt.block_size);
   s_->open_file();
+  // A scratch file leaves its folder as soon as it is open: the descriptor keeps its blocks, and
+  // however the process ends (SIGTERM, SIGKILL, a crash) nothing is left behind.
+  if (opt.remove_on_close && !opt.existing) s_->unlinked = ::unlink(s_->path.c_str()) == 0;
   if (opt.existing) {
     struct stat st {};
     if (::fstat(s_->fd, &st) != 0) throw std::runtime_error(s_->path + ": cannot stat (" + errno_text(errno) + ")");

@@ -15,7 +15,7 @@ struct uring_options {
   int64_t block_size = int64_t{1} << 20;  // bytes per I/O (DeepSpeed aio default 1 MiB)
   int queue_depth = 8;                    // I/Os in flight at most (DeepSpeed default 8)
   bool direct = true;                     // try O_DIRECT; fall back to buffered I/O with a logged warning
-  bool remove_on_close = false;           // the destructor unlinks the file (else the caller owns it)
+  bool remove_on_close = false;           // a scratch file: unlinked once open, gone with its last descriptor (else the caller owns it)
   bool huge_pages = true;                 // ask for transparent huge pages (madvise) for a pool of 2 MiB or more:
                                           // a block then is one device request, not split at the segment limit
   bool existing = false;                  // open the file as it is, read-only, sized as it is (a checkpoint's shard):
@@ -48,7 +48,7 @@ class uring_store {
   uring_store(std::string path, int64_t bytes, uring_options opt = {});
   // With uring_options::existing, `bytes` is ignored: the store is the file's size, and a missing
   // file throws std::runtime_error naming the path.
-  ~uring_store();  // waits for the I/O in flight, unregisters, closes; unlinks if remove_on_close
+  ~uring_store();  // waits for the I/O in flight, unregisters, closes
   uring_store(const uring_store&) = delete;
   uring_store& operator=(const uring_store&) = delete;
   uring_store(uring_store&&) noexcept;             // a moved-from store may only be destroyed or assigned to

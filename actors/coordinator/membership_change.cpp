@@ -66,6 +66,37 @@ image_sources sources_of(const coordinator_state& s, const std::vector<int>& los
   return out;
 }
 
+// The optimizer state of `missing` (runs of global floats) from the checkpoint at `dir` into the
+// image's state arrays, or why not: it is another model's or optimizer's, or it cannot be read
+// (damaged, truncated, a FIFO or device as its manifest). The image is written only once every
+// slice is read.
+std::string state_slice_from(const std::string& dir, const storage::checkpoint_manifest& job,
+                             const std::vector<storage::value_run>& missing, float* image) {
+  try {
+    const storage::checkpoint_manifest from = storage::read_manifest(dir);
+    storage::check_compatible(from, dir, job.model, job.optimizer);
+    if (from.global_floats != job.global_floats || from.arrays != job.arrays)
+      return "its arrays are not this job's (" + std::to_string(from.global_floats) + " floats each, " +
+             std::to_string(from.arrays.size()) + " arrays)";
+    if (from.vocabulary != job.vocabulary) return "it was trained on another vocabulary";
+    int64_t count = 0;
+    for (const auto& r : missing) count += r.count;
+    std::vector<float> slices(static_cast<size_t>(count) * (job.arrays.size() - 1));
+    std::vector<storage::value_run> packed;
+    int64_t at = 0;
+    for (const auto& r : missing) packed.push_back({at, r.global, r.count}), at += r.count;
+    for (size_t j = 1; j < job.arrays.size(); ++j)
+      storage::read_values(dir, from, job.arrays[j], packed, slices.data() + static_cast<int64_t>(j - 1) * count);
+    for (size_t j = 1; j < job.arrays.size(); ++j)
+      for (const auto& r : packed)
+        std::copy_n(slices.data() + static_cast<int64_t>(j - 1) * count + r.local, r.count,
+                    image + static_cast<int64_t>(j) * job.global_floats + r.global);
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
 // The parts laid into the global arrays. Stage parameters first, then the shards (their masters
 // must be those parameters: a stage whose last update was not gathered back holds older ones, and
 // the image would mix two steps); the state no live shard holds (a lost replica's ZeRO segments)
@@ -127,18 +158,24 @@ std::string lay_out(const coordinator_state& s, const std::vector<checkpoint_par
   const std::vector<std::string> saved = !root.empty() && std::filesystem::is_directory(root, ec)
                                              ? storage::committed_checkpoints(root)
                                              : std::vector<std::string>{};
-  if (saved.empty()) {
-    spdlog::warn("membership change: the optimizer state of the lost shards' {} parameters had no other copy (ZeRO "
-                 "keeps it on its shard alone) and the job has no checkpoint: it starts again from zero for them",
-                 lost);
-    return "";
+  // Newest first, each checked: a checkpoint of another model or optimizer (another job's, left in
+  // the folder) would hand these parameters moments that are not theirs, and a damaged one must
+  // not end a job that can go on without it.
+  std::vector<std::string> passed_over;
+  for (auto it = saved.rbegin(); it != saved.rend(); ++it) {
+    const std::string why = state_slice_from(*it, m, missing, image);
+    if (why.empty()) {
+      spdlog::warn("membership change: the optimizer state of the lost shards' {} parameters had no other copy (ZeRO "
+                   "keeps it on its shard alone): taken from the checkpoint {}, that slice only",
+                   lost, *it);
+      return "";
+    }
+    spdlog::warn("membership change: the checkpoint {} cannot give the lost shards' optimizer state: {}", *it, why);
+    passed_over.push_back(*it);
   }
-  const storage::checkpoint_manifest from = storage::read_manifest(saved.back());
-  for (size_t j = 1; j < m.arrays.size(); ++j)
-    storage::read_values(saved.back(), from, m.arrays[j], missing, image + static_cast<int64_t>(j) * m.global_floats);
   spdlog::warn("membership change: the optimizer state of the lost shards' {} parameters had no other copy (ZeRO "
-               "keeps it on its shard alone): taken from the checkpoint {} (after step {}), that slice only",
-               lost, saved.back(), from.step);
+               "keeps it on its shard alone) and {}: it starts again from zero for them",
+               lost, passed_over.empty() ? "the job has no checkpoint" : "no checkpoint of this job's could give it");
   return "";
 }
 

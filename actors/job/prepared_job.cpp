@@ -58,10 +58,8 @@ prepared_job prepare_job(const train_config& cfg) {
   // Every process writes its shard of a checkpoint: a folder it cannot write is bad input, found
   // now rather than at the first save, steps into training.
   if (!cfg.checkpoint_dir.empty()) storage::check_writable_folder(cfg.checkpoint_dir, "--checkpoint-dir");
-  if (!cfg.metrics_prom.empty()) {
-    const std::filesystem::path dir = std::filesystem::path(cfg.metrics_prom).parent_path();
-    storage::check_writable_folder(dir.empty() ? "." : dir.string(), "--metrics-prom's folder");
-  }
+  // A file flag's folder is the user's to make: a missing one is refused, never created.
+  if (!cfg.metrics_prom.empty()) storage::check_output_path(cfg.metrics_prom, "--metrics-prom");
   prepared_job p;
   p.model = cfg.model;
   load_data(cfg, p);

@@ -206,6 +206,30 @@ TEST(MembershipEvents, MalformedLinesAndStepsOutOfOrderAreRefusedNamingFileAndLi
   expect_refused("after step 0: admit a replica\n", "events.txt:1: a membership changes after step 1 at the earliest");
 }
 
+// Issue 57, item 10: a line of 50,000 spaces crashed the parser (std::regex recursed per
+// character); a binary line was echoed whole into the log.
+TEST(MembershipEvents, AHugeOrBinaryLineIsRefusedWithoutCrashingAndQuotedShortAndPrintable) {
+  expect_refused("after step 4:" + std::string(50000, ' ') + "lose replica 2\n", "(50027 bytes)");
+  const std::string binary = std::string("after step 4: \x01\xff\x00zap", 20) + std::string(200, 'x') + "\n";
+  try {
+    parse_membership_events(binary, "events.txt");
+    FAIL() << "accepted a binary line";
+  } catch (const std::invalid_argument& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("\"after step 4: \\x01\\xff\\x00zap"), std::string::npos) << what;
+    EXPECT_LT(what.size(), 300u) << what;
+    for (char c : what) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "a byte " << int(static_cast<unsigned char>(c)) << " in " << what;
+  }
+  // 50,000 spaces either side of a valid line: the regular expression's recursion overflowed the
+  // stack here (SIGSEGV); the line is an event like any other.
+  const std::string wide = std::string(50000, ' ') + "after step 4: lose replica 1" + std::string(50000, ' ') + "\n";
+  EXPECT_EQ(parse_membership_events(wide, "f"), (std::vector<membership_event>{lose(4, 1)}));
+  // Spaces around a line are still allowed, as the text form always allowed them.
+  EXPECT_EQ(parse_membership_events("  after step 4: lose replica 2 \t\r\n", "f"), (std::vector<membership_event>{lose(4, 2)}));
+  expect_refused("after step 4: lose replica 2x\n", "is not");
+  expect_refused("after step 1234567890123: admit a replica\n", "is not");
+}
+
 void expect_invalid(const train_config& cfg, const std::string& words) {
   try {
     validate(cfg);

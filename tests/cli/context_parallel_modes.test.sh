@@ -26,7 +26,7 @@ for mode in all-gather ring all-to-all; do
   if [ "$has_mpi" = 1 ]; then
     port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     check "$mode over 2 processes (MPI)" 0 "done: 8 steps" -- timeout 120 mpirun --allow-run-as-root --oversubscribe \
-      -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" -x TROUPE_SECRET=cp-test "$troupe" train --backend mpi \
+      -np 2 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" -x TROUPE_SECRET=cp-test-0123456789 "$troupe" train --backend mpi \
       "${job[@]}" --cp-mode "$mode" --out "$tmp/$mode-mpi"
     same_losses "$tmp/$mode" "$tmp/$mode-mpi" || fail=1
   fi

@@ -42,7 +42,7 @@ fi
 if [ "$has_mpi" = 1 ]; then
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   check "dp 4 x ep 2 over 4 processes (MPI)" 0 "done: 8 steps" -- timeout 120 mpirun --allow-run-as-root --oversubscribe \
-    -np 4 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" -x TROUPE_SECRET=ep-test "$troupe" "${job[@]}" --backend mpi \
+    -np 4 -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" -x TROUPE_SECRET=ep-test-0123456789 "$troupe" "${job[@]}" --backend mpi \
     --ep 2 --out "$tmp/mpi"
   same_losses "$tmp/one" "$tmp/mpi" || fail=1
 fi

@@ -28,7 +28,7 @@ s.bind(('127.0.0.1', $port)); s.listen(); time.sleep(120)" &
 holder=$!
 sleep 0.5
 check "a busy MASTER_PORT ends process 0 within 30 s naming the port" 1 "$port.*(in use|cannot bind|bind)" -- \
-  env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TROUPE_SECRET=s timeout 30 \
+  env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TROUPE_SECRET=s-0123456789abcdef timeout 30 \
   "$troupe" train --dp 2 "${small[@]}" --max-steps 2 --out "$dir/busy1"
 check "a busy --master-port under --nodes ends the job within 30 s naming the port" 1 "$port.*(in use|cannot bind|bind)" -- \
   timeout 30 "$troupe" train --nodes 2 --dp 2 --master-port "$port" "${small[@]}" --max-steps 2 --out "$dir/busy2"
@@ -40,17 +40,17 @@ check "an offload folder where no file can be created ends the job within 30 s n
 
 # A MASTER_ADDR that is no address of this machine (TEST-NET-1): named, not "Broken promise".
 check "a MASTER_ADDR of another machine ends process 0 naming the address" 1 "cannot listen on 192\.0\.2\.1" -- \
-  env RANK=0 WORLD_SIZE=2 MASTER_ADDR=192.0.2.1 MASTER_PORT=29500 TROUPE_SECRET=s timeout 30 \
+  env RANK=0 WORLD_SIZE=2 MASTER_ADDR=192.0.2.1 MASTER_PORT=29500 TROUPE_SECRET=s-0123456789abcdef timeout 30 \
   "$troupe" train --dp 2 "${small[@]}" --max-steps 2 --out "$dir/addr"
 
 # A worker with another configuration is refused naming only what differs, and process 0 ends
 # the job at once (it waited for the join timeout before, having printed both whole texts).
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TROUPE_SECRET=s timeout 30 \
+env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TROUPE_SECRET=s-0123456789abcdef timeout 30 \
   "$troupe" train --dp 2 "${small[@]}" --batch-size 64 --max-steps 2 --out "$dir/c0" >"$dir/c0.log" 2>&1 &
 p0=$!
 for _ in $(seq 300); do grep -q "control gate on" "$dir/c0.log" && break; sleep 0.1; done
-env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TROUPE_SECRET=s timeout 30 \
+env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TROUPE_SECRET=s-0123456789abcdef timeout 30 \
   "$troupe" train --dp 2 "${small[@]}" --batch-size 32 --max-steps 2 --out "$dir/c1" >"$dir/c1.log" 2>&1
 rc1=$?
 wait "$p0"; rc0=$?
@@ -65,10 +65,10 @@ else echo "ok   another configuration: $(grep -oE 'runs another configuration: .
 # Process 0 paused past the worker's peer timeout, then continued.
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 job=(train --dp 2 "${small[@]}" --epochs 20 --peer-timeout 2)
-env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TROUPE_SECRET=s \
+env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TROUPE_SECRET=s-0123456789abcdef \
   "$troupe" "${job[@]}" --out "$dir/r0" >"$dir/r0.log" 2>&1 &
 p0=$!
-env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TROUPE_SECRET=s \
+env RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT="$port" TROUPE_SECRET=s-0123456789abcdef \
   "$troupe" "${job[@]}" --out "$dir/r1" >"$dir/r1.log" 2>&1 &
 p1=$!
 for _ in $(seq 600); do grep -q "training starts" "$dir/r0.log" && break; sleep 0.1; done

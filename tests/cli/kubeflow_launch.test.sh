@@ -17,7 +17,7 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 pod() {  # pod NODE_RANK: one Kubeflow pod's environment and nothing else of the launchers'
   env -u RANK -u WORLD_SIZE -u MASTER_ADDR -u MASTER_PORT -u OMPI_COMM_WORLD_RANK -u SLURM_PROCID \
     PET_NNODES=2 PET_NPROC_PER_NODE=2 PET_NODE_RANK="$1" PET_MASTER_ADDR=127.0.0.1 PET_MASTER_PORT="$port" \
-    TROUPE_SECRET=kubeflow-test timeout 120 "$troupe" "${job[@]}" --out "$dir/pod$1"
+    TROUPE_SECRET=kubeflow-test-0123 timeout 120 "$troupe" "${job[@]}" --out "$dir/pod$1"
 }
 pod 1 >"$dir/pod1.log" 2>&1 &
 node1=$!

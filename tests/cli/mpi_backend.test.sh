@@ -19,7 +19,7 @@ run_mpi() {  # run_mpi NAME NP OUT flags...
   local name=$1 np=$2 out=$3; shift 3
   local port; port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   check "$name" 0 "done: 8 steps" -- timeout 120 mpirun --allow-run-as-root --oversubscribe -np "$np" \
-    -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" -x TROUPE_SECRET=mpi-test "$troupe" train --backend mpi \
+    -x MASTER_ADDR=127.0.0.1 -x MASTER_PORT="$port" -x TROUPE_SECRET=mpi-test-0123456789 "$troupe" train --backend mpi \
     "${job[@]}" --out "$out" "$@"
 }
 "$troupe" train "${job[@]}" --dp 4 --out "$tmp/dp4" > /dev/null 2>&1 || { echo "FAIL in-process dp 4"; fail=1; }
@@ -59,5 +59,5 @@ fi
 pgrep -f "$tmp/kill" > /dev/null && { echo "FAIL a process of the killed job is left"; pkill -9 -f "$tmp/kill"; fail=1; }
 check "one process is refused" 2 "backend mpi reduces between processes" -- "$troupe" train --backend mpi "${job[@]}"
 check "two ranks of one group in a process are refused" 2 "holds 2 ranks of a data-parallel group of rank 0" -- \
-  env TROUPE_SECRET=x "$troupe" train --backend mpi --world-size 2 --rank 0 --master-addr 127.0.0.1 --dp 4 "${job[@]}"
+  env TROUPE_SECRET=x-0123456789abcdef "$troupe" train --backend mpi --world-size 2 --rank 0 --master-addr 127.0.0.1 --dp 4 "${job[@]}"
 exit $fail

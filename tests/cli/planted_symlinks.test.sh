@@ -29,4 +29,15 @@ done
 for f in out/trace.json out/timeline.svg out/schedule.svg ckpt/latest; do
   if [ -L "$tmp/$f" ] || [ ! -s "$tmp/$f" ]; then echo "FAIL $f is not a file troupe wrote"; fail=1; else echo "ok   $f is a file of its own"; fi
 done
+# A shard file of a checkpoint replaced by a link (to a copy of itself, so only the link is wrong)
+# is refused with the manifest, before the job says it resumed from there (issue 57, item 12).
+shard=$(find "$tmp"/ckpt/step-00000004 -type f ! -name 'manifest.capnp' | head -1)
+cp "$shard" "$tmp/victims/shard"
+ln -sf "$tmp/victims/shard" "$shard"
+out=$(timeout 60 "$troupe" train --hidden 8 --max-steps 6 --checkpoint-dir "$tmp/ckpt" --resume latest --out "$tmp/out2" 2>&1); rc=$?
+if [ $rc -ne 0 ] && grep -q "$shard: not a regular file (a symbolic link)" <<<"$out" && ! grep -q "resumed from" <<<"$out"; then
+  echo "ok   a linked shard file is refused before \"resumed from\" (rc $rc)"
+else
+  echo "FAIL a linked shard file: rc=$rc:"; echo "$out" | tail -4; fail=1
+fi
 exit $fail

@@ -138,11 +138,11 @@ processes)
   port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   job=(--world-size 2 --master-addr 127.0.0.1 --master-port "$port" --max-steps 2 --eval-batches 1 --no-progress
        --peer-timeout 5)
-  TROUPE_SECRET=s timeout 60 "$troupe" train --rank 0 "${job[@]}" --schedule-file "$example" --out "$tmp/r0" \
+  TROUPE_SECRET=s-0123456789abcdef timeout 60 "$troupe" train --rank 0 "${job[@]}" --schedule-file "$example" --out "$tmp/r0" \
     >"$tmp/r0.log" 2>&1 &
   rank0=$!
   for _ in $(seq 50); do grep -q "control gate on" "$tmp/r0.log" && break; sleep 0.2; done
-  TROUPE_SECRET=s timeout 60 "$troupe" worker --rank 1 "${job[@]}" --schedule-file "$tmp/other.schedule" \
+  TROUPE_SECRET=s-0123456789abcdef timeout 60 "$troupe" worker --rank 1 "${job[@]}" --schedule-file "$tmp/other.schedule" \
     --out "$tmp/r1" >"$tmp/r1.log" 2>&1
   wait $rank0
   if grep -q "runs another configuration.*1f1b_edited#" "$tmp/r0.log" "$tmp/r1.log"; then

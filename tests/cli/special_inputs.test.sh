@@ -21,4 +21,26 @@ check "a FIFO as --schedule-file" 2 "schedule file $tmp/fifo: not a regular file
 check "a FIFO as --corpus" 2 "data file $tmp/fifo: not a regular file \(a FIFO\)" -- timeout 20 "$troupe" train --model gpt --corpus "$tmp/fifo" --max-steps 1 --out "$tmp/out"
 check "/dev/zero as --corpus" 2 "data file /dev/zero: not a regular file \(a character device\)" -- timeout 20 "$troupe" train --model gpt --corpus /dev/zero --max-steps 1 --out "$tmp/out"
 check "a FIFO as a stress file" 2 "config $tmp/fifo: not a regular file \(a FIFO\)" -- timeout 20 "$troupe" stress "$tmp/fifo"
+# Issue 57, item 8: the secret, the TLS files, the membership events and a checkpoint's `latest`
+# and manifest go through the same reader.
+export TROUPE_SECRET=0123456789abcdef-special-inputs
+check "a FIFO as --secret-file" 2 "--secret-file $tmp/fifo: not a regular file \(a FIFO\)" -- \
+  timeout 20 "$troupe" worker --rank 1 --world-size 2 --master-addr 127.0.0.1 --secret-file "$tmp/fifo" "${small[@]}"
+check "/dev/zero as --secret-file" 2 "--secret-file /dev/zero: not a regular file \(a character device\)" -- \
+  timeout 20 "$troupe" worker --rank 1 --world-size 2 --master-addr 127.0.0.1 --secret-file /dev/zero "${small[@]}"
+check "a FIFO as --tls-cert" 2 "--tls-cert $tmp/fifo: not a regular file \(a FIFO\)" -- \
+  timeout 20 "$troupe" train --nodes 2 "${small[@]}" --tls-cert "$tmp/fifo" --tls-key "$tmp/fifo" --tls-ca "$tmp/fifo"
+check "an oversized --tls-cert" 2 "--tls-cert $tmp/big.toml: 17.0 MiB, over the 1.0 MiB" -- \
+  timeout 20 "$troupe" train --nodes 2 "${small[@]}" --tls-cert "$tmp/big.toml" --tls-key "$tmp/fifo" --tls-ca "$tmp/fifo"
+check "a FIFO as --membership-events" 2 "--membership-events $tmp/fifo: not a regular file \(a FIFO\)" -- \
+  timeout 20 "$troupe" train --dp 2 --elastic --membership-events "$tmp/fifo" "${small[@]}"
+check "/dev/zero as --membership-events" 2 "--membership-events /dev/zero: not a regular file \(a character device\)" -- \
+  timeout 20 "$troupe" train --dp 2 --elastic --membership-events /dev/zero "${small[@]}"
+mkdir -p "$tmp/ck1" "$tmp/ck2/step-2"
+mkfifo "$tmp/ck1/latest"
+ln -s /dev/zero "$tmp/ck2/step-2/manifest.capnp"
+check "a FIFO as a checkpoint's latest" 2 "checkpoint $tmp/ck1/latest: not a regular file \(a FIFO\)" -- \
+  timeout 20 "$troupe" export "$tmp/ck1" "$tmp/out.safetensors"
+check "/dev/zero as a checkpoint's manifest" 2 "checkpoint manifest $tmp/ck2/step-2/manifest.capnp: not a regular file \(a character device\)" -- \
+  timeout 20 "$troupe" export "$tmp/ck2/step-2" "$tmp/out.safetensors"
 exit $fail

@@ -38,10 +38,10 @@ check "dp x pp over four processes, mutual TLS" 0 "done: 3 steps" -- "$troupe" t
 # Rank 0 with the job's certificates; a worker with a certificate from another CA.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 job=(--world-size 2 --master-addr 127.0.0.1 --master-port "$port" "${short[@]}")
-TROUPE_SECRET=s3cret timeout 60 "$troupe" train --rank 0 "${job[@]}" --out "$tmp/r0" "${tls[@]}" > "$tmp/r0.log" 2>&1 &
+TROUPE_SECRET=s3cret-0123456789abc timeout 60 "$troupe" train --rank 0 "${job[@]}" --out "$tmp/r0" "${tls[@]}" > "$tmp/r0.log" 2>&1 &
 pids+=($!)
 for _ in $(seq 50); do grep -q "control gate on" "$tmp/r0.log" && break; sleep 0.2; done
-check "a worker with a foreign CA's certificate is refused" 1 "rank 1: cannot reach rank 0" -- env TROUPE_SECRET=s3cret timeout 30 \
+check "a worker with a foreign CA's certificate is refused" 1 "rank 1: cannot reach rank 0" -- env TROUPE_SECRET=s3cret-0123456789abc timeout 30 \
   "$troupe" worker --rank 1 "${job[@]}" --out "$tmp/r1" --tls-cert "$tmp/rogue.pem" --tls-key "$tmp/rogue.key" \
   --tls-ca "$tmp/rogue_ca.pem"
 if grep -q '"step": 0' "$tmp/r0/metrics.jsonl" 2> /dev/null; then echo "FAIL rank 0 trained with a foreign worker"; fail=1; fi
@@ -51,14 +51,14 @@ echo "not a pem" > "$tmp/garbage.pem"
 bad_tls() {  # bad_tls NAME PATTERN CERT KEY CA
   check "rank 0: $1" 2 "$2" -- timeout 20 "$troupe" train --nodes 2 "${short[@]}" --out "$tmp/bad" \
     --tls-cert "$3" --tls-key "$4" --tls-ca "$5"
-  check "worker: $1" 2 "$2" -- env TROUPE_SECRET=s3cret timeout 20 "$troupe" worker --rank 1 "${job[@]}" \
+  check "worker: $1" 2 "$2" -- env TROUPE_SECRET=s3cret-0123456789abc timeout 20 "$troupe" worker --rank 1 "${job[@]}" \
     --out "$tmp/bad" --tls-cert "$3" --tls-key "$4" --tls-ca "$5"
 }
-bad_tls "missing certificate" "--tls-cert $tmp/none.pem: No such file" "$tmp/none.pem" "$tmp/node.key" "$tmp/ca.pem"
+bad_tls "missing certificate" "--tls-cert $tmp/none.pem: cannot open \(No such file" "$tmp/none.pem" "$tmp/node.key" "$tmp/ca.pem"
 bad_tls "certificate that is no PEM" "--tls-cert $tmp/garbage.pem: no certificate" "$tmp/garbage.pem" "$tmp/node.key" "$tmp/ca.pem"
 bad_tls "key that is no PEM" "--tls-key $tmp/garbage.pem: no private key" "$tmp/node.pem" "$tmp/garbage.pem" "$tmp/ca.pem"
 bad_tls "key of another certificate" "--tls-key $tmp/rogue.key: does not match" "$tmp/node.pem" "$tmp/rogue.key" "$tmp/ca.pem"
-bad_tls "missing CA" "--tls-ca $tmp/none.pem: No such file" "$tmp/node.pem" "$tmp/node.key" "$tmp/none.pem"
+bad_tls "missing CA" "--tls-ca $tmp/none.pem: cannot open \(No such file" "$tmp/node.pem" "$tmp/node.key" "$tmp/none.pem"
 bad_tls "CA that is no PEM" "--tls-ca $tmp/garbage.pem: no CA" "$tmp/node.pem" "$tmp/node.key" "$tmp/garbage.pem"
 bad_tls "certificate another CA signed" "--tls-cert $tmp/node.pem: not accepted by the CA" "$tmp/node.pem" "$tmp/node.key" "$tmp/rogue_ca.pem"
 # While processes join: every port rank 0 of a TLS job listens on speaks the job's challenge (a
@@ -67,7 +67,7 @@ bad_tls "certificate another CA signed" "--tls-cert $tmp/node.pem: not accepted 
 # had joined). Hostile connections to each of them then leave the job unharmed.
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 job=(--world-size 2 --master-addr 127.0.0.1 --master-port "$port" "${short[@]}")
-TROUPE_SECRET=s3cret timeout 90 "$troupe" train --rank 0 "${job[@]}" --out "$tmp/w0" "${tls[@]}" > "$tmp/w0.log" 2>&1 &
+TROUPE_SECRET=s3cret-0123456789abc timeout 90 "$troupe" train --rank 0 "${job[@]}" --out "$tmp/w0" "${tls[@]}" > "$tmp/w0.log" 2>&1 &
 rank0=$!
 pids+=($rank0)
 for _ in $(seq 100); do grep -q "control gate on" "$tmp/w0.log" && break; sleep 0.1; done
@@ -97,7 +97,7 @@ for port in $ports; do
   timeout 3 openssl s_client -connect "127.0.0.1:$port" -cert "$tmp/stranger.pem" -key "$tmp/stranger.key" \
     < /dev/null > /dev/null 2>&1
 done
-TROUPE_SECRET=s3cret timeout 60 "$troupe" worker --rank 1 "${job[@]}" --out "$tmp/w1" "${tls[@]}" > "$tmp/w1.log" 2>&1
+TROUPE_SECRET=s3cret-0123456789abc timeout 60 "$troupe" worker --rank 1 "${job[@]}" --out "$tmp/w1" "${tls[@]}" > "$tmp/w1.log" 2>&1
 worker_rc=$?
 wait "$rank0"
 rank0_rc=$?

@@ -157,7 +157,7 @@ printf '[process]\nmaster_addr = "127.0.0.1"\nmaster_port = %s\npeer_timeout = 5
 check "config master_port is the --nodes gate's port" 0 "control gate on 127.0.0.1:$port" -- \
   "$troupe" train --config "$tmp/proc.toml" --nodes 2 --batch-size 64 --max-steps 2 --eval-batches 1 --no-progress --out "$tmp/p"
 check "config master_addr serves a launcher without MASTER_ADDR" 124 "control gate on 127.0.0.1:$((port + 1))" -- \
-  env -u MASTER_ADDR -u MASTER_PORT RANK=0 WORLD_SIZE=2 TROUPE_SECRET=s timeout 4 "$troupe" train --config "$tmp/proc.toml" \
+  env -u MASTER_ADDR -u MASTER_PORT RANK=0 WORLD_SIZE=2 TROUPE_SECRET=s-0123456789abcdef timeout 4 "$troupe" train --config "$tmp/proc.toml" \
   --master-port $((port + 1)) --max-steps 1 --no-progress --out "$tmp/q"
 # Evaluation memory follows the job: a GPT at batch 16 used to evaluate 1000 sequences in one
 # forward pass (2.5 GB peak; 0.1 GB now, in pieces of a training step's rows).

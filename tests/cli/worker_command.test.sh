@@ -26,7 +26,7 @@ TOML
 "$troupe" train --config "$dir/p.toml" --eval-batches 1 --no-progress --out "$dir/b" >"$dir/b.log" 2>&1 \
   || { cat "$dir/b.log"; fail "train with [process] nodes = 2"; }
 [ "$(grep -c '"loss"' "$dir/b/metrics.jsonl")" = 2 ] || fail "expected 2 step lines from the TOML job"
-TROUPE_SECRET=x "$troupe" worker --rank 0 --world-size 2 --master-addr 127.0.0.1 >"$dir/c.log" 2>&1
+TROUPE_SECRET=x-0123456789abcdef "$troupe" worker --rank 0 --world-size 2 --master-addr 127.0.0.1 >"$dir/c.log" 2>&1
 [ $? = 2 ] || fail "worker --rank 0 must exit 2"
 grep -q "rank 0 is" "$dir/c.log" || fail "worker --rank 0: no explanation"
 env -u TROUPE_SECRET "$troupe" train --rank 1 --world-size 2 --master-addr 127.0.0.1 --master-port 1 >"$dir/d.log" 2>&1
