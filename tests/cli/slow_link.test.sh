@@ -12,12 +12,7 @@ set -u
 troupe=$1
 source "$(dirname "$0")/check_lib.sh"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-run() {  # NAME FLAGS...: trains 20 steps, prints its training seconds
-  local name=$1; shift
-  "$troupe" train --nodes 2 --dp 2 --max-steps 20 --epochs 1 --no-progress --out "$tmp/$name" "$@" >"$tmp/$name.log" 2>&1 ||
-    { echo "FAIL $name exited $?:"; tail -5 "$tmp/$name.log"; exit 1; }
-  sed -n 's/.*done: 20 steps, .* samples\/s, \([0-9.]*\) s training.*/\1/p' "$tmp/$name.log"
-}
+source "$(dirname "$0")/slow_link_lib.sh"
 losses() { grep -o '"loss": [0-9.e-]*' "$1/metrics.jsonl"; }
 # A window of 8 steps after the 10 of warm-up: the slow link is named by step 18 of 20.
 plain=$(run plain --slow-rank-window 8)
