@@ -89,7 +89,8 @@ class process_zero final : public placement {
     end.report = report;
     if (ok && summary.regroup) {
       end = regroup_end(*summary.regroup);
-      gate_.reset();  // the processes that go on join the next membership's gate, not this one's
+      // The processes that go on join the next membership's hub: the gate holds them till it exists.
+      gate_->set_admit({});
     }
     self->request(hub_, std::chrono::seconds(10), end).receive([](bool) {}, [](caf::error&) {});
     links_->stop();  // a collective or a link blocked on a lost peer returns now, not at its timeout
@@ -108,7 +109,7 @@ class process_zero final : public placement {
       stop_all(sys, std::exchange(remote_->proxies, {}));
     }
     drain_.drain(sys);  // before ~actor_system (see middleman_link.hpp)
-    gate_.reset();
+    if (gate_) gate_->set_admit({});  // still listening: an elastic job's next membership admits there
     tls_->clear();
     links_.reset();
     ranks_ = {};
@@ -119,15 +120,15 @@ class process_zero final : public placement {
     coordinator_ = hub_ = evaluator_ = nullptr;
   }
 
-  // An elastic job's next membership: fewer processes, renumbered; the gate on the same port,
-  // the workers already started.
+  // An elastic job's next membership: fewer processes, renumbered; the same gate, which never
+  // stopped listening, the workers already started.
   bool next_membership() override {
     auto& sum = *out_.summary;
     if (!sum.regroup) return false;
     const std::shared_ptr<const resume_point> image = std::exchange(sum.regroup, nullptr);
     const train_config before = cfg_;
     cfg_ = std::move(next_.cfg);
-    cfg_.process.master_port = port_;
+    cfg_.process.master_port = gate_->port();
     cfg_.process.on_listening = nullptr;
     log_membership(out_.log.get(), image->manifest.step, events_at(sum.membership, image->manifest.step), before, cfg_);
     plan_ = plan_job(cfg_, job_);
@@ -221,22 +222,27 @@ class process_zero final : public placement {
   }
 
   // The middleman gets no port: the gate hands it each admitted socket (serve_over), under TLS
-  // the plain end of the connection's TLS channel, once the peer's certificate passed.
+  // the plain end of the connection's TLS channel, once the peer's certificate passed. The gate
+  // is opened once and listens for the whole job: a later membership of an elastic job points it
+  // at its own actor system and hub (were it closed and bound again, another program could take
+  // the port in between, and the job could not go on).
   void open_gate(caf::actor_system& sys) {
     const int auth_ms = static_cast<int>(std::min<int64_t>(5000, to_ms(pc_.peer_timeout_seconds).count()));
-    gate_ = std::make_unique<net::gate_server>(
-        pc_.master_addr, pc_.master_port, pc_.secret,
-        [this, &sys, auth_ms, ctx = tls_context_for(pc_)](net::socket_fd fd, uint32_t, const std::string&) {
-          connections_->add(fd.get());
-          if (ctx) {
-            auto channel = std::make_unique<net::tls_channel>(std::move(fd), net::tls_channel::side::accept, ctx, auth_ms);
-            fd = channel->take_plain();
-            tls_->add(std::move(channel));
-          }
-          serve_over(sys, std::move(fd), hub_);
-        },
-        auth_ms);
-    port_ = gate_->port();
+    net::gate_server::admit_fn admit = [this, &sys, auth_ms, ctx = tls_context_for(pc_)](net::socket_fd fd, uint32_t,
+                                                                                         const std::string&) {
+      connections_->add(fd.get());
+      if (ctx) {
+        auto channel = std::make_unique<net::tls_channel>(std::move(fd), net::tls_channel::side::accept, ctx, auth_ms);
+        fd = channel->take_plain();
+        tls_->add(std::move(channel));
+      }
+      serve_over(sys, std::move(fd), hub_);
+    };
+    if (gate_) {
+      gate_->set_admit(std::move(admit));
+      return;
+    }
+    gate_ = std::make_unique<net::gate_server>(pc_.master_addr, pc_.master_port, pc_.secret, std::move(admit), auth_ms);
     spdlog::info("process 0 of {}: control gate on {}:{}{}", cfg_.mesh.processes, pc_.master_addr, gate_->port(),
                  use_tls(pc_) ? " (TLS)" : "");
     if (pc_.on_listening) pc_.on_listening(gate_->port());
@@ -281,8 +287,9 @@ class process_zero final : public placement {
   std::vector<caf::actor> local_;
   middleman_drain drain_;  // the detached actors, watched before their handles leave the process
   std::unique_ptr<net::tls_channels> tls_ = std::make_unique<net::tls_channels>();  // admitted under TLS
-  std::unique_ptr<net::gate_server> gate_;  // after tls_: its thread adds to them until it is gone
-  uint16_t port_ = 0;                       // the gate's: every membership's gate listens there
+  // After tls_: its thread adds to them until it is gone. Opened by the first membership, it
+  // listens until the job is over.
+  std::unique_ptr<net::gate_server> gate_;
   membership_plan next_;                    // an elastic job's next membership, once told
 };
 
