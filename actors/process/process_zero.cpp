@@ -65,6 +65,7 @@ class process_zero final : public placement {
   std::string wait(caf::actor_system& sys) override {
     caf::scoped_actor self{sys};
     self->wait_for(coordinator_);
+    go_on_without_abandoned();
     const train_summary& summary = *out_.summary;
     bool ok = out_.failure->what.empty() && (summary.steps == job_.total_steps || summary.regroup);
     std::string report;
@@ -88,7 +89,7 @@ class process_zero final : public placement {
     end.ok = ok;
     end.report = report;
     if (ok && summary.regroup) {
-      end = regroup_end(*summary.regroup);
+      end = regroup_end(*summary.regroup, new_events());
       // The processes that go on join the next membership's hub: the gate holds them till it exists.
       gate_->set_admit({});
     }
@@ -130,7 +131,7 @@ class process_zero final : public placement {
     cfg_ = std::move(next_.cfg);
     cfg_.process.master_port = gate_->port();
     cfg_.process.on_listening = nullptr;
-    log_membership(out_.log.get(), image->manifest.step, events_at(sum.membership, image->manifest.step), before, cfg_);
+    log_membership(out_.log.get(), image->manifest.step, next_events_, before, cfg_);
     plan_ = plan_job(cfg_, job_);
     plan_.resume = image;
     *out_.record = job_record{};
@@ -147,11 +148,39 @@ class process_zero final : public placement {
   }
 
  private:
+  // The membership events made since the last change was told.
+  std::vector<membership_event> new_events() {
+    const auto& all = out_.summary->membership;
+    std::vector<membership_event> out(all.begin() + static_cast<long>(std::min(events_told_, all.size())), all.end());
+    events_told_ = all.size();
+    return out;
+  }
+
+  // Newcomers the hub gave up on (job_hub_args::newcomers): this membership never trained, and
+  // the next one is this one without them (each a lost replica at the step it began from), from
+  // the same state.
+  void go_on_without_abandoned() {
+    std::vector<int32_t> gone;
+    {
+      std::lock_guard<std::mutex> lock(verdict_->mu);
+      gone = std::exchange(verdict_->abandoned, {});
+    }
+    if (gone.empty() || !out_.failure->what.empty() || !plan_.resume) return;
+    std::sort(gone.rbegin(), gone.rend());  // the last first: each event's place is before it
+    auto& sum = *out_.summary;
+    for (int32_t p : gone) sum.membership.push_back({plan_.resume->manifest.step, membership_change::lose, p});
+    sum.regroup = plan_.resume;
+  }
+
   // The membership change the workers are told at the job's end: the next processes (each one's
   // index now), the events and the image, which every process goes on from.
-  job_end regroup_end(const resume_point& image) {
-    const std::vector<membership_event> at = events_at(out_.summary->membership, image.manifest.step);
+  job_end regroup_end(const resume_point& image, const std::vector<membership_event>& at) {
     next_ = plan_membership(cfg_, at);
+    next_events_ = at;
+    // A process admitted by this change: given up on if it does not join the next membership.
+    newcomers_.clear();
+    for (size_t i = 0; i < next_.processes.size(); ++i)
+      if (next_.processes[i] >= cfg_.mesh.processes) newcomers_.push_back(static_cast<int32_t>(i));
     job_end e;
     e.ok = true;
     e.processes.assign(next_.processes.begin(), next_.processes.end());
@@ -212,6 +241,7 @@ class process_zero final : public placement {
     ha.disconnect = [connections = connections_] { connections->shutdown_all(); };
     ha.exited_process = pc_.exited_process;
     ha.elastic = cfg_.elastic;
+    ha.newcomers = std::exchange(newcomers_, {});
     if (cfg_.elastic) {  // a newcomer describes the job one replica (one process) larger
       train_config larger = cfg_;
       ++larger.mesh.dp;
@@ -291,6 +321,9 @@ class process_zero final : public placement {
   // listens until the job is over.
   std::unique_ptr<net::gate_server> gate_;
   membership_plan next_;                    // an elastic job's next membership, once told
+  std::vector<membership_event> next_events_;  // the change that makes it
+  size_t events_told_ = 0;                     // of the summary's membership events, those told so far
+  std::vector<int32_t> newcomers_;             // the processes it admits, by their index in it
 };
 
 }  // namespace
