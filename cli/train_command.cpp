@@ -13,6 +13,7 @@
 
 #include "actors/job/job_forecast.hpp"
 #include "actors/job/machine_calibration.hpp"
+#include "actors/job/membership_plan.hpp"
 #include "actors/job/prepared_job.hpp"
 #include "actors/job/training_job.hpp"
 #include "cli/plan_files.hpp"
@@ -254,7 +255,7 @@ int run(const CLI::App& cmd, const train_flags& f) {
   const char* who = f.worker ? "troupe worker" : "troupe train";
   try {
     train_summary s = run_training(cfg);
-    if (workers && workers->wait(30000) > 0) {
+    if (workers && workers->wait(30000, processes_left(s.membership, cfg.mesh.processes)) > 0) {
       spdlog::error("{}: a worker process failed (see its log above)", who);
       return 1;
     }

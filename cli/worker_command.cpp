@@ -235,15 +235,28 @@ void local_workers::training_started() {
   injector_ = std::thread([this, t = std::chrono::steady_clock::now()] { inject_faults(t); });
 }
 
-int local_workers::wait(int timeout_ms) {
+int local_workers::wait(int timeout_ms, const std::vector<int>& left) {
   stop_faults();
   // A worker the faults left stopped is let go on, so that it finds its job gone and exits.
   for (pid_t p : stopped_) ::kill(p, SIGCONT);
   stopped_.clear();
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  auto failed = [this](pid_t pid, int status) {
+  auto failed = [this, &left](pid_t pid, int status) {
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return false;
     if (cfg_.elastic && killed_.count(pid)) return false;  // the job went on without it
-    return !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+    int process = -1;
+    for (const auto& [r, p] : pid_of_)
+      if (p == pid) process = r;
+    // Lost from outside (a kill, a crash): the elastic job dropped its replica and went on, as
+    // it does for --kill-process; its end is no failure of the job's, but it is named.
+    if (cfg_.elastic && std::find(left.begin(), left.end(), process) != left.end()) {
+      spdlog::warn("process {} (pid {}) {}: the elastic job dropped its replica and went on without it", process, pid,
+                   WIFSIGNALED(status) ? "was killed by signal " + std::to_string(WTERMSIG(status)) + " (" +
+                                             ::strsignal(WTERMSIG(status)) + ")"
+                                       : "exited with status " + std::to_string(WEXITSTATUS(status)));
+      return false;
+    }
+    return true;
   };
   std::unique_lock<std::mutex> lock(pids_mu_);
   int bad = 0;

@@ -64,7 +64,9 @@ class local_workers {
   // Every process joined (process_config::on_training_start): the process faults are timed from now.
   void training_started();
   // Waits up to timeout_ms for all to exit; returns how many exited non-zero (or were killed).
-  int wait(int timeout_ms);
+  // Under --elastic, the processes in `left` (by index: their replica left the job, which went
+  // on without them) are not counted; each that ended badly is named in a warning.
+  int wait(int timeout_ms, const std::vector<int>& left = {});
   // A worker that has exited non-zero or by a signal, named ("process 2 (pid 4711) was killed by
   // signal 9 (Killed)"), once; "" when none has. Never waits. From any thread (the job hub's).
   std::string exited();

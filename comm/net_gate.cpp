@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 
 #include "comm/tcp_auth.hpp"
 
@@ -18,15 +19,27 @@ constexpr int poll_ms = 200;  // how often an idle thread looks at its stop flag
 
 gate_server::gate_server(const std::string& host, uint16_t port, std::string secret, admit_fn admit,
                          int auth_timeout_ms)
-    : acceptor_(listen_tcp(host, port), std::move(secret), "control gate", auth_timeout_ms), admit_(std::move(admit)) {
-  thread_ = std::thread([this] {
+    : acceptor_(listen_tcp(host, port), std::move(secret), "control gate", auth_timeout_ms) {
+  thread_ = std::thread([this, admit = std::move(admit)]() mutable {
     while (!stop_) {
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        if (changing_) {  // between two connections: the previous receiver gets no more
+          admit = std::move(next_admit_);
+          changing_ = false;
+          cv_.notify_all();
+        }
+        if (!admit) {  // held: the acceptor keeps what proved the secret until a receiver comes
+          cv_.wait_for(lock, std::chrono::milliseconds(poll_ms), [this] { return changing_ || stop_; });
+          continue;
+        }
+      }
       auto a = acceptor_.next(poll_ms);
       if (!a) continue;
       spdlog::debug("control gate: admitted {} (rank {})", a->who, a->claim);
       ++admitted_;
       try {
-        admit_(std::move(a->fd), a->claim, a->who);
+        admit(std::move(a->fd), a->claim, a->who);
       } catch (const std::exception& e) {
         spdlog::error("control gate: could not hand over {}: {}", a->who, e.what());
       }
@@ -34,8 +47,20 @@ gate_server::gate_server(const std::string& host, uint16_t port, std::string sec
   });
 }
 
+void gate_server::set_admit(admit_fn admit) {
+  std::unique_lock<std::mutex> lock(mu_);
+  next_admit_ = std::move(admit);
+  changing_ = true;
+  cv_.notify_all();
+  cv_.wait(lock, [this] { return !changing_; });
+}
+
 gate_server::~gate_server() {
-  stop_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    cv_.notify_all();
+  }
   if (thread_.joinable()) thread_.join();
 }
 

@@ -6,9 +6,13 @@
 // (connect_through_gate) and hands its socket to its own middleman the same way, so no rank
 // opens a port that a stranger could reach without the secret. Under TLS both ends run a
 // tls_channel over that socket first (tls_channel.hpp) and the middleman gets its plain end.
+// The gate listens for the whole job: an elastic job's memberships each point it at their own
+// actor system (set_admit), and between two of them it holds the connections that come in, so
+// its port is never free for another program to take.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -27,15 +31,23 @@ class gate_server {
   // Called on the gate's thread with each connection that proved the secret (claim: its rank).
   using admit_fn = std::function<void(socket_fd, uint32_t claim, const std::string& who)>;
   // Listens on host:port (0: any free port; see port()). Throws net_error if it cannot bind.
+  // An empty `admit` holds the connections that prove the secret until set_admit gives one.
   gate_server(const std::string& host, uint16_t port, std::string secret, admit_fn admit, int auth_timeout_ms = 5000);
   ~gate_server();  // stops admitting; connections already handed over are the receiver's
+  // Who receives the admitted connections from now on; empty: nobody for now, they wait (each
+  // still proves the secret within the auth timeout). Returns once no connection is being handed
+  // to the previous receiver, which may then go away.
+  void set_admit(admit_fn admit);
   uint16_t port() const { return acceptor_.port(); }
   int refused() const { return acceptor_.refused(); }  // connections refused so far (logged each)
   int admitted() const { return admitted_; }
 
  private:
   auth_acceptor acceptor_;
-  admit_fn admit_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  admit_fn next_admit_;  // set_admit's, until the thread takes it between two connections
+  bool changing_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<int> admitted_{0};
   std::thread thread_;

@@ -34,6 +34,21 @@ membership_plan plan_membership(const train_config& cfg, const std::vector<membe
   return out;
 }
 
+std::vector<int> processes_left(const std::vector<membership_event>& events, int processes) {
+  std::vector<int> now, left;  // now: each process's index at the start by its place (-1: admitted since)
+  for (int p = 0; p < processes; ++p) now.push_back(p);
+  for (const auto& e : events) {
+    if (e.change == membership_change::admit) {
+      now.push_back(-1);
+      continue;
+    }
+    if (e.replica < 0 || e.replica >= static_cast<int>(now.size())) continue;
+    if (now[static_cast<size_t>(e.replica)] >= 0) left.push_back(now[static_cast<size_t>(e.replica)]);
+    now.erase(now.begin() + e.replica);
+  }
+  return left;
+}
+
 void log_membership(metrics_log* log, int64_t step, const std::vector<membership_event>& at, const train_config& before,
                     const train_config& after) {
   std::string what;

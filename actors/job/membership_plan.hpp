@@ -21,6 +21,11 @@ struct membership_plan {
 // The events at one boundary applied to `cfg` (its process's index cfg.process.index).
 membership_plan plan_membership(const train_config& cfg, const std::vector<membership_event>& at);
 
+// An elastic job over `processes` processes (one replica each) that made the changes `events`,
+// in order: the processes, by their index when the job started, whose replica left it (lost, or
+// told to leave). A newcomer admitted since and dropped again is none of them.
+std::vector<int> processes_left(const std::vector<membership_event>& events, int processes);
+
 // The change in the log, and in metrics.jsonl when `log` is given (process 0's).
 void log_membership(metrics_log* log, int64_t step, const std::vector<membership_event>& at, const train_config& before,
                     const train_config& after);

@@ -66,6 +66,9 @@ struct job_verdict {
   std::mutex mu;
   std::string first;               // "rank 2 lost: ..." ("" while every peer is fine)
   std::vector<std::string> later;
+  // An elastic job's newcomers that never joined the membership that admitted them (the
+  // job_hub_args::newcomers given up on): the membership ends to go on without them.
+  std::vector<int32_t> abandoned;
 };
 
 struct job_hub_args {
@@ -103,6 +106,11 @@ struct job_hub_args {
   // coordinator told, and answered with the membership change that takes it in.
   bool elastic = false;
   std::string admit_config;
+  // An elastic job's membership that admits processes (their index in it): a newcomer that has
+  // not joined within the peer timeout while every other process has (it died after asking, or
+  // an event admitted a replica nobody asked to be) is given up on: named in the log, put in the
+  // verdict's `abandoned`, and the coordinator stopped, so that the job goes on without it.
+  std::vector<int32_t> newcomers;
 };
 // Rank 0. Admits ranks (join_request), starts the coordinator once all are ready, watches them
 // (down messages and pings) and on the first lost rank records why and stops the coordinator.

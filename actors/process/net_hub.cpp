@@ -57,6 +57,7 @@ struct job_hub_state {
   clock_type::time_point started = clock_type::now();
   clock_type::time_point last_tick = clock_type::now();  // a tick long after the last: this process stalled
   bool running = false, ended = false;
+  bool abandoning = false;  // newcomers given up on: the membership ends without them
   std::string symptom;  // a stage error waiting out symptom_grace
   caf::response_promise end_promise;  // job_end: answered once every worker's connection closed
   bool disconnecting = false;
@@ -137,6 +138,27 @@ void disconnect_workers(hub_ptr self) {
   answer_when_all_gone(self);
 }
 
+// An elastic job's newcomers that did not join (job_hub_args::newcomers): the membership ends
+// (the coordinator never started) and process 0 makes the next one without them, from the
+// same state, so the job goes on; each is named.
+void abandon(hub_ptr self, const std::vector<int32_t>& missing) {
+  auto& s = self->state;
+  {
+    std::lock_guard<std::mutex> lock(s.args.verdict->mu);
+    if (!s.args.verdict->first.empty()) return;
+    s.args.verdict->abandoned = missing;
+  }
+  s.abandoning = true;
+  std::string names;
+  for (int32_t r : missing) names += (names.empty() ? "" : ", ") + std::to_string(r);
+  spdlog::warn("job hub: the admission of process{} {} is abandoned: admitted at the membership change, {} not join "
+               "within the peer timeout of {:.1f} s (it died after asking to join, or an event admitted a replica that "
+               "no process asked to be); the job goes on without {}",
+               missing.size() == 1 ? "" : "es", names, missing.size() == 1 ? "it did" : "they did",
+               seconds(s.args.peer_timeout), missing.size() == 1 ? "it" : "them");
+  self->send_exit(s.args.coordinator, caf::exit_reason::user_shutdown);
+}
+
 void tick(hub_ptr self) {
   auto& s = self->state;
   const auto now = clock_type::now();
@@ -154,7 +176,17 @@ void tick(hub_ptr self) {
     const std::string gone = s.args.exited_process();
     if (!gone.empty()) lost(self, gone + " before it joined");
   }
-  if (!s.running && now - s.started > s.args.join_timeout) {
+  if (!s.running && !s.ended && !s.abandoning && !s.args.newcomers.empty() && now - s.started > s.args.peer_timeout) {
+    std::vector<int32_t> missing;
+    bool others_in = true;  // one of the others missing is no newcomer's doing: it is waited for as ever
+    for (int32_t r = 1; r < s.args.world; ++r) {
+      if (s.admitted.count(r)) continue;  // its join was accepted: it is on its way
+      if (std::find(s.args.newcomers.begin(), s.args.newcomers.end(), r) != s.args.newcomers.end()) missing.push_back(r);
+      else others_in = false;
+    }
+    if (!missing.empty() && others_in) abandon(self, missing);
+  }
+  if (!s.running && !s.abandoning && now - s.started > s.args.join_timeout) {
     std::string missing;
     for (int r = 1; r < s.args.world; ++r)
       if (!s.ready.count(r)) missing += (missing.empty() ? "" : ", ") + who(s, r);

@@ -65,6 +65,7 @@ class process_zero final : public placement {
   std::string wait(caf::actor_system& sys) override {
     caf::scoped_actor self{sys};
     self->wait_for(coordinator_);
+    go_on_without_abandoned();
     const train_summary& summary = *out_.summary;
     bool ok = out_.failure->what.empty() && (summary.steps == job_.total_steps || summary.regroup);
     std::string report;
@@ -88,8 +89,9 @@ class process_zero final : public placement {
     end.ok = ok;
     end.report = report;
     if (ok && summary.regroup) {
-      end = regroup_end(*summary.regroup);
-      gate_.reset();  // the processes that go on join the next membership's gate, not this one's
+      end = regroup_end(*summary.regroup, new_events());
+      // The processes that go on join the next membership's hub: the gate holds them till it exists.
+      gate_->set_admit({});
     }
     self->request(hub_, std::chrono::seconds(10), end).receive([](bool) {}, [](caf::error&) {});
     links_->stop();  // a collective or a link blocked on a lost peer returns now, not at its timeout
@@ -108,7 +110,7 @@ class process_zero final : public placement {
       stop_all(sys, std::exchange(remote_->proxies, {}));
     }
     drain_.drain(sys);  // before ~actor_system (see middleman_link.hpp)
-    gate_.reset();
+    if (gate_) gate_->set_admit({});  // still listening: an elastic job's next membership admits there
     tls_->clear();
     links_.reset();
     ranks_ = {};
@@ -119,17 +121,17 @@ class process_zero final : public placement {
     coordinator_ = hub_ = evaluator_ = nullptr;
   }
 
-  // An elastic job's next membership: fewer processes, renumbered; the gate on the same port,
-  // the workers already started.
+  // An elastic job's next membership: fewer processes, renumbered; the same gate, which never
+  // stopped listening, the workers already started.
   bool next_membership() override {
     auto& sum = *out_.summary;
     if (!sum.regroup) return false;
     const std::shared_ptr<const resume_point> image = std::exchange(sum.regroup, nullptr);
     const train_config before = cfg_;
     cfg_ = std::move(next_.cfg);
-    cfg_.process.master_port = port_;
+    cfg_.process.master_port = gate_->port();
     cfg_.process.on_listening = nullptr;
-    log_membership(out_.log.get(), image->manifest.step, events_at(sum.membership, image->manifest.step), before, cfg_);
+    log_membership(out_.log.get(), image->manifest.step, next_events_, before, cfg_);
     plan_ = plan_job(cfg_, job_);
     plan_.resume = image;
     *out_.record = job_record{};
@@ -146,11 +148,39 @@ class process_zero final : public placement {
   }
 
  private:
+  // The membership events made since the last change was told.
+  std::vector<membership_event> new_events() {
+    const auto& all = out_.summary->membership;
+    std::vector<membership_event> out(all.begin() + static_cast<long>(std::min(events_told_, all.size())), all.end());
+    events_told_ = all.size();
+    return out;
+  }
+
+  // Newcomers the hub gave up on (job_hub_args::newcomers): this membership never trained, and
+  // the next one is this one without them (each a lost replica at the step it began from), from
+  // the same state.
+  void go_on_without_abandoned() {
+    std::vector<int32_t> gone;
+    {
+      std::lock_guard<std::mutex> lock(verdict_->mu);
+      gone = std::exchange(verdict_->abandoned, {});
+    }
+    if (gone.empty() || !out_.failure->what.empty() || !plan_.resume) return;
+    std::sort(gone.rbegin(), gone.rend());  // the last first: each event's place is before it
+    auto& sum = *out_.summary;
+    for (int32_t p : gone) sum.membership.push_back({plan_.resume->manifest.step, membership_change::lose, p});
+    sum.regroup = plan_.resume;
+  }
+
   // The membership change the workers are told at the job's end: the next processes (each one's
   // index now), the events and the image, which every process goes on from.
-  job_end regroup_end(const resume_point& image) {
-    const std::vector<membership_event> at = events_at(out_.summary->membership, image.manifest.step);
+  job_end regroup_end(const resume_point& image, const std::vector<membership_event>& at) {
     next_ = plan_membership(cfg_, at);
+    next_events_ = at;
+    // A process admitted by this change: given up on if it does not join the next membership.
+    newcomers_.clear();
+    for (size_t i = 0; i < next_.processes.size(); ++i)
+      if (next_.processes[i] >= cfg_.mesh.processes) newcomers_.push_back(static_cast<int32_t>(i));
     job_end e;
     e.ok = true;
     e.processes.assign(next_.processes.begin(), next_.processes.end());
@@ -211,6 +241,7 @@ class process_zero final : public placement {
     ha.disconnect = [connections = connections_] { connections->shutdown_all(); };
     ha.exited_process = pc_.exited_process;
     ha.elastic = cfg_.elastic;
+    ha.newcomers = std::exchange(newcomers_, {});
     if (cfg_.elastic) {  // a newcomer describes the job one replica (one process) larger
       train_config larger = cfg_;
       ++larger.mesh.dp;
@@ -221,22 +252,27 @@ class process_zero final : public placement {
   }
 
   // The middleman gets no port: the gate hands it each admitted socket (serve_over), under TLS
-  // the plain end of the connection's TLS channel, once the peer's certificate passed.
+  // the plain end of the connection's TLS channel, once the peer's certificate passed. The gate
+  // is opened once and listens for the whole job: a later membership of an elastic job points it
+  // at its own actor system and hub (were it closed and bound again, another program could take
+  // the port in between, and the job could not go on).
   void open_gate(caf::actor_system& sys) {
     const int auth_ms = static_cast<int>(std::min<int64_t>(5000, to_ms(pc_.peer_timeout_seconds).count()));
-    gate_ = std::make_unique<net::gate_server>(
-        pc_.master_addr, pc_.master_port, pc_.secret,
-        [this, &sys, auth_ms, ctx = tls_context_for(pc_)](net::socket_fd fd, uint32_t, const std::string&) {
-          connections_->add(fd.get());
-          if (ctx) {
-            auto channel = std::make_unique<net::tls_channel>(std::move(fd), net::tls_channel::side::accept, ctx, auth_ms);
-            fd = channel->take_plain();
-            tls_->add(std::move(channel));
-          }
-          serve_over(sys, std::move(fd), hub_);
-        },
-        auth_ms);
-    port_ = gate_->port();
+    net::gate_server::admit_fn admit = [this, &sys, auth_ms, ctx = tls_context_for(pc_)](net::socket_fd fd, uint32_t,
+                                                                                         const std::string&) {
+      connections_->add(fd.get());
+      if (ctx) {
+        auto channel = std::make_unique<net::tls_channel>(std::move(fd), net::tls_channel::side::accept, ctx, auth_ms);
+        fd = channel->take_plain();
+        tls_->add(std::move(channel));
+      }
+      serve_over(sys, std::move(fd), hub_);
+    };
+    if (gate_) {
+      gate_->set_admit(std::move(admit));
+      return;
+    }
+    gate_ = std::make_unique<net::gate_server>(pc_.master_addr, pc_.master_port, pc_.secret, std::move(admit), auth_ms);
     spdlog::info("process 0 of {}: control gate on {}:{}{}", cfg_.mesh.processes, pc_.master_addr, gate_->port(),
                  use_tls(pc_) ? " (TLS)" : "");
     if (pc_.on_listening) pc_.on_listening(gate_->port());
@@ -281,9 +317,13 @@ class process_zero final : public placement {
   std::vector<caf::actor> local_;
   middleman_drain drain_;  // the detached actors, watched before their handles leave the process
   std::unique_ptr<net::tls_channels> tls_ = std::make_unique<net::tls_channels>();  // admitted under TLS
-  std::unique_ptr<net::gate_server> gate_;  // after tls_: its thread adds to them until it is gone
-  uint16_t port_ = 0;                       // the gate's: every membership's gate listens there
+  // After tls_: its thread adds to them until it is gone. Opened by the first membership, it
+  // listens until the job is over.
+  std::unique_ptr<net::gate_server> gate_;
   membership_plan next_;                    // an elastic job's next membership, once told
+  std::vector<membership_event> next_events_;  // the change that makes it
+  size_t events_told_ = 0;                     // of the summary's membership events, those told so far
+  std::vector<int32_t> newcomers_;             // the processes it admits, by their index in it
 };
 
 }  // namespace
