@@ -1,6 +1,8 @@
 // The single-device training step as plain function calls: the numerical reference that every
-// runtime path (actors, data parallel, pipelines) must reproduce. The stage actor calls
-// compute_gradients and the optimizer_shard actor calls optimizer::step, in the same order.
+// runtime path (actors, data parallel, pipelines) must reproduce. The equivalence tests train with
+// it (tests/actors/training_equivalence, mesh_equivalence); the runtime's stages run the same
+// layers' forward and backward one chunk at a time, and its optimizer shards the same
+// optimizer::step.
 #pragma once
 
 #include "kernels/batch.hpp"

@@ -85,8 +85,15 @@ void check_output_path(const std::string& path, const std::string& what) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) throw bad("its folder " + dir + " does not exist (" + std::strerror(errno) + ")");
   if (!S_ISDIR(st.st_mode)) throw bad(dir + " is not a folder");
-  if (::access(dir.c_str(), W_OK | X_OK) != 0)
-    throw bad("cannot write in its folder " + dir + " (" + std::strerror(errno) + ")");
+  // A file made and removed there, as the writes will: access() passes root everywhere, and
+  // /proc or a read-only mount refuse only an actual creation.
+  static std::atomic<unsigned> serial{0};
+  const std::string probe =
+      (std::filesystem::path(dir) / (".troupe-write-check-" + std::to_string(::getpid()) + "-" + std::to_string(serial++))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw bad("cannot write in its folder " + dir + " (" + std::strerror(errno) + ")");
+  ::close(fd);
+  ::unlink(probe.c_str());
 }
 
 int open_output_file(const std::string& path, int flags, mode_t mode) {

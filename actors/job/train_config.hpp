@@ -188,7 +188,7 @@ struct train_config {
   // or cpu: on the host, on the stage's own thread.
   std::vector<device> devices;
   double watchdog_seconds = 60;     // a step without progress this long is reported and stopped (any job)
-  // Data parallelism (actors/dp_job.cpp).
+  // Data parallelism (the gradient reducers in actors/stage/gradient_reducers.cpp).
   double bucket_mb = 25.0;          // gradient bucket cap in MiB (PyTorch DDP's default)
   // ZeRO (Rajbhandari et al. 2020) over each data-parallel group: 1 partitions the optimizer
   // state (each rank updates 1/dp of the parameters and all-gathers the rest), 2 the gradients

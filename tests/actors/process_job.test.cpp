@@ -592,7 +592,7 @@ TEST(ProcessJob, WrongSecretAndGarbageAtTheGateAreRefusedAndTheJobGoesOn) {
   const int bad_fd = bad.spawn(rank_args(1, 2, "127.0.0.1", port, "guess", dir, 4, 10), true);
   const std::string bad_out = read_all_output(bad_fd, 20000);
   EXPECT_EQ(bad.wait_all(10000), 1);
-  EXPECT_NE(bad_out.find("did not accept us"), std::string::npos) << bad_out;
+  EXPECT_NE(bad_out.find("did not accept our answer (is the secret the job's?)"), std::string::npos) << bad_out;
   g.spawn(rank_args(1, 2, "127.0.0.1", port, "s3cret", dir, 4, 10));
   const std::string out = read_all_output(fd, 60000);
   EXPECT_EQ(g.wait_all(20000), 0) << out;

@@ -27,7 +27,7 @@ else echo "FAIL a 16-byte secret: rc=$rc:"; echo "$out" | tail -3; fail=1; fi
   --out "$tmp/a" >"$tmp/a.log" 2>&1 &
 first=$!
 for _ in $(seq 600); do grep -q '"loss"' "$tmp/a/metrics.jsonl" 2>/dev/null && break; sleep 0.1; done
-check "a second job in a held checkpoint folder" 2 "--checkpoint-dir $tmp/ck: in use by another job \(pid $first on host" -- \
+check "a second job in a held checkpoint folder" 2 "--checkpoint-dir $tmp/ck: in use by another job \(pid $first on this host\)" -- \
   timeout 60 "$troupe" train "${small[@]}" --checkpoint-dir "$tmp/ck" --out "$tmp/b"
 if kill -0 $first 2>/dev/null; then echo "ok   the first job trains on"; else echo "FAIL the first job ended:"; tail -3 "$tmp/a.log"; fail=1; fi
 kill -9 $first; wait $first 2>/dev/null

@@ -4,7 +4,8 @@
 # grammar; the step count, loss and samples/s are metrics.jsonl's last step's; each rank has its
 # step, compute and wait seconds (wait = step - compute) and its device-memory peaks; the last
 # evaluation's test loss is there; Prometheus's own parser (prometheus_client) reads it. A folder
-# the file cannot be written in is refused before training, naming the flag, exit 2.
+# that is missing or that the file cannot be written in is refused before training, naming the
+# flag, exit 2.
 # Usage: metrics_prom.test.sh TROUPE
 set -u
 troupe=$1
@@ -12,10 +13,12 @@ source "$(dirname "$0")/check_lib.sh"
 need_fashion_mnist
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-check "a dp 2 job writes its .prom file" 0 "done: 5 steps" -- "$troupe" train --hidden 32 --max-steps 5 --dp 2 \
-  --eval-batches 1 --no-progress --out "$dir/run" --metrics-prom "$dir/textfile/troupe.prom" --device-memory 1GiB
+# The file's folder is the user's to make (issue 57): a missing one is refused, not created.
+check "a .prom file in a missing folder is refused" 2 "metrics-prom $dir/textfile/troupe.prom: its folder $dir/textfile does not exist" -- \
+  "$troupe" train --hidden 32 --max-steps 5 --dp 2 --eval-batches 1 --no-progress --out "$dir/run" \
+  --metrics-prom "$dir/textfile/troupe.prom" --device-memory 1GiB
 mkdir -p "$dir/textfile"
-check "the same with the folder there" 0 "done: 5 steps" -- "$troupe" train --hidden 32 --max-steps 5 --dp 2 \
+check "a dp 2 job writes its .prom file" 0 "done: 5 steps" -- "$troupe" train --hidden 32 --max-steps 5 --dp 2 \
   --eval-batches 1 --no-progress --out "$dir/run" --metrics-prom "$dir/textfile/troupe.prom" --device-memory 1GiB
 python3 - "$dir/textfile/troupe.prom" "$dir/run/metrics.jsonl" <<'PY' || fail=1
 import json, re, sys
