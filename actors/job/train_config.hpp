@@ -110,6 +110,10 @@ struct process_config {
   // Rank 0 of a --nodes job: a worker process that exited abnormally, named ("" while none has);
   // the job hub polls it until every process has joined. On its thread: it must return at once.
   std::function<std::string()> exited_process;
+  // Rank 0: the processes it started itself (--nodes, a Kubeflow node's others), by index. They
+  // are watched (exited_process), so the job waits up to join_timeout_seconds for them to join;
+  // any other process gets the peer timeout since the last one joined.
+  std::vector<int> started_here;
 };
 
 enum class offload_target { none, host, nvme };

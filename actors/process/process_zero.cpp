@@ -212,6 +212,7 @@ class process_zero final : public placement {
     ha.config = describe_for_join(cfg_, job_);
     ha.peer_timeout = to_ms(pc_.peer_timeout_seconds);
     ha.join_timeout = to_ms(pc_.join_timeout_seconds);
+    ha.started_here.assign(pc_.started_here.begin(), pc_.started_here.end());
     ha.coordinator = coordinator_;
     if (!servers_apart) ha.servers = servers_.by_slot;
     ha.dispenser = servers_.dispenser;
