@@ -80,6 +80,7 @@ struct job_hub_args {
   // timeout to join. Any other is given the peer timeout since the last process joined (or
   // since the hub started), then the job ends naming every process still missing.
   std::vector<int32_t> started_here;
+  std::string job_id;              // process_config::job_id: a join_request with another is refused
   caf::actor coordinator;
   std::vector<caf::actor> servers;       // parameter servers by slot, handed to every joining process
   caf::actor dispenser;                  // ssp and asp: the batch dispenser, handed with them

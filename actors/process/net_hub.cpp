@@ -296,6 +296,14 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
   return {
       [self](const join_request& j) -> caf::result<join_reply> {
         auto& s = self->state;
+        if (j.job_id != s.args.job_id) {
+          // Another job's process, given this job's address with the same secret: not ours to
+          // admit, nor a reason to end this job.
+          const std::string why = "a process claiming rank " + std::to_string(j.rank) + " belongs to job \"" + j.job_id +
+                                  "\", not this job \"" + s.args.job_id + "\" (was it given another job's address?)";
+          spdlog::error("job hub: refused a join: {}", why);
+          return caf::make_error(caf::sec::request_receiver_down, why);
+        }
         if (s.args.elastic && !s.ended && j.rank == s.args.world + static_cast<int>(s.admissions.size())) {
           if (j.config != s.args.admit_config)
             return caf::make_error(caf::sec::request_receiver_down,

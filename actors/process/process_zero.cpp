@@ -213,6 +213,7 @@ class process_zero final : public placement {
     ha.peer_timeout = to_ms(pc_.peer_timeout_seconds);
     ha.join_timeout = to_ms(pc_.join_timeout_seconds);
     ha.started_here.assign(pc_.started_here.begin(), pc_.started_here.end());
+    ha.job_id = pc_.job_id;
     ha.coordinator = coordinator_;
     if (!servers_apart) ha.servers = servers_.by_slot;
     ha.dispenser = servers_.dispenser;
@@ -274,8 +275,8 @@ class process_zero final : public placement {
       return;
     }
     gate_ = std::make_unique<net::gate_server>(pc_.master_addr, pc_.master_port, pc_.secret, std::move(admit), auth_ms);
-    spdlog::info("process 0 of {}: control gate on {}:{}{}", cfg_.mesh.processes, pc_.master_addr, gate_->port(),
-                 use_tls(pc_) ? " (TLS)" : "");
+    spdlog::info("process 0 of {}: control gate on {}:{}{}, job id \"{}\"", cfg_.mesh.processes, pc_.master_addr,
+                 gate_->port(), use_tls(pc_) ? " (TLS)" : "", pc_.job_id);
     if (pc_.on_listening) pc_.on_listening(gate_->port());
   }
 
