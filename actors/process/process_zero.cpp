@@ -263,11 +263,12 @@ class process_zero final : public placement {
     net::gate_server::admit_fn admit = [this, &sys, auth_ms, ctx = tls_context_for(pc_)](net::socket_fd fd, uint32_t,
                                                                                          const std::string&) {
       connections_->add(fd.get());
-      if (ctx) {
+      if (ctx) {  // on this connection's own thread: a silent peer's handshake holds up nobody else's
         auto channel = std::make_unique<net::tls_channel>(std::move(fd), net::tls_channel::side::accept, ctx, auth_ms);
         fd = channel->take_plain();
         tls_->add(std::move(channel));
       }
+      std::lock_guard<std::mutex> lock(serve_mu_);  // one new scribe at a time into the middleman
       serve_over(sys, std::move(fd), hub_);
     };
     if (gate_) {
@@ -319,6 +320,7 @@ class process_zero final : public placement {
   std::vector<caf::actor> local_;
   middleman_drain drain_;  // the detached actors, watched before their handles leave the process
   std::unique_ptr<net::tls_channels> tls_ = std::make_unique<net::tls_channels>();  // admitted under TLS
+  std::mutex serve_mu_;  // the gate's handoffs, each on its own thread, reach the middleman one at a time
   // After tls_: its thread adds to them until it is gone. Opened by the first membership, it
   // listens until the job is over.
   std::unique_ptr<net::gate_server> gate_;
