@@ -539,10 +539,13 @@ typename Inspector::result_type inspect(Inspector& f, pipeline_params_msg& x) {
 // ---- across processes (process_job.cpp): rank 0's job hub <-> each other rank ----
 
 // rank r -> job hub, first message after the gate: may I join? config is rank r's
-// describe_for_join() text; it must equal rank 0's (the same model, batch, seed, ...).
+// describe_for_join() text; it must equal rank 0's (the same model, batch, seed, ...). job_id is
+// the job it means to join (process_config::job_id): another job's process, sent here with the
+// same secret, is refused by it.
 struct join_request {
   int32_t rank = 0;
   std::string config;
+  std::string job_id;
 };
 // job hub -> each worker hub at the end (answered with job_end_ack): ok, or why the job stopped
 // (the report names the rank and the step).
@@ -612,7 +615,7 @@ struct mesh_addresses {
   std::vector<std::string> p2p_hosts;
   std::vector<int32_t> p2p_ports;
 };
-TROUPE_INSPECT_NET(join_request, x.rank, x.config)
+TROUPE_INSPECT_NET(join_request, x.rank, x.config, x.job_id)
 TROUPE_INSPECT_NET(job_end, x.ok, x.report, x.processes, x.events, x.step, x.optimizer_steps, x.image)
 TROUPE_INSPECT_NET(join_reply, x.coordinator, x.servers, x.dispenser, x.shards, x.admitted)
 TROUPE_INSPECT_NET(server_ready, x.process, x.hub, x.ids, x.servers)

@@ -243,6 +243,7 @@ int run(const CLI::App& cmd, const train_flags& f) {
   std::unique_ptr<local_workers> workers;
   if (spawn_.count > 0) {
     workers = std::make_unique<local_workers>(cfg, spawn_);
+    for (int p = spawn_.first; p < spawn_.first + spawn_.count; ++p) cfg.process.started_here.push_back(p);
     cfg.process.exited_process = [w = workers.get()] { return w->exited(); };
     if (spawn_.after_listening) {
       cfg.process.on_listening = [w = workers.get()](uint16_t port) { w->start(port); };

@@ -451,6 +451,15 @@ std::vector<tunable> make_table() {
   t.push_back(text("--secret-file", "process.secret_file",
                    "File whose first line is the job's shared secret (else TROUPE_SECRET)",
                    [](train_config& c, const value& v) { c.process.secret_file = v.text; }));
+  t.push_back(text("--job-id", "process.job_id",
+                   "The job's id, which every process (a newcomer of an elastic job too) presents beside the secret: "
+                   "a process of another job is refused by it (else TROUPE_JOB_ID, else torchrun's TORCHELASTIC_RUN_ID; "
+                   "--nodes makes one when none is given)",
+                   [](train_config& c, const value& v) {
+                     if (v.text.size() > 256 || v.text.find_first_of(" \t\n\r") != std::string::npos)
+                       throw std::invalid_argument("a job id is up to 256 characters without spaces");
+                     c.process.job_id = v.text;
+                   }));
   // The connection handshake gets twice this as its deadline, in int milliseconds
   // (process_job.cpp): 1 s keeps it well above 0 ms, a day keeps it far below INT_MAX.
   t.push_back(number("--peer-timeout", "process.peer_timeout",

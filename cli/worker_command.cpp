@@ -89,6 +89,13 @@ node_processes resolve_process(const process_sources& s, train_config& c, bool w
     else if (over_mpi && r.env && r.env->source == "mpirun" && p.master_addr.empty())
       p.secret.clear();  // process 0 makes one, MPI carries it to the others
     else throw std::invalid_argument("a job of several processes needs a shared secret: --secret-file or TROUPE_SECRET");
+    // The job's id: the flag, else TROUPE_JOB_ID, else torchrun's run id (the same in every
+    // process of its run); a --nodes job makes one, which its processes inherit.
+    if (p.job_id.empty()) {
+      if (const auto it = env.find("TROUPE_JOB_ID"); it != env.end()) p.job_id = it->second;
+      else if (const auto run = env.find("TORCHELASTIC_RUN_ID"); run != env.end()) p.job_id = run->second;
+      else if (spawn_local) p.job_id = net::random_secret().substr(0, 16);
+    }
   }
   return spawn;
 }
@@ -200,6 +207,7 @@ void local_workers::start(uint16_t port) {
       ::setenv("MASTER_ADDR", cfg_.process.master_addr.c_str(), 1);
       ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
       ::setenv("TROUPE_SECRET", cfg_.process.secret.c_str(), 1);
+      ::setenv("TROUPE_JOB_ID", cfg_.process.job_id.c_str(), 1);
       // Nothing of process 0's but the standard streams: a descriptor opened without CLOEXEC
       // (by a library: Gloo's pair listener, a file) would otherwise live on in the worker, a
       // listening socket among them.

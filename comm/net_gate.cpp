@@ -5,8 +5,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <list>
+#include <memory>
 
 #include "comm/tcp_auth.hpp"
 
@@ -14,6 +17,46 @@ namespace troupe::net {
 namespace {
 
 constexpr int poll_ms = 200;  // how often an idle thread looks at its stop flag
+// Handoffs under way at once: each is a thread, and a peer must have proved the secret to get
+// one, so this only bounds what a leaked secret could make the gate spend.
+constexpr size_t max_handoffs = 64;
+
+// The handoffs under way, each on a thread of its own; on the gate's thread only.
+class handoffs {
+ public:
+  ~handoffs() { reap(true); }
+  void start(std::function<void()> work) {
+    reap(false);
+    while (running_.size() >= max_handoffs) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      reap(false);
+    }
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    running_.push_back({std::thread([work = std::move(work), done] {
+                          work();
+                          *done = true;
+                        }),
+                        done});
+  }
+  // Joins those that ended (all: waits for every one).
+  void reap(bool all) {
+    for (auto it = running_.begin(); it != running_.end();) {
+      if (!all && !*it->done) {
+        ++it;
+        continue;
+      }
+      it->thread.join();
+      it = running_.erase(it);
+    }
+  }
+
+ private:
+  struct one {
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;
+  };
+  std::list<one> running_;
+};
 
 }  // namespace
 
@@ -21,10 +64,15 @@ gate_server::gate_server(const std::string& host, uint16_t port, std::string sec
                          int auth_timeout_ms)
     : acceptor_(listen_tcp(host, port), std::move(secret), "control gate", auth_timeout_ms) {
   thread_ = std::thread([this, admit = std::move(admit)]() mutable {
+    // Each connection is handed over on a thread of its own: a receiver's slow step (under TLS
+    // the handshake, which a peer that proved the secret and then stays silent holds up to its
+    // deadline) delays no other peer's.
+    handoffs under_way;
     while (!stop_) {
       {
         std::unique_lock<std::mutex> lock(mu_);
         if (changing_) {  // between two connections: the previous receiver gets no more
+          under_way.reap(true);  // ... once every handoff to it has ended
           admit = std::move(next_admit_);
           changing_ = false;
           cv_.notify_all();
@@ -38,11 +86,13 @@ gate_server::gate_server(const std::string& host, uint16_t port, std::string sec
       if (!a) continue;
       spdlog::debug("control gate: admitted {} (rank {})", a->who, a->claim);
       ++admitted_;
-      try {
-        admit(std::move(a->fd), a->claim, a->who);
-      } catch (const std::exception& e) {
-        spdlog::error("control gate: could not hand over {}: {}", a->who, e.what());
-      }
+      under_way.start([admit, a = std::make_shared<auth_acceptor::admitted>(std::move(*a))] {
+        try {
+          admit(std::move(a->fd), a->claim, a->who);
+        } catch (const std::exception& e) {
+          spdlog::error("control gate: could not hand over {}: {}", a->who, e.what());
+        }
+      });
     }
   });
 }

@@ -28,7 +28,8 @@ namespace troupe::net {
 
 class gate_server {
  public:
-  // Called on the gate's thread with each connection that proved the secret (claim: its rank).
+  // Called with each connection that proved the secret (claim: its rank), on a thread of its own
+  // per connection (up to 64 at once): several calls may run at the same time.
   using admit_fn = std::function<void(socket_fd, uint32_t claim, const std::string& who)>;
   // Listens on host:port (0: any free port; see port()). Throws net_error if it cannot bind.
   // An empty `admit` holds the connections that prove the secret until set_admit gives one.

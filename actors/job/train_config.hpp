@@ -96,6 +96,10 @@ struct process_config {
   uint16_t master_port = 29500;         // rank 0's control gate (0: any free port, rank 0 only)
   std::string secret;                   // --secret-file or TROUPE_SECRET; required when world > 1
   std::string secret_file;              // [process] secret_file: where the CLI reads `secret` from
+  // The job's id, which every process presents beside the secret when it joins: a process of
+  // another job given this job's address with the same secret is refused by it. --job-id, else
+  // TROUPE_JOB_ID, else torchrun's TORCHELASTIC_RUN_ID; --nodes makes one when none is given.
+  std::string job_id;
   double peer_timeout_seconds = 30;     // a peer silent this long is lost; the job stops
   double join_timeout_seconds = 120;    // every rank must have joined by then
   std::string tls_cert, tls_key, tls_ca;  // PEM files: control plane over mutual TLS (tls_channel)
@@ -110,6 +114,10 @@ struct process_config {
   // Rank 0 of a --nodes job: a worker process that exited abnormally, named ("" while none has);
   // the job hub polls it until every process has joined. On its thread: it must return at once.
   std::function<std::string()> exited_process;
+  // Rank 0: the processes it started itself (--nodes, a Kubeflow node's others), by index. They
+  // are watched (exited_process), so the job waits up to join_timeout_seconds for them to join;
+  // any other process gets the peer timeout since the last one joined.
+  std::vector<int> started_here;
 };
 
 enum class offload_target { none, host, nvme };

@@ -76,6 +76,11 @@ struct job_hub_args {
   sched::mesh mesh;                // which ranks each process holds
   std::string config;              // rank 0's describe_for_join()
   std::chrono::milliseconds peer_timeout{30000}, join_timeout{120000};
+  // The processes process 0 started itself and watches (exited_process): they have the join
+  // timeout to join. Any other is given the peer timeout since the last process joined (or
+  // since the hub started), then the job ends naming every process still missing.
+  std::vector<int32_t> started_here;
+  std::string job_id;              // process_config::job_id: a join_request with another is refused
   caf::actor coordinator;
   std::vector<caf::actor> servers;       // parameter servers by slot, handed to every joining process
   caf::actor dispenser;                  // ssp and asp: the batch dispenser, handed with them

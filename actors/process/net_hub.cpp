@@ -56,6 +56,8 @@ struct job_hub_state {
   std::vector<caf::response_promise> admissions;  // an elastic job's newcomers, by index past world
   clock_type::time_point started = clock_type::now();
   clock_type::time_point last_tick = clock_type::now();  // a tick long after the last: this process stalled
+  clock_type::time_point last_join = clock_type::now();  // the hub's start, or the last join accepted
+  bool told_waiting = false;  // said that processes started here are still awaited
   bool running = false, ended = false;
   bool abandoning = false;  // newcomers given up on: the membership ends without them
   std::string symptom;  // a stage error waiting out symptom_grace
@@ -186,11 +188,32 @@ void tick(hub_ptr self) {
     }
     if (!missing.empty() && others_in) abandon(self, missing);
   }
-  if (!s.running && !s.abandoning && now - s.started > s.args.join_timeout) {
-    std::string missing;
-    for (int r = 1; r < s.args.world; ++r)
-      if (!s.ready.count(r)) missing += (missing.empty() ? "" : ", ") + who(s, r);
-    lost(self, missing + " did not join within " + std::to_string(seconds(s.args.join_timeout)) + " s");
+  if (!s.running && !s.ended && !s.abandoning) {
+    // A process started elsewhere (a launcher's other node, a worker started by hand) that has
+    // not asked to join: the job waits for it while others keep joining, and the peer timeout
+    // after the last one. Those started here are watched (exited_process names one that dies):
+    // they have the join timeout, and the log says who is awaited.
+    std::string elsewhere, here;
+    for (int32_t r = 1; r < s.args.world; ++r) {
+      if (s.admitted.count(r)) continue;
+      const bool local = std::find(s.args.started_here.begin(), s.args.started_here.end(), r) != s.args.started_here.end();
+      (local ? here : elsewhere) += ((local ? here : elsewhere).empty() ? "" : ", ") + who(s, r);
+    }
+    std::string all;  // at the join timeout: every process not ready, its join accepted or not
+    for (int32_t r = 1; r < s.args.world; ++r)
+      if (!s.ready.count(r)) all += (all.empty() ? "" : ", ") + who(s, r);
+    if (!elsewhere.empty() && now - s.last_join > s.args.peer_timeout)
+      lost(self, elsewhere + " did not join: no process joined for the peer timeout of " +
+                     fmt::format("{:.1f}", seconds(s.args.peer_timeout)) + " s (the job waited " +
+                     fmt::format("{:.1f}", seconds(now - s.started)) + " s; was it started, with this job's address " +
+                     "and secret?)" + (here.empty() ? "" : "; also missing: " + here));
+    else if (!all.empty() && now - s.started > s.args.join_timeout)
+      lost(self, all + " did not join within the join timeout of " + fmt::format("{:.0f}", seconds(s.args.join_timeout)) + " s");
+    else if (!here.empty() && !s.told_waiting && now - s.started > s.args.peer_timeout) {
+      s.told_waiting = true;
+      spdlog::info("job hub: waiting for {} to join ({:.1f} s so far; started here and running, so up to the join "
+                   "timeout of {:.0f} s)", here, seconds(now - s.started), seconds(s.args.join_timeout));
+    }
   }
   for (auto& [rank, p] : s.ready) {
     self->send(p.hub, peer_ping_atom::value);
@@ -273,6 +296,14 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
   return {
       [self](const join_request& j) -> caf::result<join_reply> {
         auto& s = self->state;
+        if (j.job_id != s.args.job_id) {
+          // Another job's process, given this job's address with the same secret: not ours to
+          // admit, nor a reason to end this job.
+          const std::string why = "a process claiming rank " + std::to_string(j.rank) + " belongs to job \"" + j.job_id +
+                                  "\", not this job \"" + s.args.job_id + "\" (was it given another job's address?)";
+          spdlog::error("job hub: refused a join: {}", why);
+          return caf::make_error(caf::sec::request_receiver_down, why);
+        }
         if (s.args.elastic && !s.ended && j.rank == s.args.world + static_cast<int>(s.admissions.size())) {
           if (j.config != s.args.admit_config)
             return caf::make_error(caf::sec::request_receiver_down,
@@ -300,6 +331,7 @@ caf::behavior job_hub(hub_ptr self, job_hub_args args) {
           return caf::make_error(caf::sec::request_receiver_down, why);
         }
         s.admitted[j.rank] = true;
+        s.last_join = clock_type::now();
         // A mesh process spawns its stages with the servers' handles: it waits for them.
         if (j.rank < s.args.mesh.processes && !servers_known(s)) {
           s.held_joins.push_back(self->make_response_promise());

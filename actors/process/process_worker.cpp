@@ -111,7 +111,7 @@ class joining_process : public placement {
     std::string refused;
     {
       caf::scoped_actor self{sys};
-      self->request(hub_, milliseconds(join_ms()), join_request{pc_.index, describe_for_join(cfg_, job_)})
+      self->request(hub_, milliseconds(join_ms()), join_request{pc_.index, describe_for_join(cfg_, job_), pc_.job_id})
           .receive([&](join_reply& r) { joined_ = std::move(r); }, [&](caf::error& e) { refused = sys.render(e); });
     }
     if (!refused.empty()) throw std::runtime_error(who_ + ": rank 0 refused us: " + refused);

@@ -212,6 +212,8 @@ class process_zero final : public placement {
     ha.config = describe_for_join(cfg_, job_);
     ha.peer_timeout = to_ms(pc_.peer_timeout_seconds);
     ha.join_timeout = to_ms(pc_.join_timeout_seconds);
+    ha.started_here.assign(pc_.started_here.begin(), pc_.started_here.end());
+    ha.job_id = pc_.job_id;
     ha.coordinator = coordinator_;
     if (!servers_apart) ha.servers = servers_.by_slot;
     ha.dispenser = servers_.dispenser;
@@ -261,11 +263,12 @@ class process_zero final : public placement {
     net::gate_server::admit_fn admit = [this, &sys, auth_ms, ctx = tls_context_for(pc_)](net::socket_fd fd, uint32_t,
                                                                                          const std::string&) {
       connections_->add(fd.get());
-      if (ctx) {
+      if (ctx) {  // on this connection's own thread: a silent peer's handshake holds up nobody else's
         auto channel = std::make_unique<net::tls_channel>(std::move(fd), net::tls_channel::side::accept, ctx, auth_ms);
         fd = channel->take_plain();
         tls_->add(std::move(channel));
       }
+      std::lock_guard<std::mutex> lock(serve_mu_);  // one new scribe at a time into the middleman
       serve_over(sys, std::move(fd), hub_);
     };
     if (gate_) {
@@ -273,8 +276,8 @@ class process_zero final : public placement {
       return;
     }
     gate_ = std::make_unique<net::gate_server>(pc_.master_addr, pc_.master_port, pc_.secret, std::move(admit), auth_ms);
-    spdlog::info("process 0 of {}: control gate on {}:{}{}", cfg_.mesh.processes, pc_.master_addr, gate_->port(),
-                 use_tls(pc_) ? " (TLS)" : "");
+    spdlog::info("process 0 of {}: control gate on {}:{}{}, job id \"{}\"", cfg_.mesh.processes, pc_.master_addr,
+                 gate_->port(), use_tls(pc_) ? " (TLS)" : "", pc_.job_id);
     if (pc_.on_listening) pc_.on_listening(gate_->port());
   }
 
@@ -317,6 +320,7 @@ class process_zero final : public placement {
   std::vector<caf::actor> local_;
   middleman_drain drain_;  // the detached actors, watched before their handles leave the process
   std::unique_ptr<net::tls_channels> tls_ = std::make_unique<net::tls_channels>();  // admitted under TLS
+  std::mutex serve_mu_;  // the gate's handoffs, each on its own thread, reach the middleman one at a time
   // After tls_: its thread adds to them until it is gone. Opened by the first membership, it
   // listens until the job is over.
   std::unique_ptr<net::gate_server> gate_;

@@ -94,9 +94,10 @@ TEST_F(parallel_messages, PipelineMessagesRoundTrip) {
 }
 
 TEST_F(parallel_messages, MultiProcessMessagesRoundTrip) {
-  auto j = round_trip(join_request{2, "mlp 784-256-10 adamw"});
+  auto j = round_trip(join_request{2, "mlp 784-256-10 adamw", "job-7"});
   EXPECT_EQ(j.rank, 2);
   EXPECT_EQ(j.config, "mlp 784-256-10 adamw");
+  EXPECT_EQ(j.job_id, "job-7");
   EXPECT_FALSE(round_trip(join_reply{caf::actor{}, {}, caf::actor{}, {}, job_end{}}).coordinator);
   EXPECT_EQ(round_trip(join_reply{caf::actor{}, {caf::actor{}, caf::actor{}}, caf::actor{}, {}, job_end{}}).servers.size(), 2u);
   EXPECT_EQ(round_trip(join_reply{caf::actor{}, {}, caf::actor{}, {caf::actor{}, caf::actor{}, caf::actor{}}, job_end{}}).shards.size(), 3u);

@@ -11,7 +11,7 @@ troupe=$1 zero=$2
 source "$(dirname "$0")/check_lib.sh"
 need_fashion_mnist
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-export TROUPE_SECRET=elastic-admission-test
+export TROUPE_SECRET=elastic-admission-test TROUPE_JOB_ID=elastic-admission-test  # a newcomer presents the job's id too
 port() { python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"; }
 flags=(--hidden 64,64 --batch-size 96 --zero "$zero" --max-steps 300 --epochs 1 --eval-batches 1 --no-progress
        --peer-timeout 5 --straggler 0:10 --seed 7 --elastic --master-addr 127.0.0.1)

@@ -12,7 +12,7 @@ need_fashion_mnist
 tmp=$(mktemp -d)
 squatter=
 trap '[ -n "$squatter" ] && kill "$squatter" 2>/dev/null; rm -rf "$tmp"' EXIT
-export TROUPE_SECRET=elastic-gate-port-test
+export TROUPE_SECRET=elastic-gate-port-test TROUPE_JOB_ID=elastic-gate-port-test  # a newcomer presents the job's id too
 p=$(python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])")
 flags=(--hidden 64,64 --batch-size 96 --max-steps 60 --epochs 1 --eval-batches 1 --no-progress --peer-timeout 10
        --straggler 0:20 --seed 7 --elastic --master-addr 127.0.0.1 --master-port "$p")
