@@ -10,7 +10,7 @@ troupe=$1
 source "$(dirname "$0")/check_lib.sh"
 need_fashion_mnist
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-export TROUPE_SECRET=job-id-test
+export TROUPE_SECRET=job-id-test-0123456789
 unset TROUPE_JOB_ID TORCHELASTIC_RUN_ID
 port() { python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); print(s.getsockname()[1])"; }
 flags=(--hidden 64,64 --batch-size 96 --max-steps 200 --epochs 1 --eval-batches 1 --no-progress --peer-timeout 10
