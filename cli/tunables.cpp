@@ -449,7 +449,7 @@ std::vector<tunable> make_table() {
                       "--nodes]",
                       1, 65535, [](train_config& c, const value& v) { c.process.master_port = static_cast<uint16_t>(v.integer); }));
   t.push_back(text("--secret-file", "process.secret_file",
-                   "File whose first line is the job's shared secret (else TROUPE_SECRET)",
+                   "File whose first line is the job's shared secret, 16 bytes or more (else TROUPE_SECRET)",
                    [](train_config& c, const value& v) { c.process.secret_file = v.text; }));
   t.push_back(text("--job-id", "process.job_id",
                    "The job's id, which every process (a newcomer of an elastic job too) presents beside the secret: "

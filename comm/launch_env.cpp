@@ -173,7 +173,7 @@ std::vector<launch_variable> launch_variables() {
       {"OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE", "mpirun (Open MPI): rank and number of processes"},
       {"SLURM_PROCID, SLURM_NTASKS", "srun: rank and number of processes"},
       {"MASTER_ADDR, MASTER_PORT", "rank 0's address and control gate port, when no flag gives them [127.0.0.1, 29500]"},
-      {"TROUPE_SECRET", "the job's shared secret, when --secret-file is not given"},
+      {"TROUPE_SECRET", "the job's shared secret (16 bytes or more), when --secret-file is not given"},
       {"TROUPE_JOB_ID", "the job's id, when --job-id is not given: every process, a newcomer too, presents it"},
       {"TORCHELASTIC_RUN_ID", "set by torchrun: its store holds MASTER_PORT, so troupe's gate takes the next port"},
   };
