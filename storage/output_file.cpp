@@ -59,6 +59,19 @@ int open_in_place(const std::string& path, int flags) {
   return fd;
 }
 
+// A file made and removed in dir, as the job's writes will make theirs (access() passes root
+// everywhere; /proc or a read-only mount refuse only an actual creation): 0, or the errno.
+int create_probe(const std::string& dir) {
+  static std::atomic<unsigned> serial{0};
+  const std::string probe =
+      (std::filesystem::path(dir) / (".troupe-write-check-" + std::to_string(::getpid()) + "-" + std::to_string(serial++))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  ::close(fd);
+  ::unlink(probe.c_str());
+  return 0;
+}
+
 }  // namespace
 
 bool write_all(int fd, const std::string& text) {
@@ -85,15 +98,7 @@ void check_output_path(const std::string& path, const std::string& what) {
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) throw bad("its folder " + dir + " does not exist (" + std::strerror(errno) + ")");
   if (!S_ISDIR(st.st_mode)) throw bad(dir + " is not a folder");
-  // A file made and removed there, as the writes will: access() passes root everywhere, and
-  // /proc or a read-only mount refuse only an actual creation.
-  static std::atomic<unsigned> serial{0};
-  const std::string probe =
-      (std::filesystem::path(dir) / (".troupe-write-check-" + std::to_string(::getpid()) + "-" + std::to_string(serial++))).string();
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) throw bad("cannot write in its folder " + dir + " (" + std::strerror(errno) + ")");
-  ::close(fd);
-  ::unlink(probe.c_str());
+  if (const int err = create_probe(dir)) throw bad("cannot write in its folder " + dir + " (" + std::strerror(err) + ")");
 }
 
 int open_output_file(const std::string& path, int flags, mode_t mode) {
@@ -119,11 +124,8 @@ void check_writable_folder(const std::string& dir, const std::string& what) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw std::invalid_argument(what + " " + dir + ": cannot create it (" + ec.message() + ")");
-  const std::string probe = (std::filesystem::path(dir) / (".troupe-write-check-" + std::to_string(::getpid()))).string();
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::invalid_argument(what + " " + dir + ": cannot write there (" + std::strerror(errno) + ")");
-  ::close(fd);
-  ::unlink(probe.c_str());
+  if (const int err = create_probe(dir))
+    throw std::invalid_argument(what + " " + dir + ": cannot write there (" + std::strerror(err) + ")");
 }
 
 void write_output_file_with(const std::string& path, const std::function<void(int fd, const std::string& name)>& fill,
