@@ -6,11 +6,11 @@
 
 #include <memory>
 
-#include "actors/job/prometheus_file.hpp"
-#include "actors/job/slow_rank.hpp"
+#include "actors/observe/prometheus_file.hpp"
+#include "actors/observe/slow_rank.hpp"
 #include "actors/messages.hpp"
-#include "actors/job/job_outputs.hpp"
-#include "actors/job/train_config.hpp"
+#include "actors/observe/job_outputs.hpp"
+#include "actors/config/train_config.hpp"
 #include "kernels/device_queue.hpp"
 #include "kernels/partition.hpp"
 #include "schedules/schedule.hpp"

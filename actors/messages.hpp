@@ -14,8 +14,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "actors/job/step_trace.hpp"
-#include "actors/job/train_config.hpp"
+#include "actors/observe/step_trace.hpp"
+#include "actors/config/train_config.hpp"
 #include "kernels/batch.hpp"
 #include "kernels/tensor.hpp"
 

@@ -22,7 +22,7 @@
 #include <thread>
 #include <vector>
 
-#include "actors/job/runtime_config.hpp"
+#include "actors/run/runtime_config.hpp"
 #include "actors/messages.hpp"
 #include "actors/process/net_actors.hpp"
 #include "bench/gloo_peer.hpp"

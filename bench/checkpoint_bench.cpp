@@ -28,7 +28,7 @@
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "bench/fio_peer.hpp"
 #include "bench/flag_value.hpp"
 #include "bench/load_average.hpp"

@@ -12,8 +12,8 @@
 #include <spdlog/spdlog.h>
 
 #include "schedules/named.hpp"
-#include "actors/job/training_job.hpp"
-#include "actors/coordinator/pipeline_timing.hpp"
+#include "actors/run/training_job.hpp"
+#include "actors/observe/pipeline_timing.hpp"
 #include "kernels/blas_runtime.hpp"
 #include "storage/dataset.hpp"
 

@@ -19,7 +19,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "bench/flag_value.hpp"
 #include "bench/load_average.hpp"
 

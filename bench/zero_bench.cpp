@@ -25,9 +25,9 @@
 #include <spdlog/spdlog.h>
 
 #include "actors/actors.hpp"
-#include "actors/job/memory_plan.hpp"
-#include "actors/job/runtime_config.hpp"
-#include "actors/job/training_job.hpp"
+#include "actors/plan/memory_plan.hpp"
+#include "actors/run/runtime_config.hpp"
+#include "actors/run/training_job.hpp"
 #include "actors/messages.hpp"
 #include "actors/store/offload_store.hpp"
 #include "bench/flag_value.hpp"

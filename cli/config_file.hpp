@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "actors/job/train_config.hpp"
+#include "actors/config/train_config.hpp"
 
 namespace troupe::cli {
 

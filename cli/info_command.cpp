@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "actors/job/accelerators.hpp"
+#include "actors/plan/accelerators.hpp"
 #include "cli/flags_reference.hpp"
 #include "comm/collective_backend.hpp"
 #include "kernels/blas_runtime.hpp"

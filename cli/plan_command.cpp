@@ -10,7 +10,7 @@
 #include <memory>
 #include <stdexcept>
 
-#include "actors/job/machine_calibration.hpp"
+#include "actors/run/machine_calibration.hpp"
 #include "cli/config_file.hpp"
 #include "cli/plan_files.hpp"
 #include "schedules/render.hpp"

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "actors/job/job_forecast.hpp"
+#include "actors/plan/job_forecast.hpp"
 #include "schedules/plan/plan.hpp"
 
 namespace troupe::cli {

@@ -11,11 +11,11 @@
 #include <optional>
 #include <set>
 
-#include "actors/job/job_forecast.hpp"
-#include "actors/job/machine_calibration.hpp"
-#include "actors/job/membership_plan.hpp"
-#include "actors/job/prepared_job.hpp"
-#include "actors/job/training_job.hpp"
+#include "actors/plan/job_forecast.hpp"
+#include "actors/run/machine_calibration.hpp"
+#include "actors/run/membership_plan.hpp"
+#include "actors/plan/prepared_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "cli/plan_files.hpp"
 #include "cli/config_file.hpp"
 #include "cli/tunables.hpp"

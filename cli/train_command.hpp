@@ -1,5 +1,5 @@
 // `troupe train`: flags and config file into a train_config, then run_training
-// (actors/job/training_job.hpp), then a short report. The loop itself is in actors/coordinator/coordinator.cpp.
+// (actors/run/training_job.hpp), then a short report. The loop itself is in actors/coordinator/coordinator.cpp.
 #pragma once
 
 #include <CLI/CLI.hpp>

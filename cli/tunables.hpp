@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "actors/job/train_config.hpp"
+#include "actors/config/train_config.hpp"
 
 namespace troupe::cli {
 

@@ -17,7 +17,7 @@
 #include <sys/types.h>
 #include <vector>
 
-#include "actors/job/train_config.hpp"
+#include "actors/config/train_config.hpp"
 #include "cli/stop_signals.hpp"
 
 namespace troupe::cli {

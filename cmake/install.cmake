@@ -1,13 +1,17 @@
 # `cmake --install`: the libraries' headers under include/ with the paths the sources use
-# ("actors/job/training_job.hpp"), the static libraries, the `troupe` command, and a CMake
+# ("actors/run/training_job.hpp"), the static libraries, the `troupe` command, and a CMake
 # package so that another project does find_package(troupe) and links troupe::actors (or
-# troupe::kernels, ::storage, ::schedules, ::comm). The command's own library (cli/) is not
+# troupe::kernels, ::storage, ::schedules, ::comm; troupe::actors is every actors/ layer, which
+# are exported one by one as well: ::actors_config, ::actors_plan ... ::actors_run). The command's own library (cli/) is not
 # installed: it is the command, not an API.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
 set(TROUPE_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/troupe)
 set(troupe_layers kernels storage schedules comm actors)  # bottom-up, as the add_subdirectory calls
+# The libraries, bottom-up (actors/CMakeLists.txt's layers, then troupe_actors, all of them).
+set(troupe_libraries kernels storage schedules comm actors_config actors_plan actors_observe actor_roles
+    actors_compose actors_run actors)
 
 set(TROUPE_LINKS_MPI OFF)
 set(TROUPE_LINKS_CUDA OFF)
@@ -17,6 +21,9 @@ macro(troupe_export lib name)
   # Cap'n Proto code), which an exported target must not carry: they hold for this build only,
   # and the installed headers sit under include/.
   get_target_property(dirs ${lib} INTERFACE_INCLUDE_DIRECTORIES)
+  if(NOT dirs)
+    set(dirs)
+  endif()
   set(build_dirs)
   foreach(dir ${dirs})
     list(APPEND build_dirs "$<BUILD_INTERFACE:${dir}>")
@@ -34,8 +41,10 @@ macro(troupe_export lib name)
   endif()
   install(TARGETS ${lib} EXPORT troupeTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 endmacro()
+foreach(lib ${troupe_libraries})
+  troupe_export(troupe_${lib} ${lib})
+endforeach()
 foreach(layer ${troupe_layers})
-  troupe_export(troupe_${layer} ${layer})
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/${layer}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/${layer}
           FILES_MATCHING PATTERN "*.hpp")
 endforeach()

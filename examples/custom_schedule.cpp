@@ -8,7 +8,7 @@
 #include <memory>
 #include <random>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "schedules/builders.hpp"
 #include "schedules/passes.hpp"
 #include "schedules/render.hpp"

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <map>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "actors/messages.hpp"
 
 int main() {

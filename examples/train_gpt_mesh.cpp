@@ -3,7 +3,7 @@
 // the part between the markers; ctest runs it, and it fails unless the loss went down.
 #include <cstdio>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 
 int main() {
   // [example:train_gpt_mesh]

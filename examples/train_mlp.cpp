@@ -3,7 +3,7 @@
 // markers; CMake builds it and ctest runs it, so the quote always compiles and works.
 #include <cstdio>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 
 int main(int argc, char** argv) {
   // [example:train_mlp]

@@ -1,6 +1,6 @@
 // op_costs: what one device's ops take, the interface of the two models that price them: the
 // published hardware of a cluster (plan/time_model.hpp's published_device, for `troupe plan`)
-// and this machine as calibrate_machine() measured it (actors/job/job_forecast.hpp's
+// and this machine as calibrate_machine() measured it (actors/plan/job_forecast.hpp's
 // machine_costs, for `troupe train --forecast`). Per op, under simulate()'s cost_model, which is
 // per chunk: it knows no layer and no schedule. Header only.
 #pragma once

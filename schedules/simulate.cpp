@@ -67,7 +67,7 @@ double transfer_seconds(const cost_model& costs, double bytes) {
   return t;
 }
 
-// The runtime's jitter draw (actors/job/train_config.cpp jitter_delay_ms), kept identical so the
+// The runtime's jitter draw (actors/config/train_config.cpp jitter_delay_ms), kept identical so the
 // simulator is late where a run with the same seed is: schedules/ links nothing above it.
 double jitter_draw(double max, uint64_t seed, int stage, int64_t step, std::size_t action_index) {
   std::seed_seq seq{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32), static_cast<uint32_t>(stage),

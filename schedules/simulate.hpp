@@ -101,7 +101,7 @@ struct simulate_options {
   // entry (>= 0) per stage. The draw depends only on (jitter_seed, stage, jitter_step, the
   // action's index in its row), not on when the action runs, so fixed and ready dispatch of
   // one schedule see the same per-action times, and a simulation repeats. It is the draw of the
-  // runtime's --jitter S:MAX (actors/job/train_config.cpp jitter_delay_ms, with the job's seed,
+  // runtime's --jitter S:MAX (actors/config/train_config.cpp jitter_delay_ms, with the job's seed,
   // mesh rank S = stage and the step), so a pipeline-only run with the same seed is late where
   // the simulation is. jitter_step picks the step: simulate_steps() averages several.
   std::vector<double> jitter_max_seconds = {};

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <stdexcept>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 
 namespace troupe::stress {
 

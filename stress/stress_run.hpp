@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/job/train_config.hpp"
+#include "actors/config/train_config.hpp"
 
 namespace troupe::stress {
 

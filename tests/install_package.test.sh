@@ -12,7 +12,7 @@ rm -rf "$work"; mkdir -p "$work"
 prefix=$work/prefix
 
 "$cmake" --install "$build" --prefix "$prefix" >"$work/install.log" 2>&1 || { echo "FAIL install:"; tail "$work/install.log"; exit 1; }
-for f in include/actors/job/training_job.hpp include/kernels/tensor.hpp include/schedules/schedule.hpp \
+for f in include/actors/run/training_job.hpp include/kernels/tensor.hpp include/schedules/schedule.hpp \
          include/comm/collective_backend.hpp include/storage/dataset.hpp bin/troupe \
          lib/cmake/troupe/troupeConfig.cmake lib/cmake/troupe/troupeConfigVersion.cmake \
          lib/cmake/troupe/troupeTargets.cmake lib/cmake/troupe/troupeDependencies.cmake; do

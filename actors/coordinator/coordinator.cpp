@@ -10,7 +10,7 @@
 
 #include "actors/actor_failure.hpp"
 #include "actors/coordinator/coordinator_state.hpp"
-#include "actors/job/metrics_log.hpp"
+#include "actors/observe/metrics_log.hpp"
 
 namespace troupe {
 

@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/job/slow_link.hpp"
-#include "actors/job/slow_rank.hpp"
+#include "actors/observe/slow_link.hpp"
+#include "actors/observe/slow_rank.hpp"
 #include "actors/actors.hpp"
 #include "actors/coordinator/push_rounds.hpp"
 

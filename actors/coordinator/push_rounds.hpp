@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "actors/job/step_trace.hpp"
+#include "actors/observe/step_trace.hpp"
 #include "schedules/mesh.hpp"
 
 namespace troupe {

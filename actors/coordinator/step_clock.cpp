@@ -27,7 +27,7 @@
 #include <utility>
 
 #include "actors/coordinator/coordinator_state.hpp"
-#include "actors/job/metrics_log.hpp"
+#include "actors/observe/metrics_log.hpp"
 
 namespace troupe::coordinator_detail {
 

@@ -16,7 +16,7 @@
 
 #include "actors/actor_failure.hpp"
 #include "actors/actors.hpp"
-#include "actors/job/checkpointing.hpp"
+#include "actors/plan/checkpointing.hpp"
 #include "kernels/device_ops.hpp"
 
 namespace troupe {

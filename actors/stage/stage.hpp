@@ -7,10 +7,10 @@
 
 #include <caf/all.hpp>
 
-#include "actors/job/checkpointing.hpp"
-#include "actors/stage/dp_buckets.hpp"
+#include "actors/plan/checkpointing.hpp"
+#include "actors/plan/dp_buckets.hpp"
 #include "actors/messages.hpp"
-#include "actors/job/train_config.hpp"
+#include "actors/config/train_config.hpp"
 #include "kernels/device_queue.hpp"
 #include "kernels/model.hpp"
 #include "kernels/partition.hpp"

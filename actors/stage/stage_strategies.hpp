@@ -2,7 +2,7 @@
 // (stage.cpp) walks the row and switches on the instruction; what differs between a plain
 // replica, a data-parallel one, a ZeRO shard, a parameter-server client or a stage on a GPU is
 // which strategy it holds, chosen once when the stage is set up (stage_setup.cpp) from the
-// args the wiring code (actors/job/mesh_job.cpp) filled in. Each kind lives in its own file:
+// args the wiring code (actors/compose/mesh_job.cpp) filled in. Each kind lives in its own file:
 //   executor          executors.cpp         where F, B, I, W and O's gradients compute
 //   gradient_reducer  gradient_reducers.cpp B's bucket hook, R, and O's gradients to the shard
 //   param_source      param_sources.cpp     the shard's first values, its answers, FP and RP

@@ -6,7 +6,7 @@
 #include <random>
 #include <vector>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "storage/dataset.hpp"
 
 int main(int argc, char** argv) {

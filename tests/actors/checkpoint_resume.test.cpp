@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "actors/messages.hpp"
 #include "kernels/param_names.hpp"
 #include "storage/checkpoint.hpp"

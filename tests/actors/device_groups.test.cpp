@@ -1,4 +1,4 @@
-// Where each data-parallel group of a mesh reduces (actors/job/accelerators.hpp's
+// Where each data-parallel group of a mesh reduces (actors/plan/accelerators.hpp's
 // choose_device_groups, the rule the job's links and its memory plan share): on its devices when
 // every member has an accelerator and the engine takes them, and, for an engine whose devices
 // serve one group at most (NCCL), never on a GPU an earlier group engaged.
@@ -6,7 +6,7 @@
 
 #include <vector>
 
-#include "actors/job/accelerators.hpp"
+#include "actors/plan/accelerators.hpp"
 #include "tests/actors/fake_device_group.hpp"
 
 using namespace troupe;

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "actors/stage/dp_buckets.hpp"
-#include "actors/job/step_trace.hpp"
-#include "actors/job/train_config.hpp"
+#include "actors/plan/dp_buckets.hpp"
+#include "actors/observe/step_trace.hpp"
+#include "actors/config/train_config.hpp"
 #include "kernels/layer_stack.hpp"
 #include "kernels/loss.hpp"
 

@@ -8,7 +8,7 @@
 #include <map>
 #include <tuple>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "tests/scratch_dir.hpp"
 
 using namespace troupe;

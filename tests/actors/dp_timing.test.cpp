@@ -11,7 +11,7 @@
 #include <sstream>
 #include <unistd.h>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "kernels/model.hpp"
 #include "storage/dataset.hpp"
 #include "tests/scratch_dir.hpp"

@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <unistd.h>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 
 using namespace troupe;
 

@@ -15,8 +15,8 @@
 #include <cmath>
 #include <filesystem>
 
-#include "actors/job/membership.hpp"
-#include "actors/job/training_job.hpp"
+#include "actors/config/membership.hpp"
+#include "actors/run/training_job.hpp"
 #include "tests/actors/tiny_jobs.hpp"
 #include "tests/scratch_dir.hpp"
 

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <unistd.h>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "kernels/layer_stack.hpp"
 #include "kernels/train_step.hpp"
 #include "storage/dataset.hpp"

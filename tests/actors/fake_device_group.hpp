@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/collective/local_device_group.hpp"
+#include "comm/local_device_group.hpp"
 #include "comm/device_group.hpp"
 #include "comm/ring_schedule.hpp"
 #include "comm/tcp_socket.hpp"

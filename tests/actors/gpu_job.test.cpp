@@ -15,8 +15,8 @@
 
 #include <cuda_runtime_api.h>
 
-#include "actors/job/accelerators.hpp"
-#include "actors/job/training_job.hpp"
+#include "actors/plan/accelerators.hpp"
+#include "actors/run/training_job.hpp"
 #include "comm/nccl_group.hpp"
 #include "tests/actors/tiny_jobs.hpp"
 #include "tests/scratch_dir.hpp"

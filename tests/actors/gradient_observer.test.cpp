@@ -10,7 +10,7 @@
 #include <mutex>
 #include <random>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "actors/messages.hpp"
 #include "kernels/tp_shards.hpp"
 #include "kernels/train_step.hpp"

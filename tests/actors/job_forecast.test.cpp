@@ -1,16 +1,16 @@
-// The job forecast (actors/job/job_forecast.hpp) against troupe's own jobs: each rank's predicted
+// The job forecast (actors/plan/job_forecast.hpp) against troupe's own jobs: each rank's predicted
 // peak device memory against its ledger's measurement, for the meshes and schedules below
 // (memory is deterministic: no timing in these), and the forecast's arithmetic against the
 // simulator with costs a reader can add up by hand.
-#include "actors/job/job_forecast.hpp"
+#include "actors/plan/job_forecast.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <random>
 
-#include "actors/job/prepared_job.hpp"
-#include "actors/job/training_job.hpp"
+#include "actors/plan/prepared_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "job_forecast_cases.hpp"
 
 namespace troupe {

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/job/train_config.hpp"
+#include "actors/config/train_config.hpp"
 #include "storage/dataset.hpp"
 
 namespace troupe::test {

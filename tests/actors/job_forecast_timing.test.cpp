@@ -1,5 +1,5 @@
 // Must-show 3 of the planning issue, its timing half (label perf: wall-clock): the machine is
-// calibrated (actors/job/machine_calibration.hpp: its ops, then short runs of the model), and
+// calibrated (actors/run/machine_calibration.hpp: its ops, then short runs of the model), and
 // the forecast then predicts the step time of every GPT job in job_forecast_cases.hpp (9 meshes
 // and schedules), against the median step the job measures (the median of three runs). It prints
 // the table bench/README.md keeps; on this machine idle, every GPT job came within 15% in three
@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "actors/job/job_forecast.hpp"
-#include "actors/job/machine_calibration.hpp"
-#include "actors/job/prepared_job.hpp"
-#include "actors/job/training_job.hpp"
+#include "actors/plan/job_forecast.hpp"
+#include "actors/run/machine_calibration.hpp"
+#include "actors/plan/prepared_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "job_forecast_cases.hpp"
 
 namespace troupe {

@@ -14,7 +14,7 @@
 #include <map>
 #include <random>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "kernels/train_step.hpp"
 #include "schedules/named.hpp"
 #include "schedules/validate.hpp"

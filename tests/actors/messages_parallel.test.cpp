@@ -5,7 +5,7 @@
 
 #include <tuple>
 
-#include "actors/job/step_trace.hpp"
+#include "actors/observe/step_trace.hpp"
 #include "tests/actors/round_trip.hpp"
 
 using namespace troupe;

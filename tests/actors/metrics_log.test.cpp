@@ -10,7 +10,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "actors/job/metrics_log.hpp"
+#include "actors/observe/metrics_log.hpp"
 
 namespace fs = std::filesystem;
 using troupe::metrics_log;

@@ -9,7 +9,7 @@
 #include <random>
 
 #include "actors/actors.hpp"
-#include "actors/job/memory_plan.hpp"
+#include "actors/plan/memory_plan.hpp"
 #include "actors/messages.hpp"
 #include "actors/store/offload_store.hpp"
 #include "tests/scratch_dir.hpp"

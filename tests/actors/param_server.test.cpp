@@ -13,7 +13,7 @@
 #include <map>
 #include <set>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "tests/actors/tiny_jobs.hpp"
 #include "tests/scratch_dir.hpp"
 

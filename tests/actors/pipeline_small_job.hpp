@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/job/train_config.hpp"
+#include "actors/config/train_config.hpp"
 #include "storage/dataset.hpp"
 
 namespace troupe::test {

@@ -13,8 +13,8 @@
 
 #include <filesystem>
 
-#include "actors/job/job_plan.hpp"
-#include "actors/job/training_job.hpp"
+#include "actors/plan/job_plan.hpp"
+#include "actors/run/training_job.hpp"
 #include "schedules/builders.hpp"
 #include "schedules/passes.hpp"
 #include "storage/dataset.hpp"

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <string>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "schedules/builders.hpp"
 #include "schedules/passes.hpp"
 #include "tests/actors/pipeline_small_job.hpp"

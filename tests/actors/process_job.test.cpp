@@ -1,4 +1,4 @@
-// Multi-process training (actors/process/process_job.cpp): the same data-parallel job with its ranks in
+// Multi-process training (actors/run/process_job.cpp): the same data-parallel job with its ranks in
 // one process and as separate processes on loopback (and across two network namespaces) gives
 // bitwise the same loss at every step; a worker killed mid-step is reported by rank 0 (rank and
 // step) within the peer timeout and every process ends; a peer with the wrong secret or garbage
@@ -22,7 +22,7 @@
 
 #include <set>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "tests/actors/process_job_config.hpp"
 #include "tests/comm/tcp_process_group.hpp"
 

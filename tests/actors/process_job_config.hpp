@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <string>
 
-#include "actors/job/train_config.hpp"
+#include "actors/config/train_config.hpp"
 
 namespace troupe::test {
 

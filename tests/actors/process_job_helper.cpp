@@ -23,8 +23,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/job/training_job.hpp"
-#include "actors/job/accelerators.hpp"
+#include "actors/run/training_job.hpp"
+#include "actors/plan/accelerators.hpp"
 #include "tests/actors/fake_device.hpp"
 #include "tests/actors/gloo_device_engine.hpp"
 #include "tests/actors/process_job_config.hpp"

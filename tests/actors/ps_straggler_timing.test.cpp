@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <map>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "tests/actors/tiny_jobs.hpp"
 #include "tests/scratch_dir.hpp"
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <map>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "schedules/dispatch.hpp"
 #include "schedules/named.hpp"
 #include "schedules/validate.hpp"

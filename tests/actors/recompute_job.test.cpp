@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <random>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "schedules/named.hpp"
 #include "schedules/validate.hpp"
 #include "storage/dataset.hpp"

@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "actors/job/run_curves.hpp"
-#include "actors/job/training_job.hpp"
+#include "actors/observe/run_curves.hpp"
+#include "actors/run/training_job.hpp"
 #include "tests/actors/tiny_jobs.hpp"
 #include "tests/scratch_dir.hpp"
 

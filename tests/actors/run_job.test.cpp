@@ -2,7 +2,7 @@
 // placement (the whole job, process 0, a worker, a server process) is driven in, and the one
 // failure path. The fakes spawn a real actor that waits for messages, so a path that forgot to
 // stop it would hang in ~actor_system and the test would time out.
-#include "actors/job/run_job.hpp"
+#include "actors/run/run_job.hpp"
 
 #include <gtest/gtest.h>
 

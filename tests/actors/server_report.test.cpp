@@ -3,7 +3,7 @@
 // dispenser's; a job without servers says nothing about them.
 #include <gtest/gtest.h>
 
-#include "actors/job/server_report.hpp"
+#include "actors/observe/server_report.hpp"
 
 namespace troupe {
 namespace {

@@ -4,7 +4,7 @@
 // then, or a group whose links are all alike (however slow), names none.
 #include <gtest/gtest.h>
 
-#include "actors/job/slow_link.hpp"
+#include "actors/observe/slow_link.hpp"
 
 using namespace troupe;
 

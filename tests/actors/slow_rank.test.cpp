@@ -4,7 +4,7 @@
 // of microseconds or for a rank that is last only now and then.
 #include <gtest/gtest.h>
 
-#include "actors/job/slow_rank.hpp"
+#include "actors/observe/slow_rank.hpp"
 
 using namespace troupe;
 

@@ -23,10 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include "actors/job/accelerators.hpp"
-#include "actors/job/job_plan.hpp"
-#include "actors/job/memory_plan.hpp"
-#include "actors/job/training_job.hpp"
+#include "actors/plan/accelerators.hpp"
+#include "actors/plan/job_plan.hpp"
+#include "actors/plan/memory_plan.hpp"
+#include "actors/run/training_job.hpp"
 #include "actors/messages.hpp"
 #include "tests/actors/stage_device_support.hpp"
 #include "tests/actors/tiny_jobs.hpp"

@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "tests/actors/fake_device.hpp"
 #include "tests/actors/fake_device_group.hpp"
 #include "tests/kernels/fake_gpu.hpp"

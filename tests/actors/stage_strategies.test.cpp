@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "actors/job/runtime_config.hpp"
+#include "actors/run/runtime_config.hpp"
 #include "actors/stage/stage.hpp"
 #include "comm/ring_schedule.hpp"
 #include "schedules/named.hpp"

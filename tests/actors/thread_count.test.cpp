@@ -14,7 +14,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "kernels/blas_runtime.hpp"
 #include "kernels/gemm_library.hpp"
 #include "tests/actors/tiny_jobs.hpp"

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "actors/job/train_config.hpp"
+#include "actors/config/train_config.hpp"
 #include "kernels/model.hpp"
 #include "kernels/optimizer.hpp"
 #include "storage/dataset.hpp"

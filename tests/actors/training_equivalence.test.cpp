@@ -7,7 +7,7 @@
 #include <fstream>
 #include <unistd.h>
 
-#include "actors/job/training_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "kernels/layer_stack.hpp"
 #include "kernels/train_step.hpp"
 #include "storage/dataset.hpp"

@@ -9,10 +9,10 @@
 
 #include <filesystem>
 
-#include "actors/job/job_plan.hpp"
-#include "actors/job/memory_plan.hpp"
-#include "actors/job/prepared_job.hpp"
-#include "actors/job/training_job.hpp"
+#include "actors/plan/job_plan.hpp"
+#include "actors/plan/memory_plan.hpp"
+#include "actors/plan/prepared_job.hpp"
+#include "actors/run/training_job.hpp"
 #include "tests/actors/tiny_jobs.hpp"
 #include "tests/scratch_dir.hpp"
 
