@@ -63,18 +63,11 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       a.peer_over_host.push_back(plan.mesh.process_of(q) != plan.mesh.process_of(rank) &&
                                  !pipeline_on_device_link(cfg, rank, q));
     a.loader = loader->second;
-    const rank_collective dp = links.collective_of(rank);
-    a.collective = dp.actor;
-    a.buckets_on_device = dp.on_device;
-    a.expert_collective = links.expert_collective_of(rank);
+    a.groups = links.groups_of(rank);
+    for (const std::shared_ptr<tp_group>& member : a.groups.members)
+      if (member) out.tp_members.push_back(member);
     a.coordinator = coordinator;
-    a.tp = links.tp_of(rank);
-    if (a.tp) out.tp_members.push_back(a.tp);
-    a.context = links.context_of(rank);
     a.context_mode = cfg.cp_mode;
-    if (a.context) out.tp_members.push_back(a.context);
-    a.experts = links.experts_of(rank);
-    if (a.experts) out.tp_members.push_back(a.experts);
     a.zero = cfg.zero;
     a.dp_rank = replica;
     a.dp_size = plan.mesh.replicas();
@@ -94,13 +87,10 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       where.where = a.queue->where();
       where.queue = a.queue;
     }
-    if (cfg.zero >= 3 && a.collective) {  // ZeRO-3: units gathered over a group the stage's threads drive
-      a.dp_group = links.params_of(rank);
-      a.prefetch = cfg.prefetch;
-      out.tp_members.push_back(a.dp_group);
-    }
+    const bool dp_reducer = static_cast<bool>(a.groups.reducer(sched::axis::dp));
+    if (cfg.zero >= 3 && dp_reducer) a.prefetch = cfg.prefetch;  // ZeRO-3: units gathered ahead
     const offload_target opt_to = optimizer_offload(cfg), params_to = params_offload(cfg);
-    if (cfg.zero >= 1 && a.collective) {  // ZeRO: the shard keeps this rank's segments, its own copy
+    if (cfg.zero >= 1 && dp_reducer) {  // ZeRO: the shard keeps this rank's segments, its own copy
       a.shard = plan.shard_of(rank);
       n = shard_size(a.shard);
       // ZeRO-3's stage runs on the shard's tensor (its segments), as plain DP's does on the whole.
@@ -110,7 +100,7 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       if (opt_to != offload_target::none || params_to != offload_target::none) where.ledger = a.host_memory;
       where.state_ledger = opt_to != offload_target::none ? a.host_memory : a.memory;
       a.params_offloaded = params_to != offload_target::none;
-      if (where.queue && !a.buckets_on_device) {
+      if (where.queue && !a.groups.reduces_on_device) {
         // A GPU stage whose group reduces its buckets on the host keeps the shard's segments of
         // the master copy and the state there with its update (ZeRO-Offload's placement): the
         // GPU keeps the parameters, the gradients (ZeRO-2: its segments) and activations. Where
@@ -140,7 +130,7 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
       out.members.push_back(where.store);
       out.detached.push_back(where.store);
     }
-    if (n > 0 && a.dp_group && params_to == offload_target::nvme) {
+    if (n > 0 && a.groups.member(sched::axis::dp) && params_to == offload_target::nvme) {
       // ZeRO-Infinity's parameters: the stage's segments, one piece per bucket, in a file its
       // param_fetcher reads each unit's piece from ahead of the unit's gather.
       std::vector<storage::segment_file::piece> pieces;
@@ -149,7 +139,7 @@ rank_actors spawn_ranks(caf::actor_system& sys, const train_config& cfg, const p
     }
     if (cfg.consistency != consistency_model::none) {
       // Parameter servers: the replicas meet at their slot's server, not in a collective.
-      a.collective = caf::actor{};
+      a.groups.set(sched::axis::dp, caf::actor{});
       a.host_gradients = true;
       if (n > 0) a.optimizer = servers.at(plan.slot(at.pp, at.tp));
       a.dispenser = dispenser;

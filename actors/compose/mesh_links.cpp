@@ -33,36 +33,54 @@ mesh_links::mesh_links(caf::actor_system& sys, const job_plan& plan, mesh_links_
 
 mesh_links::~mesh_links() { stop(); }
 
-int comm_group_id(const sched::mesh& m, sched::axis a, int rank) {
-  return a == sched::axis::dp ? m.group_index(a, rank) : m.groups(sched::axis::dp) + m.group_index(sched::axis::tp, rank);
-}
-int comm_params_group_id(const sched::mesh& m, int rank) {
-  return m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + m.group_index(sched::axis::dp, rank);
-}
-int comm_context_group_id(const sched::mesh& m, int rank) {
-  return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + m.group_index(sched::axis::cp, rank);
-}
-namespace {
-// The first id after the context-parallel groups'.
-int after_context_groups(const sched::mesh& m) {
-  return 2 * m.groups(sched::axis::dp) + m.groups(sched::axis::tp) + (m.cp > 1 ? m.groups(sched::axis::cp) : 0);
-}
-}  // namespace
-int comm_expert_group_id(const sched::mesh& m, int rank) {
-  return after_context_groups(m) + m.group_index(sched::axis::ep, rank);
-}
-int comm_expert_dp_group_id(const sched::mesh& m, int rank) {
-  return after_context_groups(m) + m.groups(sched::axis::ep) + m.group_index(sched::axis::edp, rank);
-}
-int comm_group_count(const sched::mesh& m) {
-  return after_context_groups(m) + (m.ep > 1 ? m.groups(sched::axis::ep) + m.groups(sched::axis::edp) : 0);
+sched::axis axis_of(comm_group g) {
+  switch (g) {
+    case comm_group::dp: return sched::axis::dp;
+    case comm_group::tp: return sched::axis::tp;
+    case comm_group::zero3_params: return sched::axis::dp;
+    case comm_group::cp: return sched::axis::cp;
+    case comm_group::ep: return sched::axis::ep;
+    case comm_group::edp: return sched::axis::edp;
+  }
+  throw std::logic_error("axis_of: not a comm_group");
 }
 
-rank_collective mesh_links::collective_of(int rank) {
+int comm_groups_of(const sched::mesh& m, comm_group g) {
+  if ((g == comm_group::cp && m.cp == 1) || ((g == comm_group::ep || g == comm_group::edp) && m.ep == 1)) return 0;
+  return m.groups(axis_of(g));
+}
+
+int comm_group_id(const sched::mesh& m, comm_group g, int rank) {
+  int first = 0;  // the groups of the kinds numbered before g
+  for (comm_group before : comm_groups) {
+    if (before == g) break;
+    first += comm_groups_of(m, before);
+  }
+  return first + m.group_index(axis_of(g), rank);
+}
+
+int comm_group_count(const sched::mesh& m) {
+  int n = 0;
+  for (comm_group g : comm_groups) n += comm_groups_of(m, g);
+  return n;
+}
+
+rank_groups mesh_links::groups_of(int rank) {
+  rank_groups g;
+  const rank_collective dp = dp_reducer(rank);
+  g.set(sched::axis::dp, dp.actor);
+  g.reduces_on_device = dp.on_device;
+  g.set(sched::axis::edp, edp_reducer(rank));
+  for (sched::axis a : {sched::axis::tp, sched::axis::cp, sched::axis::ep, sched::axis::dp})
+    g.set(a, ledgered(unlogged_member(a, rank), a, rank));
+  return g;
+}
+
+rank_collective mesh_links::dp_reducer(int rank) {
   const sched::mesh& m = plan_.mesh;
   if (m.replicas() == 1) return {};
   const int replica = m.replica_of(rank);
-  const int id = comm_group_id(m, sched::axis::dp, rank);
+  const int id = comm_group_id(m, comm_group::dp, rank);
   if (!m.group_spans_processes(sched::axis::dp, rank)) {
     local_group& g = local_groups_[id];
     if (g.members.empty()) {
@@ -101,12 +119,12 @@ caf::actor mesh_links::host_member(int id, int member, int size, int rank) {
 // On the host: the MoE layers, the only ones expert parallelism touches, run on the CPU alone.
 // A replica that alone holds its experts gets a group of one, so its experts' buckets take the
 // path every other bucket takes (ZeRO's shard included).
-caf::actor mesh_links::expert_collective_of(int rank) {
+caf::actor mesh_links::edp_reducer(int rank) {
   const sched::mesh& m = plan_.mesh;
   const int size = m.size(sched::axis::edp);
   if (m.ep == 1) return {};
   const int member = m.place_in(sched::axis::edp, rank);
-  const int id = comm_expert_dp_group_id(m, rank);
+  const int id = comm_group_id(m, comm_group::edp, rank);
   if (m.group_spans_processes(sched::axis::edp, rank)) return host_member(id, member, size, rank);
   local_group& g = local_groups_[id];
   if (g.members.empty()) {
@@ -227,47 +245,35 @@ std::shared_ptr<tp_group> mesh_links::ledgered(std::shared_ptr<tp_group> member,
   return logged;
 }
 
-std::shared_ptr<tp_group> mesh_links::tp_of(int rank) { return ledgered(unlogged_tp_of(rank), sched::axis::tp, rank); }
-
-std::shared_ptr<tp_group> mesh_links::context_of(int rank) {
-  return ledgered(unlogged_context_of(rank), sched::axis::cp, rank);
+std::shared_ptr<tp_group> mesh_links::unlogged_member(sched::axis a, int rank) {
+  const sched::mesh& m = plan_.mesh;
+  switch (a) {
+    case sched::axis::tp: return unlogged_tp_member(rank);
+    case sched::axis::cp: return m.cp == 1 ? nullptr : host_group_member(comm_group::cp, rank);
+    case sched::axis::ep: return m.ep == 1 ? nullptr : host_group_member(comm_group::ep, rank);
+    case sched::axis::dp:
+      return !args_.zero3 || m.replicas() == 1 ? nullptr : host_group_member(comm_group::zero3_params, rank);
+    default: return nullptr;  // pp and edp: no member the stage's thread drives
+  }
 }
 
-std::shared_ptr<tp_group> mesh_links::unlogged_context_of(int rank) {
+std::shared_ptr<tp_group> mesh_links::host_group_member(comm_group g, int rank) {
   const sched::mesh& m = plan_.mesh;
-  if (m.cp == 1) return nullptr;
-  return host_group_member(sched::axis::cp, comm_context_group_id(m, rank), m.coords_of(rank).cp, rank);
-}
-
-std::shared_ptr<tp_group> mesh_links::host_group_member(sched::axis a, int id, int member, int rank) {
-  const sched::mesh& m = plan_.mesh;
+  const sched::axis a = axis_of(g);
+  const int id = comm_group_id(m, g, rank), member = m.place_in(a, rank);
   if (!m.group_spans_processes(a, rank)) {
-    auto& g = local_tp_[id];
-    if (g.empty()) g = net::make_local_tp_group(m.size(a), {args_.join_timeout_ms});
-    return g.at(static_cast<size_t>(member));
+    auto& local = local_tp_[id];
+    if (local.empty()) local = net::make_local_tp_group(m.size(a), {args_.join_timeout_ms});
+    return local.at(static_cast<size_t>(member));
   }
   return remote_group_member(id, member, m.size(a), rank);
 }
 
-std::shared_ptr<tp_group> mesh_links::experts_of(int rank) {
-  return ledgered(unlogged_experts_of(rank), sched::axis::ep, rank);
-}
-
-std::shared_ptr<tp_group> mesh_links::unlogged_experts_of(int rank) {
-  const sched::mesh& m = plan_.mesh;
-  if (m.ep == 1) return nullptr;
-  return host_group_member(sched::axis::ep, comm_expert_group_id(m, rank), m.place_in(sched::axis::ep, rank), rank);
-}
-
-std::shared_ptr<tp_group> mesh_links::params_of(int rank) {
-  return ledgered(unlogged_params_of(rank), sched::axis::dp, rank);
-}
-
-std::shared_ptr<tp_group> mesh_links::unlogged_tp_of(int rank) {
+std::shared_ptr<tp_group> mesh_links::unlogged_tp_member(int rank) {
   const sched::mesh& m = plan_.mesh;
   if (m.tp == 1) return nullptr;
   const int t = m.coords_of(rank).tp;
-  const int id = comm_group_id(m, sched::axis::tp, rank);
+  const int id = comm_group_id(m, comm_group::tp, rank);
   if (!m.group_spans_processes(sched::axis::tp, rank)) {
     auto& g = local_tp_[id];
     if (g.empty()) g = device_tp_group(m.group_index(sched::axis::tp, rank), m.group(sched::axis::tp, rank));
@@ -276,19 +282,6 @@ std::shared_ptr<tp_group> mesh_links::unlogged_tp_of(int rank) {
   }
   if (auto d = spanning_device_tp_member(id, t, m.group(sched::axis::tp, rank))) return d;
   return remote_group_member(id, t, m.tp, rank);
-}
-
-std::shared_ptr<tp_group> mesh_links::unlogged_params_of(int rank) {
-  const sched::mesh& m = plan_.mesh;
-  if (!args_.zero3 || m.replicas() == 1) return nullptr;
-  const int d = m.replica_of(rank);
-  const int id = comm_params_group_id(m, rank);
-  if (!m.group_spans_processes(sched::axis::dp, rank)) {
-    auto& g = local_tp_[id];
-    if (g.empty()) g = net::make_local_tp_group(m.replicas(), {args_.join_timeout_ms});
-    return g.at(static_cast<size_t>(d));
-  }
-  return remote_group_member(id, d, m.replicas(), rank);
 }
 
 std::shared_ptr<tp_group> mesh_links::remote_group_member(int id, int member, int size, int rank) {

@@ -26,25 +26,27 @@
 #include "actors/compose/pipeline_links.hpp"
 #include "actors/messages.hpp"
 #include "actors/process/net_actors.hpp"
+#include "actors/stage/rank_groups.hpp"
 #include "comm/device_group.hpp"
 #include "comm/mpi_groups.hpp"
 #include "comm/tcp_ring.hpp"
 
 namespace troupe {
 
-// The mesh's groups that may span processes, one id each in a numbering every process derives
-// alike: the data-parallel groups (mesh.group_index(dp)) first, then the tensor-parallel ones,
-// then ZeRO-3's parameter groups (one per data-parallel group: the gathers of a stage's
-// param_fetcher run beside its gradient collectives, so they get a connection of their own),
-// then (cp > 1) the context-parallel groups, then (ep > 1) the expert groups and the
-// expert-data-parallel ones.
-// Ring rendezvous addresses and MPI communicators are indexed by it.
-int comm_group_id(const sched::mesh& m, sched::axis a, int rank);
-int comm_params_group_id(const sched::mesh& m, int rank);
-int comm_context_group_id(const sched::mesh& m, int rank);
-int comm_expert_group_id(const sched::mesh& m, int rank);
-int comm_expert_dp_group_id(const sched::mesh& m, int rank);
+// The mesh's groups that may span processes, by kind, in the order of one numbering every
+// process derives alike: the data-parallel groups (mesh.group_index(dp)) first, then the
+// tensor-parallel ones, then ZeRO-3's parameter groups (one per data-parallel group: the gathers
+// of a stage's param_fetcher run beside its gradient collectives, so they get a connection of
+// their own), then (cp > 1) the context-parallel groups, then (ep > 1) the expert groups and the
+// expert-data-parallel ones. Ring rendezvous addresses and MPI communicators are indexed by it.
+enum class comm_group { dp, tp, zero3_params, cp, ep, edp };
+inline constexpr comm_group comm_groups[] = {comm_group::dp, comm_group::tp, comm_group::zero3_params,
+                                             comm_group::cp, comm_group::ep, comm_group::edp};
+sched::axis axis_of(comm_group g);  // the mesh axis its members differ along (zero3_params: dp)
+int comm_group_id(const sched::mesh& m, comm_group g, int rank);
 int comm_group_count(const sched::mesh& m);
+// How many groups of kind g the numbering holds (0: none, as cp's at cp 1).
+int comm_groups_of(const sched::mesh& m, comm_group g);
 
 struct mesh_links_args {
   int process = 0;
@@ -59,7 +61,7 @@ struct mesh_links_args {
   // Set: such groups reduce through Gloo, each connecting through a kv_store its first member
   // serves (published like a ring's rendezvous).
   bool gloo = false;
-  bool zero3 = false;  // ZeRO-3: each data-parallel group also gathers parameters (params_of)
+  bool zero3 = false;  // ZeRO-3: each data-parallel group also gathers parameters (groups_of: its dp member)
   std::vector<slow_link_spec> slow_links;  // rings of these mesh ranks send at a cap (fault injection)
   // Set: a data-parallel group in this process whose every rank is on an accelerator reduces
   // there (when dp_on_devices), through the first of these engines that takes those devices
@@ -93,21 +95,13 @@ class mesh_links {
   mesh_links(const mesh_links&) = delete;
   mesh_links& operator=(const mesh_links&) = delete;
 
-  // Before the ranks are spawned: rank's data-parallel collective (empty with one replica).
-  rank_collective collective_of(int rank);
-  // Before the ranks are spawned: rank's member of its tensor-parallel group (null with tp 1).
-  std::shared_ptr<tp_group> tp_of(int rank);
-  // The rank's member of its context-parallel group (null at cp 1): in-process, or across
-  // processes over the job's back end, as a tp group is.
-  std::shared_ptr<tp_group> context_of(int rank);
-  // The rank's member of its expert group (null at ep 1), which its stage's MoE layers drive.
-  std::shared_ptr<tp_group> experts_of(int rank);
-  // Before the ranks are spawned: rank's member of the collective of the replicas holding its
-  // experts (empty at ep 1; a group of one when ep is every replica).
-  caf::actor expert_collective_of(int rank);
-  // Before the ranks are spawned: rank's member of its ZeRO-3 parameter group (null unless
-  // args.zero3 and dp > 1).
-  std::shared_ptr<tp_group> params_of(int rank);
+  // Before the ranks are spawned: rank's groups (rank_groups.hpp). Its dp reducer (empty with one
+  // replica); its edp reducer, the collective of the replicas holding its experts (empty at ep 1;
+  // a group of one when ep is every replica); its members along tp, cp and ep (null where the
+  // axis is 1: in-process, or across processes over the job's back end) and, with args.zero3
+  // and more than one replica, its ZeRO-3 parameter group's along dp. Each member is logged for
+  // the watchdog (ledgered).
+  rank_groups groups_of(int rank);
   // After: this process's stages in rank order; each is told its pipeline peers. Link failures
   // (a bad frame, a peer that cannot be reached) go to `coordinator` as pipeline_failure.
   void connect_pipelines(const std::vector<caf::actor>& local_stages, const caf::actor& coordinator);
@@ -160,18 +154,20 @@ class mesh_links {
   net_collective_args spanning_member(int id, int member, int size, int rank);
   net_collective_args ring_member(int id, int member, int size, int rank);
   net_collective_args gloo_member(int id, int member, int size);
-  // tp_of and params_of before their members are logged for the watchdog (ledgered: wrapped in
-  // a logged_tp_group whose log a tp_ledger actor serves, counted among collectives()).
-  std::shared_ptr<tp_group> unlogged_tp_of(int rank);
-  std::shared_ptr<tp_group> unlogged_context_of(int rank);
-  std::shared_ptr<tp_group> unlogged_experts_of(int rank);
-  // Member `member` of rank's group along `a` (comm id `id`) on the host: an in-process group's,
-  // or one across processes (remote_group_member).
-  std::shared_ptr<tp_group> host_group_member(sched::axis a, int id, int member, int rank);
+  // Rank's data-parallel collective, and where it reduces; its expert-data-parallel one.
+  rank_collective dp_reducer(int rank);
+  caf::actor edp_reducer(int rank);
+  // Rank's member along `a` (tp, cp, ep; dp: ZeRO-3's parameters) before it is logged for the
+  // watchdog (ledgered: wrapped in a logged_tp_group whose log a tp_ledger actor serves, counted
+  // among collectives()).
+  std::shared_ptr<tp_group> unlogged_member(sched::axis a, int rank);
+  std::shared_ptr<tp_group> unlogged_tp_member(int rank);  // tp's may sum on the devices
+  // Rank's member of its group of kind g on the host: an in-process group's, or one across
+  // processes (remote_group_member).
+  std::shared_ptr<tp_group> host_group_member(comm_group g, int rank);
   // Member `member` of process-spanning group `id` of `size` that reduces buckets on the host:
   // through MPI's communicator, else the TCP ring or Gloo (spanning_member).
   caf::actor host_member(int id, int member, int size, int rank);
-  std::shared_ptr<tp_group> unlogged_params_of(int rank);
   std::shared_ptr<tp_group> ledgered(std::shared_ptr<tp_group> member, sched::axis a, int rank);
   // A member of process-spanning group `id` that a stage's own thread drives (tensor-parallel,
   // ZeRO-3 parameters): MPI's, or a ring or Gloo member connecting on a thread of its own.

@@ -100,28 +100,15 @@ mesh_links_args links_args(const train_config& cfg, int process, const std::stri
 std::shared_ptr<net::mpi_groups> mpi_for(const train_config& cfg) {
   if (cfg.backend != net::backend_kind::mpi) return nullptr;
   const sched::mesh& m = cfg.mesh;
-  // Every process-spanning group, numbered as mesh_links numbers them (comm_group_id).
+  // Every process-spanning group, numbered as mesh_links numbers them (comm_group_id); ZeRO-3's
+  // parameter groups (the data-parallel groups once more) only with ZeRO-3.
   std::vector<int> member_of(static_cast<size_t>(comm_group_count(m)), -1);
-  for (sched::axis a : {sched::axis::dp, sched::axis::tp})
-    for (int r : cfg.mesh.ranks_of_process(cfg.process.index))
-      if (m.size(a) > 1 && m.group_spans_processes(a, r)) {
-        const sched::mesh_coords at = m.coords_of(r);
-        member_of[static_cast<size_t>(comm_group_id(m, a, r))] = a == sched::axis::dp ? m.replica_of(r) : at.tp;
-      }
-  for (int r : cfg.mesh.ranks_of_process(cfg.process.index))  // context parallelism's groups
-    if (m.cp > 1 && m.group_spans_processes(sched::axis::cp, r))
-      member_of[static_cast<size_t>(comm_context_group_id(m, r))] = m.coords_of(r).cp;
-  for (int r : cfg.mesh.ranks_of_process(cfg.process.index))  // expert parallelism's groups
-    if (m.ep > 1) {
-      if (m.group_spans_processes(sched::axis::ep, r))
-        member_of[static_cast<size_t>(comm_expert_group_id(m, r))] = m.place_in(sched::axis::ep, r);
-      if (m.size(sched::axis::edp) > 1 && m.group_spans_processes(sched::axis::edp, r))
-        member_of[static_cast<size_t>(comm_expert_dp_group_id(m, r))] = m.place_in(sched::axis::edp, r);
-    }
-  if (cfg.zero >= 3)  // ZeRO-3's parameter groups: the data-parallel groups once more
-    for (int r : cfg.mesh.ranks_of_process(cfg.process.index))
-      if (m.replicas() > 1 && m.group_spans_processes(sched::axis::dp, r))
-        member_of[static_cast<size_t>(comm_params_group_id(m, r))] = m.replica_of(r);
+  for (comm_group g : comm_groups) {
+    const sched::axis a = axis_of(g);
+    if (comm_groups_of(m, g) == 0 || m.size(a) == 1 || (g == comm_group::zero3_params && cfg.zero < 3)) continue;
+    for (int r : m.ranks_of_process(cfg.process.index))
+      if (m.group_spans_processes(a, r)) member_of[static_cast<size_t>(comm_group_id(m, g, r))] = m.place_in(a, r);
+  }
   auto mpi = std::make_shared<net::mpi_groups>(member_of);
   if (mpi->world_size() != m.processes || mpi->world_rank() != cfg.process.index)
     throw std::runtime_error("--backend mpi: MPI says this is process " + std::to_string(mpi->world_rank()) + " of " +

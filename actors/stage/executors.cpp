@@ -67,7 +67,7 @@ class queued : public executor {
     };
     std::shared_ptr<device_queue> gpu = gpu_queue(s);
     if (!gpu) return post;
-    if (s.args.buckets_on_device)
+    if (s.args.groups.reduces_on_device)
       return [gpu, post](size_t b, tensor part) {
         gpu->when_done([post, b, part = std::move(part)]() mutable { post(b, std::move(part)); });
       };

@@ -90,7 +90,8 @@ class fetched : public param_source {
         if (memory) memory->charge(on, memory_kind::parameters);
         return on;
       };
-    s.fetcher = std::make_shared<param_fetcher>(s.args.dp_group, s.args.prefetch, s.args.param_file, std::move(place));
+    s.fetcher = std::make_shared<param_fetcher>(s.args.groups.member(sched::axis::dp), s.args.prefetch, s.args.param_file,
+                                                std::move(place));
     for (size_t c = 0; c < s.chunks.size(); ++c) {
       s.chunks[c]->stack().split_params();
       stream_params(self, c);

@@ -71,8 +71,8 @@ bool execute(self_ptr self, const sched::action& a) {
       auto out = std::make_shared<std::pair<tensor, loss_result>>();
       compute_parts c;
       // `tp`: the layers call their group by a plain pointer, so the work holds it while it runs.
-      c.work = [chunk = s.chunks.at(static_cast<size_t>(a.chunk)), tp = s.args.tp, mb, x = std::move(x), out, last,
-                loss = last ? s.loss : nullptr, grad_scale, pause = straggle_ms(s) + jitter_ms(s), m = a.microbatch] {
+      c.work = [chunk = s.chunks.at(static_cast<size_t>(a.chunk)), tp = s.args.groups.member(sched::axis::tp), mb,
+                x = std::move(x), out, last, loss = last ? s.loss : nullptr, grad_scale, pause = straggle_ms(s) + jitter_ms(s), m = a.microbatch] {
         if (pause > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(pause));
         out->first = chunk->forward(m, x);
         if (last) out->second = loss(out->first, mb->targets, grad_scale);
@@ -100,8 +100,8 @@ bool execute(self_ptr self, const sched::action& a) {
       auto dx = std::make_shared<tensor>();
       compute_parts c;
       // `tp`: the layers call their group by a plain pointer, so the work holds it while it runs.
-      c.work = [chunk = s.chunks.at(static_cast<size_t>(a.chunk)), tp = s.args.tp, dy = std::move(dy), dx,
-                buckets = std::move(buckets), kind = a.kind, m = a.microbatch, k, pause = jitter_ms(s)] {
+      c.work = [chunk = s.chunks.at(static_cast<size_t>(a.chunk)), tp = s.args.groups.member(sched::axis::tp),
+                dy = std::move(dy), dx, buckets = std::move(buckets), kind = a.kind, m = a.microbatch, k, pause = jitter_ms(s)] {
         if (pause > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(pause));
         if (kind == op::backward_weight) {
           if (buckets) chunk->backward_weight(m, buckets);
@@ -254,7 +254,7 @@ void stage_detail::refuse(const stage_state& s, const std::string& why) { throw 
 void stage_detail::fail(self_ptr self, const std::string& why) {
   self->state.failed = true;
   // Its tp peers may be waiting for it inside a collective: they fail now, not at a timeout.
-  net::abort_local_tp_group(self->state.args.tp, "a tensor-parallel peer failed: " + why);
+  net::abort_local_tp_group(self->state.args.groups.member(sched::axis::tp), "a tensor-parallel peer failed: " + why);
   self->send(self->state.args.coordinator, pipeline_failure{self->state.args.rank, why});
   self->quit(failure_error(why));
 }

@@ -10,6 +10,7 @@
 #include "actors/plan/checkpointing.hpp"
 #include "actors/plan/dp_buckets.hpp"
 #include "actors/messages.hpp"
+#include "actors/stage/rank_groups.hpp"
 #include "actors/config/train_config.hpp"
 #include "kernels/device_queue.hpp"
 #include "kernels/model.hpp"
@@ -41,18 +42,24 @@ struct stage_args {
   int ready_stash = 0;  // ready dispatch: stash headroom beyond the fixed order's peak
   // Data parallelism: per local chunk, its gradient buckets (offsets into that chunk's flat
   // gradients); each goes to `collective` the moment the chunk's last backward finished its
-  // lowest layer, and R waits for all of them. No collective: R is the identity (one replica).
+  // lowest layer, and R waits for all of them. No dp reducer (groups): R is the identity (one
+  // replica).
   std::vector<std::vector<grad_bucket>> buckets;
-  caf::actor loader, optimizer, collective;
+  caf::actor loader, optimizer;
+  // The groups it works in, by axis. tp: its layers are its share of the model, their
+  // collectives run on the stage's own thread inside F and B (so they sit on the critical path,
+  // as Megatron's do), and the loss is the vocabulary-parallel one. cp: its tokens are its share
+  // of every sequence (the loader cut them) and its blocks' attention meets the group's keys and
+  // values inside F and B, as context_mode says. ep: its MoE blocks share out their experts over
+  // the group (tokens move by all-to-all inside F and B), and the buckets marked `experts` reduce
+  // over edp (a group of one when this replica is the only one holding them). dp: the buckets'
+  // reducer, and with ZeRO-3 the parameter gathers' member.
+  rank_groups groups;
   // By pipeline stage of its replica: whether what this stage sends it crosses the host transport
   // (a stage in another process, unless a device link joins their GPUs: pipeline_on_device_link),
   // which reads host memory, so a GPU's tensor goes as a copy in pinned memory made on the queue's
   // download stream. Otherwise the tensor itself goes (to the stage, or the link's sending end).
   std::vector<bool> peer_over_host;
-  // The collective reduces on the rank's accelerator (NCCL): each bucket is cut into device memory
-  // and handed over, and its sums come back there. Otherwise a GPU's buckets go through pinned
-  // host memory.
-  bool buckets_on_device = false;
   // Its gradients go to actors that read them on the host (parameter servers): on a GPU they
   // leave as a copy in pinned host memory, as they do for gradient observers.
   bool host_gradients = false;
@@ -61,40 +68,24 @@ struct stage_args {
   // and a run of steps lasts until it grants none; the steps are the replica's own count.
   caf::actor dispenser;
   caf::actor coordinator;
-  // Tensor parallelism: this rank's member of its tp group. The stage's layers are its share of
-  // the model, their collectives run on the stage's own thread inside F and B (so they sit on the
-  // critical path, as Megatron's do), and the loss is the vocabulary-parallel one. Null: tp 1.
-  std::shared_ptr<tp_group> tp;
-  // Context parallelism: this rank's member of its cp group; the stage's tokens are its share of
-  // every sequence (the loader cut them) and its blocks' attention meets the group's keys and
-  // values inside F and B, on the stage's thread like tp's, as context_mode says. Null: cp 1.
-  std::shared_ptr<tp_group> context;
   context::cp_mode context_mode = context::cp_mode::all_gather;
-  // Expert parallelism: this rank's member of its expert group, over which its MoE blocks share
-  // out their experts (tokens move by all-to-all inside F and B, on the stage's thread), and its
-  // member of the collective of the replicas holding the same experts, which the buckets marked
-  // `experts` reduce over (a group of one when this replica is the only one holding them).
-  // Null: ep 1.
-  std::shared_ptr<tp_group> experts;
-  caf::actor expert_collective;
   recompute_mode recompute = recompute_mode::none;
   matmul_precision matmul = matmul_precision::f32;  // of every linear layer in the stage's chunks
   bool sequence_parallel = false;     // with tp: the stage's activations are its tp rank's share of the sequences
   std::vector<caf::actor> observers;  // each gets observed_gradients every step (job_extras.hpp)
-  // ZeRO over the data-parallel group (with a collective): rank dp_rank of dp_size owns segment
+  // ZeRO over the data-parallel group (with a dp reducer): rank dp_rank of dp_size owns segment
   // dp_rank of every bucket (`shard`, dp_buckets.hpp's shard_layout), and its optimizer shard holds just
   // those. 1: buckets are all-reduced as before and O sends the shard's part; 2: buckets are
   // reduce-scattered, and the stage's gradients are per bucket, freed once sent. After the
   // shard's update every bucket is all-gathered back into the stage's parameters.
   // 3: parameters too. The stage keeps only its segments; each unit is all-gathered (over
-  // `dp_group`, on a param_fetcher's thread, `prefetch` units ahead) right before its first
+  // the dp member of `groups`, on a param_fetcher's thread, `prefetch` units ahead) right before its first
   // layer runs in F or B and dropped after its last, and the schedule's FP/RP bracket them.
   int zero = 0;
   int dp_rank = 0, dp_size = 1;
   // ZeRO: this rank's segments of its buckets (job_plan::shard_of: the experts' buckets cut over
   // the replicas holding those experts, the rest over the data-parallel group).
   std::vector<shard_piece> shard;
-  std::shared_ptr<tp_group> dp_group;
   int prefetch = 1;
   std::shared_ptr<device_memory> memory;       // the rank's device ledger (null: not counted)
   std::shared_ptr<device_memory> host_memory;  // what its offloaded optimizer shard holds in host memory

@@ -42,13 +42,13 @@ bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index
     const shard_piece& piece = s.pieces.at(static_cast<size_t>(index));
     // A group on the devices reduces the bucket in place and hands all of it back; the host's
     // hands back the segment alone.
-    const int64_t expected = s.args.buckets_on_device ? bucket.count : piece.count;
+    const int64_t expected = s.args.groups.reduces_on_device ? bucket.count : piece.count;
     if (r.data.numel() != expected) {
       fail(self, at_cursor(s) + "the reduce-scatter of bucket " + std::to_string(index) + " returned " +
                             std::to_string(r.data.numel()) + " values, not " + std::to_string(expected));
       return false;
     }
-    const float* segment = s.args.buckets_on_device ? sum + piece.in_bucket : sum;
+    const float* segment = s.args.groups.reduces_on_device ? sum + piece.in_bucket : sum;
     launch(s, [&] { ops_for(shard_device(s)).copy_floats(f32_out(s.shard_grads) + piece.at_shard, segment, piece.count); });
   } else {
     // On a GPU, in on the device's stream, before anything the stage launches next.
@@ -107,7 +107,7 @@ void launch_bucket(self_ptr self, int chunk, size_t b, tensor part, bool partiti
   ++s.buckets_launched;
   const auto op = partitioned ? ring::op_kind::reduce_scatter_sum : ring::op_kind::all_reduce_sum;
   // An expert bucket reduces over the replicas holding the same experts.
-  self->request(bucket.experts ? s.args.expert_collective : s.args.collective, caf::infinite,
+  self->request(s.args.groups.reducer(bucket.experts ? sched::axis::edp : sched::axis::dp), caf::infinite,
                 collective_request{step * s.seqs_per_step + index, static_cast<int32_t>(op), 0, bucket.count,
                                    std::move(part)})
       .then([self, step, chunk, b, index, sent, partitioned](collective_result& r) {
@@ -133,7 +133,7 @@ void gather_params(self_ptr self, const params_msg& m) {
     return fail(self, at_cursor(s) + "the optimizer shard returned " + std::to_string(m.params.numel()) + " parameters for a shard of " +
                   std::to_string(shard_size(s.pieces)));
   s.gathers_pending = static_cast<int64_t>(s.pieces.size());
-  const bool on_device = s.args.buckets_on_device;
+  const bool on_device = s.args.groups.reduces_on_device;
   for (size_t i = 0; i < s.pieces.size(); ++i) {
     const shard_piece& p = s.pieces[i];
     // The host's group starts from the segment alone; one on the devices gathers in place, from
@@ -164,7 +164,7 @@ void request_gather(self_ptr self, int64_t step, size_t i, tensor part) {
   const shard_piece& p = s.pieces[i];
   const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
   const int64_t seq = step * s.seqs_per_step + s.buckets_per_step + static_cast<int64_t>(i);
-  self->request(bucket.experts ? s.args.expert_collective : s.args.collective, caf::infinite,
+  self->request(s.args.groups.reducer(bucket.experts ? sched::axis::edp : sched::axis::dp), caf::infinite,
                 collective_request{seq, static_cast<int32_t>(ring::op_kind::all_gather), 0, bucket.count, std::move(part)})
       .then([self, step, i](collective_result& r) {
         auto& s = self->state;

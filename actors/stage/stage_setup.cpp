@@ -20,12 +20,15 @@ void choose_strategies(stage_state& st) {
   st.exec = is_asynchronous(a.queue) ? queued_executor(on_accelerator(st)) : inline_executor();
   // ZeRO needs a data-parallel group and a bucket to shard: else the stage keeps everything.
   const bool zero = !st.pieces.empty();
-  st.reducer = zero ? zero_reduce(a.zero >= 2) : a.collective ? bucket_all_reduce() : no_reduction();
+  st.reducer = zero                                ? zero_reduce(a.zero >= 2)
+                : a.groups.reducer(sched::axis::dp) ? bucket_all_reduce()
+                                                    : no_reduction();
   st.params = zero && a.zero >= 3 ? zero_fetched_params() : zero ? zero_gathered_params() : own_params();
   st.batches_in = a.dispenser ? dispensed_batches() : a.commit_updates ? committed_share() : fixed_share();
-  if (splits_logits(a.model, tp_size(a.tp.get()))) {  // tensor parallelism: the vocabulary-parallel loss
-    st.loss = [tp = a.tp, features = output_features(a.model)](const tensor& logits, const std::vector<int32_t>& targets,
-                                                                float scale) {
+  const std::shared_ptr<tp_group>& tp = a.groups.member(sched::axis::tp);
+  if (splits_logits(a.model, tp_size(tp.get()))) {  // tensor parallelism: the vocabulary-parallel loss
+    st.loss = [tp, features = output_features(a.model)](const tensor& logits, const std::vector<int32_t>& targets,
+                                                        float scale) {
       return vocab_parallel_cross_entropy(logits, targets, scale, features, *tp);
     };
   } else {
@@ -33,7 +36,7 @@ void choose_strategies(stage_state& st) {
       return cross_entropy(logits, targets, scale);
     };
   }
-  st.reports_loss = tp_rank(a.tp.get()) == 0;
+  st.reports_loss = tp_rank(tp.get()) == 0;
   // An accelerator's stage that runs model chunk 0 takes its inputs onto the device ahead.
   if (on_accelerator(st) && sched::stage_of(a.plan, 0) == a.stage) st.input_queue = a.queue;
 }
@@ -46,7 +49,8 @@ bool needs_own_thread(const stage_args& args) {
   // first NCCL call for them all to join; the local engine's meeting every time), and ZeRO-3's
   // for each unit's gather, so with either it keeps a thread of its own: a scheduler thread held
   // there could be the one a partner needs to arrive.
-  return !is_asynchronous(args.queue) || args.tp || args.context || args.zero >= 3;
+  return !is_asynchronous(args.queue) || args.groups.member(sched::axis::tp) || args.groups.member(sched::axis::cp) ||
+         args.zero >= 3;
 }
 
 void set_up(self_ptr self, stage_args args) {
@@ -58,13 +62,14 @@ void set_up(self_ptr self, stage_args args) {
     CPU_SET(st.args.pin_cpu, &set);
     pthread_setaffinity_np(pthread_self(), sizeof(set), &set);  // best effort: a hint, not a contract
   }
-  if (st.args.tp) {  // the job's links hand out logged members (the watchdog reads them); a test's may be bare
-    st.tp_clock = std::dynamic_pointer_cast<net::logged_tp_group>(st.args.tp);
-    if (!st.tp_clock) st.tp_clock = std::make_shared<net::logged_tp_group>(st.args.tp);
-    st.args.tp = st.tp_clock;
+  rank_groups& g = st.args.groups;
+  if (g.member(sched::axis::tp)) {  // the job's links hand out logged members (the watchdog reads them); a test's may be bare
+    st.tp_clock = std::dynamic_pointer_cast<net::logged_tp_group>(g.member(sched::axis::tp));
+    if (!st.tp_clock) st.tp_clock = std::make_shared<net::logged_tp_group>(g.member(sched::axis::tp));
+    g.set(sched::axis::tp, st.tp_clock);
   }
-  layer_list all = build_layers(st.args.model, st.args.tp.get(), st.args.sequence_parallel,
-                                {st.args.context.get(), st.args.context_mode}, st.args.experts.get());
+  layer_list all = build_layers(st.args.model, g.member(sched::axis::tp).get(), st.args.sequence_parallel,
+                                {g.member(sched::axis::cp).get(), st.args.context_mode}, g.member(sched::axis::ep).get());
   // Runs first: taking a chunk's layers out of `all` leaves holes a later chunk's runs would read.
   std::vector<storage::value_run> stage_runs;  // the stage's chunks end to end
   std::vector<int64_t> chunk_at;
@@ -89,7 +94,7 @@ void set_up(self_ptr self, stage_args args) {
   });
   st.args.buckets.resize(st.chunks.size());
   for (const auto& b : st.args.buckets) st.buckets_per_step += static_cast<int64_t>(b.size());
-  if (st.args.zero >= 1 && st.args.collective) st.pieces = st.args.shard;
+  if (st.args.zero >= 1 && st.args.groups.reducer(sched::axis::dp)) st.pieces = st.args.shard;
   choose_strategies(st);
   const bool zero = !st.pieces.empty();
   st.seqs_per_step = st.buckets_per_step * (zero ? 2 : 1);

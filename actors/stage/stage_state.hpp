@@ -135,7 +135,7 @@ struct stage_state {
   bool straggled = false;
   enum class opt_phase { idle, sent, done } opt = opt_phase::idle;
   stage_step_record record;  // what the step reports
-  std::shared_ptr<net::logged_tp_group> tp_clock;  // args.tp, logged and timed (tp > 1)
+  std::shared_ptr<net::logged_tp_group> tp_clock;  // args.groups.member(sched::axis::tp), logged and timed (tp > 1)
   double tp_seconds_before = 0;                   // its count when the step began
   int live = 0;
   // Asynchronous device: the compute action it holds, and what arrived meanwhile that writes the
@@ -183,7 +183,9 @@ inline void launch(stage_state& s, const std::function<void()>& f) {
 // Where the stage keeps what its ZeRO shard reads and writes (the shard's gradients, its initial
 // segments): with the shard on the stage's device when its group reduces there (NCCL), else on
 // the host (a GPU stage's shard there is ZeRO-Offload's placement).
-inline device shard_device(const stage_state& s) { return s.args.buckets_on_device ? compute_device(s.args) : device{}; }
+inline device shard_device(const stage_state& s) {
+  return s.args.groups.reduces_on_device ? compute_device(s.args) : device{};
+}
 // The ledger that counts it: the device's, or a GPU stage's host ledger; on the CPU the host is the device.
 inline const std::shared_ptr<device_memory>& shard_ledger(const stage_state& s) {
   return on_accelerator(s) && shard_device(s).is_cpu() ? s.args.host_memory : s.args.memory;

@@ -44,7 +44,7 @@ TEST(StageBucketReducer, BucketsLeaveTopFirstAndOGetsTheReturnedSumsAtTheirPlace
   ASSERT_EQ(a.buckets[0].size(), 2u);
   a.loader = loader;
   a.optimizer = optimizer;
-  a.collective = collective;
+  a.groups.set(sched::axis::dp, collective);
   a.coordinator = coordinator;
   caf::actor stage = spawn_stage(sys, a);
 
