@@ -40,8 +40,8 @@ class fixed : public batch_source {
   void request(self_ptr self, int64_t up_to) override {
     auto& s = self->state;
     if (!needs_batch(s)) return;
-    for (; s.next_request < std::min(up_to, s.args.total_steps); ++s.next_request)
-      self->send(s.args.loader, batch_request{s.next_request});
+    for (; s.next_request < std::min(up_to, s.args.run.total_steps); ++s.next_request)
+      self->send(s.args.partners.loader, batch_request{s.next_request});
   }
   void ordered(self_ptr self, const step_order& o) override {
     auto& s = self->state;
@@ -60,7 +60,7 @@ class commit_gated : public fixed {
     auto& s = self->state;
     if (committed_ == s.step) return true;
     if (asked_ != s.step)
-      self->send(s.args.coordinator, update_ready{s.step, s.args.rank, s.record.loss_sum, s.record.count, s.record.correct});
+      self->send(s.args.partners.coordinator, update_ready{s.step, s.args.rank, s.record.loss_sum, s.record.count, s.record.correct});
     asked_ = s.step;
     s.waiting_for = "the coordinator's commit of step " + std::to_string(s.step) +
                     " (an elastic job updates once every rank has its gradients)";
@@ -75,7 +75,7 @@ class commit_gated : public fixed {
   void reduction_failed(self_ptr self, const std::string& why) override {
     auto& s = self->state;
     s.waiting_for = "the coordinator, after step " + std::to_string(s.step) + "'s collective failed (" + why + ")";
-    self->send(s.args.coordinator, step_failed{s.step, s.args.rank, "rank " + std::to_string(s.args.rank) + ": step " +
+    self->send(s.args.partners.coordinator, step_failed{s.step, s.args.rank, "rank " + std::to_string(s.args.rank) + ": step " +
                                                                         std::to_string(s.step) + "'s collective failed: " + why});
   }
 
@@ -94,7 +94,7 @@ class dispensed : public batch_source {
   void granted(self_ptr self, const unit_grant& g) override {
     auto& s = self->state;
     if (!units_.grant(g.run, g.step, g.unit)) return;
-    if (g.unit >= 0 && needs_batch(s)) self->send(s.args.loader, batch_request{g.step, g.unit});
+    if (g.unit >= 0 && needs_batch(s)) self->send(s.args.partners.loader, batch_request{g.step, g.unit});
     if (s.step < 0 && g.step == next_step_) {
       if (g.unit < 0) {
         s.waiting_for = "the next run of steps (this run's batches are all taken)";
@@ -116,7 +116,7 @@ class dispensed : public batch_source {
   void label(const stage_state& s, gradients_msg& push) const override {
     const int64_t next = units_.unit(s.step + 1);
     push.unit = units_.unit(s.step);
-    push.next_round = next >= 0 ? next / s.args.dp_size : units_.until();
+    push.next_round = next >= 0 ? next / s.args.run.replicas : units_.until();
     push.fresh = next < 0;
   }
   bool begins_next(self_ptr self, int64_t next) override {
@@ -140,7 +140,7 @@ class dispensed : public batch_source {
   void ask(self_ptr self, int64_t step) {
     auto& s = self->state;
     if (!units_.ask(step)) return;
-    self->send(s.args.dispenser, unit_request{units_.run(), units_.until(), s.args.dp_rank, step});
+    self->send(s.args.updates.dispenser, unit_request{units_.run(), units_.until(), s.args.run.replica, step});
   }
   dispensed_steps units_;  // this run's grants
   int64_t next_step_ = 0;  // the replica's next step (its own count, over runs)

@@ -31,7 +31,7 @@ class queued : public executor {
     auto& s = self->state;
     auto error = std::make_shared<std::exception_ptr>();
     auto work = std::make_shared<std::function<void()>>(std::move(c.work));
-    s.args.queue->enqueue([work, error] {
+    s.args.device.queue->enqueue([work, error] {
       try {
         (*work)();
       } catch (...) {  // the device's thread cannot fail the stage: the completion carries it there
@@ -40,7 +40,7 @@ class queued : public executor {
     });
     s.on_device = device_action{s.step, s.cursor, false, std::move(c.finish), error, std::move(work)};
     s.waiting_for = "the device's completion of " + sched::body_string(a);
-    s.args.queue->when_done([stage = self->address(), step = s.step, index = static_cast<uint64_t>(s.cursor)] {
+    s.args.device.queue->when_done([stage = self->address(), step = s.step, index = static_cast<uint64_t>(s.cursor)] {
       if (auto to = caf::actor_cast<caf::actor>(stage)) caf::anon_send(to, device_done_atom::value, step, index);
     });
     return false;

@@ -39,7 +39,7 @@ class buckets : public gradient_reducer {
     // shares its unit with the rest of its layer, so both leave when the lower one is done.
     std::shared_ptr<const grad_units> units = partitioned_ ? s.units.at(static_cast<size_t>(chunk)) : nullptr;
     return [owner = s.chunks[static_cast<size_t>(chunk)], list, units, partitioned = partitioned_,
-            on_device = s.args.groups.reduces_on_device || gpu_queue(s) != nullptr, memory = s.args.memory,
+            on_device = s.args.groups.reduces_on_device || gpu_queue(s) != nullptr, memory = s.args.device.memory,
             next = std::make_shared<size_t>(0), held = std::make_shared<tensor>(),
             deliver = std::move(deliver)](size_t layer) {
       // Buckets become ready in order: bucket k's lowest layer is above bucket k+1's.

@@ -79,18 +79,18 @@ class fetched : public param_source {
     s.param_shard = segments;
     // Offloaded, the segments are the host's (to NVMe, only until the fetcher has written them);
     // a GPU's are too, as its shard is (its group gathers on the host).
-    if (s.args.params_offloaded && s.args.host_memory)
-      s.args.host_memory->charge(s.param_shard, s.args.param_file ? memory_kind::buffers : memory_kind::parameters);
+    if (s.args.zero.params_offloaded && s.args.device.host_memory)
+      s.args.device.host_memory->charge(s.param_shard, s.args.zero.param_file ? memory_kind::buffers : memory_kind::parameters);
     else if (const auto& ledger = shard_ledger(s))
       ledger->charge(s.param_shard, memory_kind::parameters);
     param_fetcher::place_fn place;
     if (auto gpu = gpu_queue(s))  // prefetched into device memory, counted there
-      place = [queue = std::move(gpu), memory = s.args.memory](tensor unit) {
+      place = [queue = std::move(gpu), memory = s.args.device.memory](tensor unit) {
         tensor on = queue->stage_in(unit);
         if (memory) memory->charge(on, memory_kind::parameters);
         return on;
       };
-    s.fetcher = std::make_shared<param_fetcher>(s.args.groups.member(sched::axis::dp), s.args.prefetch, s.args.param_file,
+    s.fetcher = std::make_shared<param_fetcher>(s.args.groups.member(sched::axis::dp), s.args.zero.prefetch, s.args.zero.param_file,
                                                 std::move(place));
     for (size_t c = 0; c < s.chunks.size(); ++c) {
       s.chunks[c]->stack().split_params();

@@ -40,15 +40,15 @@ void hand_off(stage_state& s, int microbatch, int chunk, tensor t, bool toward_o
 // The injected straggler's delay before the step's first forward (0: none, or already taken);
 // it is slept where the forward computes, so an asynchronous device's stage is not held.
 double straggle_ms(stage_state& s) {
-  const straggler_spec& st = s.args.straggler;
+  const straggler_spec& st = s.args.faults.straggler;
   if (st.ms <= 0 || s.straggled) return 0;
   s.straggled = true;
-  return straggler_delay_ms(st, s.args.seed, s.step);
+  return straggler_delay_ms(st, s.args.run.seed, s.step);
 }
 
 // The injected jitter of the action at the cursor (0: none).
 double jitter_ms(const stage_state& s) {
-  return s.args.jitter.max_ms > 0 ? jitter_delay_ms(s.args.jitter, s.args.seed, s.step, s.cursor) : 0.0;
+  return s.args.faults.jitter.max_ms > 0 ? jitter_delay_ms(s.args.faults.jitter, s.args.run.seed, s.step, s.cursor) : 0.0;
 }
 
 // Runs the action at the cursor if its inputs are there; false (with waiting_for set) if not.
@@ -60,7 +60,7 @@ bool execute(self_ptr self, const sched::action& a) {
     // The gradients left with the completion; O goes on to wait for the parameters.
   }
   const int k = model_chunk_of(s, a.chunk);
-  const float grad_scale = 1.0f / static_cast<float>(s.args.global_rows);
+  const float grad_scale = 1.0f / static_cast<float>(s.args.run.global_rows);
   const bool last_weight_action = s.cursor == s.last_weight_action.at(static_cast<size_t>(a.chunk));
   switch (a.kind) {
     case op::forward: {
@@ -166,22 +166,22 @@ void finish_step(self_ptr self) {
   s.record.rank = s.args.rank;
   s.record.tp_seconds = tp_seconds(s) - s.tp_seconds_before;
   for (const auto& c : s.chunks) s.record.peak_activation_bytes += c->peak_bytes();  // exact for one chunk
-  if (s.args.memory) {
-    const memory_figures peak = s.args.memory->peak();
+  if (s.args.device.memory) {
+    const memory_figures peak = s.args.device.memory->peak();
     s.record.peak_memory.assign(peak.bytes.begin(), peak.bytes.end());
-    s.record.peak_memory.push_back(s.args.memory->peak_total());
+    s.record.peak_memory.push_back(s.args.device.memory->peak_total());
   }
-  if (s.args.host_memory) {
-    const memory_figures peak = s.args.host_memory->peak();
+  if (s.args.device.host_memory) {
+    const memory_figures peak = s.args.device.host_memory->peak();
     s.record.peak_host_memory.assign(peak.bytes.begin(), peak.bytes.end());
-    s.record.peak_host_memory.push_back(s.args.host_memory->peak_total());
+    s.record.peak_host_memory.push_back(s.args.device.host_memory->peak_total());
   }
   expert_tally experts;  // every chunk's forwards of the step have finished
   for (const auto& c : s.chunks) experts.add(c->take_routing());
   s.record.set_experts(experts);
   s.record.step_end = now_seconds();
   const double next_start = s.record.step_end;
-  self->send(s.args.coordinator, std::move(s.record));
+  self->send(s.args.partners.coordinator, std::move(s.record));
   s.record = {};
   s.micro.clear();
   const int64_t next = s.step + 1;
@@ -222,7 +222,7 @@ void advance(self_ptr self) {
       // An asynchronous device's action holds the stage until it completes.
       sched::candidates next;
       if (s.on_device) next.push_back(s.cursor);
-      else next = sched::next_candidates(s.ready, row(s), s.progress, s.args.dispatch, s.live);
+      else next = sched::next_candidates(s.ready, row(s), s.progress, s.args.dispatch.policy, s.live);
       if (next.empty()) break;  // the row is done
       const double start = s.blocked ? s.blocked_since : now_seconds();
       bool ran = false;
@@ -255,7 +255,7 @@ void stage_detail::fail(self_ptr self, const std::string& why) {
   self->state.failed = true;
   // Its tp peers may be waiting for it inside a collective: they fail now, not at a timeout.
   net::abort_local_tp_group(self->state.args.groups.member(sched::axis::tp), "a tensor-parallel peer failed: " + why);
-  self->send(self->state.args.coordinator, pipeline_failure{self->state.args.rank, why});
+  self->send(self->state.args.partners.coordinator, pipeline_failure{self->state.args.rank, why});
   self->quit(failure_error(why));
 }
 
@@ -274,7 +274,7 @@ void stage_detail::advance_after_message(self_ptr self) {
 
 void stage_detail::begin_step(self_ptr self, int64_t step) {
   auto& s = self->state;
-  if (step == s.args.killed_at_step) {  // the injected loss: gone without a word, as a dead machine
+  if (step == s.args.faults.killed_at_step) {  // the injected loss: gone without a word, as a dead machine
     spdlog::warn("fault injection: rank {} killed as step {} begins", s.args.rank, step);
     s.step = -1;  // nothing more runs in the handler that began it
     s.failed = true;

@@ -14,14 +14,14 @@ namespace troupe::stage_detail {
 // one message, instead of the initial parameters.
 void restore_shard(self_ptr self, tensor initial) {
   auto& s = self->state;
-  const resume_point& from = *s.args.resume;
+  const resume_point& from = *s.args.checkpoints.resume;
   const int64_t n = initial.numel();
   const auto arrays = static_cast<int32_t>(from.manifest.arrays.size() - 1);
   tensor state({arrays * n});
   for (int32_t j = 0; j < arrays; ++j)
     from.read(from.manifest.arrays[static_cast<size_t>(1 + j)], s.shard_runs, state.data() + j * n);
   state.freeze();
-  self->request(s.args.optimizer, caf::infinite,
+  self->request(s.args.partners.optimizer, caf::infinite,
                 shard_state{0, from.manifest.optimizer_steps, from.manifest.optimizer, arrays, std::move(initial), std::move(state)})
       .then([](const shard_state_restored&) {},
             [self](caf::error& e) {
@@ -52,13 +52,13 @@ caf::result<checkpoint_part> write_checkpoint(self_ptr self, const checkpoint_or
     return p;
   }
   // An image (no dir) is asked of the ranks the coordinator picked.
-  if ((!s.args.writes_checkpoint && !o.dir.empty()) || !s.args.optimizer) return checkpoint_part{};
+  if ((!s.args.checkpoints.writes && !o.dir.empty()) || !s.args.partners.optimizer) return checkpoint_part{};
   char name[32];
   std::snprintf(name, sizeof name, "rank-%05d.bin", s.args.rank);
   std::string writer = "rank " + std::to_string(s.args.rank) + " (stage " + std::to_string(s.args.stage) + ", dp " +
-                       std::to_string(s.args.dp_rank) + ")";
+                       std::to_string(s.args.run.replica) + ")";
   auto reply = self->make_response_promise<checkpoint_part>();
-  self->request(s.args.optimizer, caf::infinite, checkpoint_write{o.step, o.dir, name, std::move(writer), flatten(s.shard_runs)})
+  self->request(s.args.partners.optimizer, caf::infinite, checkpoint_write{o.step, o.dir, name, std::move(writer), flatten(s.shard_runs)})
       .then([reply](checkpoint_part& p) mutable { reply.deliver(std::move(p)); },
             [reply](caf::error& e) mutable { reply.deliver(std::move(e)); });
   return reply;

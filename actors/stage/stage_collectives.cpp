@@ -145,14 +145,14 @@ void gather_params(self_ptr self, const params_msg& m) {
       part = k.empty({n});
       k.copy_floats(f32_out(part) + (on_device ? p.in_bucket : 0), f32(m.params) + p.at_shard, p.count);
     });
-    if (s.args.memory) s.args.memory->charge(part, memory_kind::buffers);
+    if (s.args.device.memory) s.args.device.memory->charge(part, memory_kind::buffers);
     part.freeze();
     if (!on_device) {
       request_gather(self, m.step, i, std::move(part));
       continue;
     }
     // The group's own stream reads it: posted once the stage's stream has copied it.
-    s.args.queue->when_done([stage = self->address(), step = m.step, i, part = std::move(part)]() mutable {
+    s.args.device.queue->when_done([stage = self->address(), step = m.step, i, part = std::move(part)]() mutable {
       if (auto to = caf::actor_cast<caf::actor>(stage))
         caf::anon_send(to, gather_ready_atom::value, step, static_cast<uint64_t>(i), std::move(part));
     });
@@ -215,7 +215,7 @@ void stream_params(self_ptr self, size_t c) {
   pipeline_chunk* chunk = s.chunks[c].get();  // the hooks live in the chunk: it outlives them
   std::shared_ptr<param_fetcher> fetcher = s.fetcher;
   std::shared_ptr<device_queue> gpu = gpu_queue(s);
-  std::shared_ptr<device_memory> memory = s.args.memory;
+  std::shared_ptr<device_memory> memory = s.args.device.memory;
   auto entry = [chunk](size_t u, bool forward) {
     return forward ? chunk->stack().unit_layers(u).first : chunk->stack().unit_layers(u).second;
   };

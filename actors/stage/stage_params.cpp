@@ -28,11 +28,11 @@ compute_parts gradients_out(self_ptr self, int64_t n) {
   auto grads = std::make_shared<tensor>(), on_host = std::make_shared<tensor>();
   // Observers, and parameter servers, read the gradients on the host: from a GPU, a copy to pinned
   // memory that the work enqueues and the finish (after the device's completion) hands on.
-  const bool copy_to_host = on_accelerator(s) && (s.args.host_gradients || !s.args.observers.empty());
+  const bool copy_to_host = on_accelerator(s) && (s.args.updates.host_gradients || !s.args.partners.observers.empty());
   compute_parts c;
   // One chunk hands its buffer over (the stack goes on with a fresh zeroed one, so what was sent
   // is never written again); several are laid end to end.
-  c.work = [chunks = s.chunks, where = compute_device(s.args), memory = s.args.memory, n, grads, on_host, copy_to_host] {
+  c.work = [chunks = s.chunks, where = compute_device(s.args), memory = s.args.device.memory, n, grads, on_host, copy_to_host] {
     if (chunks.size() == 1) {
       *grads = chunks[0]->stack().take_grads();
     } else {
@@ -48,10 +48,10 @@ compute_parts gradients_out(self_ptr self, int64_t n) {
     g.freeze();
     tensor h = on_host->empty() ? g : std::move(*on_host);
     h.freeze();
-    for (const auto& o : s.args.observers) self->send(o, observed_gradients{s.args.rank, s.step, h});
-    gradients_msg push{s.step, 0, s.args.host_gradients ? std::move(h) : std::move(g), s.args.dp_rank};
+    for (const auto& o : s.args.partners.observers) self->send(o, observed_gradients{s.args.rank, s.step, h});
+    gradients_msg push{s.step, 0, s.args.updates.host_gradients ? std::move(h) : std::move(g), s.args.run.replica};
     s.batches_in->label(s, push);
-    self->send(s.args.optimizer, std::move(push));
+    self->send(s.args.partners.optimizer, std::move(push));
     s.opt = stage_state::opt_phase::sent;
   };
   return c;
@@ -94,7 +94,7 @@ compute_parts shard_gradients_out(self_ptr self, bool partitioned) {
     auto& s = self->state;
     tensor g = std::move(*grads);
     g.freeze();
-    self->send(s.args.optimizer, gradients_msg{s.step, 0, std::move(g), s.args.dp_rank});
+    self->send(s.args.partners.optimizer, gradients_msg{s.step, 0, std::move(g), s.args.run.replica});
     s.opt = stage_state::opt_phase::sent;
   };
   return c;

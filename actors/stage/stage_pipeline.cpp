@@ -68,7 +68,7 @@ bool send(self_ptr self, const sched::action& a, bool is_grad) {
   auto& s = self->state;
   tensor t = take(s, is_grad ? s.grad_out : s.act_out, {a.microbatch, a.chunk},
                   is_grad ? "input gradient to send" : "output activation to send");
-  if (!s.args.drop_send.empty() && sched::to_string(a) == s.args.drop_send) return true;  // the injected loss
+  if (!s.args.faults.drop_send.empty() && sched::to_string(a) == s.args.faults.drop_send) return true;  // the injected loss
   t.freeze();
   const int32_t boundary = sched::key_of(s.args.plan, a).boundary;
   const auto to = caf::actor_cast<caf::actor>(s.peers.at(static_cast<size_t>(a.peer)));
@@ -84,7 +84,7 @@ bool send(self_ptr self, const sched::action& a, bool is_grad) {
   }
   // The link between processes reads host memory: the value leaves the GPU as a pinned copy,
   // on the queue's copy stream, while the compute enqueued after it runs.
-  s.args.queue->stage_out(t, [to, m = std::move(m)](tensor host) mutable {
+  s.args.device.queue->stage_out(t, [to, m = std::move(m)](tensor host) mutable {
     m.value = std::move(host);
     m.value.freeze();
     caf::anon_send(to, std::move(m));

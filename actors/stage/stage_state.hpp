@@ -167,17 +167,17 @@ inline const std::vector<sched::action>& row(const stage_state& s) {
 // Where the stage's chunks hold their parameters, gradients and activations: its queue's device
 // when that is not the host (a GPU), else the host (every CPU queue computes on host memory).
 inline device compute_device(const stage_args& a) {
-  return a.queue && !a.queue->where().is_cpu() ? a.queue->where() : device{};
+  return a.device.queue && !a.device.queue->where().is_cpu() ? a.device.queue->where() : device{};
 }
 inline bool on_accelerator(const stage_state& s) { return !compute_device(s.args).is_cpu(); }
 // The stage's queue when it is an asynchronous GPU's, whose copies between host and device go on
 // the queue's own copy streams (stage_in, stage_out); null for a stage on the host.
 inline std::shared_ptr<device_queue> gpu_queue(const stage_state& s) {
-  return on_accelerator(s) && is_asynchronous(s.args.queue) ? s.args.queue : nullptr;
+  return on_accelerator(s) && is_asynchronous(s.args.device.queue) ? s.args.device.queue : nullptr;
 }
 // Runs the stage's own device bookkeeping between actions (device_queue::launch); in line on the host.
 inline void launch(stage_state& s, const std::function<void()>& f) {
-  if (s.args.queue) s.args.queue->launch(f);
+  if (s.args.device.queue) s.args.device.queue->launch(f);
   else f();
 }
 // Where the stage keeps what its ZeRO shard reads and writes (the shard's gradients, its initial
@@ -188,7 +188,7 @@ inline device shard_device(const stage_state& s) {
 }
 // The ledger that counts it: the device's, or a GPU stage's host ledger; on the CPU the host is the device.
 inline const std::shared_ptr<device_memory>& shard_ledger(const stage_state& s) {
-  return on_accelerator(s) && shard_device(s).is_cpu() ? s.args.host_memory : s.args.memory;
+  return on_accelerator(s) && shard_device(s).is_cpu() ? s.args.device.host_memory : s.args.device.memory;
 }
 
 // Seconds the stage spent in its tensor-parallel collectives so far (0 without a tp group).

@@ -32,20 +32,20 @@ TEST(StageBucketReducer, BucketsLeaveTopFirstAndOGetsTheReturnedSumsAtTheirPlace
   a.model.inputs = 4;
   a.model.hidden = {3};
   a.model.classes = 2;
-  const layer_list layers = build_layers(a.model);
+  const layer_list layers = build_layers(a.model.spec);
   std::vector<int64_t> sizes;
   for (const auto& l : layers) sizes.push_back(l->num_params());
   ASSERT_EQ(sizes, (std::vector<int64_t>{15, 0, 8}));  // linear 4->3, ReLU, linear 3->2
   a.plan = sched::make_named_schedule("gpipe", 1, 1, 1);
-  a.model_chunks = {layer_range{0, static_cast<int64_t>(layers.size())}};
-  a.global_rows = 2;
-  a.total_steps = 1;
+  a.model.chunks = {layer_range{0, static_cast<int64_t>(layers.size())}};
+  a.run.global_rows = 2;
+  a.run.total_steps = 1;
   a.buckets = {plan_buckets(sizes, 0)};  // one bucket per layer with parameters: the top one first
   ASSERT_EQ(a.buckets[0].size(), 2u);
-  a.loader = loader;
-  a.optimizer = optimizer;
+  a.partners.loader = loader;
+  a.partners.optimizer = optimizer;
   a.groups.set(sched::axis::dp, collective);
-  a.coordinator = coordinator;
+  a.partners.coordinator = coordinator;
   caf::actor stage = spawn_stage(sys, a);
 
   optimizer->receive([](params_msg& m) { EXPECT_EQ(m.step, -1); },  // the shard's first values
