@@ -18,7 +18,8 @@ for f in include/actors/run/training_job.hpp include/kernels/tensor.hpp include/
          lib/cmake/troupe/troupeTargets.cmake lib/cmake/troupe/troupeDependencies.cmake; do
   [ -f "$prefix/$f" ] || { echo "FAIL not installed: $f"; fail=1; }
 done
-for layer in kernels storage schedules comm actors; do
+# troupe::actors is an interface over the actors/ layers, each its own library.
+for layer in kernels storage schedules comm actors_config actors_plan actors_observe actor_roles actors_compose actors_run; do
   [ -f "$prefix/lib/libtroupe_$layer.a" ] || { echo "FAIL not installed: lib/libtroupe_$layer.a"; fail=1; }
 done
 # An installed package that points back into the tree it came from works only on this machine.
