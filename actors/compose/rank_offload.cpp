@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "actors/compose/rank_parts.hpp"
+#include "actors/plan/memory_plan.hpp"
 #include "actors/store/offload_store.hpp"
 
 namespace troupe {

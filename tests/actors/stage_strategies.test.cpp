@@ -28,10 +28,10 @@ TEST(StageBucketReducer, BucketsLeaveTopFirstAndOGetsTheReturnedSumsAtTheirPlace
   caf::scoped_actor loader{sys}, optimizer{sys}, collective{sys}, coordinator{sys};
 
   stage_args a;
-  a.model.kind = "mlp";
-  a.model.inputs = 4;
-  a.model.hidden = {3};
-  a.model.classes = 2;
+  a.model.spec.kind = "mlp";
+  a.model.spec.inputs = 4;
+  a.model.spec.hidden = {3};
+  a.model.spec.classes = 2;
   const layer_list layers = build_layers(a.model.spec);
   std::vector<int64_t> sizes;
   for (const auto& l : layers) sizes.push_back(l->num_params());
