@@ -24,7 +24,8 @@ class none : public gradient_reducer {};
 // with the layers below; R waits for all of them.
 class buckets : public gradient_reducer {
  public:
-  explicit buckets(bool partitioned) : partitioned_(partitioned) {}
+  // partitioned: reduce-scattered into the ZeRO shard's gradients (ZeRO-2 and 3); else all-reduced.
+  buckets(std::shared_ptr<zero_shard> shard, bool partitioned) : shard_(std::move(shard)), partitioned_(partitioned) {}
 
   layer_stack::layer_done_fn bucket_hook(self_ptr self, int chunk) override {
     auto& s = self->state;
@@ -32,12 +33,12 @@ class buckets : public gradient_reducer {
     if (list.empty()) return nullptr;
     // Everything the hook needs, taken now: on an asynchronous device it runs on the device's
     // thread and never reads the stage's state. On a GPU the bucket is cut in device memory.
-    bucket_delivery deliver = s.exec->from_backward(self, chunk, [self, chunk, partitioned = partitioned_](size_t b, tensor part) {
-      launch_bucket(self, chunk, b, std::move(part), partitioned);
+    bucket_delivery deliver = s.exec->from_backward(self, chunk, [self, chunk, into = partitioned_shard()](size_t b, tensor part) {
+      launch_bucket(self, chunk, b, std::move(part), into);
     });
     // ZeRO-2 cuts a bucket out of its gradient unit once the unit is complete; an expert bucket
     // shares its unit with the rest of its layer, so both leave when the lower one is done.
-    std::shared_ptr<const grad_units> units = partitioned_ ? s.units.at(static_cast<size_t>(chunk)) : nullptr;
+    std::shared_ptr<const grad_units> units = partitioned_ ? shard_->units.at(static_cast<size_t>(chunk)) : nullptr;
     return [owner = s.chunks[static_cast<size_t>(chunk)], list, units, partitioned = partitioned_,
             on_device = s.args.groups.reduces_on_device || gpu_queue(s) != nullptr, memory = s.args.device.memory,
             next = std::make_shared<size_t>(0), held = std::make_shared<tensor>(),
@@ -58,7 +59,7 @@ class buckets : public gradient_reducer {
   }
 
   void launch(self_ptr self, int chunk, size_t b, tensor part) override {
-    launch_bucket(self, chunk, b, std::move(part), partitioned_);
+    launch_bucket(self, chunk, b, std::move(part), partitioned_shard());
   }
 
   bool reduced(self_ptr self) override {
@@ -77,6 +78,9 @@ class buckets : public gradient_reducer {
   }
 
  protected:
+  std::shared_ptr<zero_shard> partitioned_shard() const { return partitioned_ ? shard_ : nullptr; }
+
+  std::shared_ptr<zero_shard> shard_;  // ZeRO's (null: plain data parallelism)
   bool partitioned_;
 };
 
@@ -87,17 +91,21 @@ class zero : public buckets {
   void begin_step(self_ptr self) override {
     if (!partitioned_) return;
     auto& s = self->state;  // every segment is written by its bucket's reduce-scatter
-    stage_detail::launch(s, [&] { s.shard_grads = ops_for(shard_device(s)).empty({shard_size(s.pieces)}); });
-    if (const auto& ledger = shard_ledger(s)) ledger->charge(s.shard_grads, memory_kind::gradients);
+    stage_detail::launch(s, [&] { shard_->grads = ops_for(shard_device(s)).empty({shard_size(shard_->pieces)}); });
+    if (const auto& ledger = shard_ledger(s)) ledger->charge(shard_->grads, memory_kind::gradients);
   }
 
-  compute_parts gradients_out(self_ptr self, int64_t) override { return shard_gradients_out(self, partitioned_); }
+  compute_parts gradients_out(self_ptr self, int64_t) override {
+    return shard_gradients_out(self, *shard_, partitioned_);
+  }
 };
 
 }  // namespace
 
 std::unique_ptr<gradient_reducer> no_reduction() { return std::make_unique<none>(); }
-std::unique_ptr<gradient_reducer> bucket_all_reduce() { return std::make_unique<buckets>(false); }
-std::unique_ptr<gradient_reducer> zero_reduce(bool partitioned) { return std::make_unique<zero>(partitioned); }
+std::unique_ptr<gradient_reducer> bucket_all_reduce() { return std::make_unique<buckets>(nullptr, false); }
+std::unique_ptr<gradient_reducer> zero_reduce(std::shared_ptr<zero_shard> shard, bool partitioned) {
+  return std::make_unique<zero>(std::move(shard), partitioned);
+}
 
 }  // namespace troupe::stage_detail

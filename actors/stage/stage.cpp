@@ -328,7 +328,7 @@ caf::behavior stage(self_ptr self, stage_args args) {
       },
       [self](gather_ready_atom, int64_t step, uint64_t i, tensor& part) {
         if (step != self->state.step) return;
-        request_gather(self, step, static_cast<size_t>(i), std::move(part));
+        self->state.params->gather_ready(self, step, static_cast<size_t>(i), std::move(part));
       },
       [self](pipeline_tensor_msg& m) {
         note_arrival(self->state, m);

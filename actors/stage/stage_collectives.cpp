@@ -33,13 +33,13 @@ void copy_floats_in(stage_state& s, const device& where, float* dst, const tenso
 // Bucket b of local chunk c has its reduced values back: they replace the local gradients.
 // False when the answer is wrong and the stage failed.
 bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index, double sent, collective_result& r,
-                 bool partitioned) {
+                 zero_shard* partitioned) {
   auto& s = self->state;
   if (step != s.step) return false;  // a late answer for a step that failed: the job is stopping
   const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(chunk)][b];
   const float* sum = f32(r.data);  // on the device when its group reduces there
   if (partitioned) {  // this rank's segment goes into the shard's gradients
-    const shard_piece& piece = s.pieces.at(static_cast<size_t>(index));
+    const shard_piece& piece = partitioned->pieces.at(static_cast<size_t>(index));
     // A group on the devices reduces the bucket in place and hands all of it back; the host's
     // hands back the segment alone.
     const int64_t expected = s.args.groups.reduces_on_device ? bucket.count : piece.count;
@@ -49,7 +49,9 @@ bool bucket_done(self_ptr self, int64_t step, int chunk, size_t b, int32_t index
       return false;
     }
     const float* segment = s.args.groups.reduces_on_device ? sum + piece.in_bucket : sum;
-    launch(s, [&] { ops_for(shard_device(s)).copy_floats(f32_out(s.shard_grads) + piece.at_shard, segment, piece.count); });
+    launch(s, [&] {
+      ops_for(shard_device(s)).copy_floats(f32_out(partitioned->grads) + piece.at_shard, segment, piece.count);
+    });
   } else {
     // On a GPU, in on the device's stream, before anything the stage launches next.
     layer_stack& stack = s.chunks[static_cast<size_t>(chunk)]->stack();
@@ -95,7 +97,7 @@ tensor slice_bucket(const tensor& unit, int64_t at, int64_t count, const std::sh
   return part;
 }
 
-void launch_bucket(self_ptr self, int chunk, size_t b, tensor part, bool partitioned) {
+void launch_bucket(self_ptr self, int chunk, size_t b, tensor part, std::shared_ptr<zero_shard> partitioned) {
   auto& s = self->state;
   int32_t first_index = 0;  // buckets are numbered over the stage's chunks, chunk 0 first
   for (int c = 0; c < chunk; ++c) first_index += static_cast<int32_t>(s.args.buckets[static_cast<size_t>(c)].size());
@@ -110,32 +112,32 @@ void launch_bucket(self_ptr self, int chunk, size_t b, tensor part, bool partiti
   self->request(s.args.groups.reducer(bucket.experts ? sched::axis::edp : sched::axis::dp), caf::infinite,
                 collective_request{step * s.seqs_per_step + index, static_cast<int32_t>(op), 0, bucket.count,
                                    std::move(part)})
-      .then([self, step, chunk, b, index, sent, partitioned](collective_result& r) {
+      .then([self, step, chunk, b, index, sent, partitioned = std::move(partitioned)](collective_result& r) {
         auto& s = self->state;
         // The sums replace gradients the device may still be adding lower layers' into: they wait
         // for its completion (after_device), and the cursor's advance goes on from there.
         if (s.on_device && !partitioned) {
           s.after_device.push_back([self, step, chunk, b, index, sent, r]() mutable {
-            bucket_done(self, step, chunk, b, index, sent, r, false);
+            bucket_done(self, step, chunk, b, index, sent, r, nullptr);
           });
           return;
         }
-        if (bucket_done(self, step, chunk, b, index, sent, r, partitioned)) advance_after_message(self);
+        if (bucket_done(self, step, chunk, b, index, sent, r, partitioned.get())) advance_after_message(self);
       },
       [self](caf::error& e) { self->state.batches_in->reduction_failed(self, self->system().render(e)); });
 }
 
 // ZeRO: the shard's updated segments are back. Every bucket is all-gathered from the segments
 // of all ranks straight into the stage's parameters; O completes with the last one.
-void gather_params(self_ptr self, const params_msg& m) {
+void gather_params(self_ptr self, const params_msg& m, const std::shared_ptr<zero_shard>& z) {
   auto& s = self->state;
-  if (m.params.numel() != shard_size(s.pieces))
+  if (m.params.numel() != shard_size(z->pieces))
     return fail(self, at_cursor(s) + "the optimizer shard returned " + std::to_string(m.params.numel()) + " parameters for a shard of " +
-                  std::to_string(shard_size(s.pieces)));
-  s.gathers_pending = static_cast<int64_t>(s.pieces.size());
+                  std::to_string(shard_size(z->pieces)));
+  z->gathers_pending = static_cast<int64_t>(z->pieces.size());
   const bool on_device = s.args.groups.reduces_on_device;
-  for (size_t i = 0; i < s.pieces.size(); ++i) {
-    const shard_piece& p = s.pieces[i];
+  for (size_t i = 0; i < z->pieces.size(); ++i) {
+    const shard_piece& p = z->pieces[i];
     // The host's group starts from the segment alone; one on the devices gathers in place, from
     // the segment at its place in the bucket.
     const int64_t n = on_device ? s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket].count : p.count;
@@ -148,7 +150,7 @@ void gather_params(self_ptr self, const params_msg& m) {
     if (s.args.device.memory) s.args.device.memory->charge(part, memory_kind::buffers);
     part.freeze();
     if (!on_device) {
-      request_gather(self, m.step, i, std::move(part));
+      request_gather(self, m.step, i, std::move(part), z);
       continue;
     }
     // The group's own stream reads it: posted once the stage's stream has copied it.
@@ -159,17 +161,17 @@ void gather_params(self_ptr self, const params_msg& m) {
   }
 }
 
-void request_gather(self_ptr self, int64_t step, size_t i, tensor part) {
+void request_gather(self_ptr self, int64_t step, size_t i, tensor part, std::shared_ptr<zero_shard> z) {
   auto& s = self->state;
-  const shard_piece& p = s.pieces[i];
+  const shard_piece& p = z->pieces[i];
   const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
   const int64_t seq = step * s.seqs_per_step + s.buckets_per_step + static_cast<int64_t>(i);
   self->request(s.args.groups.reducer(bucket.experts ? sched::axis::edp : sched::axis::dp), caf::infinite,
                 collective_request{seq, static_cast<int32_t>(ring::op_kind::all_gather), 0, bucket.count, std::move(part)})
-      .then([self, step, i](collective_result& r) {
+      .then([self, step, i, z = std::move(z)](collective_result& r) {
         auto& s = self->state;
         if (step != s.step) return;  // a late answer for a step that failed
-        const shard_piece& p = s.pieces[i];
+        const shard_piece& p = z->pieces[i];
         const grad_bucket& bucket = s.args.buckets[static_cast<size_t>(p.chunk)][p.bucket];
         if (r.data.numel() != bucket.count)
           return fail(self, at_cursor(s) + "the all-gather of bucket " + std::to_string(i) + " returned " +
@@ -177,7 +179,7 @@ void request_gather(self_ptr self, int64_t step, size_t i, tensor part) {
         layer_stack& stack = s.chunks[static_cast<size_t>(p.chunk)]->stack();
         // On a GPU, in on the stage's stream, before the next step's forward reads it.
         copy_floats_in(s, stack.where(), f32_out(stack.params()) + bucket.offset, r.data, bucket.count);
-        if (--s.gathers_pending == 0) s.opt = stage_state::opt_phase::done;
+        if (--z->gathers_pending == 0) s.opt = stage_state::opt_phase::done;
         advance_after_message(self);
       },
       [self](caf::error& e) { self->state.batches_in->reduction_failed(self, self->system().render(e)); });
@@ -186,7 +188,7 @@ void request_gather(self_ptr self, int64_t step, size_t i, tensor part) {
 // ZeRO-3: every unit the row's F and B actions will run, in that order: a forward walks a
 // chunk's units up (its buckets from the last, which holds the lowest layers), a backward (or
 // a split backward's input half) down.
-std::vector<param_fetcher::request> fetch_order(const stage_state& s) {
+std::vector<param_fetcher::request> fetch_order(const stage_state& s, const zero_shard& z) {
   std::vector<param_fetcher::request> out;
   for (const sched::action& a : row(s)) {
     if (a.kind != op::forward && a.kind != op::backward && a.kind != op::backward_input) continue;
@@ -196,8 +198,8 @@ std::vector<param_fetcher::request> fetch_order(const stage_state& s) {
       const size_t b = a.kind == op::forward ? buckets.size() - 1 - k : k;
       size_t index = b;
       for (size_t e = 0; e < c; ++e) index += s.args.buckets[e].size();
-      const shard_piece& p = s.pieces.at(index);
-      out.push_back({a.chunk, b, buckets[b].count, s.fetcher->has_file() ? tensor() : s.param_shard, p.at_shard});
+      const shard_piece& p = z.pieces.at(index);
+      out.push_back({a.chunk, b, buckets[b].count, z.fetcher->has_file() ? tensor() : z.params, p.at_shard});
     }
   }
   return out;
@@ -210,10 +212,10 @@ std::vector<param_fetcher::request> fetch_order(const stage_state& s) {
 // the queue's upload stream as it arrives (its place function, stage.cpp), ahead of use. Its block
 // belongs to that stream's cache, which would hand it to the next unit's copy at once: released,
 // it is kept until the device has run the layers that read it, counted as a buffer meanwhile.
-void stream_params(self_ptr self, size_t c) {
+void stream_params(self_ptr self, size_t c, const zero_shard& z) {
   auto& s = self->state;
   pipeline_chunk* chunk = s.chunks[c].get();  // the hooks live in the chunk: it outlives them
-  std::shared_ptr<param_fetcher> fetcher = s.fetcher;
+  std::shared_ptr<param_fetcher> fetcher = z.fetcher;
   std::shared_ptr<device_queue> gpu = gpu_queue(s);
   std::shared_ptr<device_memory> memory = s.args.device.memory;
   auto entry = [chunk](size_t u, bool forward) {

@@ -58,7 +58,7 @@ compute_parts gradients_out(self_ptr self, int64_t n) {
 }
 
 namespace {
-// Copies this rank's segments (s.pieces) of each chunk's gradients or parameters into `out`, at
+// Copies this rank's segments (`pieces`) of each chunk's gradients or parameters into `out`, at
 // their places in the shard. Touches only what it is given: it may run as a device's work.
 void cut_segments(const std::vector<std::shared_ptr<pipeline_chunk>>& chunks,
                   const std::vector<std::vector<grad_bucket>>& buckets, const std::vector<shard_piece>& pieces,
@@ -72,12 +72,12 @@ void cut_segments(const std::vector<std::shared_ptr<pipeline_chunk>>& chunks,
 }
 }  // namespace
 
-compute_parts shard_gradients_out(self_ptr self, bool partitioned) {
+compute_parts shard_gradients_out(self_ptr self, zero_shard& z, bool partitioned) {
   auto& s = self->state;
   auto grads = std::make_shared<tensor>();
   compute_parts c;
   if (!partitioned) {
-    c.work = [chunks = s.chunks, buckets = s.args.buckets, pieces = s.pieces, where = compute_device(s.args),
+    c.work = [chunks = s.chunks, buckets = s.args.buckets, pieces = z.pieces, where = compute_device(s.args),
               on_device = !shard_device(s).is_cpu(), ledger = shard_ledger(s), grads] {
       const device_ops& k = ops_for(where);
       // For a shard on the host, pinned on a GPU: the copies do not wait.
@@ -86,8 +86,8 @@ compute_parts shard_gradients_out(self_ptr self, bool partitioned) {
       cut_segments(chunks, buckets, pieces, true, *grads);
     };
   } else {
-    *grads = std::move(s.shard_grads);  // the reduce-scatters filled it
-    s.shard_grads = tensor();
+    *grads = std::move(z.grads);  // the reduce-scatters filled it
+    z.grads = tensor();
     c.work = [] {};
   }
   c.finish = [self, grads] {
@@ -100,11 +100,11 @@ compute_parts shard_gradients_out(self_ptr self, bool partitioned) {
   return c;
 }
 
-tensor shard_params(stage_state& s) {
+tensor shard_params(stage_state& s, const zero_shard& z) {
   tensor out;
   launch(s, [&] {
-    out = ops_for(shard_device(s)).empty({shard_size(s.pieces)});
-    cut_segments(s.chunks, s.args.buckets, s.pieces, false, out);
+    out = ops_for(shard_device(s)).empty({shard_size(z.pieces)});
+    cut_segments(s.chunks, s.args.buckets, z.pieces, false, out);
     ops_for(compute_device(s.args)).synchronize();  // on a GPU: waits once, at the start
   });
   return out;

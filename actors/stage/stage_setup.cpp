@@ -15,15 +15,22 @@ namespace troupe::stage_detail {
 
 namespace {
 
-void choose_strategies(stage_state& st) {
+// ZeRO needs a data-parallel group and a bucket to shard: else the stage keeps everything (null).
+std::shared_ptr<zero_shard> zero_shard_of(const stage_args& a) {
+  if (a.zero.stage < 1 || !a.groups.reducer(sched::axis::dp) || a.zero.shard.empty()) return nullptr;
+  auto z = std::make_shared<zero_shard>();
+  z->pieces = a.zero.shard;
+  return z;
+}
+
+// `zero`: the ZeRO shard its strategies share (null: none).
+void choose_strategies(stage_state& st, const std::shared_ptr<zero_shard>& zero) {
   const stage_args& a = st.args;
   st.exec = is_asynchronous(a.device.queue) ? queued_executor(on_accelerator(st)) : inline_executor();
-  // ZeRO needs a data-parallel group and a bucket to shard: else the stage keeps everything.
-  const bool zero = !st.pieces.empty();
-  st.reducer = zero                                ? zero_reduce(a.zero.stage >= 2)
+  st.reducer = zero                                ? zero_reduce(zero, a.zero.stage >= 2)
                 : a.groups.reducer(sched::axis::dp) ? bucket_all_reduce()
                                                     : no_reduction();
-  st.params = zero && a.zero.stage >= 3 ? zero_fetched_params() : zero ? zero_gathered_params() : own_params();
+  st.params = zero && a.zero.stage >= 3 ? zero_fetched_params(zero) : zero ? zero_gathered_params(zero) : own_params();
   st.batches_in = a.updates.dispenser ? dispensed_batches() : a.updates.commit ? committed_share() : fixed_share();
   const std::shared_ptr<tp_group>& tp = a.groups.member(sched::axis::tp);
   if (splits_logits(a.model.spec, tp_size(tp.get()))) {  // tensor parallelism: the vocabulary-parallel loss
@@ -94,14 +101,13 @@ void set_up(self_ptr self, stage_args args) {
   });
   st.args.buckets.resize(st.chunks.size());
   for (const auto& b : st.args.buckets) st.buckets_per_step += static_cast<int64_t>(b.size());
-  if (st.args.zero.stage >= 1 && st.args.groups.reducer(sched::axis::dp)) st.pieces = st.args.zero.shard;
-  choose_strategies(st);
-  const bool zero = !st.pieces.empty();
+  const std::shared_ptr<zero_shard> zero = zero_shard_of(st.args);
+  choose_strategies(st, zero);
   st.seqs_per_step = st.buckets_per_step * (zero ? 2 : 1);
   if (zero && st.args.zero.stage >= 2)  // a gradient unit per bucket (an expert bucket shares its layer's)
     for (size_t c = 0; c < st.chunks.size(); ++c) {
-      st.units.push_back(std::make_shared<const grad_units>(plan_grad_units(st.args.buckets[c])));
-      st.chunks[c]->stack().split_grads(st.units.back()->layers);
+      zero->units.push_back(std::make_shared<const grad_units>(plan_grad_units(st.args.buckets[c])));
+      st.chunks[c]->stack().split_grads(zero->units.back()->layers);
     }
   st.ready = sched::plan_ready_row(row(st), st.args.dispatch.policy == sched::dispatch_policy::ready ? st.args.dispatch.ready_stash : 0);
   st.last_weight_action.assign(st.chunks.size(), row(st).size());
@@ -128,7 +134,7 @@ void set_up(self_ptr self, stage_args args) {
     }
     st.next_request = from.manifest.step;
   }
-  st.shard_runs = zero ? shard_runs(st.pieces, st.args.buckets, chunk_at, stage_runs) : stage_runs;
+  st.shard_runs = zero ? shard_runs(zero->pieces, st.args.buckets, chunk_at, stage_runs) : stage_runs;
   st.stage_runs = stage_runs;
   tensor initial = st.params->initial(self, n);
   for (auto& c : st.chunks) c->account_to(st.args.device.memory);

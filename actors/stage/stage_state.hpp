@@ -118,15 +118,6 @@ struct stage_state {
   // Collective seqs of a step: step * seqs_per_step + bucket for its reductions, and with ZeRO
   // + buckets_per_step + bucket for the all-gathers of the updated parameters.
   int64_t seqs_per_step = 0;
-  std::vector<shard_piece> pieces;  // ZeRO: this rank's segment of every bucket, in bucket order
-  tensor shard_grads;               // ZeRO: the reduced gradients of those segments
-  // ZeRO-2 and 3: each local chunk's gradient units (plan_grad_units), shared with its bucket hook.
-  std::vector<std::shared_ptr<const grad_units>> units;
-  int64_t gathers_pending = 0;
-  // ZeRO-3: this rank's parameter segments (its optimizer shard's answer), and the stream that
-  // gathers the units.
-  tensor param_shard;
-  std::shared_ptr<param_fetcher> fetcher;  // shared with the chunks' hooks, which run where the compute runs
   // Where this rank's values sit in the checkpoints' global layout: each local chunk's
   // parameters (from its buffer's start), and its optimizer shard's floats.
   std::vector<std::vector<storage::value_run>> chunk_runs;
@@ -253,9 +244,9 @@ compute_parts gradients_out(self_ptr self, int64_t n);
 // Partitioned (ZeRO-2 and 3), the reduce-scatters wrote them there already; ZeRO-1's are cut out
 // of the chunks' gradients (on a GPU, copied by the work, to pinned memory for a shard on the
 // host; sent once the device is done).
-compute_parts shard_gradients_out(self_ptr self, bool partitioned);
+compute_parts shard_gradients_out(self_ptr self, zero_shard& z, bool partitioned);
 // ZeRO: this rank's segments of the chunks' parameters, on shard_device (the shard's start).
-tensor shard_params(stage_state& s);
+tensor shard_params(stage_state& s, const zero_shard& z);
 // The shard's parameters into the chunks: adopted when they are the one chunk's and on its
 // device, else copied in (launched on the stage's stream).
 void adopt_params(stage_state& s, const params_msg& m);
@@ -277,17 +268,17 @@ tensor cut_bucket(layer_stack& stack, const grad_bucket& bucket, size_t unit, bo
 // host) from `at`, as a bucket of their own.
 tensor slice_bucket(const tensor& unit, int64_t at, int64_t count, const std::shared_ptr<device_memory>& memory);
 // Sends bucket b of local chunk c (its values cut out) to the collective, on the stage's thread:
-// all-reduced, or reduce-scattered (partitioned).
-void launch_bucket(self_ptr self, int chunk, size_t b, tensor part, bool partitioned);
+// all-reduced, or (with ZeRO-2 and 3's shard, `partitioned`) reduce-scattered into it.
+void launch_bucket(self_ptr self, int chunk, size_t b, tensor part, std::shared_ptr<zero_shard> partitioned);
 // ZeRO: the shard's updated segments are back; the buckets are all-gathered from them. For a
 // group on the devices each bucket's segment is first copied into a bucket-sized buffer on the
 // stage's stream, and posted (gather_ready_atom) once the copy is done, whose handler calls
 // request_gather.
-void gather_params(self_ptr self, const params_msg& m);
-void request_gather(self_ptr self, int64_t step, size_t i, tensor part);
+void gather_params(self_ptr self, const params_msg& m, const std::shared_ptr<zero_shard>& z);
+void request_gather(self_ptr self, int64_t step, size_t i, tensor part, std::shared_ptr<zero_shard> z);
 // ZeRO-3: the units in the order the row's actions use them, and the chunk's hooks that take
 // each from the fetcher and let it go.
-std::vector<param_fetcher::request> fetch_order(const stage_state& s);
-void stream_params(self_ptr self, size_t c);
+std::vector<param_fetcher::request> fetch_order(const stage_state& s, const zero_shard& z);
+void stream_params(self_ptr self, size_t c, const zero_shard& z);
 
 }  // namespace troupe::stage_detail

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "actors/messages.hpp"
+#include "actors/stage/zero_shard.hpp"
 #include "kernels/layer_stack.hpp"
 #include "schedules/schedule.hpp"
 
@@ -80,7 +81,7 @@ std::unique_ptr<gradient_reducer> no_reduction();
 std::unique_ptr<gradient_reducer> bucket_all_reduce();
 // ZeRO over the group: buckets reduce-scattered (partitioned: ZeRO-2 and 3) or all-reduced
 // (ZeRO-1); O hands the shard this rank's segments.
-std::unique_ptr<gradient_reducer> zero_reduce(bool partitioned);
+std::unique_ptr<gradient_reducer> zero_reduce(std::shared_ptr<zero_shard> shard, bool partitioned);
 
 class param_source {
  public:
@@ -93,6 +94,9 @@ class param_source {
   virtual bool release(self_ptr self, const sched::action& a);
   // The shard's answer: its initial copy (step -1) or a step's update.
   virtual void updated(self_ptr self, const params_msg& m) = 0;
+  // A segment of updated parameters copied on the device, ready for its all-gather
+  // (gather_ready_atom): only a source that gathers them (ZeRO-1 and 2) sends it.
+  virtual void gather_ready(self_ptr self, int64_t step, size_t i, tensor part);
   // What O waits for once the gradients are gone.
   virtual std::string awaited(const stage_state&) const { return "the updated parameters from its optimizer shard"; }
   // Local chunk c's parameters for the coordinator (evaluation, export), into `out`.
@@ -101,9 +105,9 @@ class param_source {
 // The stage's chunks hold all their parameters; the shard's update replaces them.
 std::unique_ptr<param_source> own_params();
 // ZeRO-1 and 2: the shard updates this rank's segments; every bucket is all-gathered back.
-std::unique_ptr<param_source> zero_gathered_params();
+std::unique_ptr<param_source> zero_gathered_params(std::shared_ptr<zero_shard> shard);
 // ZeRO-3: the stage keeps its segments; each unit is gathered right before use (param_fetcher).
-std::unique_ptr<param_source> zero_fetched_params();
+std::unique_ptr<param_source> zero_fetched_params(std::shared_ptr<zero_shard> shard);
 
 class batch_source {
  public:
