@@ -156,32 +156,30 @@ std::unique_ptr<batch_source> fixed_share() { return std::make_unique<fixed>(); 
 std::unique_ptr<batch_source> committed_share() { return std::make_unique<commit_gated>(); }
 std::unique_ptr<batch_source> dispensed_batches() { return std::make_unique<dispensed>(); }
 
-void keep_batch(stage_state& s, int64_t step, batch b) {
-  if (!s.input_queue) {
-    s.batches.emplace(step, std::move(b));
+void batch_source::keep(const stage_state& s, int64_t step, batch b) {
+  if (!input_queue_) {
+    batches_.emplace(step, std::move(b));
     return;
   }
-  // Its microbatches' inputs start for the device now, while the current step computes (the
-  // targets stay on the host: the loss copies them).
   std::vector<std::shared_ptr<const batch>> micro = microbatches(s, std::move(b));
-  for (auto& mb : micro) mb = std::make_shared<const batch>(batch{s.input_queue->stage_in(mb->inputs), mb->targets});
-  s.staged.emplace(step, std::move(micro));
+  for (auto& mb : micro) mb = std::make_shared<const batch>(batch{input_queue_->stage_in(mb->inputs), mb->targets});
+  staged_.emplace(step, std::move(micro));
 }
 
-bool have_batch(stage_state& s) {
+bool batch_source::take(stage_state& s) {
   if (!s.micro.empty()) return true;
-  if (auto staged = s.staged.find(s.step); staged != s.staged.end()) {
+  if (auto staged = staged_.find(s.step); staged != staged_.end()) {
     s.micro = std::move(staged->second);
-    s.staged.erase(staged);
+    staged_.erase(staged);
     return true;
   }
-  auto it = s.batches.find(s.step);
-  if (it == s.batches.end()) {
+  auto it = batches_.find(s.step);
+  if (it == batches_.end()) {
     s.waiting_for = "the batch of step " + std::to_string(s.step) + " from the data loader";
     return false;
   }
   s.micro = microbatches(s, std::move(it->second));
-  s.batches.erase(it);
+  batches_.erase(it);
   return true;
 }
 

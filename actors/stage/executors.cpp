@@ -4,6 +4,7 @@
 // device (kernels/device_queue.hpp).
 #include <exception>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "actors/stage/stage_state.hpp"
@@ -23,6 +24,20 @@ class in_line : public executor {
   bucket_delivery from_backward(self_ptr, int, bucket_delivery launch) override { return launch; }
 };
 
+// The compute action the device holds: the cursor stays on it until its completion message for
+// (step, index) arrives; then `finish` hands its results on, on the stage's thread. `error`: what
+// the work threw on the device's thread.
+struct device_action {
+  int64_t step = -1;
+  size_t index = 0;
+  bool done = false;
+  std::function<void()> finish;
+  std::shared_ptr<std::exception_ptr> error;
+  // The enqueued work, kept until the device has run it: what it captured (an activation from
+  // another rank, a gradient) goes back to its allocator only once no kernel still reads it.
+  std::shared_ptr<std::function<void()>> work;
+};
+
 class queued : public executor {
  public:
   explicit queued(bool updates_on_device) : updates_on_device_(updates_on_device) {}
@@ -38,7 +53,7 @@ class queued : public executor {
         *error = std::current_exception();
       }
     });
-    s.on_device = device_action{s.step, s.cursor, false, std::move(c.finish), error, std::move(work)};
+    held_ = device_action{s.step, s.cursor, false, std::move(c.finish), error, std::move(work)};
     s.waiting_for = "the device's completion of " + sched::body_string(a);
     s.args.device.queue->when_done([stage = self->address(), step = s.step, index = static_cast<uint64_t>(s.cursor)] {
       if (auto to = caf::actor_cast<caf::actor>(stage)) caf::anon_send(to, device_done_atom::value, step, index);
@@ -79,24 +94,41 @@ class queued : public executor {
     };
   }
 
+  bool holds_action() const override { return held_.has_value(); }
+
+  bool done(int64_t step, size_t index) override {
+    if (!held_ || held_->step != step || held_->index != index) return false;  // not the action it holds
+    held_->done = true;
+    return true;
+  }
+
+  bool complete(self_ptr self) override {
+    if (!held_->done) return false;
+    device_action d = std::move(*held_);
+    held_.reset();
+    if (*d.error) std::rethrow_exception(*d.error);
+    d.finish();
+    for (auto& f : std::exchange(deferred_, {})) f();
+    return !self->state.failed;
+  }
+
+  bool defer(std::function<void()> f) override {
+    if (!held_) return false;
+    deferred_.push_back(std::move(f));
+    return true;
+  }
+
  private:
   bool updates_on_device_;
+  std::optional<device_action> held_;
+  // What arrived meanwhile that writes the chunks the device is reading, run on the stage's thread
+  // right after the held action's finish.
+  std::vector<std::function<void()>> deferred_;
 };
 
 }  // namespace
 
 std::unique_ptr<executor> inline_executor() { return std::make_unique<in_line>(); }
 std::unique_ptr<executor> queued_executor(bool updates_on_device) { return std::make_unique<queued>(updates_on_device); }
-
-bool complete_on_device(self_ptr self) {
-  auto& s = self->state;
-  if (!s.on_device->done) return false;
-  device_action d = std::move(*s.on_device);
-  s.on_device.reset();
-  if (*d.error) std::rethrow_exception(*d.error);
-  d.finish();
-  for (auto& f : std::exchange(s.after_device, {})) f();
-  return !s.failed;
-}
 
 }  // namespace troupe::stage_detail

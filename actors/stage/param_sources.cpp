@@ -43,13 +43,12 @@ class own : public param_source {
   }
   void updated(self_ptr self, const params_msg& m) override {
     auto& s = self->state;
-    if (s.on_device) {  // the device reads these parameters now: they change once it is done
-      s.after_device.push_back([self, m] {
-        adopt_params(self->state, m);
-        if (m.step >= 0) self->state.opt = stage_state::opt_phase::done;
-      });
+    // The device may read these parameters now: they change once it is done.
+    if (s.exec->defer([self, m] {
+          adopt_params(self->state, m);
+          if (m.step >= 0) self->state.opt = stage_state::opt_phase::done;
+        }))
       return;
-    }
     adopt_params(s, m);
     if (m.step < 0) return;  // the shard's initial copy
     s.opt = stage_state::opt_phase::done;

@@ -54,8 +54,8 @@ double jitter_ms(const stage_state& s) {
 // Runs the action at the cursor if its inputs are there; false (with waiting_for set) if not.
 bool execute(self_ptr self, const sched::action& a) {
   auto& s = self->state;
-  if (s.on_device) {  // the cursor stays on the device's action
-    if (!complete_on_device(self)) return false;
+  if (s.exec->holds_action()) {  // the cursor stays on the device's action
+    if (!s.exec->complete(self)) return false;
     if (a.kind != op::optimizer_step) return true;
     // The gradients left with the completion; O goes on to wait for the parameters.
   }
@@ -64,7 +64,7 @@ bool execute(self_ptr self, const sched::action& a) {
   const bool last_weight_action = s.cursor == s.last_weight_action.at(static_cast<size_t>(a.chunk));
   switch (a.kind) {
     case op::forward: {
-      if ((k == 0 || k == last_model_chunk(s)) && !have_batch(s)) return false;
+      if ((k == 0 || k == last_model_chunk(s)) && !s.batches_in->take(s)) return false;
       std::shared_ptr<const batch> mb = s.micro.empty() ? nullptr : s.micro.at(static_cast<size_t>(a.microbatch));
       tensor x = k == 0 ? mb->inputs : take(s, s.forward_in, {a.microbatch, a.chunk}, "input activation");
       const bool last = k == last_model_chunk(s);
@@ -221,7 +221,7 @@ void advance(self_ptr self) {
     for (;;) {
       // An asynchronous device's action holds the stage until it completes.
       sched::candidates next;
-      if (s.on_device) next.push_back(s.cursor);
+      if (s.exec->holds_action()) next.push_back(s.cursor);
       else next = sched::next_candidates(s.ready, row(s), s.progress, s.args.dispatch.policy, s.live);
       if (next.empty()) break;  // the row is done
       const double start = s.blocked ? s.blocked_since : now_seconds();
@@ -234,7 +234,7 @@ void advance(self_ptr self) {
         }
         if (s.failed) return;
         if (waiting.empty()) waiting = s.waiting_for;
-        if (s.on_device) break;  // it went to the device: nothing else runs until it completes
+        if (s.exec->holds_action()) break;  // it went to the device: nothing else runs until it completes
       }
       if (!ran) {
         if (!waiting.empty()) s.waiting_for = waiting;
@@ -313,14 +313,11 @@ caf::behavior stage(self_ptr self, stage_args args) {
       [self](const unit_grant& g) { self->state.batches_in->granted(self, g); },
       [self](const update_commit& c) { self->state.batches_in->committed(self, c); },
       [self](batch_msg& m) {
-        keep_batch(self->state, m.step, std::move(m.data));
+        self->state.batches_in->keep(self->state, m.step, std::move(m.data));
         advance_after_message(self);
       },
       [self](device_done_atom, int64_t step, uint64_t index) {
-        auto& s = self->state;
-        if (!s.on_device || s.on_device->step != step || s.on_device->index != index) return;  // not the action it holds
-        s.on_device->done = true;
-        advance_after_message(self);
+        if (self->state.exec->done(step, static_cast<size_t>(index))) advance_after_message(self);
       },
       [self](bucket_ready_atom, int64_t step, int32_t chunk, uint64_t b, tensor& part) {
         if (step != self->state.step) return;  // cut by a step that failed: the job is stopping

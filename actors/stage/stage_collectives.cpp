@@ -115,13 +115,11 @@ void launch_bucket(self_ptr self, int chunk, size_t b, tensor part, std::shared_
       .then([self, step, chunk, b, index, sent, partitioned = std::move(partitioned)](collective_result& r) {
         auto& s = self->state;
         // The sums replace gradients the device may still be adding lower layers' into: they wait
-        // for its completion (after_device), and the cursor's advance goes on from there.
-        if (s.on_device && !partitioned) {
-          s.after_device.push_back([self, step, chunk, b, index, sent, r]() mutable {
-            bucket_done(self, step, chunk, b, index, sent, r, nullptr);
-          });
+        // for its completion (the executor defers them), and the cursor's advance goes on from there.
+        if (!partitioned && s.exec->defer([self, step, chunk, b, index, sent, r]() mutable {
+              bucket_done(self, step, chunk, b, index, sent, r, nullptr);
+            }))
           return;
-        }
         if (bucket_done(self, step, chunk, b, index, sent, r, partitioned.get())) advance_after_message(self);
       },
       [self](caf::error& e) { self->state.batches_in->reduction_failed(self, self->system().render(e)); });

@@ -45,7 +45,7 @@ void choose_strategies(stage_state& st, const std::shared_ptr<zero_shard>& zero)
   }
   st.reports_loss = tp_rank(tp.get()) == 0;
   // An accelerator's stage that runs model chunk 0 takes its inputs onto the device ahead.
-  if (on_accelerator(st) && sched::stage_of(a.plan, 0) == a.stage) st.input_queue = a.device.queue;
+  if (on_accelerator(st) && sched::stage_of(a.plan, 0) == a.stage) st.batches_in->inputs_onto(a.device.queue);
 }
 
 }  // namespace

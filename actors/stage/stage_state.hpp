@@ -40,20 +40,6 @@ using device_done_atom = caf::atom_constant<caf::atom("dev_done")>;
 using bucket_ready_atom = caf::atom_constant<caf::atom("bkt_ready")>;
 using gather_ready_atom = caf::atom_constant<caf::atom("gth_ready")>;
 
-// The compute action the device holds (asynchronous queues only): the cursor stays on it until
-// its completion message for (step, index) arrives; then `finish` hands its results on, on the
-// stage's thread. `error`: what the work threw on the device's thread.
-struct device_action {
-  int64_t step = -1;
-  size_t index = 0;
-  bool done = false;
-  std::function<void()> finish;
-  std::shared_ptr<std::exception_ptr> error;
-  // The enqueued work, kept until the device has run it: what it captured (an activation from
-  // another rank, a gradient) goes back to its allocator only once no kernel still reads it.
-  std::shared_ptr<std::function<void()>> work;
-};
-
 // A stage's last pipeline sends and receives, by its own clock: what the watchdog's report shows
 // under the stage's line (the link's ledger, as a collective member keeps one). A receive the
 // stage had been waiting for says how long it waited.
@@ -103,10 +89,6 @@ struct stage_state {
   pipeline_ledger pipe_log;  // its last sends and receives, for the watchdog
   // Inputs by key; each is consumed by exactly one action of the list.
   int64_t next_request = 0;
-  std::map<int64_t, batch> batches;  // global batches by step (stages with chunk 0 or the last)
-  // On an accelerator, the stage with model chunk 0: a step's microbatches, their inputs staged
-  // onto the device as the batch arrived (device_queue::stage_in), instead of `batches`.
-  std::map<int64_t, std::vector<std::shared_ptr<const batch>>> staged;
   std::vector<std::shared_ptr<const batch>> micro;  // the current step's microbatches (work on the device holds its own)
   std::map<std::tuple<int64_t, bool, int, int>, tensor> inbox;  // (step, is_grad, mb, boundary)
   std::map<slot, tensor> forward_in, backward_in, act_out, grad_out;
@@ -129,10 +111,6 @@ struct stage_state {
   std::shared_ptr<net::logged_tp_group> tp_clock;  // args.groups.member(sched::axis::tp), logged and timed (tp > 1)
   double tp_seconds_before = 0;                   // its count when the step began
   int live = 0;
-  // Asynchronous device: the compute action it holds, and what arrived meanwhile that writes the
-  // chunks the device is reading (run on the stage's thread right after that action's finish).
-  std::optional<device_action> on_device;
-  std::vector<std::function<void()>> after_device;
   // What the stage is, chosen once at set-up (stage_setup.cpp, stage_strategies.hpp).
   std::unique_ptr<executor> exec;
   std::unique_ptr<gradient_reducer> reducer;
@@ -143,9 +121,6 @@ struct stage_state {
   // (every tp rank holds the same: the first reports it, so the job counts it once).
   std::function<loss_result(const tensor& logits, const std::vector<int32_t>& targets, float grad_scale)> loss;
   bool reports_loss = true;
-  // The stage's inputs go onto this device as each batch arrives (an accelerator's stage with
-  // model chunk 0); null: they stay on the host.
-  std::shared_ptr<device_queue> input_queue;
   static inline const char* name = "stage";
 };
 
@@ -227,10 +202,6 @@ bool receive(stage_state& s, const sched::action& a, bool is_grad);
 bool send(self_ptr self, const sched::action& a, bool is_grad);
 tensor take(stage_state& s, std::map<slot, tensor>& from, slot key, const std::string& what);
 
-// batch_sources.cpp: the current step's microbatches are there (false: waiting_for says why); a
-// batch that arrives for a later step is kept (on an accelerator, staged onto it).
-bool have_batch(stage_state& s);
-void keep_batch(stage_state& s, int64_t step, batch b);
 
 // stage_params.cpp: the stage's side of its optimizer shard.
 // The chunks' gradients (grads) or parameters (n in all) laid end to end on `where`. Touches only

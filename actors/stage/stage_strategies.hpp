@@ -14,12 +14,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "actors/messages.hpp"
 #include "actors/stage/zero_shard.hpp"
+#include "kernels/device_queue.hpp"
 #include "kernels/layer_stack.hpp"
 #include "schedules/schedule.hpp"
 
@@ -51,15 +53,23 @@ class executor {
   // How a bucket cut in a backward's hook reaches `launch` on the stage's thread: at once when
   // the hook runs there, else as a message (bucket_ready_atom) once the device has the bucket.
   virtual bucket_delivery from_backward(self_ptr self, int chunk, bucket_delivery launch) = 0;
+  // Whether the device holds a compute action now: the cursor stays on it until it completes.
+  virtual bool holds_action() const { return false; }
+  // The device's completion message (device_done_atom) for (step, index): whether it is the
+  // action held, now marked done.
+  virtual bool done(int64_t /*step*/, size_t /*index*/) { return false; }
+  // The held action, completed: its results handed on, then what was deferred meanwhile; false
+  // while it still runs (or the stage failed).
+  virtual bool complete(self_ptr) { return true; }
+  // While the device holds an action that reads the chunks, `f` (which writes them) waits for its
+  // completion: true, kept for then. Otherwise false, and the caller runs it now.
+  virtual bool defer(std::function<void()> /*f*/) { return false; }
 };
 // The host, synchronously: work and finish in line, on the stage's own thread.
 std::unique_ptr<executor> inline_executor();
 // An asynchronous queue (kernels/device_queue.hpp). updates_on_device: the stage computes in
 // device memory (a GPU), so O's gradients are read there too.
 std::unique_ptr<executor> queued_executor(bool updates_on_device);
-// The device's action at the cursor: still running (false), or completed: its results are
-// handed on, then what waited for the chunks to be free.
-bool complete_on_device(self_ptr self);
 
 class gradient_reducer {
  public:
@@ -131,6 +141,23 @@ class batch_source {
   virtual void label(const stage_state&, gradients_msg&) const {}
   // Step next-1 has ended: whether step `next` begins now.
   virtual bool begins_next(self_ptr self, int64_t next) = 0;
+
+  // The loader's batch of step `step`, kept until its step (every source's; stages with model
+  // chunk 0 or the last). With inputs_onto(queue) (an accelerator's stage with model chunk 0) its
+  // microbatches' inputs start for the device as it arrives, while the current step computes (the
+  // targets stay on the host: the loss copies them).
+  void keep(const stage_state& s, int64_t step, batch b);
+  // The current step's microbatches into the stage's `micro`: false (waiting_for says why) while
+  // its batch has not arrived.
+  bool take(stage_state& s);
+  void inputs_onto(std::shared_ptr<device_queue> queue) { input_queue_ = std::move(queue); }
+
+ private:
+  std::map<int64_t, batch> batches_;  // global batches by step
+  // With input_queue_: a step's microbatches, their inputs staged onto the device
+  // (device_queue::stage_in), instead of batches_.
+  std::map<int64_t, std::vector<std::shared_ptr<const batch>>> staged_;
+  std::shared_ptr<device_queue> input_queue_;
 };
 // The replica's fixed share of every step's global batch, steps as the coordinator orders them.
 std::unique_ptr<batch_source> fixed_share();
