@@ -287,7 +287,7 @@ class commit_sink final : public spdlog::sinks::base_sink<std::mutex> {
 
 train_config train_config_for(const flags& f, std::shared_ptr<const storage::dataset> data, int every) {
   train_config c;
-  c.model.kind = "mlp";
+  c.model.kind = model_kind::mlp;
   c.model.inputs = 784;
   c.model.hidden = {1024, 1024, 1024};
   c.model.classes = 10;

@@ -106,7 +106,7 @@ struct variant {
 
 train_config config_for(const variant& v, const flags& f) {
   train_config c;
-  c.model.kind = "gpt";  // examples/gpt.toml's model: 826,208 parameters on the fortunes corpus
+  c.model.kind = model_kind::gpt;  // examples/gpt.toml's model: 826,208 parameters on the fortunes corpus
   c.model.context = 64;
   c.model.channels = 128;
   c.model.heads = 4;

@@ -261,7 +261,7 @@ int calibrate(const plan_flags& f) {
   }
   try {
     spdlog::info("calibrating this machine on {} ({}): a few seconds", f.job.empty() ? "the default job" : f.job,
-                 cfg.model.kind);
+                 to_string(cfg.model.kind));
     const machine_costs m = calibrate_machine(cfg, [](const std::string& what) { spdlog::info("measuring {}", what); });
     write_machine_file(f.calibrate, m);
     spdlog::info("{}: GEMM {:.1f} GFLOP/s, elementwise {:.1f} GB/s, attention {:.2f} ns per unit forward, "

@@ -146,14 +146,14 @@ void check_pipeline_flags(const train_config& c) {
                                       : sched::make_named_schedule(c.schedule, c.mesh.pp, c.micro_batches,
                                                                    c.virtual_stages);
   const int chunks = c.mesh.pp * s.virtual_stages;
-  const int64_t layers = c.model.kind == "mlp" ? 2 * static_cast<int64_t>(c.model.hidden.size()) + 1
+  const int64_t layers = c.model.kind == model_kind::mlp ? 2 * static_cast<int64_t>(c.model.hidden.size()) + 1
                                                : c.model.blocks + 3;
   if (c.cuts.empty() && layers < chunks)
     throw std::invalid_argument("--pp " + std::to_string(c.mesh.pp) + (s.virtual_stages > 1 ? " x --virtual-stages " +
                                 std::to_string(s.virtual_stages) : std::string()) + " needs " +
-                                std::to_string(chunks) + " model chunks, but the " + c.model.kind + " has only " +
+                                std::to_string(chunks) + " model chunks, but the " + to_string(c.model.kind) + " has only " +
                                 std::to_string(layers) + " layers (" +
-                                (c.model.kind == "mlp" ? "add hidden layers, e.g. --hidden 256,256,256"
+                                (c.model.kind == model_kind::mlp ? "add hidden layers, e.g. --hidden 256,256,256"
                                                        : "add --blocks") + ")");
   if (c.batch_size % s.num_microbatches != 0)
     throw std::invalid_argument("--batch-size " + std::to_string(c.batch_size) + " is not divisible by " +
@@ -181,7 +181,7 @@ train_config resolve(const CLI::App& cmd, const train_flags& f) {
   if (f.no_progress) c.progress = false;
   if (f.sequence_parallel) c.sequence_parallel = true;
   if (f.elastic || in_file.count("elastic.min_replicas") || in_file.count("elastic.membership_events")) c.elastic = true;
-  if (c.model.kind == "gpt" && !flagged.count("--lr") && f.config.empty()) c.optim.lr = 3e-3f;
+  if (c.model.kind == model_kind::gpt && !flagged.count("--lr") && f.config.empty()) c.optim.lr = 3e-3f;
   adopt_schedule_file(c, f, flagged, in_file);
   check_pipeline_only(c, flagged, in_file, f.config);
   process_sources src;

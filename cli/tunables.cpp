@@ -161,7 +161,7 @@ std::vector<tunable> make_table() {
                       [](train_config& c, const value& v) { c.eval_max_batches = v.integer; }));
   // [model]
   t.push_back(choice("--model", "model.kind", "Model: mlp (Fashion-MNIST) or gpt (character-level, text corpus) [mlp]",
-                     {"mlp", "gpt"}, [](train_config& c, const value& v) { c.model.kind = v.text; }));
+                     {"mlp", "gpt"}, [](train_config& c, const value& v) { c.model.kind = *parse_model_kind(v.text); }));
   t.push_back(integers("--hidden", "model.hidden", "MLP hidden layer widths, comma separated [256,256]", 1, 1 << 20,
                        [](train_config& c, const value& v) { c.model.hidden = v.integers; }));
   t.push_back(integer("--context", "model.context", "GPT: tokens per sequence [64]", 1, 1 << 16,
@@ -322,12 +322,8 @@ std::vector<tunable> make_table() {
                      "Parameter servers instead of collectives: bsp (wait for every replica each step), ssp (a "
                      "batch may lead the rounds complete by --staleness rounds), asp (never wait); ssp and asp hand "
                      "batches out on demand, so a fast replica does more; none: collectives [none]",
-                     {"none", "bsp", "ssp", "asp"}, [](train_config& c, const value& v) {
-                       c.consistency = v.text == "bsp"   ? consistency_model::bsp
-                                       : v.text == "ssp" ? consistency_model::ssp
-                                       : v.text == "asp" ? consistency_model::asp
-                                                         : consistency_model::none;
-                     }));
+                     {"none", "bsp", "ssp", "asp"},
+                     [](train_config& c, const value& v) { c.consistency = *parse_consistency(v.text); }));
   t.push_back(integer("--staleness", "server.staleness",
                       "With --consistency ssp: rounds (global batches) a replica may run ahead of the rounds complete [0]", 0, 1 << 20,
                       [](train_config& c, const value& v) { c.staleness = static_cast<int>(v.integer); }));

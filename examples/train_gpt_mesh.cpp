@@ -8,7 +8,7 @@
 int main() {
   // [example:train_gpt_mesh]
   troupe::train_config cfg;
-  cfg.model.kind = "gpt";  // character level, on the default corpus
+  cfg.model.kind = troupe::model_kind::gpt;  // character level, on the default corpus
   cfg.model.context = 32;
   cfg.model.channels = 64;
   cfg.model.heads = 4;

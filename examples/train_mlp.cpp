@@ -8,7 +8,7 @@
 int main(int argc, char** argv) {
   // [example:train_mlp]
   troupe::train_config cfg;
-  cfg.model.kind = "mlp";
+  cfg.model.kind = troupe::model_kind::mlp;
   cfg.model.hidden = {512, 256};        // 784-512-256-10
   cfg.optim.kind = "adamw";
   cfg.optim.lr = 1e-3f;

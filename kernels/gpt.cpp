@@ -15,7 +15,7 @@ namespace troupe {
 layer_list build_gpt(const model_spec& spec, tp_group* tp, bool sequence_parallel, context::context_split context,
                      tp_group* experts) {
   const bool sp = sequence_parallel && tp_size(tp) > 1;
-  if (spec.kind != "gpt") throw std::invalid_argument("build_gpt: model.kind is \"" + spec.kind + "\", not \"gpt\"");
+  if (spec.kind != model_kind::gpt) throw std::invalid_argument("build_gpt: model.kind is \"" + std::string(to_string(spec.kind)) + "\", not \"gpt\"");
   validate(spec, tp_size(tp));
   const int64_t C = spec.channels;
   // GPT-2 scales the residual output projections by 1/sqrt(2 * blocks): each block adds two

@@ -8,15 +8,29 @@
 
 namespace troupe {
 
+const char* to_string(model_kind k) {
+  switch (k) {
+    case model_kind::mlp: return "mlp";
+    case model_kind::gpt: return "gpt";
+  }
+  return "?";
+}
+
+std::optional<model_kind> parse_model_kind(const std::string& text) {
+  for (model_kind k : {model_kind::mlp, model_kind::gpt})
+    if (text == to_string(k)) return k;
+  return std::nullopt;
+}
+
 void validate(const model_spec& spec, int tp) {
   auto positive = [](int64_t v, const char* name) {
     if (v <= 0) throw std::invalid_argument(std::string("model.") + name + " must be positive, got " + std::to_string(v));
   };
-  if (spec.kind == "mlp") {
+  if (spec.kind == model_kind::mlp) {
     positive(spec.inputs, "inputs");
     positive(spec.classes, "classes");
     for (int64_t h : spec.hidden) positive(h, "hidden");
-  } else if (spec.kind == "gpt") {
+  } else if (spec.kind == model_kind::gpt) {
     positive(spec.vocab, "vocab");
     positive(spec.context, "context");
     positive(spec.channels, "channels");
@@ -37,10 +51,8 @@ void validate(const model_spec& spec, int tp) {
       if (!(spec.capacity_factor >= 0) || !(spec.aux_loss_coefficient >= 0))
         throw std::invalid_argument("model.capacity_factor and model.aux_loss_coefficient must be >= 0");
     }
-  } else {
-    throw std::invalid_argument("model.kind must be \"mlp\" or \"gpt\", got \"" + spec.kind + "\"");
   }
-  if (spec.kind == "mlp" && spec.experts != 0)
+  if (spec.kind == model_kind::mlp && spec.experts != 0)
     throw std::invalid_argument("model.experts replaces a GPT block's MLP; the mlp has no blocks (use gpt)");
   if (spec.experts > 0 && tp > 1)
     throw std::invalid_argument("model.experts with tp " + std::to_string(tp) +
@@ -56,7 +68,7 @@ void validate_tp_split(const model_spec& spec, int tp) {
       throw std::invalid_argument(std::string("model.") + name + " (" + std::to_string(v) + ") is smaller than tp (" +
                                   std::to_string(tp) + "): every tensor-parallel rank needs a share of it");
   };
-  if (spec.kind == "mlp") {
+  if (spec.kind == model_kind::mlp) {
     splits(spec.classes, "classes");
     for (int64_t h : spec.hidden) splits(h, "hidden");
   } else {
@@ -72,7 +84,7 @@ int64_t param_count(const model_spec& spec) {
   // Summed in long double: a product past 2^62 is refused rather than wrapped.
   long double n = 0;
   auto linear = [&n](long double in, long double out) { n += in * out + out; };
-  if (spec.kind == "mlp") {
+  if (spec.kind == model_kind::mlp) {
     long double in = static_cast<long double>(spec.inputs);
     for (int64_t h : spec.hidden) linear(in, static_cast<long double>(h)), in = static_cast<long double>(h);
     linear(in, static_cast<long double>(spec.classes));
@@ -92,7 +104,7 @@ int64_t param_count(const model_spec& spec) {
 }
 
 std::string describe(const model_spec& spec) {
-  if (spec.kind == "mlp") {
+  if (spec.kind == model_kind::mlp) {
     std::string s = "mlp " + std::to_string(spec.inputs);
     for (int64_t h : spec.hidden) s += "-" + std::to_string(h);
     return s + "-" + std::to_string(spec.classes);
@@ -108,22 +120,22 @@ std::string describe(const model_spec& spec) {
 layer_list build_layers(const model_spec& spec, tp_group* tp, bool sequence_parallel, context::context_split context,
                         tp_group* experts) {
   validate(spec, tp_size(tp));
-  if (sequence_parallel && spec.kind != "gpt")
+  if (sequence_parallel && spec.kind != model_kind::gpt)
     throw std::invalid_argument("sequence parallelism splits a GPT's layernorm regions; the mlp has none");
-  if (context && spec.kind != "gpt")
-    throw std::invalid_argument("context parallelism splits sequences: model.kind \"" + spec.kind + "\" has none (use gpt)");
+  if (context && spec.kind != model_kind::gpt)
+    throw std::invalid_argument("context parallelism splits sequences: model.kind \"" + std::string(to_string(spec.kind)) + "\" has none (use gpt)");
   if (tp_size(experts) > 1 && spec.experts == 0)
     throw std::invalid_argument("expert parallelism shares out a mixture of experts: the model has none (set model.experts)");
-  return spec.kind == "mlp" ? build_mlp(spec, tp) : build_gpt(spec, tp, sequence_parallel, context, experts);
+  return spec.kind == model_kind::mlp ? build_mlp(spec, tp) : build_gpt(spec, tp, sequence_parallel, context, experts);
 }
 
 bool splits_logits(const model_spec& spec, int tp) {
   // The MLP's linears alternate column, row, column...: its last one is column-parallel when it
   // is an even one. The GPT's head always is.
-  return tp > 1 && (spec.kind == "gpt" || spec.hidden.size() % 2 == 0);
+  return tp > 1 && (spec.kind == model_kind::gpt || spec.hidden.size() % 2 == 0);
 }
 
-int64_t output_features(const model_spec& spec) { return spec.kind == "gpt" ? spec.vocab : spec.classes; }
+int64_t output_features(const model_spec& spec) { return spec.kind == model_kind::gpt ? spec.vocab : spec.classes; }
 
 layer_list build_mlp(const model_spec& spec, tp_group* tp) {
   const int n = tp_size(tp), r = tp_rank(tp);

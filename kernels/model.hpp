@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,8 +13,14 @@
 
 namespace troupe {
 
+// The model families troupe builds. The text form ("mlp", "gpt") is what configs, flags and
+// checkpoint manifests carry.
+enum class model_kind { mlp, gpt };
+const char* to_string(model_kind k);
+std::optional<model_kind> parse_model_kind(const std::string& text);
+
 struct model_spec {
-  std::string kind = "mlp";  // "mlp" or "gpt"
+  model_kind kind = model_kind::mlp;
   // mlp: inputs -> hidden... -> classes, ReLU between linears
   int64_t inputs = 784;
   std::vector<int64_t> hidden{256, 256};

@@ -29,7 +29,7 @@ std::vector<named_param> named_params(const model_spec& spec) {
   int64_t offset = 0;
   for (size_t i = 0; i < layers.size(); ++i) {
     const std::string prefix =
-        spec.kind == "gpt" ? gpt_prefix(spec, i, *layers[i]) : "layers." + std::to_string(i) + ".";
+        spec.kind == model_kind::gpt ? gpt_prefix(spec, i, *layers[i]) : "layers." + std::to_string(i) + ".";
     for (const param_spec& p : layers[i]->param_specs()) {
       // The embedding's two tables are modules of their own in PyTorch (nn.Embedding each).
       const std::string name =

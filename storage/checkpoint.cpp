@@ -99,7 +99,7 @@ int64_t step_of(const std::string& name) {
 }
 
 void to_schema(schema::ModelSpec::Builder b, const model_spec& m) {
-  b.setKind(m.kind);
+  b.setKind(to_string(m.kind));
   b.setInputs(m.inputs);
   auto h = b.initHidden(static_cast<unsigned>(m.hidden.size()));
   for (unsigned i = 0; i < m.hidden.size(); ++i) h.set(i, m.hidden[i]);
@@ -116,9 +116,12 @@ void to_schema(schema::ModelSpec::Builder b, const model_spec& m) {
   b.setAuxLossCoefficient(m.aux_loss_coefficient);
 }
 
-model_spec from_schema(schema::ModelSpec::Reader r) {
+model_spec from_schema(schema::ModelSpec::Reader r, const std::string& path) {
   model_spec m;
-  m.kind = r.getKind();
+  const std::string kind = r.getKind();
+  const std::optional<model_kind> k = parse_model_kind(kind);
+  if (!k) throw bad_manifest(path + ": model.kind \"" + kind + "\" is not a model this troupe builds (mlp, gpt)");
+  m.kind = *k;
   m.inputs = r.getInputs();
   m.hidden.clear();
   for (auto v : r.getHidden()) m.hidden.push_back(v);
@@ -140,7 +143,7 @@ model_spec from_schema(schema::ModelSpec::Reader r) {
 
 bool same_model(const model_spec& a, const model_spec& b) {
   if (a.kind != b.kind) return false;
-  if (a.kind == "mlp") return a.inputs == b.inputs && a.hidden == b.hidden && a.classes == b.classes;
+  if (a.kind == model_kind::mlp) return a.inputs == b.inputs && a.hidden == b.hidden && a.classes == b.classes;
   // The router's settings (top_k, capacity, the loss's coefficient) change no parameter: a run
   // may resume with others.
   return a.vocab == b.vocab && a.context == b.context && a.channels == b.channels && a.heads == b.heads &&
@@ -209,7 +212,7 @@ checkpoint_manifest parse(const std::string& path, const std::string& text) {
     if (m.format_version > checkpoint_format_version)
       throw std::runtime_error(path + ": checkpoint format " + std::to_string(m.format_version) +
                                " is newer than this troupe reads (" + std::to_string(checkpoint_format_version) + ")");
-    m.model = from_schema(r.getModel());
+    m.model = from_schema(r.getModel(), path);
     m.mesh = r.getMesh();
     m.zero = r.getZero();
     m.offload = r.getOffload();
@@ -245,8 +248,8 @@ void check_fields(const std::string& path, const checkpoint_manifest& m) {
   if (m.format_version == 0) bad("format version 0 (not a checkpoint manifest)");
   if (m.step < 0 || m.global_floats < 0 || m.optimizer_steps < 0) bad("negative step, optimizer steps or size");
   if (m.arrays.empty() || m.arrays.front() != "params") bad("its first array is not \"params\"");
-  if (!m.vocabulary.empty() && (m.model.kind != "gpt" || static_cast<int64_t>(m.vocabulary.size()) != m.model.vocab))
-    bad("its vocabulary has " + std::to_string(m.vocabulary.size()) + " characters for a " + m.model.kind +
+  if (!m.vocabulary.empty() && (m.model.kind != model_kind::gpt || static_cast<int64_t>(m.vocabulary.size()) != m.model.vocab))
+    bad("its vocabulary has " + std::to_string(m.vocabulary.size()) + " characters for a " + to_string(m.model.kind) +
         " of vocabulary size " + std::to_string(m.model.vocab));
   for (const checkpoint_file& f : m.files) {
     if (f.name.empty() || f.name.find('/') != std::string::npos || f.name == "." || f.name == "..")

@@ -9,8 +9,8 @@
 namespace troupe::storage {
 
 safetensors_metadata model_metadata(const model_spec& s, const std::string& vocabulary) {
-  safetensors_metadata meta{{"model", describe(s)}, {"model.kind", s.kind}};
-  if (s.kind == "mlp") {
+  safetensors_metadata meta{{"model", describe(s)}, {"model.kind", to_string(s.kind)}};
+  if (s.kind == model_kind::mlp) {
     std::string hidden;
     for (int64_t h : s.hidden) hidden += (hidden.empty() ? "" : ",") + std::to_string(h);
     meta.insert({{"model.inputs", std::to_string(s.inputs)},

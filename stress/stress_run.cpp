@@ -93,9 +93,10 @@ mode parse_mode(const std::string& text) {
     }
     return {"sync ready+" + std::to_string(h), consistency_model::none, 0, sched::dispatch_policy::ready, h};
   }
-  if (text == "bsp") return {"ps-bsp", consistency_model::bsp, 0};
-  if (text == "asp") return {"ps-asp", consistency_model::asp, 0};
-  if (text == "ssp") return {"ps-ssp s=1", consistency_model::ssp, 1};
+  if (const auto c = parse_consistency(text); c && *c != consistency_model::none) {
+    const int s = *c == consistency_model::ssp ? 1 : 0;  // "ssp" alone: S = 1
+    return {"ps-" + text + (s ? " s=1" : ""), *c, s};
+  }
   if (text.rfind("ssp:", 0) == 0) {
     const std::string n = text.substr(4);
     size_t used = 0;

@@ -251,14 +251,14 @@ void validate(const train_config& c) {
   if (c.max_steps < 0) bad("max_steps must be >= 0");
   if (c.eval_batch_size <= 0) bad("eval_batch_size must be positive");
   if (c.out_dir.empty()) bad("out must name a folder");
-  if (c.model.kind != "mlp" && c.model.kind != "gpt") validate(c.model);
+  if (c.model.kind != model_kind::mlp && c.model.kind != model_kind::gpt) validate(c.model);
   if (const std::string m = sched::check(c.mesh); !m.empty()) bad("mesh " + sched::to_string(c.mesh) + ": " + m);
   validate_tp_split(c.model, c.mesh.tp);
   if (c.sequence_parallel) {
     const int64_t T = c.mesh.tp, N = c.mesh.dp;
     const int64_t M = c.user_schedule.stages.empty() ? c.micro_batches : c.user_schedule.num_microbatches;
     if (T == 1) bad("sequence parallelism splits over the tensor-parallel ranks: it needs --tp 2 or more");
-    if (c.model.kind != "gpt") bad("sequence parallelism splits a GPT's layernorm regions; the mlp has none");
+    if (c.model.kind != model_kind::gpt) bad("sequence parallelism splits a GPT's layernorm regions; the mlp has none");
     // Every microbatch's sequences split evenly over the tp ranks.
     if (c.batch_size % (N * M) != 0 || (c.batch_size / (N * M)) % T != 0)
       bad("sequence parallelism needs microbatches of a multiple of tp " + std::to_string(T) + " sequences: batch_size " +
@@ -267,7 +267,7 @@ void validate(const train_config& c) {
   }
   if (c.mesh.cp > 1) {
     const std::string cp = "context parallelism (cp " + std::to_string(c.mesh.cp) + ")";
-    if (c.model.kind != "gpt") bad(cp + " splits sequences: model.kind \"" + c.model.kind + "\" has none (use gpt)");
+    if (c.model.kind != model_kind::gpt) bad(cp + " splits sequences: model.kind \"" + to_string(c.model.kind) + "\" has none (use gpt)");
     if (const std::string why = context::refuses(c.cp_mode, c.model.heads / c.mesh.tp, c.mesh.cp); !why.empty())
       bad(cp + ": " + why + " (model.heads " + std::to_string(c.model.heads) + ", mesh.tp " +
           std::to_string(c.mesh.tp) + "); use --cp-mode ring or all-gather");
@@ -430,6 +430,12 @@ const char* to_string(consistency_model c) {
     case consistency_model::asp: return "asp";
   }
   return "?";
+}
+
+std::optional<consistency_model> parse_consistency(const std::string& text) {
+  for (consistency_model c : {consistency_model::none, consistency_model::bsp, consistency_model::ssp, consistency_model::asp})
+    if (text == to_string(c)) return c;
+  return std::nullopt;
 }
 
 const char* to_string(offload_target t) {

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -140,6 +141,7 @@ const char* to_string(offload_what w);  // "none", "optimizer", "params", "both"
 // and the other processes' stages push to it through the middleman.
 enum class consistency_model { none, bsp, ssp, asp };
 const char* to_string(consistency_model c);  // "none", "bsp", "ssp", "asp"
+std::optional<consistency_model> parse_consistency(const std::string& text);  // to_string's text
 
 struct train_config {
   model_spec model;           // kind "mlp" trains on Fashion-MNIST, "gpt" on the text corpus

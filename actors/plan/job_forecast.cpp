@@ -68,7 +68,7 @@ void check_modelled(const train_config& cfg, const model_spec& model) {
   if (cfg.sequence_parallel) refuse("--sequence-parallel");
   if (cfg.zero != 0) refuse("--zero " + std::to_string(cfg.zero) + " (only plain data parallelism, --zero 0)");
   if (cfg.consistency != consistency_model::none) refuse("parameter servers (--consistency)");
-  if (model.kind == "mlp" && cfg.mesh.tp > 1) refuse("an MLP split over --tp");
+  if (model.kind == model_kind::mlp && cfg.mesh.tp > 1) refuse("an MLP split over --tp");
   if (model.experts > 0 && cfg.mesh.ep > 1) refuse("expert parallelism (--ep)");
   if (model.experts > 0 && model.capacity_factor > 0) refuse("an expert capacity (--capacity-factor; dropless only)");
   if (!cfg.user_schedule.stages.empty()) refuse("a schedule file (only the named schedules)");
@@ -168,7 +168,7 @@ layer_cost cost_of_layer(const machine_costs& m, const model_spec& spec, const b
                          int64_t i) {
   const double R = s.rows;
   layer_cost c;
-  if (spec.kind == "gpt") {
+  if (spec.kind == model_kind::gpt) {
     const double C = spec.channels, V = double(spec.vocab) / s.tp;
     const int64_t blocks = spec.blocks;
     if (i == 0) {  // token and position embedding: gather rows, add, and scatter-add back
@@ -203,26 +203,26 @@ layer_cost cost_of_layer(const machine_costs& m, const model_spec& spec, const b
       c.stash_floats = R * out;
     }
   }
-  if (rc == recompute_mode::full && !(spec.kind == "gpt" && i >= 1 && i <= spec.blocks))
+  if (rc == recompute_mode::full && !(spec.kind == model_kind::gpt && i >= 1 && i <= spec.blocks))
     c.backward_input += c.forward;
   return c;
 }
 
 // The floats of layer i's input, which full recomputation keeps instead of its activations.
 double input_floats(const model_spec& spec, const batch_shape& s, int64_t i) {
-  if (i == 0) return spec.kind == "gpt" ? s.rows : s.rows * double(spec.inputs);
-  if (spec.kind == "gpt") return s.rows * double(spec.channels);
+  if (i == 0) return spec.kind == model_kind::gpt ? s.rows : s.rows * double(spec.inputs);
+  if (spec.kind == model_kind::gpt) return s.rows * double(spec.channels);
   const int64_t width = i % 2 == 0 ? spec.hidden[static_cast<size_t>(i / 2 - 1)] : spec.hidden[static_cast<size_t>(i / 2)];
   return s.rows * double(width);
 }
 
 int64_t layer_count(const model_spec& spec) {
-  return spec.kind == "gpt" ? spec.blocks + 3 : 2 * static_cast<int64_t>(spec.hidden.size()) + 1;
+  return spec.kind == model_kind::gpt ? spec.blocks + 3 : 2 * static_cast<int64_t>(spec.hidden.size()) + 1;
 }
 
 // The loss on the last chunk's logits: softmax and cross-entropy forward, their gradient back.
 double loss_seconds(const machine_costs& m, const model_spec& spec, const batch_shape& s) {
-  const double classes = spec.kind == "gpt" ? double(spec.vocab) / s.tp : double(spec.classes);
+  const double classes = spec.kind == model_kind::gpt ? double(spec.vocab) / s.tp : double(spec.classes);
   double t = 2 * elementwise_seconds(m, 4 * 2 * s.rows * classes);
   if (s.tp > 1) t += 3 * all_reduce_seconds(m, 4 * s.rows);  // the vocabulary-parallel max, sum and target logit
   return t;
@@ -233,7 +233,7 @@ batch_shape shape_of(const train_config& cfg, const model_spec& spec) {
   s.sequences = double(cfg.batch_size) / cfg.mesh.dp / cfg.micro_batches;
   s.cp = cfg.mesh.cp;
   s.cp_mode = cfg.cp_mode;
-  s.rows = spec.kind == "gpt" ? s.sequences * spec.context / s.cp : s.sequences;
+  s.rows = spec.kind == model_kind::gpt ? s.sequences * spec.context / s.cp : s.sequences;
   s.tp = cfg.mesh.tp;
   return s;
 }
@@ -243,7 +243,7 @@ batch_shape shape_of(const train_config& cfg, const model_spec& spec) {
 double stash_of(const std::vector<layer_cost>& layers, const model_spec& spec, int64_t begin, int64_t end) {
   double floats = 0;
   for (int64_t i = begin; i < end; ++i) {
-    const bool shared = spec.kind == "mlp" && i % 2 == 0 && i > begin;
+    const bool shared = spec.kind == model_kind::mlp && i % 2 == 0 && i > begin;
     if (!shared) floats += layers[static_cast<size_t>(i)].stash_floats;
   }
   return 4 * floats;

@@ -24,7 +24,7 @@ void load_data(const train_config& cfg, prepared_job& p) {
   if (cfg.train_data) {
     p.train = cfg.train_data;
     p.eval = cfg.eval_data ? cfg.eval_data : cfg.train_data;
-  } else if (cfg.model.kind == "mlp") {
+  } else if (cfg.model.kind == model_kind::mlp) {
     auto fm = storage::load_fashion_mnist(cfg.fashion_mnist_dir);
     if (p.model.inputs != fm.train->features())
       throw std::invalid_argument("model.inputs is " + std::to_string(p.model.inputs) +
@@ -69,7 +69,7 @@ prepared_job prepare_job(const train_config& cfg) {
                                 std::to_string(p.train->size()) + " training samples");
   p.total_steps = p.steps_per_epoch * cfg.epochs;
   if (cfg.max_steps > 0) p.total_steps = std::min(p.total_steps, cfg.max_steps);
-  p.rows_per_sample = cfg.model.kind == "gpt" ? p.model.context : 1;
+  p.rows_per_sample = cfg.model.kind == model_kind::gpt ? p.model.context : 1;
   p.num_params = count_params(p.model);
   const blas_kernels& k = ensure_blas_kernels();
 #if defined(__GLIBC__)

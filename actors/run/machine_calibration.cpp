@@ -79,7 +79,7 @@ double fit_rate(const std::vector<double>& flops, const std::vector<double>& t) 
 void measure_gemms(machine_costs& m, const model_spec& model, double rows) {
   // (out, in) of every linear the model runs, whole and split over two tp ranks.
   std::vector<std::pair<double, double>> shapes;
-  if (model.kind == "gpt") {
+  if (model.kind == model_kind::gpt) {
     const double C = double(model.channels), V = double(model.vocab);
     for (double t : {1.0, 2.0})
       for (auto s : {std::pair{3 * C / t, C}, {C, C / t}, {4 * C / t, C}, {C, 4 * C / t}, {V / t, C}})
@@ -115,7 +115,7 @@ void measure_gemms(machine_costs& m, const model_spec& model, double rows) {
 }
 
 void measure_attention(machine_costs& m, const model_spec& model, double sequences) {
-  if (model.kind != "gpt") return;
+  if (model.kind != model_kind::gpt) return;
   const int64_t B = std::max<int64_t>(1, static_cast<int64_t>(sequences)), T = model.context, C = model.channels,
                 NH = model.heads;
   std::mt19937 rng(11);
@@ -153,7 +153,7 @@ void measure_attention(machine_costs& m, const model_spec& model, double sequenc
 }
 
 void measure_elementwise(machine_costs& m, const model_spec& model, double rows) {
-  const int64_t C = model.kind == "gpt" ? model.channels : model.hidden.empty() ? model.classes : model.hidden.front();
+  const int64_t C = model.kind == model_kind::gpt ? model.channels : model.hidden.empty() ? model.classes : model.hidden.front();
   const auto N = std::max<int64_t>(1, static_cast<int64_t>(rows));
   std::mt19937 rng(13);
   const auto x = filled(static_cast<size_t>(N * C), rng), w = filled(static_cast<size_t>(C), rng);
@@ -162,7 +162,7 @@ void measure_elementwise(machine_costs& m, const model_spec& model, double rows)
   // The passes the model runs: a GPT's layernorm and GELU (GELU's tanh makes it compute-bound
   // on a CPU), an MLP's relu.
   double a = 0, b = 0;
-  if (model.kind == "gpt") {
+  if (model.kind == model_kind::gpt) {
     a = seconds_per_call([&] { ops::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), w.data(), N, C); });
     b = seconds_per_call([&] { ops::gelu_forward(y.data(), x.data(), N * C); });
   } else {
@@ -243,7 +243,7 @@ machine_costs calibrate_machine(const train_config& job, const std::function<voi
   m.name = cpu_name();
   m.calibrated_with = describe(data.model);
   const double sequences = double(cfg.batch_size);
-  const double rows = data.model.kind == "gpt" ? sequences * data.model.context : sequences;
+  const double rows = data.model.kind == model_kind::gpt ? sequences * data.model.context : sequences;
   say("GEMMs at the model's shapes");
   measure_gemms(m, data.model, rows);
   say("attention");

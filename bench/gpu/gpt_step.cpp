@@ -66,7 +66,7 @@ options parse(int argc, char** argv) {
 int main(int argc, char** argv) try {
   const options o = parse(argc, argv);
   model_spec spec;
-  spec.kind = "gpt";
+  spec.kind = model_kind::gpt;
   spec.vocab = o.vocab;
   spec.context = o.context;
   spec.channels = o.channels;

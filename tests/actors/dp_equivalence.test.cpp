@@ -20,7 +20,7 @@ const char* kCorpus = "/usr/share/games/fortunes";
 
 train_config config(const std::string& model, const std::string& optimizer, int dp) {
   train_config cfg;
-  cfg.model.kind = model;
+  cfg.model.kind = *parse_model_kind(model);
   cfg.optim.kind = optimizer;
   if (model == "mlp") {
     cfg.model.hidden = {64, 32};

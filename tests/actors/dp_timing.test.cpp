@@ -37,7 +37,7 @@ int count(const std::string& text, const std::string& what) {
 TEST(DataParallelTiming, GptFourBucketsHideMostAllReduceTimeBehindBackward) {
   if (!std::filesystem::exists("/usr/share/games/fortunes")) GTEST_SKIP() << "fortunes not installed";
   train_config cfg;
-  cfg.model.kind = "gpt";  // context 64, 4 heads, 4 blocks
+  cfg.model.kind = model_kind::gpt;  // context 64, 4 heads, 4 blocks
   cfg.model.channels = 256;
   cfg.batch_size = 8;
   cfg.mesh.dp = 2;

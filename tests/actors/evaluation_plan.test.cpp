@@ -19,7 +19,7 @@ const char* kCorpus = "/usr/share/games/fortunes";
 
 train_config gpt_config(const std::string& name) {
   train_config cfg;
-  cfg.model.kind = "gpt";
+  cfg.model.kind = model_kind::gpt;
   cfg.model.context = 16;
   cfg.model.channels = 32;
   cfg.model.heads = 2;
@@ -35,7 +35,7 @@ train_config gpt_config(const std::string& name) {
 
 TEST(PlanEvaluation, GptPiecesHoldNoMoreRowsThanATrainingStep) {
   train_config cfg;
-  cfg.model.kind = "gpt";
+  cfg.model.kind = model_kind::gpt;
   cfg.batch_size = 16;
   cfg.eval_max_batches = 2;
   const eval_plan p = plan_evaluation(cfg, 50000, 64);  // context 64: 1024 rows per step

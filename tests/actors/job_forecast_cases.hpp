@@ -76,7 +76,7 @@ inline train_config forecast_config(const forecast_case& c, int64_t steps = 12) 
                     .string();
   std::mt19937_64 rng(5);
   if (c.model == "gpt" || c.model == "moe") {
-    cfg.model.kind = "gpt";
+    cfg.model.kind = model_kind::gpt;
     if (c.model == "moe") {
       cfg.model.experts = 4;
       cfg.model.top_k = 2;
@@ -93,7 +93,7 @@ inline train_config forecast_config(const forecast_case& c, int64_t steps = 12) 
     for (auto& t : tokens) t = tok(rng);
     cfg.train_data = std::make_shared<storage::text_dataset>("synthetic", std::move(tokens), cfg.model.context);
   } else {
-    cfg.model.kind = "mlp";
+    cfg.model.kind = model_kind::mlp;
     cfg.model.inputs = 784;
     cfg.model.hidden = {256, 256};
     cfg.model.classes = 10;

@@ -19,7 +19,7 @@ namespace troupe::test {
 
 inline train_config small_job(const sched::schedule& plan) {
   train_config c;
-  c.model.kind = "mlp";
+  c.model.kind = model_kind::mlp;
   c.model.inputs = 6;
   c.model.hidden = {8, 8};
   c.model.classes = 3;

@@ -27,7 +27,7 @@ constexpr int kWarmup = 2, kMeasured = 7;
 
 train_config timing_job() {
   train_config c;
-  c.model.kind = "mlp";
+  c.model.kind = model_kind::mlp;
   c.model.inputs = 256;
   c.model.hidden = {512, 512, 512, 512};
   c.model.classes = 10;

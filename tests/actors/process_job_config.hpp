@@ -12,7 +12,7 @@ namespace troupe::test {
 
 inline train_config small_dp_config(int ranks, const std::string& out_dir, int64_t steps, double straggle_ms = 0) {
   train_config c;
-  c.model.kind = "mlp";
+  c.model.kind = model_kind::mlp;
   c.model.hidden = {32, 32};
   c.optim.kind = "adamw";
   c.batch_size = 64;
@@ -42,7 +42,7 @@ inline train_config small_mesh_config(const sched::mesh& m, const std::string& o
 inline train_config small_gpt_mesh_config(const sched::mesh& m, const std::string& out_dir, int64_t steps) {
   train_config c = small_mesh_config(m, out_dir, steps);
   c.model = model_spec{};
-  c.model.kind = "gpt";
+  c.model.kind = model_kind::gpt;
   c.model.context = 16;
   c.model.channels = 16;
   c.model.heads = 2;

@@ -19,7 +19,7 @@ namespace {
 
 train_config job(recompute_mode m) {
   train_config c;
-  c.model.kind = "gpt";
+  c.model.kind = model_kind::gpt;
   c.model.vocab = 11;
   c.model.context = 6;
   c.model.channels = 8;

@@ -28,7 +28,7 @@ TEST(StageBucketReducer, BucketsLeaveTopFirstAndOGetsTheReturnedSumsAtTheirPlace
   caf::scoped_actor loader{sys}, optimizer{sys}, collective{sys}, coordinator{sys};
 
   stage_args a;
-  a.model.spec.kind = "mlp";
+  a.model.spec.kind = model_kind::mlp;
   a.model.spec.inputs = 4;
   a.model.spec.hidden = {3};
   a.model.spec.classes = 2;

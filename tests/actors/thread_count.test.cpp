@@ -29,7 +29,7 @@ namespace {
 // 64 (batch, head) pairs, 100k parameters (7 AdamW chunks).
 test::setup gpt_of_several_chunks() {
   test::setup s;
-  s.model.kind = "gpt";
+  s.model.kind = model_kind::gpt;
   s.model.vocab = 23;
   s.model.context = 32;
   s.model.channels = 64;

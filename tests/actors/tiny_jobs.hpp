@@ -28,7 +28,7 @@ struct setup {
 // batch, so dp 4 x M 4 gives every microbatch one sample.
 inline setup mlp_setup() {
   setup s;
-  s.model.kind = "mlp";
+  s.model.kind = model_kind::mlp;
   s.model.inputs = 12;
   s.model.hidden = {16, 16, 16, 16};
   s.model.classes = 5;
@@ -48,7 +48,7 @@ inline setup mlp_setup() {
 // `context` 8 lets context parallelism split each sequence into 2 x cp chunks at cp 2 and 4.
 inline setup gpt_setup(int64_t context = 6) {
   setup s;
-  s.model.kind = "gpt";
+  s.model.kind = model_kind::gpt;
   s.model.vocab = 11;
   s.model.context = context;
   s.model.channels = 8;

@@ -229,7 +229,7 @@ TEST(Validate, AGpuJobOverSeveralProcessesIsAcceptedAndWithTensorParallelismOnly
   EXPECT_NO_THROW(validate(c));
   c.mesh.dp = 1;
   c.mesh.tp = 2;
-  c.model.kind = "gpt";
+  c.model.kind = model_kind::gpt;
   try {
     validate(c);
     FAIL() << "tensor parallelism on GPUs over two processes was accepted";

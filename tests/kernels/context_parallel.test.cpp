@@ -24,7 +24,7 @@ namespace {
 
 model_spec small_gpt() {
   model_spec s;
-  s.kind = "gpt";
+  s.kind = model_kind::gpt;
   s.vocab = 11;
   s.context = 16;
   s.channels = 16;

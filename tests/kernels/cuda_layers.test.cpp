@@ -69,7 +69,7 @@ void expect_close(const std::vector<float>& want, const std::vector<float>& got,
 
 model_spec small_gpt() {
   model_spec spec;
-  spec.kind = "gpt";
+  spec.kind = model_kind::gpt;
   spec.vocab = 65;
   spec.context = 32;
   spec.channels = 64;

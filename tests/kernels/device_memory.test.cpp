@@ -116,7 +116,7 @@ TEST(DeviceMemory, ParsesSizesWithUnitsAndRefusesNonsenseByName) {
 
 model_spec mlp() {
   model_spec s;
-  s.kind = "mlp";
+  s.kind = model_kind::mlp;
   s.inputs = 6;
   s.hidden = {5, 4};
   s.classes = 3;

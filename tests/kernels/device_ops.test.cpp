@@ -34,7 +34,7 @@ std::vector<float> values_of(const tensor& t) {
 
 model_spec small_gpt() {
   model_spec spec;
-  spec.kind = "gpt";
+  spec.kind = model_kind::gpt;
   spec.vocab = 11;
   spec.context = 8;
   spec.channels = 16;

@@ -9,7 +9,7 @@ namespace troupe::test {
 
 inline model_spec gpt_spec(int64_t vocab, int64_t context, int64_t channels, int64_t heads, int64_t blocks) {
   model_spec s;
-  s.kind = "gpt";
+  s.kind = model_kind::gpt;
   s.vocab = vocab;
   s.context = context;
   s.channels = channels;

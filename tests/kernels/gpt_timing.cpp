@@ -13,7 +13,7 @@
 int main() {
   using namespace troupe;
   model_spec spec;
-  spec.kind = "gpt";
+  spec.kind = model_kind::gpt;
   spec.vocab = 96;
   spec.context = 64;
   spec.channels = 128;

@@ -121,7 +121,7 @@ TEST(MatmulPrecision, a_bf16_linear_computes_the_exact_products_of_its_rounded_o
 // (order 1).
 TEST(MatmulPrecision, a_gpts_gradients_at_bf16_are_within_bf16_rounding_of_its_fp32_gradients) {
   model_spec spec;
-  spec.kind = "gpt";
+  spec.kind = model_kind::gpt;
   spec.vocab = 65;
   spec.context = 16;
   spec.channels = 64;

@@ -112,7 +112,7 @@ TEST(MoeBlock, SelectiveRecomputationDropsTheScoresAndChangesNoBit) {
 
 TEST(MoeGpt, EveryNthBlockIsAnMoeBlockAndItsParametersAreNamedAndCounted) {
   model_spec spec;
-  spec.kind = "gpt";
+  spec.kind = model_kind::gpt;
   spec.vocab = 11;
   spec.context = 6;
   spec.channels = C;
@@ -140,7 +140,7 @@ TEST(MoeGpt, EveryNthBlockIsAnMoeBlockAndItsParametersAreNamedAndCounted) {
   EXPECT_THROW(validate(spec), std::invalid_argument);
   spec.top_k = 2;
   EXPECT_THROW(validate(spec, 2), std::invalid_argument);  // tensor parallelism
-  spec.kind = "mlp";
+  spec.kind = model_kind::mlp;
   EXPECT_THROW(validate(spec), std::invalid_argument);
 }
 

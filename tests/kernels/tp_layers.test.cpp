@@ -388,7 +388,7 @@ void expect_model_matches_unsplit(const model_spec& spec, const tensor& x, const
     stack_context c;
     const tensor y = s.forward(x, c);
     loss_result l = splits_logits(spec, tp)
-                        ? vocab_parallel_cross_entropy(y, targets, 0.5f, spec.kind == "gpt" ? spec.vocab : spec.classes,
+                        ? vocab_parallel_cross_entropy(y, targets, 0.5f, spec.kind == model_kind::gpt ? spec.vocab : spec.classes,
                                                        *groups[static_cast<size_t>(r)])
                         : cross_entropy(y, targets, 0.5f);
     s.backward(l.dlogits, c, false);
@@ -409,7 +409,7 @@ TEST(TensorParallelModels, MlpAndGptEqualTheUnsplitModelAtTp2And4) {
   model_spec mlp2 = mlp3;
   mlp2.hidden = {16};  // column, row: the logits end whole
   model_spec gpt;
-  gpt.kind = "gpt";
+  gpt.kind = model_kind::gpt;
   gpt.vocab = 13;
   gpt.context = 6;
   gpt.channels = 16;
@@ -433,7 +433,7 @@ TEST(TensorParallelModels, MlpAndGptEqualTheUnsplitModelAtTp2And4) {
 
 TEST(TensorParallelModels, RefuseAModelThatDoesNotSplit) {
   model_spec gpt;
-  gpt.kind = "gpt";
+  gpt.kind = model_kind::gpt;
   gpt.vocab = 13;
   gpt.heads = 4;
   EXPECT_THROW(validate(gpt, 3), std::invalid_argument);  // 4 heads over 3 ranks

@@ -45,7 +45,7 @@ TEST(TrainStep, TinyMlpDrivesLossDownOnSeparableToyProblem) {
 TEST(TrainStep, TinyGptLearnsAPeriodicTokenStream) {
   // Next token = (token + 1) mod 5: a pattern a one-block model learns in a few dozen steps.
   model_spec spec;
-  spec.kind = "gpt";
+  spec.kind = model_kind::gpt;
   spec.vocab = 5;
   spec.context = 8;
   spec.channels = 16;

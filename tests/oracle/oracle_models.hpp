@@ -18,7 +18,7 @@ inline model_spec oracle_mlp() {
 // Two blocks of two heads, so the residual stream and head split both count.
 inline model_spec oracle_gpt() {
   model_spec s;
-  s.kind = "gpt";
+  s.kind = model_kind::gpt;
   s.vocab = 11;
   s.context = 8;
   s.channels = 16;

@@ -304,6 +304,10 @@ TEST(CheckpointRefusal, AManifestWhoseModelOrSizeWasEditedIsRefusedNamingTheFiel
   const std::string nonsense = save(fresh_dir("edited-kind"), 1, 100, 0);
   test::edit_manifest(nonsense, [](schema::Manifest::Builder m) { m.getModel().setClasses(-3); });
   refused(nonsense, "its model spec is refused: model.classes must be positive, got -3");
+  // A kind this troupe does not build (model_kind is closed): named, with the kinds it builds.
+  const std::string unknown = save(fresh_dir("edited-unknown-kind"), 1, 100, 0);
+  test::edit_manifest(unknown, [](schema::Manifest::Builder m) { m.getModel().setKind("cnn"); });
+  refused(unknown, "model.kind \"cnn\" is not a model this troupe builds (mlp, gpt)");
   // Counts whose byte size wraps around int64 (4 * 2^62 is 0): refused, not read past the file.
   const std::string wrapped = save(fresh_dir("edited-wrap"), 1, 100, 0);
   test::edit_manifest(wrapped, [](schema::Manifest::Builder m) {
