@@ -291,7 +291,7 @@ train_config train_config_for(const flags& f, std::shared_ptr<const storage::dat
   c.model.inputs = 784;
   c.model.hidden = {1024, 1024, 1024};
   c.model.classes = 10;
-  c.optim.kind = "adamw";
+  c.optim.kind = optimizer_kind::adamw;
   c.batch_size = 128;
   c.epochs = 1;
   c.max_steps = f.steps;

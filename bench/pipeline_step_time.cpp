@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   std::printf("OpenBLAS core: %s\n", blas_core_name().c_str());
   train_config a;
   a.model.hidden = {512, 512, 512, 512};
-  a.optim.kind = "sgd";
+  a.optim.kind = optimizer_kind::sgd;
   a.optim.lr = 0.01f;
   a.batch_size = 256;
   a.epochs = 1;

@@ -88,7 +88,7 @@ struct mode {
 train_config job(const flags& f, const mode& m, double straggler_ms, const std::string& tag) {
   train_config c;
   c.model.hidden = f.hidden;
-  c.optim.kind = "adamw";
+  c.optim.kind = optimizer_kind::adamw;
   c.optim.lr = f.lr;
   c.epochs = f.epochs;
   c.batch_size = f.batch;

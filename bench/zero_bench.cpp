@@ -111,7 +111,7 @@ train_config config_for(const variant& v, const flags& f) {
   c.model.channels = 128;
   c.model.heads = 4;
   c.model.blocks = 4;
-  c.optim.kind = "adamw";
+  c.optim.kind = optimizer_kind::adamw;
   c.optim.lr = 3e-3f;
   c.batch_size = 16;
   c.epochs = 1;
@@ -241,7 +241,7 @@ int shard_part(const flags& f) {
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
   train_config tc;  // only for the tile size: the job's rule (memory_plan.hpp)
-  tc.optim.kind = "adamw";
+  tc.optim.kind = optimizer_kind::adamw;
   tc.aio_block_size = f.block_size;
   tc.aio_queue_depth = f.queue_depth;
   const int64_t S = f.shard_floats, tile = offload_tile_floats(tc), tiles = (S + tile - 1) / tile;

@@ -190,7 +190,7 @@ std::vector<tunable> make_table() {
                      0, 100, false, [](train_config& c, const value& v) { c.model.aux_loss_coefficient = v.number; }));
   // [optimizer]
   t.push_back(choice("--optimizer", "optimizer.kind", "Optimizer: adamw or sgd (with momentum) [adamw]",
-                     {"adamw", "sgd"}, [](train_config& c, const value& v) { c.optim.kind = v.text; }));
+                     {"adamw", "sgd"}, [](train_config& c, const value& v) { c.optim.kind = *parse_optimizer_kind(v.text); }));
   t.push_back(number("--lr", "optimizer.lr", "Learning rate [1e-3; 3e-3 for gpt]", 0, 100, true,
                      [](train_config& c, const value& v) { c.optim.lr = static_cast<float>(v.number); }));
   t.push_back(number("--weight-decay", "optimizer.weight_decay", "Weight decay (decoupled for AdamW) [0.01]", 0, 1,

@@ -71,7 +71,7 @@ int main() {
   job.model.inputs = 16;
   job.model.hidden = {32, 32, 32};
   job.model.classes = 4;
-  job.optim.kind = "adamw";
+  job.optim.kind = troupe::optimizer_kind::adamw;
   job.optim.lr = 1e-2f;
   job.batch_size = 32;
   job.epochs = 1;

@@ -15,7 +15,7 @@ int main() {
   cfg.mesh = {2, 2, 2};    // dp 2 x pp 2 x tp 2
   cfg.schedule = "1f1b";
   cfg.micro_batches = 4;
-  cfg.optim.kind = "adamw";
+  cfg.optim.kind = troupe::optimizer_kind::adamw;
   cfg.optim.lr = 3e-3f;
   cfg.batch_size = 16;
   cfg.max_steps = 40;

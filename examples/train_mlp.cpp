@@ -10,7 +10,7 @@ int main(int argc, char** argv) {
   troupe::train_config cfg;
   cfg.model.kind = troupe::model_kind::mlp;
   cfg.model.hidden = {512, 256};        // 784-512-256-10
-  cfg.optim.kind = "adamw";
+  cfg.optim.kind = troupe::optimizer_kind::adamw;
   cfg.optim.lr = 1e-3f;
   cfg.batch_size = 128;
   cfg.epochs = 1;

@@ -10,9 +10,22 @@
 
 namespace troupe {
 
+const char* to_string(optimizer_kind k) {
+  switch (k) {
+    case optimizer_kind::adamw: return "adamw";
+    case optimizer_kind::sgd: return "sgd";
+  }
+  return "?";
+}
+
+std::optional<optimizer_kind> parse_optimizer_kind(const std::string& text) {
+  for (optimizer_kind k : {optimizer_kind::adamw, optimizer_kind::sgd})
+    if (text == to_string(k)) return k;
+  return std::nullopt;
+}
+
 void validate(const optimizer_config& c) {
   auto bad = [](const std::string& what) { throw std::invalid_argument("optimizer." + what); };
-  if (c.kind != "adamw" && c.kind != "sgd") bad("kind must be \"adamw\" or \"sgd\", got \"" + c.kind + "\"");
   if (!(c.lr > 0.0f) || !std::isfinite(c.lr)) bad("lr must be a positive number, got " + std::to_string(c.lr));
   if (!(c.weight_decay >= 0.0f)) bad("weight_decay must be >= 0");
   if (!(c.momentum >= 0.0f && c.momentum < 1.0f)) bad("momentum must be in [0, 1)");
@@ -111,7 +124,7 @@ class adamw final : public optimizer {
 std::unique_ptr<optimizer> make_optimizer(const optimizer_config& cfg, int64_t shard_size, state_storage storage) {
   validate(cfg);
   std::unique_ptr<optimizer> o;
-  if (cfg.kind == "sgd") o = std::make_unique<sgd>(cfg);
+  if (cfg.kind == optimizer_kind::sgd) o = std::make_unique<sgd>(cfg);
   else o = std::make_unique<adamw>(cfg);
   o->shard_size_ = shard_size;
   if (storage == state_storage::internal) o->state_.assign(static_cast<size_t>(o->state_floats() * shard_size), 0.0f);

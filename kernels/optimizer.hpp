@@ -5,13 +5,20 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace troupe {
 
+// The optimizers troupe updates with. The text form ("adamw", "sgd") is what configs, flags and
+// checkpoint manifests carry.
+enum class optimizer_kind { adamw, sgd };
+const char* to_string(optimizer_kind k);
+std::optional<optimizer_kind> parse_optimizer_kind(const std::string& text);
+
 struct optimizer_config {
-  std::string kind = "adamw";  // "adamw" or "sgd"
+  optimizer_kind kind = optimizer_kind::adamw;
   float lr = 1e-3f;
   float weight_decay = 0.01f;  // decoupled for AdamW, L2 added to the gradient for SGD
   float momentum = 0.9f;       // SGD

@@ -166,7 +166,7 @@ std::string job_line(const train_config& c) {
   std::string hidden;
   for (size_t i = 0; i < c.model.hidden.size(); ++i) hidden += (i ? "-" : "") + std::to_string(c.model.hidden[i]);
   return fmt::format("{} {}, {} lr {:g}, global batch {} over dp {}, {} epoch(s){}, seed {}", to_string(c.model.kind),
-                     c.model.kind == model_kind::mlp ? "784-" + hidden + "-10" : "", c.optim.kind, static_cast<double>(c.optim.lr),
+                     c.model.kind == model_kind::mlp ? "784-" + hidden + "-10" : "", to_string(c.optim.kind), static_cast<double>(c.optim.lr),
                      c.batch_size, c.mesh.dp, c.epochs, c.max_steps > 0 ? fmt::format(", at most {} steps", c.max_steps) : "",
                      c.seed);
 }

@@ -54,7 +54,7 @@ void log_plan(const train_config& cfg, const prepared_job& data, const job_plan&
   for (const auto& r : plan.chunks) cut += fmt::format(" [{},{})", r.begin, r.end);
   const auto& s = plan.schedule;
   spdlog::info("model {} ({} parameters), {} steps of {} samples, optimizer {} lr {}{}", describe(data.model),
-               data.num_params, data.total_steps, cfg.batch_size, cfg.optim.kind, cfg.optim.lr,
+               data.num_params, data.total_steps, cfg.batch_size, to_string(cfg.optim.kind), cfg.optim.lr,
                cfg.matmul == matmul_precision::f32 ? "" : ", matmuls on bf16 operands");
   spdlog::info("mesh {} ({} ranks: dp {}{} x pp {} x tp {}{}{}), schedule {} P={} M={} v={}, layer chunks{}{}",
                sched::to_string(plan.mesh), plan.mesh.ranks(), plan.mesh.dp,

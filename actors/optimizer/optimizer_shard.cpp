@@ -350,7 +350,7 @@ caf::behavior optimizer_shard(self_ptr self, optimizer_config cfg, int64_t offse
   });
   st.offset = offset;
   st.size = size;
-  st.kind = cfg.kind;
+  st.kind = to_string(cfg.kind);
   st.cfg = cfg;
   st.memory = std::move(memory);
   const bool offloaded = static_cast<bool>(st.memory.store);

@@ -72,7 +72,7 @@ storage::checkpoint_manifest checkpoint_base(const train_config& cfg, const mode
   m.mesh = sched::to_string(cfg.mesh);
   m.zero = cfg.zero;
   m.offload = to_string(optimizer_offload(cfg));
-  m.optimizer = cfg.optim.kind;
+  m.optimizer = to_string(cfg.optim.kind);
   const optimizer_config& o = cfg.optim;
   m.optimizer_config = fmt::format("lr {} weight_decay {} momentum {} beta1 {} beta2 {} eps {}", o.lr, o.weight_decay,
                                    o.momentum, o.beta1, o.beta2, o.eps);
@@ -81,7 +81,7 @@ storage::checkpoint_manifest checkpoint_base(const train_config& cfg, const mode
   m.steps_per_epoch = steps_per_epoch;
   m.global_floats = global_floats(model);
   m.arrays = {"params"};
-  for (auto& a : storage::optimizer_state_arrays(cfg.optim.kind, make_optimizer(cfg.optim, 0)->state_floats()))
+  for (auto& a : storage::optimizer_state_arrays(to_string(cfg.optim.kind), make_optimizer(cfg.optim, 0)->state_floats()))
     m.arrays.push_back(a);
   return m;
 }
@@ -118,7 +118,7 @@ std::shared_ptr<const resume_point> open_resume(const train_config& cfg, const m
   r->dir = storage::resolve_checkpoint(latest ? cfg.checkpoint_dir : cfg.resume);
   r->manifest = storage::read_manifest(r->dir);
   const storage::checkpoint_manifest& m = r->manifest;
-  storage::check_compatible(m, r->dir, model, cfg.optim.kind);
+  storage::check_compatible(m, r->dir, model, to_string(cfg.optim.kind));
   const storage::checkpoint_manifest job = checkpoint_base(cfg, model, 1, vocabulary);
   // The same number of characters from another corpus would train on as if nothing had changed,
   // every token id now another character.
@@ -134,7 +134,7 @@ std::shared_ptr<const resume_point> open_resume(const train_config& cfg, const m
   }
   if (m.arrays != job.arrays)
     throw std::runtime_error(r->dir + ": it holds " + fmt::format("{}", fmt::join(m.arrays, ", ")) + "; this job's " +
-                             cfg.optim.kind + " keeps " + fmt::format("{}", fmt::join(job.arrays, ", ")) +
+                             to_string(cfg.optim.kind) + " keeps " + fmt::format("{}", fmt::join(job.arrays, ", ")) +
                              " (momentum on or off changes the state)");
   if (m.global_floats != job.global_floats)
     throw std::runtime_error(r->dir + ": " + std::to_string(m.global_floats) + " parameters, this job's model has " +

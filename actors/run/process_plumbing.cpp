@@ -34,7 +34,7 @@ std::string describe_for_join(const train_config& c, const prepared_job& job) {
   return fmt::format("{}; {} lr {} wd {} momentum {} betas {},{} eps {}; batch {} seed {} steps {}; buckets {} MiB; "
                      "mesh {}{}{}; recompute {}; matmul {}; schedule {} M {} v {} dispatch {} +{}; backend {}; eval {}x{}; "
                      "servers {} s{} x{} in {} processes",
-                     describe(job.model), c.optim.kind, c.optim.lr, c.optim.weight_decay, c.optim.momentum,
+                     describe(job.model), to_string(c.optim.kind), c.optim.lr, c.optim.weight_decay, c.optim.momentum,
                      c.optim.beta1, c.optim.beta2, c.optim.eps, c.batch_size, c.seed, job.total_steps, c.bucket_mb,
                      sched::to_string(c.mesh), c.sequence_parallel ? " sp" : "",
                      c.mesh.cp > 1 ? std::string(" cp ") + context::to_string(c.cp_mode) : std::string(), to_string(c.recompute), to_string(c.matmul),

@@ -138,10 +138,10 @@ class gpu_ops final : public device_ops {
   void optimizer_step(float* out, const float* params, const float* grads, float* const* state, int64_t n,
                       const optimizer_config& cfg, int64_t step) const override {
     cudaStream_t s = on();
-    if (cfg.kind == "adamw") return cuda::adamw_step(out, nullptr, state[0], state[1], params, grads, n, cfg, step, s);
-    if (cfg.kind == "sgd")
+    if (cfg.kind == optimizer_kind::adamw) return cuda::adamw_step(out, nullptr, state[0], state[1], params, grads, n, cfg, step, s);
+    if (cfg.kind == optimizer_kind::sgd)
       return cuda::sgd_step(out, nullptr, cfg.momentum != 0.0f ? state[0] : nullptr, params, grads, n, cfg, step, s);
-    throw std::invalid_argument("optimizer_step: no CUDA update for optimizer \"" + cfg.kind + "\"");
+    throw std::invalid_argument("optimizer_step: no CUDA update for optimizer \"" + std::string(to_string(cfg.kind)) + "\"");
   }
 
   void vocab_peaks(float* peaks, const float* logits, int64_t N, int64_t V, int64_t begin) const override {

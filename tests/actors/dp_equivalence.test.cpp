@@ -21,7 +21,7 @@ const char* kCorpus = "/usr/share/games/fortunes";
 train_config config(const std::string& model, const std::string& optimizer, int dp) {
   train_config cfg;
   cfg.model.kind = *parse_model_kind(model);
-  cfg.optim.kind = optimizer;
+  cfg.optim.kind = *parse_optimizer_kind(optimizer);
   if (model == "mlp") {
     cfg.model.hidden = {64, 32};
     cfg.batch_size = 64;

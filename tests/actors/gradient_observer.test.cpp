@@ -41,7 +41,7 @@ TEST(GradientObserver, HearsEveryRankEveryStepAndTheMergedShardsAreTheSingleDevi
   cfg.model.inputs = 12;
   cfg.model.hidden = {16, 16};
   cfg.model.classes = 5;
-  cfg.optim.kind = "sgd";
+  cfg.optim.kind = optimizer_kind::sgd;
   cfg.batch_size = 8;
   cfg.max_steps = 4;
   cfg.epochs = 1;

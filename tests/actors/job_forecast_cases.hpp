@@ -63,7 +63,7 @@ inline std::vector<forecast_case> forecast_cases() {
 
 inline train_config forecast_config(const forecast_case& c, int64_t steps = 12) {
   train_config cfg;
-  cfg.optim.kind = "adamw";
+  cfg.optim.kind = optimizer_kind::adamw;
   cfg.optim.lr = 3e-3f;
   cfg.epochs = 1;
   cfg.max_steps = steps;

@@ -30,7 +30,7 @@ struct fixture : ::testing::Test {
   // A shard of kSize, in memory or over its own offload store.
   caf::actor shard(const std::string& kind, bool nvme, const std::string& name) {
     optimizer_config o;
-    o.kind = kind;
+    o.kind = *parse_optimizer_kind(kind);
     o.momentum = 0.9f;
     shard_memory where;
     if (nvme) {

@@ -23,7 +23,7 @@ inline train_config small_job(const sched::schedule& plan) {
   c.model.inputs = 6;
   c.model.hidden = {8, 8};
   c.model.classes = 3;
-  c.optim.kind = "sgd";
+  c.optim.kind = optimizer_kind::sgd;
   c.optim.lr = 0.1f;
   c.batch_size = 8;
   c.epochs = 1;

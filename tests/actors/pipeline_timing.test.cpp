@@ -31,7 +31,7 @@ train_config timing_job() {
   c.model.inputs = 256;
   c.model.hidden = {512, 512, 512, 512};
   c.model.classes = 10;
-  c.optim.kind = "sgd";
+  c.optim.kind = optimizer_kind::sgd;
   c.optim.lr = 0.01f;
   c.batch_size = 256;
   c.epochs = 1;

@@ -14,7 +14,7 @@ inline train_config small_dp_config(int ranks, const std::string& out_dir, int64
   train_config c;
   c.model.kind = model_kind::mlp;
   c.model.hidden = {32, 32};
-  c.optim.kind = "adamw";
+  c.optim.kind = optimizer_kind::adamw;
   c.batch_size = 64;
   c.epochs = 1;
   c.max_steps = steps;

@@ -66,7 +66,7 @@ inline setup gpt_setup(int64_t context = 6) {
 
 inline optimizer_config optimizer_for(const std::string& kind) {
   optimizer_config o;
-  o.kind = kind;
+  o.kind = *parse_optimizer_kind(kind);
   o.lr = kind == "sgd" ? 0.1f : 1e-2f;
   o.momentum = 0;
   o.weight_decay = kind == "sgd" ? 0.0f : o.weight_decay;

@@ -42,7 +42,7 @@ plain_result train_plain(const train_config& cfg, const storage::dataset& train)
 train_config small_config(const std::string& optimizer) {
   train_config cfg;
   cfg.model.hidden = {64, 32};
-  cfg.optim.kind = optimizer;
+  cfg.optim.kind = *parse_optimizer_kind(optimizer);
   cfg.optim.lr = optimizer == "sgd" ? 0.05f : 1e-3f;
   cfg.batch_size = 64;
   cfg.max_steps = 50;

@@ -22,7 +22,8 @@ struct config_case : ::testing::Test {
   ~config_case() override { std::filesystem::remove(path); }
   train_config load(const std::string& text) {
     std::ofstream(path) << text;
-    return cli::load_config_file(path.string(), train_config{});
+    const train_config defaults;
+    return cli::load_config_file(path.string(), defaults);
   }
   std::string error(const std::string& text) {
     try {
@@ -63,7 +64,7 @@ fashion_mnist = "/data/fm"
   EXPECT_EQ(c.out_dir, "runs/x");
   EXPECT_EQ(c.max_steps, 10);
   EXPECT_EQ(c.model.hidden, (std::vector<int64_t>{128, 64, 32}));
-  EXPECT_EQ(c.optim.kind, "sgd");
+  EXPECT_EQ(c.optim.kind, optimizer_kind::sgd);
   EXPECT_FLOAT_EQ(c.optim.lr, 0.05f);
   EXPECT_FLOAT_EQ(c.optim.momentum, 0.8f);
   EXPECT_FLOAT_EQ(c.optim.weight_decay, 0.0f);
@@ -74,7 +75,7 @@ TEST_F(config_case, UnspecifiedKeysKeepTheirDefaults) {
   auto c = load("[train]\nepochs = 3\n");
   EXPECT_EQ(c.epochs, 3);
   EXPECT_EQ(c.batch_size, 128);
-  EXPECT_EQ(c.optim.kind, "adamw");
+  EXPECT_EQ(c.optim.kind, optimizer_kind::adamw);
   EXPECT_FLOAT_EQ(c.optim.lr, 1e-3f);
 }
 
@@ -145,7 +146,8 @@ TEST_F(config_case, PeerTimeoutCannotMakeAZeroOrOverflowingDeadline) {
 TEST_F(config_case, RecordsWhichKeysTheFileSet) {
   std::ofstream(path) << "[process]\nmaster_addr = \"node0\"\nmaster_port = 29999\n";
   std::set<std::string> given;
-  const train_config c = cli::load_config_file(path.string(), train_config{}, &given);
+  const train_config defaults;
+  const train_config c = cli::load_config_file(path.string(), defaults, &given);
   EXPECT_EQ(c.process.master_addr, "node0");
   EXPECT_EQ(c.process.master_port, 29999);
   EXPECT_EQ(given, (std::set<std::string>{"process.master_addr", "process.master_port"}));

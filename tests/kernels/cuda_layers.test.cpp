@@ -231,7 +231,7 @@ TEST(CudaLayers, the_devices_optimizer_step_matches_the_cpus_for_adamw_and_sgd) 
   for (int64_t i = 0; i < n; ++i) p0[i] = std::sin(0.1f * static_cast<float>(i)), grads[i] = std::cos(0.07f * static_cast<float>(i));
   for (const char* kind : {"adamw", "sgd"}) {
     optimizer_config cfg;
-    cfg.kind = kind;
+    cfg.kind = *parse_optimizer_kind(kind);
     cfg.lr = 0.01f;
     const int k = make_optimizer(cfg, n)->state_floats();
     tensor hp({n}, p0), hs({2 * n}), dp = g.to_here(tensor({n}, p0)), ds = g.zeros({2 * n}), dg = g.to_here(tensor({n}, grads));

@@ -640,7 +640,7 @@ TEST_F(CudaOps, VocabParallelCrossEntropyPassesMatchCpu) {
 // difference is where a compiler fuses a multiply-add: a few ulp, 2e-6 relative (+ 2e-6 lr
 // absolute). A wrong bias correction or decay moves a parameter by O(lr * weight_decay) = 1e-3.
 void optimizer_check(cudaStream_t s, const troupe::optimizer_config& cfg, unsigned seed) {
-  SCOPED_TRACE(cfg.kind + " momentum " + std::to_string(cfg.momentum));
+  SCOPED_TRACE(std::string(troupe::to_string(cfg.kind)) + " momentum " + std::to_string(cfg.momentum));
   const int64_t n = 10007;
   const vec p0 = random(n, -1, 1, seed);
   auto cpu = troupe::make_optimizer(cfg, n);
@@ -652,7 +652,7 @@ void optimizer_check(cudaStream_t s, const troupe::optimizer_config& cfg, unsign
     const vec g = random(n, -1, 1, seed + static_cast<unsigned>(step));
     cpu->step(p.data(), g.data(), n);
     dev<float> d_g(g);
-    if (cfg.kind == "adamw")
+    if (cfg.kind == troupe::optimizer_kind::adamw)
       cu::adamw_step(d_p.get(), d_p16.get(), d_state0.get(), d_state1.get(), d_p.get(), d_g.get(), n, cfg, step, s);
     else
       cu::sgd_step(d_p.get(), d_p16.get(), states ? d_state0.get() : nullptr, d_p.get(), d_g.get(), n, cfg, step, s);
@@ -673,12 +673,12 @@ void optimizer_check(cudaStream_t s, const troupe::optimizer_config& cfg, unsign
 
 TEST_F(CudaOps, OptimizersMatchCpu) {
   troupe::optimizer_config adamw;
-  adamw.kind = "adamw";
+  adamw.kind = troupe::optimizer_kind::adamw;
   adamw.lr = 1e-2f;
   adamw.weight_decay = 0.1f;
   optimizer_check(s, adamw, 130);
   troupe::optimizer_config sgd;
-  sgd.kind = "sgd";
+  sgd.kind = troupe::optimizer_kind::sgd;
   sgd.lr = 1e-2f;
   sgd.weight_decay = 0.1f;
   sgd.momentum = 0.9f;

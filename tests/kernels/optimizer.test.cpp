@@ -28,7 +28,7 @@ void run_steps(optimizer_config cfg, float p0[2], const float grads[3][2], doubl
 
 TEST(SgdMomentum, ThreeStepsMatchHandComputedValues) {
   optimizer_config cfg;
-  cfg.kind = "sgd";
+  cfg.kind = optimizer_kind::sgd;
   cfg.lr = 0.1f;
   cfg.momentum = 0.9f;
   cfg.weight_decay = 0.01f;
@@ -47,7 +47,7 @@ TEST(SgdMomentum, ThreeStepsMatchHandComputedValues) {
 
 TEST(AdamW, ThreeStepsMatchHandComputedValues) {
   optimizer_config cfg;
-  cfg.kind = "adamw";
+  cfg.kind = optimizer_kind::adamw;
   cfg.lr = 0.1f;
   cfg.weight_decay = 0.1f;
   cfg.beta1 = 0.9f;
@@ -80,7 +80,7 @@ TEST(Optimizer, RefusesAShardOfTheWrongSizeAndBadConfig) {
 // The device ops' update (cpu_optimizer_step, with the state passed in) is the optimizer's own
 // step to the bit, at every step count: a shard on a device updates as the host's would.
 TEST(Optimizer, StepWithStatePassedInGivesTheOwnStepsBits) {
-  for (const char* kind : {"adamw", "sgd"}) {
+  for (optimizer_kind kind : {optimizer_kind::adamw, optimizer_kind::sgd}) {
     optimizer_config cfg;
     cfg.kind = kind;
     cfg.lr = 0.1f;
@@ -93,7 +93,7 @@ TEST(Optimizer, StepWithStatePassedInGivesTheOwnStepsBits) {
       for (int64_t i = 0; i < n; ++i) g[i] = std::sin(static_cast<float>(step * 13 + i));
       own->step(a.data(), g.data(), n);
       cpu_optimizer_step(b.data(), b.data(), g.data(), arrays, n, cfg, step);
-      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(a[i], b[i]) << kind << " step " << step << " value " << i;
+      for (int64_t i = 0; i < n; ++i) EXPECT_EQ(a[i], b[i]) << to_string(kind) << " step " << step << " value " << i;
     }
   }
 }

@@ -69,7 +69,7 @@ job gpt_job(const model_spec& spec) {
 // Not the defaults: betas far from 1 make the bias corrections of steps 1 and 2 differ a lot.
 optimizer_config adamw_config() {
   optimizer_config c;
-  c.kind = "adamw";
+  c.kind = optimizer_kind::adamw;
   c.lr = 1e-2f;
   c.beta1 = 0.8f;
   c.beta2 = 0.95f;
@@ -80,7 +80,7 @@ optimizer_config adamw_config() {
 
 optimizer_config sgd_config() {
   optimizer_config c;
-  c.kind = "sgd";
+  c.kind = optimizer_kind::sgd;
   c.lr = 0.05f;
   c.momentum = 0.9f;
   c.weight_decay = 0.01f;
@@ -189,7 +189,7 @@ void dump(const job& j, const std::string& path) {
     auto opt = make_optimizer(cfg, stack.num_params());
     for (int t = 1; t <= optimizer_steps; ++t) {
       train_step(stack, *opt, j.data);
-      add_point(out, cfg.kind + "." + std::to_string(t) + ".", stack, j);
+      add_point(out, std::string(to_string(cfg.kind)) + "." + std::to_string(t) + ".", stack, j);
     }
   }
   add_bf16_linear(out);
