@@ -140,7 +140,8 @@ stress::stress_plan load_stress_file(const std::string& path) {
   stress::stress_plan p;
   p.source = path;
   // The job first: its tables, with their own checks and messages.
-  p.job = load_config_file(path, train_config{}, nullptr, {"stress", "scenario"});
+  const train_config defaults;  // named: GCC 12 warns (wrongly) of an unset vector in a temporary one
+  p.job = load_config_file(path, defaults, nullptr, {"stress", "scenario"});
   toml::table root;
   try {
     root = toml::parse(storage::read_input_file(path, "stress file", storage::settings_file_limit), path);
