@@ -5,7 +5,6 @@
 
 #include "actors/actors.hpp"
 #include "actors/plan/accelerators.hpp"
-#include "actors/plan/memory_plan.hpp"
 #include "actors/compose/mesh_links.hpp"
 #include "actors/compose/rank_parts.hpp"
 #include "actors/stage/stage.hpp"
